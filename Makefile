@@ -1,0 +1,161 @@
+# Makefile: every entry point of the project. `make help` lists them.
+#
+# Layout it builds (see README.md): lib/ and sim/ into build/libddp.a; lib/mpi/
+# (Open MPI) and lib/gpu/ (CUDA, NCCL) into their own archives when found;
+# chapters/NN-name/main.c into build/chapter-N; tests/test_*.c into
+# build/tests/; labs are built and graded by labs/lab.sh. Nothing here names a
+# chapter, lab or test: drop a directory or file in place and it is picked up.
+
+.DEFAULT_GOAL := all
+SHELL := /bin/bash
+
+BUILD ?= build
+OPT ?= -O2
+SAN ?=
+CFLAGS ?= $(OPT) -g
+WARN := -Wall -Wextra -Werror
+CPPFLAGS := -D_GNU_SOURCE -Ilib -Isim $(CPPFLAGS)
+LDLIBS := -lz -ljansson -lm -pthread $(LDLIBS)
+ifneq ($(SAN),)
+  CFLAGS += -fsanitize=$(SAN) -fno-sanitize-recover=all -fno-omit-frame-pointer
+  LDFLAGS += -fsanitize=$(SAN)
+endif
+CFLAGS += -std=c11 -pthread -MMD -MP
+
+# ---- features: build/config.mk, written once per build directory ----------
+NO_CONFIG_GOALS := help clean features
+ifeq ($(filter-out $(NO_CONFIG_GOALS),$(or $(MAKECMDGOALS),all)),)
+else
+include $(BUILD)/config.mk
+endif
+$(BUILD)/config.mk: mk/features.sh
+	@mkdir -p $(BUILD)
+	@sh mk/features.sh > $@.tmp && mv $@.tmp $@
+
+features: ## print which optional features are found, and what a missing one turns off
+	@sh mk/features.sh > /dev/null
+
+ifeq ($(HAVE_MPI),1)
+  CPPFLAGS += -DHAVE_MPI=1
+  MPI_CFLAGS := $(shell mpicc --showme:compile)
+  MPI_LDLIBS := $(shell mpicc --showme:link)
+  MPI_OBJS := $(patsubst %.c,$(BUILD)/obj/%.o,$(wildcard lib/mpi/*.c))
+  BACKEND_ARCHIVES += $(BUILD)/libddp_mpi.a
+  LDLIBS += $(MPI_LDLIBS)
+endif
+ifeq ($(HAVE_CUDA),1)
+  CPPFLAGS += -DHAVE_CUDA=1
+  NVCC := $(CUDA_HOME)/bin/nvcc
+  NVCCFLAGS ?= -O2 -g -std=c++17 -Xcompiler -Wall,-Wextra,-Werror
+  GPU_SRCS := $(wildcard lib/gpu/*.cu)
+  ifeq ($(HAVE_NCCL),1)
+    CPPFLAGS += -DHAVE_NCCL=1
+    GPU_LDLIBS := -L$(NCCL_LIBDIR) -Wl,-rpath,$(NCCL_LIBDIR) -lnccl
+  else
+    GPU_SRCS := $(filter-out lib/gpu/nccl_%,$(GPU_SRCS))
+  endif
+  GPU_OBJS := $(patsubst %.cu,$(BUILD)/obj/%.o,$(GPU_SRCS))
+  GPU_LDLIBS += -L$(CUDA_HOME)/lib64 -Wl,-rpath,$(CUDA_HOME)/lib64 -lcudart -lstdc++
+  ifneq ($(GPU_OBJS),)
+    BACKEND_ARCHIVES += $(BUILD)/libddp_gpu.a
+  endif
+  LDLIBS += $(GPU_LDLIBS)
+endif
+
+# ---- the library ------------------------------------------------------------
+CORE_SRCS := $(wildcard lib/*.c sim/*.c)
+CORE_OBJS := $(CORE_SRCS:%.c=$(BUILD)/obj/%.o)
+LIB := $(BUILD)/libddp.a
+# The backends call into the core and the core into the backends: list it twice.
+ALL_LIBS := $(LIB) $(BACKEND_ARCHIVES) $(LIB)
+
+$(BUILD)/obj/%.o: %.c $(BUILD)/config.mk
+	@mkdir -p $(@D)
+	$(CC) $(CPPFLAGS) $(CFLAGS) $(WARN) -c -o $@ $<
+$(BUILD)/obj/lib/mpi/%.o: lib/mpi/%.c $(BUILD)/config.mk
+	@mkdir -p $(@D)
+	$(CC) $(CPPFLAGS) $(MPI_CFLAGS) $(CFLAGS) $(WARN) -c -o $@ $<
+$(BUILD)/obj/lib/gpu/%.o: lib/gpu/%.cu $(BUILD)/config.mk
+	@mkdir -p $(@D)
+	$(NVCC) $(CPPFLAGS) $(NVCCFLAGS) -c -o $@ $<
+$(LIB): $(CORE_OBJS)
+	@rm -f $@; ar rcs $@ $^
+$(BUILD)/libddp_mpi.a: $(MPI_OBJS)
+	@rm -f $@; ar rcs $@ $^
+$(BUILD)/libddp_gpu.a: $(GPU_OBJS)
+	@rm -f $@; ar rcs $@ $^
+
+# ---- chapters: chapters/NN-name/main.c -> build/chapter-N --------------------
+CHAPTER_DIRS := $(sort $(wildcard chapters/[0-9][0-9]-*))
+chapter_num = $(patsubst 0%,%,$(firstword $(subst -, ,$(notdir $(1)))))
+CHAPTERS := $(foreach d,$(CHAPTER_DIRS),$(call chapter_num,$(d)))
+CHAPTER_BINS := $(CHAPTERS:%=$(BUILD)/chapter-%)
+
+define chapter_rules
+$(BUILD)/chapter-$(call chapter_num,$(1)): $(1)/main.c $(ALL_LIBS)
+	$$(CC) $$(CPPFLAGS) $$(CFLAGS) $$(WARN) -MF $$@.d $$(LDFLAGS) -o $$@ $$< $$(ALL_LIBS) $$(LDLIBS)
+chapter-$(call chapter_num,$(1)): $(BUILD)/chapter-$(call chapter_num,$(1))
+	./$(BUILD)/chapter-$(call chapter_num,$(1)) $$(ARGS)
+.PHONY: chapter-$(call chapter_num,$(1))
+endef
+$(foreach d,$(CHAPTER_DIRS),$(eval $(call chapter_rules,$(d))))
+
+# ---- tests: tests/test_*.c -> build/tests/test_* -----------------------------
+HARNESS_OBJS := $(BUILD)/obj/tests/harness/check.o $(BUILD)/obj/tests/harness/isolate.o
+TEST_BINS := $(patsubst tests/%.c,$(BUILD)/tests/%,$(wildcard tests/test_*.c))
+$(BUILD)/obj/tests/%.o: CPPFLAGS += -Itests/harness
+$(BUILD)/tests/%: tests/%.c $(HARNESS_OBJS) $(ALL_LIBS)
+	@mkdir -p $(@D)
+	$(CC) $(CPPFLAGS) -Itests/harness $(CFLAGS) $(WARN) -MF $@.d $(LDFLAGS) -o $@ $< $(HARNESS_OBJS) $(ALL_LIBS) $(LDLIBS)
+
+all: $(LIB) $(BACKEND_ARCHIVES) $(CHAPTER_BINS) ## build the library and every chapter program
+tests: all $(TEST_BINS)
+
+# ---- fuzzing: tests/fuzz/fuzz_*.c, clang + libFuzzer ------------------------
+FUZZ_SECONDS ?= 30
+FUZZ_TARGETS := $(patsubst tests/fuzz/%.c,$(BUILD)/fuzz/%,$(wildcard tests/fuzz/fuzz_*.c))
+$(BUILD)/fuzz/%: tests/fuzz/%.c $(CORE_SRCS) $(wildcard lib/*.h sim/*.h)
+	@mkdir -p $(@D)
+	clang -g -O1 -std=c11 -D_GNU_SOURCE -Ilib -Isim -fsanitize=fuzzer,address,undefined -o $@ $< $(CORE_SRCS) $(filter-out -pthread,$(LDLIBS)) -pthread
+fuzz-build: $(FUZZ_TARGETS)
+fuzz: $(FUZZ_TARGETS) ## run every libFuzzer target for FUZZ_SECONDS (default 30) each
+	@for t in $(FUZZ_TARGETS); do \
+	    mkdir -p $(BUILD)/fuzz/corpus-$$(basename $$t); \
+	    echo "fuzz: $$t for $(FUZZ_SECONDS) s"; \
+	    $$t -max_total_time=$(FUZZ_SECONDS) -print_final_stats=0 $(BUILD)/fuzz/corpus-$$(basename $$t) tests/fuzz/seeds/$$(basename $$t) 2>$(BUILD)/fuzz/$$(basename $$t).log \
+	        || { tail -n 40 $(BUILD)/fuzz/$$(basename $$t).log; exit 1; }; \
+	    echo "fuzz: $$(basename $$t): no crash in $(FUZZ_SECONDS) s"; \
+	done
+
+# ---- entry points -------------------------------------------------------------
+test: ## run the whole suite (plain, ASan+UBSan, TSan, fuzz smoke); QUICK=1 runs the plain suite only
+	@bash tests/run $(if $(QUICK),--quick)
+check: ## the test suite under ASan + UBSan
+	@bash tests/run --suite=asan
+tsan: ## the unit tests under ThreadSanitizer
+	@bash tests/run --suite=tsan
+lab-%: $(LIB) $(BACKEND_ARCHIVES) ## grade lab N: make lab-N [IMPL=ref|student|skeleton]
+	@CC="$(CC)" CFLAGS="$(CFLAGS)" CPPFLAGS="$(CPPFLAGS)" LDFLAGS="$(LDFLAGS)" LDLIBS="$(LDLIBS)" \
+	    BUILD="$(BUILD)" BACKEND_ARCHIVES="$(BACKEND_ARCHIVES)" bash labs/lab.sh $* $(or $(IMPL),student)
+lab-skeletons: ## regenerate every lab's learner file from the reference (overwrites your work!)
+	@bash labs/lab.sh --write-skeletons
+bench: all ## run every chapter's benchmarks; each prints its ratio against a peer or limit
+	@for d in $(CHAPTER_DIRS); do [ -x $$d/bench.sh ] && BUILD=$(BUILD) $$d/bench.sh || true; done
+plots: all ## run each chapter's plotted experiment: CSV, PNG and SVG into notebooks-out/
+	@for n in $(CHAPTERS); do \
+	    if ls chapters/*$$n-*/plot.gp >/dev/null 2>&1; then ./$(BUILD)/chapter-$$n --plot || exit 1; fi; done
+demo: all ## the main job: every chapter that exists, one after another, on its defaults
+	@for n in $(CHAPTERS); do echo "==== chapter $$n ===="; ./$(BUILD)/chapter-$$n || exit 1; done
+test-gpu: all ## the GPU paths, on a machine with an NVIDIA GPU
+	@bash tests/run --suite=gpu
+clean: ## remove build/ and generated notebooks-out/ (keeps notebooks-out/reference/)
+	rm -rf build
+	find notebooks-out -mindepth 1 -maxdepth 1 ! -name reference -exec rm -rf {} +
+help: ## list the entry points
+	@echo "make targets:"
+	@grep -hE '^[a-z%-]+:.*## ' $(MAKEFILE_LIST) | sed -E 's/^([a-z%-]+):.*## /  \1\t/' | sed 's/%/N/' | expand -t 18
+	@echo "variables: BUILD=dir  SAN=address,undefined  WITH_CUDA=0  WITH_MPI=0  ARGS='...' (for chapter-N)"
+
+.PHONY: all tests test check tsan bench plots demo clean help features fuzz fuzz-build lab-skeletons test-gpu
+.SECONDARY:
+-include $(shell find $(BUILD) -name '*.d' 2>/dev/null)

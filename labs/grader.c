@@ -1,0 +1,34 @@
+/* grader: runs a lab's tests in isolated children and prints points and a score (see grader.h). */
+#include "grader.h"
+
+#include "isolate.h"
+
+#include <stdio.h>
+#include <string.h>
+
+int grade_main(int argc, char **argv, const struct grade_test *tests, size_t count)
+{
+    if (argc > 1 && strcmp(argv[1], "--help") == 0) {
+        printf("usage: %s\nGrades this lab: each test runs in its own process with a time limit.\n", argv[0]);
+        for (size_t i = 0; i < count; i++)
+            printf("  %-32s %3d points, %u s\n", tests[i].name, tests[i].points, tests[i].timeout_s);
+        return 0;
+    }
+    int score = 0, total = 0, passed = 0, failed = 0;
+    for (size_t i = 0; i < count; i++) {
+        static char reason[8192];
+        total += tests[i].points;
+        if (isolate_run(tests[i].run, tests[i].timeout_s, reason, sizeof reason)) {
+            printf("%s: OK (%d)\n", tests[i].name, tests[i].points);
+            score += tests[i].points;
+            passed++;
+        } else {
+            printf("%s: FAIL (0/%d) %s\n", tests[i].name, tests[i].points, reason);
+            failed++;
+        }
+        fflush(stdout);
+    }
+    printf("Score: %d/%d\n", score, total);
+    printf("%d passed, %d failed\n", passed, failed);
+    return score == total ? 0 : 1;
+}

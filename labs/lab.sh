@@ -1,0 +1,96 @@
+#!/usr/bin/env bash
+# lab.sh: builds and runs a lab's grader against one implementation (`make lab-N`).
+#
+#   labs/lab.sh N [student|ref|skeleton|only:REGION]
+#   labs/lab.sh --write-skeletons     regenerate every committed learner file
+#   labs/lab.sh --check-skeletons     fail if a committed learner file differs from its generated one
+#   labs/lab.sh --regions N           list lab N's exercise regions
+#
+# A lab lives in labs/NN-name/: README.md, grade.c, and one learner file per
+# module, named like its reference in lib/ or sim/. The learner file is that
+# reference with its LAB regions stubbed (labs/labgen.awk). Make passes CC,
+# CFLAGS, CPPFLAGS, LDFLAGS, LDLIBS, BUILD and BACKEND_ARCHIVES.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+BUILD=${BUILD:-build}
+
+lab_dir() { # lab number -> its directory
+    local d
+    d=$(ls -d labs/"$(printf '%02d' "$1")"-*/ 2>/dev/null | head -n 1) || true
+    [ -n "$d" ] || { echo "lab.sh: there is no lab $1 (labs/$(printf '%02d' "$1")-*/)" >&2; exit 2; }
+    echo "${d%/}"
+}
+learner_files() { ls "$1"/*.c | grep -v '/grade\.c$'; }
+reference_of() { # learner file -> reference module
+    local base; base=$(basename "$1")
+    for d in lib sim; do [ -f "$d/$base" ] && { echo "$d/$base"; return; }; done
+    echo "lab.sh: $1 has no reference module lib/$base or sim/$base" >&2; exit 2
+}
+generate() { # reference readme [only] -> learner file on stdout
+    awk -v src="$1" -v readme="$2" -v only="${3:-}" -f labs/labgen.awk "$1"
+}
+regions_of() { sed -n 's|^[[:space:]]*// LAB:BEGIN \([^[:space:]]*\).*|\1|p' "$@"; }
+
+case "${1:-}" in
+--write-skeletons|--check-skeletons)
+    status=0
+    for dir in labs/[0-9][0-9]-*/; do
+        dir=${dir%/}
+        for f in $(learner_files "$dir"); do
+            ref=$(reference_of "$f")
+            if [ "$1" = --write-skeletons ]; then generate "$ref" "$dir/README.md" > "$f"; echo "wrote $f"
+            elif ! diff -u "$f" <(generate "$ref" "$dir/README.md") > /dev/null; then
+                echo "$f differs from the skeleton generated from $ref (run: make lab-skeletons)"; status=1
+            fi
+        done
+    done
+    exit $status ;;
+--regions)
+    dir=$(lab_dir "$2")
+    for f in $(learner_files "$dir"); do regions_of "$(reference_of "$f")"; done
+    exit 0 ;;
+""|-h|--help)
+    sed -n '2,12p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+esac
+
+n=$1; impl=${2:-student}
+dir=$(lab_dir "$n")
+out="$BUILD/labs/lab-$n/${impl//:/-}"
+mkdir -p "$out"
+
+# The sources that stand in for the reference modules, per implementation.
+srcs=(); excluded=()
+for f in $(learner_files "$dir"); do
+    ref=$(reference_of "$f")
+    excluded+=("$BUILD/obj/${ref%.c}.o")
+    case "$impl" in
+    student) srcs+=("$f") ;;
+    ref) srcs+=("$ref") ;;
+    skeleton) generate "$ref" "$dir/README.md" > "$out/$(basename "$f")"; srcs+=("$out/$(basename "$f")") ;;
+    only:*) region=${impl#only:}
+        if regions_of "$ref" | grep -qx "$region"; then generate "$ref" "$dir/README.md" "$region" > "$out/$(basename "$f")"
+        else cp "$ref" "$out/$(basename "$f")"; fi
+        srcs+=("$out/$(basename "$f")") ;;
+    *) echo "lab.sh: unknown implementation '$impl' (student, ref, skeleton or only:REGION)" >&2; exit 2 ;;
+    esac
+done
+
+# The library without the modules under test, so the two never collide.
+base="$out/libbase.a"
+rm -f "$base"
+objs=()
+for o in $(ar t "$BUILD/libddp.a"); do
+    path=$(find "$BUILD/obj/lib" "$BUILD/obj/sim" -name "$o" | head -n 1)
+    skip=0; for e in "${excluded[@]}"; do [ "$path" = "$e" ] && skip=1; done
+    [ $skip = 1 ] || objs+=("$path")
+done
+ar rcs "$base" "${objs[@]}"
+
+# Learner files are works in progress: unused helpers are not an error there.
+lenient="-Wno-unused-function -Wno-unused-parameter -Wno-unused-variable -Wno-unused-but-set-variable"
+# shellcheck disable=SC2086
+${CC:-cc} ${CPPFLAGS:-} -Ilabs -Itests/harness -I"$dir" ${CFLAGS:-} -Wall -Wextra -Werror $lenient ${LDFLAGS:-} \
+    -o "$out/grade" "$dir/grade.c" "${srcs[@]}" labs/grader.c tests/harness/isolate.c \
+    "$base" ${BACKEND_ARCHIVES:-} "$base" ${LDLIBS:-}
+echo "lab $n ($dir), implementation: $impl"
+exec "$out/grade"

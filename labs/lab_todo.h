@@ -1,0 +1,23 @@
+/* lab_todo: what an unwritten exercise region does in a lab's learner file.
+ *
+ * labs/labgen.awk replaces each LAB region of a reference module with its stub,
+ * which calls LAB_TODO("region"). It prints where to look and returns
+ * ERR_UNSUPPORTED, so the grader shows a clear reason instead of a wrong answer.
+ */
+#ifndef DDP_LAB_TODO_H
+#define DDP_LAB_TODO_H
+
+#include "error.h"
+
+#include <stdio.h>
+
+static inline int lab_todo(const char *file, int line, const char *region)
+{
+    fprintf(stderr, "LAB_TODO: region '%s' is not written yet (%s:%d); see the README next to that file\n",
+            region, file, line);
+    return err_set(ERR_UNSUPPORTED, "lab region '%s' is not written yet", region);
+}
+
+#define LAB_TODO(region) lab_todo(__FILE__, __LINE__, region)
+
+#endif

@@ -1,0 +1,28 @@
+/* clock: monotonic time, sleeping and spinning (see clock.h). */
+#include "clock.h"
+
+#include <errno.h>
+#include <time.h>
+
+uint64_t clock_now_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+double clock_now_s(void) { return (double)clock_now_ns() * 1e-9; }
+
+void clock_sleep_ns(uint64_t ns)
+{
+    struct timespec ts = {.tv_sec = (time_t)(ns / 1000000000u), .tv_nsec = (long)(ns % 1000000000u)};
+    while (nanosleep(&ts, &ts) != 0 && errno == EINTR) {
+    }
+}
+
+void clock_spin_ns(uint64_t ns)
+{
+    uint64_t end = clock_now_ns() + ns;
+    while (clock_now_ns() < end) {
+    }
+}

@@ -1,0 +1,22 @@
+/* clock: the one time source of every measurement (loader data-wait, copy and
+ * all-reduce timings, benchmark rates). Monotonic, so wall-clock jumps never
+ * produce negative durations. */
+#ifndef DDP_CLOCK_H
+#define DDP_CLOCK_H
+
+#include <stdint.h>
+
+/* Nanoseconds since an arbitrary fixed point (CLOCK_MONOTONIC). */
+uint64_t clock_now_ns(void);
+
+/* The same in seconds, as a double, for rates and tables. */
+double clock_now_s(void);
+
+/* Sleeps for `ns` nanoseconds, resuming after signals. */
+void clock_sleep_ns(uint64_t ns);
+
+/* Burns `ns` nanoseconds of CPU on this thread (a stand-in for decode or compute
+ * work: unlike sleeping, it occupies a core, as real work does). */
+void clock_spin_ns(uint64_t ns);
+
+#endif

@@ -1,0 +1,81 @@
+/* dataset: records by index, without loading the file into memory (chapter 1).
+ *
+ * Where it sits: the first stage of the data path. The sampler decides which
+ * indices a rank sees; the loader's workers call dataset_read() to copy each
+ * record straight into a batch slot. Every format is behind this one interface:
+ *
+ *   IDX       MNIST / Fashion-MNIST images (+ labels), plain or gzipped  (dataset_idx.c)
+ *   JSONL     one record per line, sidecar offset index, mmapped         (dataset_jsonl.c)
+ *   shards    a list of files addressed by one global index              (dataset_shards.c)
+ *   synthetic deterministic, seeded, any size: tests and fallback        (dataset_synthetic.c)
+ *
+ * Reads cost O(1) memory per record and are safe from many threads at once on
+ * one open dataset. Read dataset_open() first.
+ */
+#ifndef DDP_DATASET_H
+#define DDP_DATASET_H
+
+#include <stdint.h>
+
+typedef struct dataset dataset_t;
+
+enum dataset_kind { DATASET_SYNTHETIC, DATASET_IDX, DATASET_JSONL, DATASET_SHARDS };
+
+struct dataset_options {
+    /* synthetic: how many records, how big, and the seed of their content.
+     * With synthetic_min_bytes < synthetic_bytes, record i is between the two
+     * (a variable-length dataset for token-budget batching); else all are
+     * synthetic_bytes long. Labels are in [0, 10). */
+    uint64_t synthetic_records;
+    uint64_t synthetic_bytes;
+    uint64_t synthetic_min_bytes;
+    uint64_t seed;
+    /* JSONL: the integer field that gives a record's length ("num_tokens");
+     * NULL: the length is the line's byte count. */
+    const char *length_field;
+};
+
+/* Fills the defaults: 60000 synthetic records of 784 bytes (Fashion-MNIST's
+ * training-set shape), seed 0, byte lengths. */
+void dataset_options_default(struct dataset_options *opt);
+
+struct dataset_info {
+    enum dataset_kind kind;
+    uint64_t length;           /* number of records */
+    uint64_t record_bytes;     /* bytes of every record when fixed-size, else 0 */
+    uint64_t max_record_bytes; /* an upper bound on any record's size: size read buffers with it */
+    int has_labels;            /* records carry a class label */
+    uint32_t rows, cols;       /* image shape for IDX (0 otherwise) */
+};
+
+struct dataset_record {
+    uint64_t bytes;  /* bytes written to dst (the record's size) */
+    uint64_t length; /* length for batching: the length field, or bytes */
+    int64_t label;   /* class label, or -1 */
+};
+
+/* Opens `spec`: "synthetic", a path to an IDX images file (labels are found
+ * beside it), a .jsonl file, or a shard list "a.jsonl,b.jsonl". Returns 0 and
+ * sets *out, or a negative ERR_* with err_msg() naming the file and the byte
+ * offset or record at fault. `opt` may be NULL for the defaults. */
+int dataset_open(const char *spec, const struct dataset_options *opt, dataset_t **out);
+
+/* The dataset's shape. Never fails. */
+const struct dataset_info *dataset_info(const dataset_t *ds);
+
+/* A short description for messages and summaries ("idx:train-images-idx3-ubyte.gz"). */
+const char *dataset_name(const dataset_t *ds);
+
+/* Copies record `index` into dst (capacity `cap` bytes) and describes it in
+ * *rec. ERR_RANGE for an index past the end, ERR_RANGE when cap is too small,
+ * ERR_FORMAT for a malformed record, each naming the index. Thread-safe. */
+int dataset_read(const dataset_t *ds, uint64_t index, void *dst, uint64_t cap, struct dataset_record *rec);
+
+/* The record's batching length without copying it (token-budget samplers ask
+ * this for every index). 0 or ERR_RANGE / ERR_FORMAT. */
+int dataset_length_of(const dataset_t *ds, uint64_t index, uint64_t *length);
+
+/* Unmaps and frees everything. NULL is allowed. */
+void dataset_close(dataset_t *ds);
+
+#endif

@@ -1,0 +1,24 @@
+/* dataset_impl: what a dataset format module provides behind dataset.h.
+ * Only the dataset_*.c files include this; everyone else sees dataset.h. */
+#ifndef DDP_DATASET_IMPL_H
+#define DDP_DATASET_IMPL_H
+
+#include "dataset.h"
+
+struct dataset_ops {
+    int (*read)(const dataset_t *ds, uint64_t index, void *dst, uint64_t cap, struct dataset_record *rec);
+    int (*length_of)(const dataset_t *ds, uint64_t index, uint64_t *length);
+    void (*close)(dataset_t *ds);
+};
+
+struct dataset {
+    const struct dataset_ops *ops;
+    struct dataset_info info;
+    char name[256];
+    void *impl; /* the format's own state */
+};
+
+/* Each format's opener; dataset_open() picks one from the spec. */
+int dataset_synthetic_open(const struct dataset_options *opt, dataset_t **out);
+
+#endif

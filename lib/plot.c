@@ -1,0 +1,72 @@
+/* plot: CSV files and gnuplot rendering (see plot.h). */
+#include "plot.h"
+
+#include "error.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+int plot_mkdir(const char *dir)
+{
+    char path[4096];
+    if (snprintf(path, sizeof path, "%s", dir) >= (int)sizeof path)
+        return err_set(ERR_ARG, "%s: path too long", dir);
+    for (char *p = path + 1;; p++) {
+        if (*p == '/' || *p == '\0') {
+            char saved = *p;
+            *p = '\0';
+            if (mkdir(path, 0777) != 0 && errno != EEXIST)
+                return err_set(ERR_IO, "%s: cannot create directory: %s", path, strerror(errno));
+            if (saved == '\0')
+                break;
+            *p = saved;
+        }
+    }
+    return 0;
+}
+
+FILE *plot_csv_open(const char *path)
+{
+    char dir[4096];
+    snprintf(dir, sizeof dir, "%s", path);
+    char *slash = strrchr(dir, '/');
+    if (slash) {
+        *slash = '\0';
+        if (plot_mkdir(dir) != 0)
+            return NULL;
+    }
+    FILE *f = fopen(path, "w");
+    if (!f)
+        err_set(ERR_IO, "%s: cannot write: %s", path, strerror(errno));
+    return f;
+}
+
+static int plot_have_gnuplot(void)
+{
+    return system("command -v gnuplot >/dev/null 2>&1") == 0;
+}
+
+int plot_render(const char *script, const char *csv, const char *out)
+{
+    if (!plot_have_gnuplot())
+        return err_set(ERR_UNSUPPORTED, "gnuplot is not installed: %s not rendered (data in %s)", out, csv);
+    char vars[8192];
+    snprintf(vars, sizeof vars, "csv='%s'; out='%s'", csv, out);
+    pid_t pid = fork();
+    if (pid < 0)
+        return err_set(ERR_IO, "fork for gnuplot: %s", strerror(errno));
+    if (pid == 0) {
+        execlp("gnuplot", "gnuplot", "-e", vars, script, (char *)NULL);
+        _exit(127);
+    }
+    int status;
+    while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+    }
+    if (!WIFEXITED(status) || WEXITSTATUS(status) != 0)
+        return err_set(ERR_IO, "gnuplot %s failed (status %d)", script, status);
+    return 0;
+}

@@ -1,0 +1,25 @@
+/* plot: where every chapter's measurements end up: a CSV file, and a PNG + SVG
+ * rendered by gnuplot from the chapter's plot.gp. All of it goes under
+ * notebooks-out/ (never next to sources).
+ *
+ * A plot.gp script receives two variables: `csv` (the data file) and `out`
+ * (the output path without extension); it sets its own terminals and writes
+ * out.png and out.svg. See chapters/01-dataset/plot.gp for the pattern.
+ */
+#ifndef DDP_PLOT_H
+#define DDP_PLOT_H
+
+#include <stdio.h>
+
+/* Creates directory `dir` and its parents (mkdir -p). 0 or ERR_IO. */
+int plot_mkdir(const char *dir);
+
+/* Opens `path` for writing a CSV, creating its directory. NULL with err_msg(). */
+FILE *plot_csv_open(const char *path);
+
+/* Runs `gnuplot -e "csv='CSV'; out='OUT'" SCRIPT`. Returns 0 when the PNG and
+ * SVG were written, ERR_UNSUPPORTED when gnuplot is not installed (the CSV is
+ * still there to plot elsewhere), ERR_IO when gnuplot failed. */
+int plot_render(const char *script, const char *csv, const char *out);
+
+#endif

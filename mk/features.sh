@@ -1,0 +1,76 @@
+#!/bin/sh
+# Feature detection: the first thing the build runs. It prints one line per
+# feature on stderr (found or not, and what a missing one turns off) and writes
+# the Make variables of build/config.mk on stdout. Missing hard requirements
+# (a C compiler, zlib, jansson) stop the build with the apt-get line that fixes it.
+# Override any detection from the environment: WITH_CUDA=0, WITH_MPI=0.
+
+say() { printf '  %-10s %s\n' "$1" "$2" >&2; }
+missing=""
+CC=${CC:-cc}
+
+echo "features:" >&2
+if command -v "$CC" >/dev/null 2>&1; then say cc "found: $("$CC" --version | head -n 1)"
+else say cc "NOT FOUND: nothing can be built"; missing="$missing gcc make"; fi
+
+probe_lib() { # $1 header, $2 -l flag: can we compile and link against it?
+    printf '#include <%s>\nint main(void){return 0;}\n' "$1" |
+        "$CC" -x c - -o /dev/null "$2" >/dev/null 2>&1
+}
+if probe_lib zlib.h -lz; then say zlib "found"
+else say zlib "NOT FOUND: gzipped IDX files cannot be read"; missing="$missing zlib1g-dev"; fi
+if probe_lib jansson.h -ljansson; then say jansson "found"
+else say jansson "NOT FOUND: JSONL length fields cannot be parsed"; missing="$missing libjansson-dev"; fi
+
+# CUDA + NCCL. The toolkit keeps libnccl.so in lib/, not lib64/, so look in both.
+cuda_home=""
+if [ "${WITH_CUDA:-1}" != 0 ]; then
+    nvcc=$(command -v nvcc 2>/dev/null || true)
+    [ -z "$nvcc" ] && [ -x /usr/local/cuda/bin/nvcc ] && nvcc=/usr/local/cuda/bin/nvcc
+    [ -n "$nvcc" ] && cuda_home=$(dirname "$(dirname "$(readlink -f "$nvcc")")")
+fi
+have_cuda=0; have_nccl=0
+if [ -n "$cuda_home" ]; then
+    have_cuda=1
+    say cuda "found: $("$nvcc" --version | tail -n 1) in $cuda_home"
+    for d in lib64 lib; do [ -e "$cuda_home/$d/libnccl.so" ] && nccl_lib="$cuda_home/$d"; done
+    if [ -n "${nccl_lib:-}" ] && [ -e "$cuda_home/include/nccl.h" ]; then have_nccl=1; say nccl "found in $nccl_lib"
+    else say nccl "not found: --backend=nccl is off"; fi
+else
+    say cuda "not found: GPU code is not built; every chapter runs in the simulator"
+    say nccl "not found (needs CUDA): --backend=nccl is off"
+fi
+
+have_mpi=0
+if [ "${WITH_MPI:-1}" != 0 ] && command -v mpicc >/dev/null 2>&1; then
+    have_mpi=1; say mpi "found: $(mpirun --version 2>/dev/null | head -n 1)"
+else say mpi "not found: --backend=mpi and the mpirun tests are off (apt-get install openmpi-bin libopenmpi-dev)"; fi
+
+if command -v gnuplot >/dev/null 2>&1; then say gnuplot "found"
+else say gnuplot "not found: CSV is written, plots are not rendered (apt-get install gnuplot-nox)"; fi
+
+have_clang=0
+if command -v clang >/dev/null 2>&1 &&
+   printf 'int LLVMFuzzerTestOneInput(const char*d,unsigned long n){(void)d;(void)n;return 0;}\n' |
+   clang -x c - -fsanitize=fuzzer -o /dev/null >/dev/null 2>&1; then
+    have_clang=1; say clang "found, with libFuzzer"
+else say clang "not found (or no libFuzzer): make fuzz is off (apt-get install clang libclang-rt-14-dev)"; fi
+
+torch=0
+if [ -x /usr/bin/python3 ] && /usr/bin/python3 -c 'import torch' >/dev/null 2>&1; then
+    torch=1; say pytorch "found: $(/usr/bin/python3 -c 'import torch; print(torch.__version__)')"
+else say pytorch "not found: cross-checks and benchmarks against PyTorch are skipped (apt-get install python3-torch)"; fi
+
+if [ -n "$missing" ]; then
+    echo "error: required packages are missing. Install them with:" >&2
+    echo "  sudo apt-get install$missing" >&2
+    exit 1
+fi
+
+echo "HAVE_CUDA := $have_cuda"
+echo "HAVE_NCCL := $have_nccl"
+echo "HAVE_MPI := $have_mpi"
+echo "HAVE_CLANG_FUZZER := $have_clang"
+echo "HAVE_TORCH := $torch"
+echo "CUDA_HOME := $cuda_home"
+echo "NCCL_LIBDIR := ${nccl_lib:-}"

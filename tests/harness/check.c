@@ -1,0 +1,111 @@
+/* check: registry and runner behind check.h; the main() of every tests/test_*.c.
+ *
+ * Usage: build/tests/test_x [NAME...]   (no names: run them all)
+ * Prints "PASS test_x.NAME" or "FAIL test_x.NAME: reason" per test, exits 1 if
+ * any failed. CHECK_TIMEOUT=seconds overrides the default per-test limit.
+ */
+#include "check.h"
+
+#include "error.h"
+#include "isolate.h"
+
+#include <libgen.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#define CHECK_MAX_TESTS 512
+#define CHECK_DEFAULT_TIMEOUT_S 120
+
+static struct {
+    const char *name;
+    void (*fn)(void);
+} check_tests[CHECK_MAX_TESTS];
+static int check_count;
+static char check_dir[256];
+
+void check_register(const char *name, void (*fn)(void))
+{
+    if (check_count == CHECK_MAX_TESTS) {
+        fprintf(stderr, "check: more than %d tests in one program\n", CHECK_MAX_TESTS);
+        exit(2);
+    }
+    check_tests[check_count].name = name;
+    check_tests[check_count].fn = fn;
+    check_count++;
+}
+
+void check_fail(const char *file, int line, const char *fmt, ...)
+{
+    va_list ap;
+    fprintf(stderr, "%s:%d: ", file, line);
+    va_start(ap, fmt);
+    vfprintf(stderr, fmt, ap);
+    va_end(ap);
+    fputc('\n', stderr);
+    fflush(stderr);
+    _exit(1);
+}
+
+const char *check_tmpdir(void)
+{
+    if (!check_dir[0]) {
+        const char *base = getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp";
+        snprintf(check_dir, sizeof check_dir, "%s/ddp-test-XXXXXX", base);
+        if (!mkdtemp(check_dir)) {
+            perror("check: mkdtemp");
+            exit(2);
+        }
+    }
+    return check_dir;
+}
+
+static void check_cleanup(void)
+{
+    if (check_dir[0]) {
+        char cmd[512];
+        snprintf(cmd, sizeof cmd, "rm -rf '%s'", check_dir);
+        if (system(cmd) != 0)
+            fprintf(stderr, "check: could not remove %s\n", check_dir);
+    }
+}
+
+static int check_selected(const char *name, int argc, char **argv)
+{
+    if (argc <= 1)
+        return 1;
+    for (int i = 1; i < argc; i++)
+        if (strcmp(argv[i], name) == 0)
+            return 1;
+    return 0;
+}
+
+int main(int argc, char **argv)
+{
+    const char *prog = basename(argv[0]);
+    unsigned timeout_s = getenv("CHECK_TIMEOUT") ? (unsigned)atoi(getenv("CHECK_TIMEOUT")) : CHECK_DEFAULT_TIMEOUT_S;
+    if (argc > 1 && strcmp(argv[1], "--help") == 0) {
+        printf("usage: %s [TEST...]\nRuns the named tests (default: all), each in its own process.\n", prog);
+        for (int i = 0; i < check_count; i++)
+            printf("  %s\n", check_tests[i].name);
+        return 0;
+    }
+    check_tmpdir(); /* create before forking, so children share one directory */
+    int failed = 0;
+    for (int i = 0; i < check_count; i++) {
+        if (!check_selected(check_tests[i].name, argc, argv))
+            continue;
+        static char reason[16384];
+        if (isolate_run(check_tests[i].fn, timeout_s, reason, sizeof reason)) {
+            printf("PASS %s.%s\n", prog, check_tests[i].name);
+        } else {
+            printf("FAIL %s.%s: %s\n", prog, check_tests[i].name, reason);
+            failed++;
+        }
+        fflush(stdout);
+    }
+    check_cleanup();
+    return failed ? 1 : 0;
+}

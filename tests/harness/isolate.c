@@ -1,0 +1,99 @@
+/* isolate: fork, capture stderr, enforce a deadline, explain the ending (see isolate.h). */
+#include "isolate.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+static long long isolate_now_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (long long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+static void isolate_describe(int status, int timed_out, unsigned timeout_s, char *buf, size_t len)
+{
+    if (timed_out)
+        snprintf(buf, len, "timed out after %u s", timeout_s);
+    else if (WIFSIGNALED(status))
+        snprintf(buf, len, "killed by SIG%s", sigabbrev_np(WTERMSIG(status)) ? sigabbrev_np(WTERMSIG(status)) : "?");
+    else
+        snprintf(buf, len, "exited with status %d", WEXITSTATUS(status));
+}
+
+int isolate_run(void (*fn)(void), unsigned timeout_s, char *reason, size_t reason_len)
+{
+    int fds[2];
+    reason[0] = '\0';
+    if (pipe(fds) != 0) {
+        snprintf(reason, reason_len, "pipe: %s", strerror(errno));
+        return 0;
+    }
+    fflush(NULL);
+    pid_t pid = fork();
+    if (pid < 0) {
+        snprintf(reason, reason_len, "fork: %s", strerror(errno));
+        return 0;
+    }
+    if (pid == 0) {
+        setpgid(0, 0); /* one group, so a timeout also kills what the test started */
+        close(fds[0]);
+        dup2(fds[1], STDERR_FILENO);
+        close(fds[1]);
+        fn();
+        fflush(NULL);
+        _exit(0);
+    }
+    close(fds[1]);
+    fcntl(fds[0], F_SETFL, O_NONBLOCK);
+
+    size_t used = 0;
+    int status = 0, done = 0, timed_out = 0;
+    long long deadline = isolate_now_ms() + (long long)timeout_s * 1000;
+    while (!done) {
+        struct pollfd pfd = {.fd = fds[0], .events = POLLIN};
+        poll(&pfd, 1, 20);
+        for (;;) { /* drain; keep what fits, discard the rest */
+            char chunk[4096];
+            ssize_t n = read(fds[0], chunk, sizeof chunk);
+            if (n <= 0)
+                break;
+            size_t keep = (size_t)n;
+            if (used + keep >= reason_len)
+                keep = reason_len - 1 - used;
+            memcpy(reason + used, chunk, keep);
+            used += keep;
+        }
+        pid_t w = waitpid(pid, &status, WNOHANG);
+        if (w == pid)
+            done = 1;
+        else if (isolate_now_ms() > deadline) {
+            kill(-pid, SIGKILL);
+            kill(pid, SIGKILL);
+            waitpid(pid, &status, 0);
+            timed_out = done = 1;
+        }
+    }
+    close(fds[0]);
+    reason[used] = '\0';
+    while (used > 0 && (reason[used - 1] == '\n' || reason[used - 1] == ' '))
+        reason[--used] = '\0';
+    if (!timed_out && WIFEXITED(status) && WEXITSTATUS(status) == 0)
+        return 1;
+
+    char ending[64];
+    isolate_describe(status, timed_out, timeout_s, ending, sizeof ending);
+    if (used == 0)
+        snprintf(reason, reason_len, "%s", ending);
+    else if (used + strlen(ending) + 4 < reason_len)
+        snprintf(reason + used, reason_len - used, " [%s]", ending);
+    return 0;
+}

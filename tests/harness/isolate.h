@@ -1,0 +1,19 @@
+/* isolate: run one test in a child process with a time limit.
+ *
+ * Shared by the unit-test runner (check.c) and the lab grader (labs/grader.c):
+ * a crash, an abort, a sanitizer report or an infinite loop in the code under
+ * test becomes a failed test with a reason ("timed out after 5 s", "killed by
+ * SIGSEGV"), never a hung or aborted run. Whatever the child writes to stderr
+ * is captured and becomes part of the reason.
+ */
+#ifndef DDP_ISOLATE_H
+#define DDP_ISOLATE_H
+
+#include <stddef.h>
+
+/* Runs fn() in a child with stderr captured. Returns 1 if it exited 0 within
+ * `timeout_s` seconds, else 0 with `reason` (a NUL-terminated text of at most
+ * reason_len bytes) saying why: the captured stderr and how the child ended. */
+int isolate_run(void (*fn)(void), unsigned timeout_s, char *reason, size_t reason_len);
+
+#endif

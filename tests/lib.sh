@@ -1,0 +1,53 @@
+# lib.sh: the vocabulary of the shell tests (tests/*.sh), sourced by each one.
+#
+# Shell tests drive the built programs the way a user does: flags, exit status,
+# messages. Each check prints "PASS script.name" or "FAIL script.name: why";
+# tests/run counts those lines. BUILD names the build directory to test.
+#
+#   t_ok   NAME CMD...                      exits 0
+#   t_fail NAME STATUS NEEDLE CMD...        exits with STATUS (or "nonzero") and
+#                                           stderr+stdout contain NEEDLE
+#   t_out  NAME NEEDLE CMD...               exits 0 and output contains NEEDLE
+#   t_skip NAME WHY                         counted as passed, says why skipped
+BUILD=${BUILD:-build}
+T_SCRIPT=$(basename "${BASH_SOURCE[1]:-$0}" .sh)
+T_TMP=$(mktemp -d "${TMPDIR:-/tmp}/ddp-sh-XXXXXX")
+T_TIMEOUT=${T_TIMEOUT:-300}
+trap 'rm -rf "$T_TMP"' EXIT
+
+t_pass() { echo "PASS $T_SCRIPT.$1"; }
+t_failed() { local name=$1; shift; echo "FAIL $T_SCRIPT.$name: $*"; }
+t_skip() { echo "PASS $T_SCRIPT.$1 (skipped: $2)"; }
+
+t_run() { # runs CMD with a time limit; sets T_STATUS and T_OUT
+    set +e
+    T_OUT=$(timeout -k 5 "$T_TIMEOUT" "$@" 2>&1)
+    T_STATUS=$?
+    set -e
+}
+
+t_ok() {
+    local name=$1; shift
+    t_run "$@"
+    if [ "$T_STATUS" = 0 ]; then t_pass "$name"
+    else t_failed "$name" "expected exit 0, got $T_STATUS from: $*; output: $(printf '%s' "$T_OUT" | tail -n 5)"; fi
+}
+
+t_out() {
+    local name=$1 needle=$2; shift 2
+    t_run "$@"
+    if [ "$T_STATUS" != 0 ]; then t_failed "$name" "expected exit 0, got $T_STATUS from: $*; output: $(printf '%s' "$T_OUT" | tail -n 5)"
+    elif ! grep -qF -- "$needle" <<<"$T_OUT"; then t_failed "$name" "expected output containing '$needle', got: $(printf '%s' "$T_OUT" | tail -n 5)"
+    else t_pass "$name"; fi
+}
+
+t_fail() {
+    local name=$1 want=$2 needle=$3; shift 3
+    t_run "$@"
+    if [ "$T_STATUS" = 124 ] || [ "$T_STATUS" = 137 ]; then t_failed "$name" "timed out after $T_TIMEOUT s: $*"
+    elif [ "$T_STATUS" -ge 128 ]; then t_failed "$name" "crashed (status $T_STATUS, a signal): $*; output: $(printf '%s' "$T_OUT" | tail -n 5)"
+    elif [ "$want" = nonzero ] && [ "$T_STATUS" = 0 ]; then t_failed "$name" "expected a non-zero exit, got 0 from: $*"
+    elif [ "$want" != nonzero ] && [ "$T_STATUS" != "$want" ]; then t_failed "$name" "expected exit $want, got $T_STATUS from: $*; output: $(printf '%s' "$T_OUT" | tail -n 3)"
+    elif ! grep -qF -- "$needle" <<<"$T_OUT"; then t_failed "$name" "expected a message containing '$needle', got: $(printf '%s' "$T_OUT" | tail -n 3)"
+    else t_pass "$name"; fi
+}
