@@ -85,15 +85,15 @@ $(BUILD)/libddp_mpi.a: $(MPI_OBJS)
 $(BUILD)/libddp_gpu.a: $(GPU_OBJS)
 	@rm -f $@; ar rcs $@ $^
 
-# ---- chapters: chapters/NN-name/main.c -> build/chapter-N --------------------
+# ---- chapters: chapters/NN-name/*.c (main.c and its helpers) -> build/chapter-N
 CHAPTER_DIRS := $(sort $(wildcard chapters/[0-9][0-9]-*))
 chapter_num = $(patsubst 0%,%,$(firstword $(subst -, ,$(notdir $(1)))))
 CHAPTERS := $(foreach d,$(CHAPTER_DIRS),$(call chapter_num,$(d)))
 CHAPTER_BINS := $(CHAPTERS:%=$(BUILD)/chapter-%)
 
 define chapter_rules
-$(BUILD)/chapter-$(call chapter_num,$(1)): $(1)/main.c $(ALL_LIBS)
-	$$(CC) $$(CPPFLAGS) $$(CFLAGS) $$(WARN) -MF $$@.d $$(LDFLAGS) -o $$@ $$< $$(ALL_LIBS) $$(LDLIBS)
+$(BUILD)/chapter-$(call chapter_num,$(1)): $(wildcard $(1)/*.c) $(ALL_LIBS)
+	$$(CC) $$(CPPFLAGS) -I$(1) $$(CFLAGS) $$(WARN) $$(LDFLAGS) -o $$@ $(wildcard $(1)/*.c) $$(ALL_LIBS) $$(LDLIBS)
 chapter-$(call chapter_num,$(1)): $(BUILD)/chapter-$(call chapter_num,$(1))
 	./$(BUILD)/chapter-$(call chapter_num,$(1)) $$(ARGS)
 .PHONY: chapter-$(call chapter_num,$(1))

@@ -27,7 +27,12 @@ int dataset_open(const char *spec, const struct dataset_options *opt, dataset_t 
         return err_set(ERR_ARG, "dataset: empty dataset name");
     if (strcmp(spec, "synthetic") == 0)
         return dataset_synthetic_open(opt, out);
-    return err_set(ERR_UNSUPPORTED, "%s: unknown dataset format", spec);
+    if (strchr(spec, ','))
+        return dataset_shards_open(spec, opt, out);
+    size_t len = strlen(spec);
+    if ((len >= 6 && strcmp(spec + len - 6, ".jsonl") == 0) || (len >= 5 && strcmp(spec + len - 5, ".json") == 0))
+        return dataset_jsonl_open(spec, opt, out);
+    return dataset_idx_open(spec, opt, out);
 }
 
 const struct dataset_info *dataset_info(const dataset_t *ds) { return &ds->info; }

@@ -20,5 +20,9 @@ struct dataset {
 
 /* Each format's opener; dataset_open() picks one from the spec. */
 int dataset_synthetic_open(const struct dataset_options *opt, dataset_t **out);
+int dataset_idx_open(const char *path, const struct dataset_options *opt, dataset_t **out);
+int dataset_jsonl_open(const char *path, const struct dataset_options *opt, dataset_t **out);
+/* `list` is comma-separated paths, each opened with dataset_open(). */
+int dataset_shards_open(const char *list, const struct dataset_options *opt, dataset_t **out);
 
 #endif

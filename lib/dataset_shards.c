@@ -1,0 +1,11 @@
+/* dataset_shards: placeholder until the shards format lands (chapter 1). */
+#include "dataset_impl.h"
+
+#include "error.h"
+
+int dataset_shards_open(const char *path, const struct dataset_options *opt, dataset_t **out)
+{
+    (void)opt;
+    *out = 0;
+    return err_set(ERR_UNSUPPORTED, "%s: the shards format is not built yet", path);
+}
