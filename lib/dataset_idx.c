@@ -31,7 +31,6 @@
 #include <unistd.h>
 #include <zlib.h>
 
-#define IDX_MAX_DIMS 255                   /* byte 3 of the header counts them */
 #define IDX_CHUNK (256u << 10)             /* inflate and write in 256 KiB steps */
 #define IDX_CACHE_MAGIC "DDPGZC01"         /* "ddp gzip cache, version 1" */
 #define IDX_CACHE_SUFFIX ".ddpcache"

@@ -46,39 +46,37 @@ rm "$d/noise"
 sums() { (cd "$d" && find . -type f ! -name '*.ddpcache' | sort | xargs sha256sum); }
 before=$(sums)
 
-t_fail missing 1 "$d/nope: cannot open: No such file" "$ch1" --data="$d/nope" --check
-t_fail directory 1 "$d/a-directory: is a directory" "$ch1" --data="$d/a-directory" --check
-t_fail empty 1 "$d/empty: empty file (0 bytes)" "$ch1" --data="$d/empty" --check
-t_fail header_in_magic 1 "$d/magic-only: truncated header: byte 3" "$ch1" --data="$d/magic-only" --check
-t_fail header_in_dims 1 "$d/short-header: truncated header: byte 10: 3 dimensions need a 16-byte header" \
-    "$ch1" --data="$d/short-header" --check
-t_fail wrong_magic 1 "$d/wrong-magic: byte 0: wrong magic number 0x12340803" "$ch1" --data="$d/wrong-magic" --check
-t_fail bad_type 1 "$d/bad-type: byte 2: unsupported type code 0x07" "$ch1" --data="$d/bad-type" --check
-t_fail no_dims 1 "$d/no-dims: byte 3: 0 dimensions" "$ch1" --data="$d/no-dims" --check
-t_fail mid_record 1 "$d/mid-record: truncated at record 1 (byte 20): the header promises 3 records of 4 bytes" \
-    "$ch1" --data="$d/mid-record" --check
-t_fail extra_bytes 1 "$d/extra-bytes: byte 28: 1 bytes follow the last of the 3 records" \
-    "$ch1" --data="$d/extra-bytes" --check
-t_fail overflow_record 1 "$d/overflow-record: byte 16: dimension 3 (4294967295) makes the record size overflow" \
-    "$ch1" --data="$d/overflow-record" --check
-t_fail overflow_total 1 "$d/overflow-total: byte 4: 4294967295 records of 18446744065119617025 bytes overflow" \
-    "$ch1" --data="$d/overflow-total" --check
-t_fail counts_disagree 1 "image and label counts disagree: $d/count-images-idx3-ubyte has 3 records, $d/count-labels-idx1-ubyte has 2 labels" \
-    "$ch1" --data="$d/count-images-idx3-ubyte" --check
-t_fail labels_not_bytes 1 "$d/type-labels-idx1-ubyte: bytes 2-3: a labels file must be idx1 of unsigned bytes" \
-    "$ch1" --data="$d/type-images-idx3-ubyte" --check
-t_fail label_out_of_range 1 "$d/range-labels-idx1-ubyte: byte 10 (record 2): label 12 is outside 0..9" \
-    "$ch1" --data="$d/range-images-idx3-ubyte" --check
-t_fail gzip_cut_short 1 "$d/cut.gz: corrupt gzip stream: it ends early, at compressed byte 30" \
-    "$ch1" --data="$d/cut.gz" --check
-t_fail gzip_damaged 1 "$d/damaged.gz: corrupt gzip stream at compressed byte" "$ch1" --data="$d/damaged.gz" --check
-t_fail gzip_bad_content 1 "$d/mid-record.gz (decompressed): truncated at record 1 (byte 20)" \
-    "$ch1" --data="$d/mid-record.gz" --check
+# bad NAME FILE NEEDLE: `--check` on FILE exits 1 with a message containing NEEDLE
+bad() { t_fail "$1" 1 "$3" "$ch1" --data="$d/$2" --check; }
+# bad_file NAME FILE TEXT: the same, the message being "FILE: TEXT"
+bad_file() { bad "$1" "$2" "$d/$2: $3"; }
+
+bad_file missing nope "cannot open: No such file"
+bad_file directory a-directory "is a directory"
+bad_file empty empty "empty file (0 bytes)"
+bad_file header_in_magic magic-only "truncated header: byte 3"
+bad_file header_in_dims short-header "truncated header: byte 10: 3 dimensions need a 16-byte header"
+bad_file wrong_magic wrong-magic "byte 0: wrong magic number 0x12340803"
+bad_file bad_type bad-type "byte 2: unsupported type code 0x07"
+bad_file no_dims no-dims "byte 3: 0 dimensions"
+bad_file mid_record mid-record "truncated at record 1 (byte 20): the header promises 3 records of 4 bytes"
+bad_file extra_bytes extra-bytes "byte 28: 1 bytes follow the last of the 3 records"
+bad_file overflow_record overflow-record "byte 16: dimension 3 (4294967295) makes the record size overflow"
+bad_file overflow_total overflow-total "byte 4: 4294967295 records of 18446744065119617025 bytes overflow"
+bad counts_disagree count-images-idx3-ubyte \
+    "image and label counts disagree: $d/count-images-idx3-ubyte has 3 records, $d/count-labels-idx1-ubyte has 2 labels"
+bad labels_not_bytes type-images-idx3-ubyte \
+    "$d/type-labels-idx1-ubyte: bytes 2-3: a labels file must be idx1 of unsigned bytes"
+bad label_out_of_range range-images-idx3-ubyte "$d/range-labels-idx1-ubyte: byte 10 (record 2): label 12 is outside 0..9"
+bad_file gzip_cut_short cut.gz "corrupt gzip stream: it ends early, at compressed byte 30"
+bad_file gzip_damaged damaged.gz "corrupt gzip stream at compressed byte"
+bad gzip_bad_content mid-record.gz "$d/mid-record.gz (decompressed): truncated at record 1 (byte 20)"
+ok=$d/ok-images-idx3-ubyte
 t_fail get_past_the_end 1 "idx:ok-images-idx3-ubyte: record 3 is out of range (the dataset has 3 records)" \
-    "$ch1" --data="$d/ok-images-idx3-ubyte" --get=3
-t_fail get_not_a_number 2 "--get: expected a non-negative integer, got 'x'" "$ch1" --data="$d/ok-images-idx3-ubyte" --get=x
-t_out good_file_checks "all 3 records OK (sizes, labels 0..9)" "$ch1" --data="$d/ok-images-idx3-ubyte" --check
-t_out good_file_get "record 2 of idx:ok-images-idx3-ubyte: 4 bytes, label 3" "$ch1" --data="$d/ok-images-idx3-ubyte" --get=2
+    "$ch1" --data="$ok" --get=3
+t_fail get_not_a_number 2 "--get: expected a non-negative integer, got 'x'" "$ch1" --data="$ok" --get=x
+t_out good_file_checks "all 3 records OK (sizes, labels 0..9)" "$ch1" --data="$ok" --check
+t_out good_file_get "record 2 of idx:ok-images-idx3-ubyte: 4 bytes, label 3" "$ch1" --data="$ok" --get=2
 
 after=$(sums)
 if [ "$before" = "$after" ]; then t_pass inputs_unchanged

@@ -173,7 +173,8 @@ static const char *ch1_work_dir(char *buf, size_t cap)
     return buf;
 }
 
-static int ch1_open(const struct ch1_args *a, dataset_t **ds, double *seconds)
+/* Opens the dataset, timing the open, and a buffer that holds any one record. */
+static int ch1_open(const struct ch1_args *a, dataset_t **ds, uint8_t **buf, double *seconds)
 {
     struct dataset_options opt;
     dataset_options_default(&opt);
@@ -182,7 +183,20 @@ static int ch1_open(const struct ch1_args *a, dataset_t **ds, double *seconds)
     double t0 = clock_now_s();
     int rc = dataset_open(a->data, &opt, ds);
     *seconds = clock_now_s() - t0;
-    return rc;
+    if (rc < 0)
+        return rc;
+    uint64_t cap = dataset_info(*ds)->max_record_bytes;
+    if (!(*buf = malloc(cap ? cap : 1))) {
+        dataset_close(*ds);
+        return err_set(ERR_NOMEM, "out of memory for one record of %llu bytes", (unsigned long long)cap);
+    }
+    return 0;
+}
+
+static void ch1_close(dataset_t *ds, uint8_t *buf)
+{
+    free(buf);
+    dataset_close(ds);
 }
 
 /* A label's name when the data is Fashion-MNIST, else "". */
@@ -267,14 +281,15 @@ static int ch1_demo_reads(const struct ch1_args *a, const dataset_t *ds, uint8_t
 static int ch1_summary(const struct ch1_args *a)
 {
     dataset_t *ds;
+    uint8_t *buf;
     double first, again;
-    int rc = ch1_open(a, &ds, &first);
+    int rc = ch1_open(a, &ds, &buf, &first);
     if (rc < 0)
         return rc;
     const struct dataset_idx_files *f = dataset_idx_files(ds);
     int built = f ? f->caches_built : 0;
-    dataset_close(ds);
-    if ((rc = ch1_open(a, &ds, &again)) < 0) /* the second open finds any cache the first one built */
+    ch1_close(ds, buf);
+    if ((rc = ch1_open(a, &ds, &buf, &again)) < 0) /* the second open finds any cache the first one built */
         return rc;
     const struct dataset_info *in = dataset_info(ds);
     static const char *const kinds[] = {"synthetic", "IDX", "JSONL", "shards"};
@@ -290,16 +305,10 @@ static int ch1_summary(const struct ch1_args *a)
     ch1_print_files(ds);
     printf("  open       %.3f ms%s; opened again: %.3f ms\n", first * 1e3,
            built ? " (decompressed into the cache: the first open pays for gzip once)" : "", again * 1e3);
-    uint8_t *buf = malloc(in->max_record_bytes ? in->max_record_bytes : 1);
-    if (!buf)
-        rc = err_set(ERR_NOMEM, "out of memory for one record of %llu bytes",
-                     (unsigned long long)in->max_record_bytes);
-    if (rc == 0)
-        rc = ch1_print_labels(a, ds, buf);
+    rc = ch1_print_labels(a, ds, buf);
     if (rc == 0)
         rc = ch1_demo_reads(a, ds, buf);
-    free(buf);
-    dataset_close(ds);
+    ch1_close(ds, buf);
     return rc;
 }
 
@@ -341,20 +350,11 @@ static void ch1_print_bytes(const uint8_t *b, uint64_t n, const struct dataset_i
         printf("... %llu more bytes\n", (unsigned long long)(n - shown));
 }
 
-static int ch1_get(const struct ch1_args *a)
+static int ch1_get(const struct ch1_args *a, const dataset_t *ds, uint8_t *buf)
 {
-    dataset_t *ds;
-    double secs;
-    int rc = ch1_open(a, &ds, &secs);
-    if (rc < 0)
-        return rc;
     const struct dataset_info *in = dataset_info(ds);
-    uint8_t *buf = malloc(in->max_record_bytes ? in->max_record_bytes : 1);
     struct dataset_record rec;
-    if (!buf)
-        rc = err_set(ERR_NOMEM, "out of memory for one record");
-    if (rc == 0)
-        rc = dataset_read(ds, a->get, buf, in->max_record_bytes, &rec);
+    int rc = dataset_read(ds, a->get, buf, in->max_record_bytes, &rec);
     if (rc == 0) {
         printf("record %llu of %s: %llu bytes", (unsigned long long)a->get, dataset_name(ds),
                (unsigned long long)rec.bytes);
@@ -365,8 +365,6 @@ static int ch1_get(const struct ch1_args *a)
         printf("\n");
         ch1_print_bytes(buf, rec.bytes, in);
     }
-    free(buf);
-    dataset_close(ds);
     return rc;
 }
 
@@ -384,17 +382,10 @@ static int ch1_check_label(const dataset_t *ds, uint64_t i, int64_t label)
                    (unsigned long long)i, (long long)label, CH1_CLASSES - 1);
 }
 
-static int ch1_check(const struct ch1_args *a)
+static int ch1_check(const dataset_t *ds, uint8_t *buf)
 {
-    dataset_t *ds;
-    double secs;
-    int rc = ch1_open(a, &ds, &secs);
-    if (rc < 0)
-        return rc;
     const struct dataset_info *in = dataset_info(ds);
-    uint8_t *buf = malloc(in->max_record_bytes ? in->max_record_bytes : 1);
-    if (!buf)
-        rc = err_set(ERR_NOMEM, "out of memory for one record");
+    int rc = 0;
     progress_t bar;
     progress_begin(&bar, "check", in->length);
     for (uint64_t i = 0; rc == 0 && i < in->length; i++) {
@@ -412,8 +403,6 @@ static int ch1_check(const struct ch1_args *a)
     if (rc == 0)
         printf("check: %s: all %llu records OK (%s)\n", dataset_name(ds), (unsigned long long)in->length,
                in->kind == DATASET_IDX && in->has_labels ? "sizes, labels 0..9" : "every record read");
-    free(buf);
-    dataset_close(ds);
     return rc;
 }
 
@@ -462,7 +451,18 @@ int main(int argc, char **argv)
         rc = ch1_bench(&a);
     else {
         ch1_default_data(&a);
-        rc = a.get_set ? ch1_get(&a) : a.check ? ch1_check(&a) : ch1_summary(&a);
+        if (a.get_set || a.check) {
+            dataset_t *ds;
+            uint8_t *buf;
+            double secs;
+            rc = ch1_open(&a, &ds, &buf, &secs);
+            if (rc == 0) {
+                rc = a.get_set ? ch1_get(&a, ds, buf) : ch1_check(ds, buf);
+                ch1_close(ds, buf);
+            }
+        } else {
+            rc = ch1_summary(&a);
+        }
     }
     if (rc < 0) {
         fprintf(stderr, "chapter-1: %s\n", err_msg());
