@@ -45,24 +45,27 @@ struct ch1_args {
     int get_set;
     uint64_t get;
     int check, experiment;
-    const char *bench;    /* NULL, or idx | all */
+    const char *bench;    /* NULL, "all", or a name from ch1_benches */
     uint64_t lines, seed;
     const char *length_field;
 };
 
-/* Every benchmark --bench can run; "all" runs them in this order. */
+/* Every benchmark --bench can run; "all" runs them in this order. A new one
+ * is one row here and its function in bench.h. */
 static const struct {
     const char *name;
+    const char *what;
     int (*run)(const struct bench_options *opt);
 } ch1_benches[] = {
-    {"idx", bench_idx},
+    {"idx", "random reads of records from mmapped IDX, against memcpy", bench_idx},
 };
+#define CH1_BENCHES (sizeof ch1_benches / sizeof ch1_benches[0])
 
 static void ch1_usage(FILE *to)
 {
     fprintf(to,
             "usage: chapter-1 [--data=PATH] [--get=I] [--check] [--experiment] [--plot] [--lines=N]\n"
-            "                 [--seed=S] [--length-field=NAME] [--bench[=idx|all]] [--help]\n"
+            "                 [--seed=S] [--length-field=NAME] [--bench[=NAME]] [--help]\n"
             "\n"
             "Chapter 1, the dataset: records by index, without loading the file into memory.\n"
             "With no flags: open the dataset, print a summary (format, records, sizes on disk, time to\n"
@@ -82,12 +85,13 @@ static void ch1_usage(FILE *to)
             "  --lines=N            lines of the experiment's JSONL file (default %u)\n"
             "  --seed=S             seed of the random reads and the generated data (default 0)\n"
             "  --length-field=NAME  JSONL: the integer field that gives a record's length\n"
-            "  --bench[=NAME]       run a benchmark: idx (random reads from mmapped IDX vs memcpy) or\n"
-            "                       all (the default)\n"
-            "  --help               this text\n"
-            "\n"
-            "Errors exit 1 with 'chapter-1: <what, where>'; bad flags exit 2.\n",
+            "  --bench[=NAME]       run one benchmark, or all of them (the default):\n",
             CH1_DEFAULT_LINES);
+    for (size_t i = 0; i < CH1_BENCHES; i++)
+        fprintf(to, "                         %-6s %s\n", ch1_benches[i].name, ch1_benches[i].what);
+    fprintf(to, "  --help               this text\n"
+                "\n"
+                "Errors exit 1 with 'chapter-1: <what, where>'; bad flags exit 2.\n");
 }
 
 static int ch1_parse(int argc, char **argv, struct ch1_args *a)
@@ -137,10 +141,14 @@ static int ch1_parse(int argc, char **argv, struct ch1_args *a)
         return err_set(ERR_ARG, "--get, --check, --experiment/--plot and --bench are separate runs: pick one");
     if (a->bench) {
         int known = strcmp(a->bench, "all") == 0;
-        for (size_t i = 0; i < sizeof ch1_benches / sizeof ch1_benches[0]; i++)
+        char names[256] = "";
+        for (size_t i = 0; i < CH1_BENCHES; i++) {
             known |= strcmp(a->bench, ch1_benches[i].name) == 0;
+            strncat(names, ch1_benches[i].name, sizeof names - strlen(names) - 6);
+            strcat(names, ", ");
+        }
         if (!known)
-            return err_set(ERR_ARG, "--bench: unknown benchmark '%s' (try idx or all)", a->bench);
+            return err_set(ERR_ARG, "--bench: unknown benchmark '%s' (try %sall)", a->bench, names);
     }
     return 0;
 }
@@ -169,7 +177,7 @@ static const char *ch1_work_dir(char *buf, size_t cap)
     if (tmp && *tmp)
         snprintf(buf, cap, "%s/ddp-chapter-1", tmp);
     else
-        snprintf(buf, cap, "build/work/chapter-1");
+        snprintf(buf, cap, "build/tmp/chapter-1");
     return buf;
 }
 
@@ -429,7 +437,7 @@ static int ch1_bench(const struct ch1_args *a)
         .work_dir = ch1_work_dir(work, sizeof work),
         .seed = a->seed,
     };
-    for (size_t i = 0; i < sizeof ch1_benches / sizeof ch1_benches[0]; i++) {
+    for (size_t i = 0; i < CH1_BENCHES; i++) {
         if (strcmp(a->bench, "all") != 0 && strcmp(a->bench, ch1_benches[i].name) != 0)
             continue;
         int rc = ch1_benches[i].run(&opt);
