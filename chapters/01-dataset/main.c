@@ -272,15 +272,13 @@ static int ch1_demo_reads(const struct ch1_args *a, const dataset_t *ds, uint8_t
     if (rc == 0) {
         printf("\nrandom access: %u reads of random records (seed %llu), one thread: %.2f M records/s\n",
                CH1_DEMO_READS, (unsigned long long)a->seed, CH1_DEMO_READS / secs / 1e6);
-        printf("  the first five:");
-        for (int i = 0; i < 5; i++) {
+        for (int i = 0; rc == 0 && i < 5; i++) {
             rc = dataset_read(ds, idx[i], buf, in->max_record_bytes, &rec);
-            if (rc < 0)
-                break;
-            printf(" #%llu (%llu bytes, label %lld)", (unsigned long long)idx[i], (unsigned long long)rec.bytes,
-                   (long long)rec.label);
+            if (rc == 0)
+                printf("  read %d: record %-8llu %llu bytes, label %lld %s\n", i, (unsigned long long)idx[i],
+                       (unsigned long long)rec.bytes, (long long)rec.label, ch1_class_name(a, rec.label));
         }
-        printf("\n  (make chapter-1 ARGS=--bench for the benchmark, ARGS=--experiment for the lesson's experiment)\n");
+        printf("  (see one: --get=I; measure: make bench; the lesson's experiment: --experiment)\n");
     }
     free(idx);
     return rc;
