@@ -1,0 +1,36 @@
+# chapter1_idx: build/chapter-1 as a learner runs it, on IDX and synthetic
+# data: the default lesson, --get, --check, --bench's flag handling, usage
+# errors. Caches of the installed Fashion-MNIST go to this test's directory.
+set -euo pipefail
+source "$(dirname "$0")/lib.sh"
+ch1="$BUILD/chapter-1"
+export XDG_CACHE_HOME=$T_TMP/cache TMPDIR=$T_TMP
+fashion=/usr/share/datasets/fashion-mnist/train-images-idx3-ubyte.gz
+
+t_out help "usage: chapter-1" "$ch1" --help
+t_out synthetic_summary "random access: 100000 reads" "$ch1" --data=synthetic
+t_out synthetic_check "all 60000 records OK (every record read)" "$ch1" --data=synthetic --check
+t_out synthetic_get_hex "00000000 " "$ch1" --data=synthetic --get=5
+if [ -r "$fashion" ]; then
+    t_out default_is_fashion "Fashion-MNIST's training set, the default" "$ch1"
+    # the second run finds the cache the first one built
+    t_run "$ch1"
+    if [ "$T_STATUS" = 0 ] && grep -q "opened again" <<<"$T_OUT" && ! grep -q "decompressed into" <<<"$T_OUT"; then
+        t_pass second_run_uses_the_cache
+    else t_failed second_run_uses_the_cache "status $T_STATUS: $(head -n 8 <<<"$T_OUT")"; fi
+    t_out fashion_get_0 "record 0 of idx:train-images-idx3-ubyte.gz: 784 bytes, label 9 Ankle boot" "$ch1" --get=0
+    t_out fashion_check "all 60000 records OK (sizes, labels 0..9)" "$ch1" --check
+    # the cache of the installed files went to XDG_CACHE_HOME, not /usr
+    if ls "$XDG_CACHE_HOME"/ddp-datapath/train-images-idx3-ubyte.gz-*.ddpcache >/dev/null 2>&1; then
+        t_pass cache_in_xdg_cache_home
+    else t_failed cache_in_xdg_cache_home "no cache under $XDG_CACHE_HOME/ddp-datapath"; fi
+else
+    t_skip default_is_fashion "Fashion-MNIST is not installed"
+    t_out default_falls_back_to_synthetic "Fashion-MNIST is not installed" "$ch1"
+fi
+t_fail bench_unknown 2 "--bench: unknown benchmark 'nope'" "$ch1" --bench=nope
+t_fail bench_on_synthetic 1 "synthetic is not a non-empty IDX file" "$ch1" --bench=idx --data=synthetic
+t_fail two_modes 2 "pick one" "$ch1" --check --get=1
+t_fail unknown_flag 2 "unknown or incomplete option '--frobnicate'" "$ch1" --frobnicate
+t_fail stray_argument 2 "unexpected argument 'extra'" "$ch1" extra
+t_fail zero_lines 2 "--lines: expected at least 1 line" "$ch1" --experiment --lines=0

@@ -1,0 +1,86 @@
+# dataset_idx_bad_input: every bad IDX file we know of, through the program a
+# user runs (build/chapter-1 --data=FILE --check / --get=I). Each must exit 1
+# with a message that names the file and the byte offset or record at fault,
+# never crash or hang, and never change an input file. The files are made here,
+# byte by byte, so the test shows exactly what each one contains.
+set -euo pipefail
+source "$(dirname "$0")/lib.sh"
+ch1="$BUILD/chapter-1"
+d=$T_TMP
+
+mk() { printf '%b' "$2" > "$d/$1"; } # mk NAME BYTES: BYTES in printf %b escapes
+hdr3='\0\0\x08\x03\0\0\0\x03\0\0\0\x02\0\0\0\x02' # idx3: 3 records of 2x2 unsigned bytes
+recs='\x01\x02\x03\x04\x05\x06\x07\x08\x09\x0a\x0b\x0c'
+
+mkdir "$d/a-directory"
+: > "$d/empty"
+mk magic-only '\0\0\x08'
+mk short-header '\0\0\x08\x03\0\0\0\x03\0\0'
+mk wrong-magic "\x12\x34\x08\x03\0\0\0\x03\0\0\0\x02\0\0\0\x02$recs"
+mk bad-type "\0\0\x07\x03\0\0\0\x03\0\0\0\x02\0\0\0\x02$recs"
+mk no-dims '\0\0\x08\x00'
+mk mid-record "$hdr3\x01\x02\x03\x04\x05\x06"
+mk extra-bytes "$hdr3$recs\xff"
+# 4 dimensions of 2^32-1: the record size (all but the first) passes 2^64 at dimension 3
+mk overflow-record '\0\0\x08\x04\xff\xff\xff\xff\xff\xff\xff\xff\xff\xff\xff\xff\xff\xff\xff\xff'
+# 3 dimensions of 2^32-1: records fit, records x count does not
+mk overflow-total '\0\0\x08\x03\xff\xff\xff\xff\xff\xff\xff\xff\xff\xff\xff\xff'
+mk ok-images-idx3-ubyte "$hdr3$recs"
+mk ok-labels-idx1-ubyte '\0\0\x08\x01\0\0\0\x03\x01\x02\x03'
+mk count-images-idx3-ubyte "$hdr3$recs"
+mk count-labels-idx1-ubyte '\0\0\x08\x01\0\0\0\x02\x01\x02'
+mk type-images-idx3-ubyte "$hdr3$recs"
+mk type-labels-idx1-ubyte '\0\0\x0c\x01\0\0\0\x03\0\0\0\x01\0\0\0\x02\0\0\0\x03'
+mk range-images-idx3-ubyte "$hdr3$recs"
+mk range-labels-idx1-ubyte '\0\0\x08\x01\0\0\0\x03\x01\x02\x0c'
+# gzip: a good stream cut short, one with a damaged deflate body, one whose
+# content is a bad IDX (the message must say the offset is in the decompressed bytes)
+seq 1 2000 > "$d/noise"
+cat "$d/ok-images-idx3-ubyte" "$d/noise" | gzip -c > "$d/payload.gz"
+head -c 30 "$d/payload.gz" > "$d/cut.gz"
+cp "$d/payload.gz" "$d/damaged.gz"
+printf '\xff\xff\xff\xff\xff\xff\xff\xff' | dd of="$d/damaged.gz" bs=1 seek=20 conv=notrunc status=none
+gzip -c "$d/mid-record" > "$d/mid-record.gz"
+rm "$d/noise"
+
+sums() { (cd "$d" && find . -type f ! -name '*.ddpcache' | sort | xargs sha256sum); }
+before=$(sums)
+
+# bad NAME FILE NEEDLE: `--check` on FILE exits 1 with a message containing NEEDLE
+bad() { t_fail "$1" 1 "$3" "$ch1" --data="$d/$2" --check; }
+# bad_file NAME FILE TEXT: the same, the message being "FILE: TEXT"
+bad_file() { bad "$1" "$2" "$d/$2: $3"; }
+
+bad_file missing nope "cannot open: No such file"
+bad_file directory a-directory "is a directory"
+bad_file empty empty "empty file (0 bytes)"
+bad_file header_in_magic magic-only "truncated header: byte 3"
+bad_file header_in_dims short-header "truncated header: byte 10: 3 dimensions need a 16-byte header"
+bad_file wrong_magic wrong-magic "byte 0: wrong magic number 0x12340803"
+bad_file bad_type bad-type "byte 2: unsupported type code 0x07"
+bad_file no_dims no-dims "byte 3: 0 dimensions"
+bad_file mid_record mid-record "truncated at record 1 (byte 20): the header promises 3 records of 4 bytes"
+bad_file extra_bytes extra-bytes "byte 28: 1 bytes follow the last of the 3 records"
+bad_file overflow_record overflow-record "byte 16: dimension 3 (4294967295) makes the record size overflow"
+bad_file overflow_total overflow-total "byte 4: 4294967295 records of 18446744065119617025 bytes overflow"
+bad counts_disagree count-images-idx3-ubyte \
+    "image and label counts disagree: $d/count-images-idx3-ubyte has 3 records, $d/count-labels-idx1-ubyte has 2 labels"
+bad labels_not_bytes type-images-idx3-ubyte \
+    "$d/type-labels-idx1-ubyte: bytes 2-3: a labels file must be idx1 of unsigned bytes"
+bad label_out_of_range range-images-idx3-ubyte "$d/range-labels-idx1-ubyte: byte 10 (record 2): label 12 is outside 0..9"
+bad_file gzip_cut_short cut.gz "corrupt gzip stream: it ends early, at compressed byte 30"
+bad_file gzip_damaged damaged.gz "corrupt gzip stream at compressed byte"
+bad gzip_bad_content mid-record.gz "$d/mid-record.gz (decompressed): truncated at record 1 (byte 20)"
+ok=$d/ok-images-idx3-ubyte
+t_fail get_past_the_end 1 "idx:ok-images-idx3-ubyte: record 3 is out of range (the dataset has 3 records)" \
+    "$ch1" --data="$ok" --get=3
+t_fail get_not_a_number 2 "--get: expected a non-negative integer, got 'x'" "$ch1" --data="$ok" --get=x
+t_out good_file_checks "all 3 records OK (sizes, labels 0..9)" "$ch1" --data="$ok" --check
+t_out good_file_get "record 2 of idx:ok-images-idx3-ubyte: 4 bytes, label 3" "$ch1" --data="$ok" --get=2
+
+after=$(sums)
+if [ "$before" = "$after" ]; then t_pass inputs_unchanged
+else t_failed inputs_unchanged "an input file changed: $(diff <(echo "$before") <(echo "$after") | head -n 4)"; fi
+left=$(find "$d" -name '*.tmp-*')
+if [ -z "$left" ]; then t_pass no_temporary_files_left
+else t_failed no_temporary_files_left "left behind: $left"; fi
