@@ -1,8 +1,472 @@
-/* chapter-1: placeholder until the dataset chapter's program lands. */
-#include <stdio.h>
+/* chapter-1: the dataset stage. Records by index, without loading the file.
+ *
+ * Where it sits: the first program of the course (read
+ * chapters/01-dataset/README.md alongside). It opens a dataset through
+ * lib/dataset.h (Fashion-MNIST when installed, else the synthetic stand-in),
+ * shows what the open cost and what is on disk, and reads random records the
+ * way a loader worker does. The flags look at one record (--get), validate
+ * every record (--check), run the lesson's JSONL experiment (--experiment,
+ * experiment.c) or a benchmark (--bench, bench_idx.c). The logic lives in the
+ * modules; this file teaches and measures.
+ */
+#include "bench.h"
+#include "experiment.h"
 
-int main(void)
+#include "cli.h"
+#include "clock.h"
+#include "dataset.h"
+#include "dataset_idx.h"
+#include "error.h"
+#include "progress.h"
+
+#include <ctype.h>
+#include <getopt.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+/* Where Debian's dataset-fashion-mnist package installs the training images. */
+#define CH1_FASHION_TRAIN "/usr/share/datasets/fashion-mnist/train-images-idx3-ubyte.gz"
+#define CH1_DEFAULT_LINES 2000000u   /* the experiment's JSONL: large enough to show the trend, about a minute */
+#define CH1_DEMO_READS 100000u       /* random reads of the default run's demo */
+#define CH1_HISTOGRAM_MAX 1000000u   /* the summary's label histogram looks at this many records at most */
+#define CH1_CLASSES 10               /* MNIST and Fashion-MNIST both have 10 classes (labels 0..9) */
+#define CH1_OUT_DIR "notebooks-out/chapter-1"
+
+/* Fashion-MNIST's class names, in label order (zalandoresearch/fashion-mnist, README "Labels"). */
+static const char *const ch1_fashion_classes[CH1_CLASSES] = {
+    "T-shirt/top", "Trouser", "Pullover", "Dress", "Coat", "Sandal", "Shirt", "Sneaker", "Bag", "Ankle boot",
+};
+
+struct ch1_args {
+    const char *data;     /* NULL: the default, chosen by ch1_default_data() */
+    const char *why;      /* why this dataset was chosen, for the summary */
+    int get_set;
+    uint64_t get;
+    int check, experiment;
+    const char *bench;    /* NULL, or idx | all */
+    uint64_t lines, seed;
+    const char *length_field;
+};
+
+/* Every benchmark --bench can run; "all" runs them in this order. */
+static const struct {
+    const char *name;
+    int (*run)(const struct bench_options *opt);
+} ch1_benches[] = {
+    {"idx", bench_idx},
+};
+
+static void ch1_usage(FILE *to)
 {
-    puts("chapter 1 (dataset): not written yet");
+    fprintf(to,
+            "usage: chapter-1 [--data=PATH] [--get=I] [--check] [--experiment] [--plot] [--lines=N]\n"
+            "                 [--seed=S] [--length-field=NAME] [--bench[=idx|all]] [--help]\n"
+            "\n"
+            "Chapter 1, the dataset: records by index, without loading the file into memory.\n"
+            "With no flags: open the dataset, print a summary (format, records, sizes on disk, time to\n"
+            "open, labels) and time random reads of records, as a loader worker makes them.\n"
+            "\n"
+            "  --data=PATH          the dataset: an IDX images file (plain or .gz; its labels file is\n"
+            "                       found beside it), a .jsonl file, a comma-separated shard list, or\n"
+            "                       'synthetic'. Default: Fashion-MNIST's training images when the\n"
+            "                       dataset-fashion-mnist package is installed, else synthetic\n"
+            "  --get=I              print record I: its label, and the image as ASCII art (28x28) or\n"
+            "                       its bytes as text or hex\n"
+            "  --check              read and validate every record (sizes; labels 0..9 for IDX);\n"
+            "                       exit 0, or 1 with the first problem\n"
+            "  --experiment, --plot the lesson's experiment: a generated JSONL file read three ways\n"
+            "                       (load everything, chunks, mmap + offset index); table, CSV and\n"
+            "                       plot into " CH1_OUT_DIR "/\n"
+            "  --lines=N            lines of the experiment's JSONL file (default %u)\n"
+            "  --seed=S             seed of the random reads and the generated data (default 0)\n"
+            "  --length-field=NAME  JSONL: the integer field that gives a record's length\n"
+            "  --bench[=NAME]       run a benchmark: idx (random reads from mmapped IDX vs memcpy) or\n"
+            "                       all (the default)\n"
+            "  --help               this text\n"
+            "\n"
+            "Errors exit 1 with 'chapter-1: <what, where>'; bad flags exit 2.\n",
+            CH1_DEFAULT_LINES);
+}
+
+static int ch1_parse(int argc, char **argv, struct ch1_args *a)
+{
+    enum { OPT_DATA = 1, OPT_GET, OPT_CHECK, OPT_EXPERIMENT, OPT_LINES, OPT_SEED, OPT_LENGTH, OPT_BENCH, OPT_HELP };
+    static const struct option longopts[] = {
+        {"data", required_argument, NULL, OPT_DATA},
+        {"get", required_argument, NULL, OPT_GET},
+        {"check", no_argument, NULL, OPT_CHECK},
+        {"experiment", no_argument, NULL, OPT_EXPERIMENT},
+        {"plot", no_argument, NULL, OPT_EXPERIMENT},
+        {"lines", required_argument, NULL, OPT_LINES},
+        {"seed", required_argument, NULL, OPT_SEED},
+        {"length-field", required_argument, NULL, OPT_LENGTH},
+        {"bench", optional_argument, NULL, OPT_BENCH},
+        {"help", no_argument, NULL, OPT_HELP},
+        {NULL, 0, NULL, 0},
+    };
+    *a = (struct ch1_args){.lines = CH1_DEFAULT_LINES};
+    int c;
+    opterr = 0;
+    while ((c = getopt_long(argc, argv, "", longopts, NULL)) != -1) {
+        int rc = 0;
+        switch (c) {
+        case OPT_DATA: a->data = optarg; break;
+        case OPT_GET: a->get_set = 1; rc = cli_parse_u64("get", optarg, &a->get); break;
+        case OPT_CHECK: a->check = 1; break;
+        case OPT_EXPERIMENT: a->experiment = 1; break;
+        case OPT_LINES:
+            rc = cli_parse_u64("lines", optarg, &a->lines);
+            if (rc == 0 && a->lines == 0)
+                rc = err_set(ERR_ARG, "--lines: expected at least 1 line, got 0");
+            break;
+        case OPT_SEED: rc = cli_parse_seed("seed", optarg, &a->seed); break;
+        case OPT_LENGTH: a->length_field = optarg; break;
+        case OPT_BENCH: a->bench = optarg ? optarg : "all"; break;
+        case OPT_HELP: ch1_usage(stdout); exit(0);
+        default:
+            rc = err_set(ERR_ARG, "unknown or incomplete option '%s'", argv[optind - 1]);
+        }
+        if (rc < 0)
+            return rc;
+    }
+    if (optind < argc)
+        return err_set(ERR_ARG, "unexpected argument '%s'", argv[optind]);
+    if (a->get_set + a->check + a->experiment + (a->bench != NULL) > 1)
+        return err_set(ERR_ARG, "--get, --check, --experiment/--plot and --bench are separate runs: pick one");
+    if (a->bench) {
+        int known = strcmp(a->bench, "all") == 0;
+        for (size_t i = 0; i < sizeof ch1_benches / sizeof ch1_benches[0]; i++)
+            known |= strcmp(a->bench, ch1_benches[i].name) == 0;
+        if (!known)
+            return err_set(ERR_ARG, "--bench: unknown benchmark '%s' (try idx or all)", a->bench);
+    }
+    return 0;
+}
+
+/* 1 when Debian's Fashion-MNIST is installed (the lesson's real data). */
+static int ch1_have_fashion(void) { return access(CH1_FASHION_TRAIN, R_OK) == 0; }
+
+static void ch1_default_data(struct ch1_args *a)
+{
+    if (a->data) {
+        a->why = "from --data";
+    } else if (ch1_have_fashion()) {
+        a->data = CH1_FASHION_TRAIN;
+        a->why = "Fashion-MNIST's training set, the default";
+    } else {
+        a->data = "synthetic";
+        a->why = "the default: Fashion-MNIST is not installed (apt-get install dataset-fashion-mnist), so a "
+                 "synthetic dataset of its shape stands in";
+    }
+}
+
+/* Where generated files go: $TMPDIR when set, else under build/. */
+static const char *ch1_work_dir(char *buf, size_t cap)
+{
+    const char *tmp = getenv("TMPDIR");
+    if (tmp && *tmp)
+        snprintf(buf, cap, "%s/ddp-chapter-1", tmp);
+    else
+        snprintf(buf, cap, "build/work/chapter-1");
+    return buf;
+}
+
+static int ch1_open(const struct ch1_args *a, dataset_t **ds, double *seconds)
+{
+    struct dataset_options opt;
+    dataset_options_default(&opt);
+    opt.seed = a->seed;
+    opt.length_field = a->length_field;
+    double t0 = clock_now_s();
+    int rc = dataset_open(a->data, &opt, ds);
+    *seconds = clock_now_s() - t0;
+    return rc;
+}
+
+/* A label's name when the data is Fashion-MNIST, else "". */
+static const char *ch1_class_name(const struct ch1_args *a, int64_t label)
+{
+    return strstr(a->data, "fashion") && label >= 0 && label < CH1_CLASSES ? ch1_fashion_classes[label] : "";
+}
+
+/* ---- the default run: summary and random reads -------------------------- */
+
+static void ch1_print_files(const dataset_t *ds)
+{
+    const struct dataset_idx_files *f = dataset_idx_files(ds);
+    if (!f)
+        return;
+    printf("  images     %s: %llu bytes on disk\n", f->images, (unsigned long long)f->images_bytes);
+    if (f->images_cache)
+        printf("             mapped from its decompressed cache %s (%llu bytes)\n", f->images_cache,
+               (unsigned long long)f->images_cache_bytes);
+    if (f->labels)
+        printf("  labels     %s: %llu bytes on disk\n", f->labels, (unsigned long long)f->labels_bytes);
+    if (f->labels_cache)
+        printf("             mapped from its decompressed cache %s (%llu bytes)\n", f->labels_cache,
+               (unsigned long long)f->labels_cache_bytes);
+}
+
+static int ch1_print_labels(const struct ch1_args *a, const dataset_t *ds, uint8_t *buf)
+{
+    const struct dataset_info *in = dataset_info(ds);
+    if (!in->has_labels) {
+        printf("  labels     none\n");
+        return 0;
+    }
+    uint64_t n = in->length < CH1_HISTOGRAM_MAX ? in->length : CH1_HISTOGRAM_MAX, count[CH1_CLASSES + 1] = {0};
+    for (uint64_t i = 0; i < n; i++) {
+        struct dataset_record rec;
+        int rc = dataset_read(ds, i, buf, in->max_record_bytes, &rec);
+        if (rc < 0)
+            return rc;
+        count[rec.label >= 0 && rec.label < CH1_CLASSES ? rec.label : CH1_CLASSES]++;
+    }
+    printf("  labels     of %s%llu records:\n", n < in->length ? "the first " : "all ", (unsigned long long)n);
+    for (int c = 0; c < CH1_CLASSES; c++)
+        printf("             %d %-12s %8llu\n", c, ch1_class_name(a, c), (unsigned long long)count[c]);
+    if (count[CH1_CLASSES])
+        printf("             other        %8llu\n", (unsigned long long)count[CH1_CLASSES]);
+    return 0;
+}
+
+static int ch1_demo_reads(const struct ch1_args *a, const dataset_t *ds, uint8_t *buf)
+{
+    const struct dataset_info *in = dataset_info(ds);
+    if (in->length == 0)
+        return 0;
+    uint64_t *idx = malloc(CH1_DEMO_READS * sizeof *idx);
+    if (!idx)
+        return err_set(ERR_NOMEM, "out of memory for %u indices", CH1_DEMO_READS);
+    bench_fill_indices(idx, CH1_DEMO_READS, in->length, a->seed);
+    struct dataset_record rec;
+    int rc = 0;
+    double t0 = clock_now_s();
+    for (uint32_t i = 0; rc == 0 && i < CH1_DEMO_READS; i++)
+        rc = dataset_read(ds, idx[i], buf, in->max_record_bytes, &rec);
+    double secs = clock_now_s() - t0;
+    if (rc == 0) {
+        printf("\nrandom access: %u reads of random records (seed %llu), one thread: %.2f M records/s\n",
+               CH1_DEMO_READS, (unsigned long long)a->seed, CH1_DEMO_READS / secs / 1e6);
+        printf("  the first five:");
+        for (int i = 0; i < 5; i++) {
+            rc = dataset_read(ds, idx[i], buf, in->max_record_bytes, &rec);
+            if (rc < 0)
+                break;
+            printf(" #%llu (%llu bytes, label %lld)", (unsigned long long)idx[i], (unsigned long long)rec.bytes,
+                   (long long)rec.label);
+        }
+        printf("\n  (make chapter-1 ARGS=--bench for the benchmark, ARGS=--experiment for the lesson's experiment)\n");
+    }
+    free(idx);
+    return rc;
+}
+
+static int ch1_summary(const struct ch1_args *a)
+{
+    dataset_t *ds;
+    double first, again;
+    int rc = ch1_open(a, &ds, &first);
+    if (rc < 0)
+        return rc;
+    const struct dataset_idx_files *f = dataset_idx_files(ds);
+    int built = f ? f->caches_built : 0;
+    dataset_close(ds);
+    if ((rc = ch1_open(a, &ds, &again)) < 0) /* the second open finds any cache the first one built */
+        return rc;
+    const struct dataset_info *in = dataset_info(ds);
+    static const char *const kinds[] = {"synthetic", "IDX", "JSONL", "shards"};
+    printf("dataset: %s (%s)\n", dataset_name(ds), a->why);
+    printf("  format     %s, %llu records", kinds[in->kind], (unsigned long long)in->length);
+    if (in->record_bytes)
+        printf(" of %llu bytes", (unsigned long long)in->record_bytes);
+    else
+        printf(" of up to %llu bytes", (unsigned long long)in->max_record_bytes);
+    if (in->rows)
+        printf(" (%u x %u images)", in->rows, in->cols);
+    printf("\n");
+    ch1_print_files(ds);
+    printf("  open       %.3f ms%s; opened again: %.3f ms\n", first * 1e3,
+           built ? " (decompressed into the cache: the first open pays for gzip once)" : "", again * 1e3);
+    uint8_t *buf = malloc(in->max_record_bytes ? in->max_record_bytes : 1);
+    if (!buf)
+        rc = err_set(ERR_NOMEM, "out of memory for one record of %llu bytes",
+                     (unsigned long long)in->max_record_bytes);
+    if (rc == 0)
+        rc = ch1_print_labels(a, ds, buf);
+    if (rc == 0)
+        rc = ch1_demo_reads(a, ds, buf);
+    free(buf);
+    dataset_close(ds);
+    return rc;
+}
+
+/* ---- --get: one record ---------------------------------------------------- */
+
+static void ch1_print_bytes(const uint8_t *b, uint64_t n, const struct dataset_info *in)
+{
+    /* An image: one character per pixel, darker glyphs for higher values, two
+     * wide so the picture keeps its aspect ratio in a terminal. */
+    static const char ramp[] = " .:-=+*#%@";
+    if (in->rows && (uint64_t)in->rows * in->cols == n) {
+        for (uint32_t r = 0; r < in->rows; r++) {
+            for (uint32_t c = 0; c < in->cols; c++) {
+                char g = ramp[b[(uint64_t)r * in->cols + c] * (sizeof ramp - 2) / 255];
+                putchar(g);
+                putchar(g);
+            }
+            putchar('\n');
+        }
+        return;
+    }
+    int text = 1;
+    for (uint64_t i = 0; i < n && text; i++)
+        text = isprint(b[i]) || isspace(b[i]) || b[i] >= 0x80; /* UTF-8 text passes too */
+    if (text) {
+        fwrite(b, 1, n, stdout);
+        if (n && b[n - 1] != '\n')
+            putchar('\n');
+        return;
+    }
+    uint64_t shown = n < 512 ? n : 512; /* enough to recognise a record, short enough to read */
+    for (uint64_t i = 0; i < shown; i += 16) {
+        printf("%08llx ", (unsigned long long)i);
+        for (uint64_t j = i; j < i + 16 && j < shown; j++)
+            printf(" %02x", b[j]);
+        putchar('\n');
+    }
+    if (shown < n)
+        printf("... %llu more bytes\n", (unsigned long long)(n - shown));
+}
+
+static int ch1_get(const struct ch1_args *a)
+{
+    dataset_t *ds;
+    double secs;
+    int rc = ch1_open(a, &ds, &secs);
+    if (rc < 0)
+        return rc;
+    const struct dataset_info *in = dataset_info(ds);
+    uint8_t *buf = malloc(in->max_record_bytes ? in->max_record_bytes : 1);
+    struct dataset_record rec;
+    if (!buf)
+        rc = err_set(ERR_NOMEM, "out of memory for one record");
+    if (rc == 0)
+        rc = dataset_read(ds, a->get, buf, in->max_record_bytes, &rec);
+    if (rc == 0) {
+        printf("record %llu of %s: %llu bytes", (unsigned long long)a->get, dataset_name(ds),
+               (unsigned long long)rec.bytes);
+        if (rec.length != rec.bytes)
+            printf(", length %llu", (unsigned long long)rec.length);
+        if (rec.label >= 0)
+            printf(", label %lld %s", (long long)rec.label, ch1_class_name(a, rec.label));
+        printf("\n");
+        ch1_print_bytes(buf, rec.bytes, in);
+    }
+    free(buf);
+    dataset_close(ds);
+    return rc;
+}
+
+/* ---- --check: every record -------------------------------------------------- */
+
+static int ch1_check_label(const dataset_t *ds, uint64_t i, int64_t label)
+{
+    if (label >= 0 && label < CH1_CLASSES)
+        return 0;
+    const struct dataset_idx_files *f = dataset_idx_files(ds);
+    if (f && f->labels) /* labels byte i sits after the 8-byte idx1 header */
+        return err_set(ERR_FORMAT, "%s: byte %llu (record %llu): label %lld is outside 0..%d", f->labels,
+                       (unsigned long long)(8 + i), (unsigned long long)i, (long long)label, CH1_CLASSES - 1);
+    return err_set(ERR_FORMAT, "%s: record %llu: label %lld is outside 0..%d", dataset_name(ds),
+                   (unsigned long long)i, (long long)label, CH1_CLASSES - 1);
+}
+
+static int ch1_check(const struct ch1_args *a)
+{
+    dataset_t *ds;
+    double secs;
+    int rc = ch1_open(a, &ds, &secs);
+    if (rc < 0)
+        return rc;
+    const struct dataset_info *in = dataset_info(ds);
+    uint8_t *buf = malloc(in->max_record_bytes ? in->max_record_bytes : 1);
+    if (!buf)
+        rc = err_set(ERR_NOMEM, "out of memory for one record");
+    progress_t bar;
+    progress_begin(&bar, "check", in->length);
+    for (uint64_t i = 0; rc == 0 && i < in->length; i++) {
+        struct dataset_record rec;
+        rc = dataset_read(ds, i, buf, in->max_record_bytes, &rec);
+        if (rc == 0 && in->record_bytes && rec.bytes != in->record_bytes)
+            rc = err_set(ERR_FORMAT, "%s: record %llu has %llu bytes, the dataset's records have %llu",
+                         dataset_name(ds), (unsigned long long)i, (unsigned long long)rec.bytes,
+                         (unsigned long long)in->record_bytes);
+        if (rc == 0 && in->kind == DATASET_IDX && in->has_labels)
+            rc = ch1_check_label(ds, i, rec.label);
+        progress_update(&bar, i);
+    }
+    progress_end(&bar, in->length);
+    if (rc == 0)
+        printf("check: %s: all %llu records OK (%s)\n", dataset_name(ds), (unsigned long long)in->length,
+               in->kind == DATASET_IDX && in->has_labels ? "sizes, labels 0..9" : "every record read");
+    free(buf);
+    dataset_close(ds);
+    return rc;
+}
+
+/* ---- --experiment and --bench ---------------------------------------------- */
+
+static int ch1_experiment(const struct ch1_args *a)
+{
+    char work[4096];
+    struct experiment_options opt = {
+        .lines = a->lines,
+        .work_dir = ch1_work_dir(work, sizeof work),
+        .out_dir = CH1_OUT_DIR,
+        .seed = a->seed,
+    };
+    return experiment_run(&opt);
+}
+
+static int ch1_bench(const struct ch1_args *a)
+{
+    char work[4096];
+    struct bench_options opt = {
+        /* the benchmarks want real data when there is some; they generate their own otherwise */
+        .data = a->data ? a->data : ch1_have_fashion() ? CH1_FASHION_TRAIN : NULL,
+        .work_dir = ch1_work_dir(work, sizeof work),
+        .seed = a->seed,
+    };
+    for (size_t i = 0; i < sizeof ch1_benches / sizeof ch1_benches[0]; i++) {
+        if (strcmp(a->bench, "all") != 0 && strcmp(a->bench, ch1_benches[i].name) != 0)
+            continue;
+        int rc = ch1_benches[i].run(&opt);
+        if (rc < 0)
+            return err_wrap(rc, "bench %s", ch1_benches[i].name);
+    }
+    return 0;
+}
+
+int main(int argc, char **argv)
+{
+    struct ch1_args a;
+    if (ch1_parse(argc, argv, &a) < 0)
+        return cli_fail("chapter-1");
+    int rc;
+    if (a.experiment)
+        rc = ch1_experiment(&a);
+    else if (a.bench)
+        rc = ch1_bench(&a);
+    else {
+        ch1_default_data(&a);
+        rc = a.get_set ? ch1_get(&a) : a.check ? ch1_check(&a) : ch1_summary(&a);
+    }
+    if (rc < 0) {
+        fprintf(stderr, "chapter-1: %s\n", err_msg());
+        return 1;
+    }
     return 0;
 }
