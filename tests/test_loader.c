@@ -8,90 +8,21 @@
  * about durations: the delays only shuffle the thread timing.
  */
 #include "augment.h"
-#include "check.h"
-#include "clock.h"
-#include "dataset.h"
-#include "error.h"
-#include "loader.h"
+#include "loader_fixture.h"
 
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 
-static dataset_t *open_synthetic(uint64_t records, uint64_t min_bytes, uint64_t bytes)
-{
-    struct dataset_options opt;
-    dataset_options_default(&opt);
-    opt.synthetic_records = records;
-    opt.synthetic_min_bytes = min_bytes;
-    opt.synthetic_bytes = bytes;
-    opt.seed = 7;
-    dataset_t *ds;
-    CHECK_OK(dataset_open("synthetic", &opt, &ds));
-    return ds;
-}
-
-static uint64_t mix(uint64_t x)
-{
-    x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
-    x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
-    return x ^ (x >> 31);
-}
-
-/* A permutation of 0..n-1 (Fisher-Yates on a fixed hash), as a sampler would give. */
-static uint64_t *shuffled(uint64_t n, uint64_t seed)
-{
-    uint64_t *p = malloc(n * sizeof *p);
-    for (uint64_t i = 0; i < n; i++)
-        p[i] = i;
-    for (uint64_t i = n - 1; i > 0; i--) {
-        uint64_t j = mix(seed + i) % (i + 1), t = p[i];
-        p[i] = p[j];
-        p[j] = t;
-    }
-    return p;
-}
-
-/* Sleeps 0 to 300 us, a different amount for every sample, so workers finish
- * their batches in a scrambled order. */
-static int transform_delay(void *user, const struct loader_sample *s, void *data, uint64_t bytes)
-{
-    (void)user, (void)data, (void)bytes;
-    uint64_t r = mix(s->index * 31 + s->epoch);
-    if (r % 4 == 0)
-        clock_sleep_ns(r % 300000);
-    return 0;
-}
-
-/* Checks batch b against the epoch: its rows are records indices[first..], read fresh. */
-static void check_batch(const dataset_t *ds, const struct loader_batch *b, const uint64_t *indices, uint64_t first)
-{
-    uint8_t want[64];
-    for (uint32_t i = 0; i < b->count; i++) {
-        struct dataset_record rec;
-        CHECK_EQ_U64(b->indices[i], indices[first + i]);
-        CHECK_OK(dataset_read(ds, indices[first + i], want, sizeof want, &rec));
-        CHECK_EQ(b->labels[i], rec.label);
-        CHECK_EQ_U64(b->lengths[i], rec.bytes);
-        CHECK_MSG(memcmp((uint8_t *)b->data + i * b->stride, want, rec.bytes) == 0,
-                  "batch %llu row %u: data is not record %llu", (unsigned long long)b->number, i,
-                  (unsigned long long)indices[first + i]);
-    }
-}
-
 static void run_in_order(uint32_t workers, int drop_last)
 {
     const uint64_t n = 600, bs = 7;
-    dataset_t *ds = open_synthetic(n, 24, 24);
-    struct loader_options opt;
-    loader_options_default(&opt);
-    opt.workers = workers;
-    opt.max_batch = bs;
-    opt.transform = transform_delay;
+    dataset_t *ds = fixture_dataset(n, 24, 24);
+    struct loader_options opt = fixture_options(workers, bs, fixture_delay);
     loader_t *L;
     CHECK_OK(loader_open(ds, &opt, &L));
     for (uint64_t epoch = 0; epoch < 2; epoch++) {
-        uint64_t *idx = shuffled(n, epoch);
+        uint64_t *idx = fixture_shuffled(n, epoch);
         struct loader_epoch e = {.epoch = epoch, .indices = idx, .count = n, .batch_size = bs, .drop_last = drop_last};
         CHECK_OK(loader_start_epoch(L, &e));
         uint8_t *seen = calloc(n, 1);
@@ -102,7 +33,7 @@ static void run_in_order(uint32_t workers, int drop_last)
             CHECK_EQ_U64(b->number, got);
             CHECK_EQ_U64(b->epoch, epoch);
             CHECK_EQ(b->count, got * bs + bs <= n ? bs : n - got * bs);
-            check_batch(ds, b, idx, got * bs);
+            fixture_check_batch(ds, b, idx, got * bs);
             for (uint32_t i = 0; i < b->count; i++) {
                 CHECK_MSG(!seen[b->indices[i]], "index %llu delivered twice", (unsigned long long)b->indices[i]);
                 seen[b->indices[i]] = 1;
@@ -131,16 +62,12 @@ TEST(in_order_exactly_once_8_workers) { run_in_order(8, 0); }
 TEST(out_of_order_delivers_the_same_multiset)
 {
     const uint64_t n = 500, bs = 8, nb = (n + bs - 1) / bs;
-    dataset_t *ds = open_synthetic(n, 24, 24);
-    struct loader_options opt;
-    loader_options_default(&opt);
-    opt.workers = 3;
-    opt.max_batch = bs;
+    dataset_t *ds = fixture_dataset(n, 24, 24);
+    struct loader_options opt = fixture_options(3, bs, fixture_delay);
     opt.out_of_order = 1;
-    opt.transform = transform_delay;
     loader_t *L;
     CHECK_OK(loader_open(ds, &opt, &L));
-    uint64_t *idx = shuffled(n, 3);
+    uint64_t *idx = fixture_shuffled(n, 3);
     struct loader_epoch e = {.epoch = 0, .indices = idx, .count = n, .batch_size = bs};
     CHECK_OK(loader_start_epoch(L, &e));
     uint8_t *seen_batch = calloc(nb, 1);
@@ -150,7 +77,7 @@ TEST(out_of_order_delivers_the_same_multiset)
     while ((rc = loader_next(L, &b)) == 1) {
         CHECK(b->number < nb && !seen_batch[b->number]);
         seen_batch[b->number] = 1;
-        check_batch(ds, b, idx, b->number * bs);
+        fixture_check_batch(ds, b, idx, b->number * bs);
         loader_release(L, b);
         got++;
     }
@@ -166,12 +93,8 @@ TEST(out_of_order_delivers_the_same_multiset)
 static uint8_t *flipped_epoch(const dataset_t *ds, uint32_t workers, uint64_t epoch, const uint64_t *idx, uint64_t n)
 {
     struct augment_hflip flip = {.rows = 28, .cols = 28, .p = 0.5};
-    struct loader_options opt;
-    loader_options_default(&opt);
-    opt.workers = workers;
-    opt.max_batch = 16;
+    struct loader_options opt = fixture_options(workers, 16, augment_hflip);
     opt.seed = 1234;
-    opt.transform = augment_hflip;
     opt.transform_user = &flip;
     loader_t *L;
     CHECK_OK(loader_open(ds, &opt, &L));
@@ -193,8 +116,8 @@ static uint8_t *flipped_epoch(const dataset_t *ds, uint32_t workers, uint64_t ep
 TEST(augmentation_is_identical_across_worker_counts)
 {
     const uint64_t n = 200;
-    dataset_t *ds = open_synthetic(n, 784, 784);
-    uint64_t *idx = shuffled(n, 5);
+    dataset_t *ds = fixture_dataset(n, 784, 784);
+    uint64_t *idx = fixture_shuffled(n, 5);
     uint8_t *ref = flipped_epoch(ds, 0, 0, idx, n);
     uint32_t counts[] = {1, 3, 8};
     for (int k = 0; k < 3; k++) {
@@ -228,7 +151,7 @@ static int transform_fails_on_bad(void *user, const struct loader_sample *s, voi
 {
     (void)user, (void)data, (void)bytes;
     if (s->index != bad_index)
-        return transform_delay(NULL, s, data, bytes);
+        return fixture_delay(NULL, s, data, bytes);
     atomic_store(&bad_worker, s->worker);
     return err_set(ERR_FORMAT, "corrupt image header");
 }
@@ -236,15 +159,11 @@ static int transform_fails_on_bad(void *user, const struct loader_sample *s, voi
 static void run_failing_sample(uint32_t workers)
 {
     const uint64_t n = 300, bs = 10;
-    dataset_t *ds = open_synthetic(n, 24, 24);
-    struct loader_options opt;
-    loader_options_default(&opt);
-    opt.workers = workers;
-    opt.max_batch = bs;
-    opt.transform = transform_fails_on_bad;
+    dataset_t *ds = fixture_dataset(n, 24, 24);
+    struct loader_options opt = fixture_options(workers, bs, transform_fails_on_bad);
     loader_t *L;
     CHECK_OK(loader_open(ds, &opt, &L));
-    uint64_t *idx = shuffled(n, 9);
+    uint64_t *idx = fixture_shuffled(n, 9);
     uint64_t pos = 0;
     while (idx[pos] != bad_index)
         pos++;
@@ -276,9 +195,7 @@ static void run_failing_sample(uint32_t workers)
         idx[i] = idx[i] == bad_index ? 0 : idx[i];
     e.epoch = 5;
     CHECK_OK(loader_start_epoch(L, &e));
-    for (got = 0; (rc = loader_next(L, &b)) == 1; got++)
-        loader_release(L, b);
-    CHECK_OK(rc);
+    CHECK_OK(fixture_drain(L, &got));
     CHECK_EQ_U64(got, n / bs);
     free(idx);
     loader_close(L);
@@ -306,13 +223,9 @@ static int transform_stuck(void *user, const struct loader_sample *s, void *data
 TEST(stuck_sample_trips_the_timeout_naming_batch_and_worker)
 {
     const uint64_t n = 200, bs = 10;
-    dataset_t *ds = open_synthetic(n, 24, 24);
-    struct loader_options opt;
-    loader_options_default(&opt);
-    opt.workers = 3;
-    opt.max_batch = bs;
+    dataset_t *ds = fixture_dataset(n, 24, 24);
+    struct loader_options opt = fixture_options(3, bs, transform_stuck);
     opt.timeout_s = 1;
-    opt.transform = transform_stuck;
     loader_t *L;
     CHECK_OK(loader_open(ds, &opt, &L));
     uint64_t idx[200];
@@ -344,15 +257,11 @@ TEST(stuck_sample_trips_the_timeout_naming_batch_and_worker)
 TEST(stop_mid_epoch_then_restart)
 {
     const uint64_t n = 400, bs = 8;
-    dataset_t *ds = open_synthetic(n, 24, 24);
-    struct loader_options opt;
-    loader_options_default(&opt);
-    opt.workers = 4;
-    opt.max_batch = bs;
-    opt.transform = transform_delay;
+    dataset_t *ds = fixture_dataset(n, 24, 24);
+    struct loader_options opt = fixture_options(4, bs, fixture_delay);
     loader_t *L;
     CHECK_OK(loader_open(ds, &opt, &L));
-    uint64_t *idx = shuffled(n, 11);
+    uint64_t *idx = fixture_shuffled(n, 11);
     struct loader_epoch e = {.epoch = 0, .indices = idx, .count = n, .batch_size = bs};
     CHECK_OK(loader_start_epoch(L, &e));
     struct loader_batch *held, *b;
@@ -361,7 +270,7 @@ TEST(stop_mid_epoch_then_restart)
     loader_release(L, b);
     loader_stop(L); /* the trainer breaks out of its loop, still holding a batch */
     CHECK_ERR(loader_next(L, &b), ERR_STATE, "was stopped after 2 of 50 batches");
-    check_batch(ds, held, idx, 0); /* a held batch stays valid */
+    fixture_check_batch(ds, held, idx, 0); /* a held batch stays valid */
     loader_release(L, held);
     /* Restart, then break out again without stopping: start_epoch abandons it. */
     for (uint64_t epoch = 1; epoch < 3; epoch++) {
@@ -371,7 +280,7 @@ TEST(stop_mid_epoch_then_restart)
         int rc;
         while ((rc = loader_next(L, &b)) == 1) {
             CHECK_EQ_U64(b->number, got);
-            check_batch(ds, b, idx, got * bs);
+            fixture_check_batch(ds, b, idx, got * bs);
             loader_release(L, b);
             if (++got == 10 && epoch == 1)
                 break;
@@ -387,76 +296,41 @@ TEST(stop_mid_epoch_then_restart)
     dataset_close(ds);
 }
 
-/* The memory bound, checked from outside the loader: a counting allocator,
- * and every batch being collated must be within `slots` of the trainer. */
-struct counting {
-    atomic_int live, allocs;
-};
-static void *count_alloc(void *user, uint64_t bytes)
-{
-    struct counting *c = user;
-    atomic_fetch_add(&c->live, 1);
-    atomic_fetch_add(&c->allocs, 1);
-    return malloc(bytes);
-}
-static void count_free(void *user, void *p, uint64_t bytes)
-{
-    (void)bytes;
-    atomic_fetch_sub(&((struct counting *)user)->live, 1);
-    free(p);
-}
-
-static atomic_ullong released;
-static atomic_int bound_violations;
-static uint32_t bound_slots;
-
-static int transform_checks_bound(void *user, const struct loader_sample *s, void *data, uint64_t bytes)
-{
-    (void)user;
-    if (s->batch >= atomic_load(&released) + bound_slots)
-        atomic_fetch_add(&bound_violations, 1);
-    return transform_delay(NULL, s, data, bytes);
-}
-
 TEST(memory_bound_is_respected)
 {
     const uint64_t n = 400, bs = 5;
-    dataset_t *ds = open_synthetic(n, 24, 24);
+    dataset_t *ds = fixture_dataset(n, 24, 24);
     uint32_t workers[] = {1, 2, 4}, prefetch[] = {1, 2, 3};
     for (int w = 0; w < 3; w++) {
-        struct counting c = {0};
-        struct loader_options opt;
-        loader_options_default(&opt);
-        opt.workers = workers[w];
+        struct fixture_counting c = {0};
+        struct loader_options opt = fixture_options(workers[w], bs, fixture_bound_transform);
         opt.prefetch = prefetch[w];
-        opt.max_batch = bs;
-        opt.transform = transform_checks_bound;
-        opt.allocator = (struct loader_allocator){count_alloc, count_free, &c};
-        bound_slots = workers[w] * prefetch[w];
-        atomic_store(&released, 0);
+        opt.allocator = (struct loader_allocator){fixture_count_alloc, fixture_count_free, &c};
+        fixture_slots = workers[w] * prefetch[w];
+        atomic_store(&fixture_released, 0);
         loader_t *L;
         CHECK_OK(loader_open(ds, &opt, &L));
-        CHECK_EQ(atomic_load(&c.allocs), bound_slots);
-        uint64_t *idx = shuffled(n, w);
+        CHECK_EQ(atomic_load(&c.allocs), fixture_slots);
+        uint64_t *idx = fixture_shuffled(n, w);
         struct loader_epoch e = {.epoch = 0, .indices = idx, .count = n, .batch_size = bs};
         CHECK_OK(loader_start_epoch(L, &e));
         struct loader_batch *b;
         int rc;
         while ((rc = loader_next(L, &b)) == 1) {
             clock_sleep_ns(20000); /* a slow trainer: workers run ahead until the ring is full */
-            atomic_fetch_add(&released, 1); /* before the slot is free, so the check never races ahead */
+            atomic_fetch_add(&fixture_released, 1); /* before the slot is free, so the check never races ahead */
             loader_release(L, b);
         }
         CHECK_OK(rc);
         struct loader_stats st;
         loader_stats(L, &st);
-        CHECK_EQ(st.slots, bound_slots);
-        CHECK(st.max_busy_slots <= bound_slots);
-        CHECK_EQ_U64(st.memory_bytes, (uint64_t)bound_slots * st.slot_bytes);
+        CHECK_EQ(st.slots, fixture_slots);
+        CHECK(st.max_busy_slots <= fixture_slots);
+        CHECK_EQ_U64(st.memory_bytes, (uint64_t)fixture_slots * st.slot_bytes);
         CHECK_EQ_U64(st.samples, n);
         CHECK(st.wait_fraction >= 0 && st.wait_fraction <= 1);
-        CHECK_EQ(atomic_load(&bound_violations), 0);
-        CHECK_EQ(atomic_load(&c.allocs), bound_slots); /* nothing allocated per batch */
+        CHECK_EQ(atomic_load(&fixture_violations), 0);
+        CHECK_EQ(atomic_load(&c.allocs), fixture_slots); /* nothing allocated per batch */
         loader_close(L);
         CHECK_EQ(atomic_load(&c.live), 0);
         free(idx);
@@ -467,10 +341,8 @@ TEST(memory_bound_is_respected)
 TEST(padding_collate_and_explicit_batches)
 {
     const uint64_t n = 100;
-    dataset_t *ds = open_synthetic(n, 3, 40);
-    struct loader_options opt;
-    loader_options_default(&opt);
-    opt.max_batch = 9;
+    dataset_t *ds = fixture_dataset(n, 3, 40);
+    struct loader_options opt = fixture_options(0, 9, NULL);
     CHECK_ERR(loader_open(ds, &opt, &(loader_t *){0}), ERR_ARG, "variable-length");
     opt.workers = 2;
     opt.collate = loader_collate_pad;
@@ -479,7 +351,7 @@ TEST(padding_collate_and_explicit_batches)
     /* Variable-size batches, as a token-budget sampler makes them. */
     uint64_t offsets[] = {0, 1, 10, 14, 20, 29, 35, 44, 45, 51, 60, 69, 78, 87, 96, 100};
     uint64_t nb = sizeof offsets / sizeof offsets[0] - 1;
-    uint64_t *idx = shuffled(n, 2);
+    uint64_t *idx = fixture_shuffled(n, 2);
     struct loader_epoch e = {.epoch = 0, .indices = idx, .count = n, .offsets = offsets, .batches = nb};
     CHECK_OK(loader_start_epoch(L, &e));
     struct loader_batch *b;
@@ -492,7 +364,7 @@ TEST(padding_collate_and_explicit_batches)
             longest = b->lengths[i] > longest ? b->lengths[i] : longest;
         CHECK_EQ_U64(b->stride, longest);
         CHECK_EQ_U64(b->bytes, longest * b->count);
-        check_batch(ds, b, idx, offsets[got]);
+        fixture_check_batch(ds, b, idx, offsets[got]);
         for (uint32_t i = 0; i < b->count; i++)
             for (uint64_t k = b->lengths[i]; k < b->stride; k++)
                 CHECK_EQ(((uint8_t *)b->data)[i * b->stride + k], 0);
@@ -537,13 +409,10 @@ static int collate_label_sum(void *user, struct loader_job *job)
 
 TEST(custom_collate_and_holding_every_slot)
 {
-    dataset_t *ds = open_synthetic(64, 24, 24);
+    dataset_t *ds = fixture_dataset(64, 24, 24);
     atomic_int calls = 0;
-    struct loader_options opt;
-    loader_options_default(&opt);
-    opt.workers = 2;
+    struct loader_options opt = fixture_options(2, 8, NULL);
     opt.prefetch = 1;
-    opt.max_batch = 8;
     opt.collate = collate_label_sum;
     opt.collate_user = &calls;
     loader_t *L;
