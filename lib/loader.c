@@ -698,7 +698,7 @@ int loader_next(loader_t *L, struct loader_batch **out)
         if (rc != 0)
             break;
         if (L->opt.workers == 0) { /* no workers: the caller collates, now */
-            uint64_t batch;
+            uint64_t batch = 0;
             rc = loader_claim(L, &batch, &s);
             if (rc > 0) {
                 loader_fill(L, s, batch, -1);
