@@ -35,7 +35,7 @@
 
 struct ch3_args {
     const char *data;
-    uint64_t batch, prefetch, epochs, batches, step_us;
+    uint64_t batch, prefetch, epochs, warmup, batches, step_us;
     uint64_t workers[CH3_MAX_LIST], work_us[CH3_MAX_LIST];
     int nworkers, nwork;
     int bench, memcpy_too, out_of_order;
@@ -48,7 +48,7 @@ static void ch3_usage(FILE *to)
             "usage: chapter-3 [--workers=LIST] [--work-us=LIST] [--step-ms=MS] [--batches=N] [--batch=N]\n"
             "                 [--prefetch=N] [--data=PATH] [--out=DIR] [--plot] [--help]\n"
             "       chapter-3 --bench [--data=PATH] [--batch=256] [--workers=K] [--prefetch=2] [--epochs=1]\n"
-            "                 [--work-us=US] [--step-ms=MS] [--out-of-order] [--memcpy]\n"
+            "                 [--warmup=0] [--work-us=US] [--step-ms=MS] [--out-of-order] [--memcpy]\n"
             "\n"
             "Chapter 3, the worker loader: K threads collate batches into a bounded ring ahead of the\n"
             "trainer, delivered in order. With no flags (or --plot): the lesson's experiment. For each\n"
@@ -66,7 +66,8 @@ static void ch3_usage(FILE *to)
             "  --batches=N      steps per experiment setting (default 24)\n"
             "  --batch=N        samples per batch (default 256)\n"
             "  --prefetch=N     batches in flight per worker (default 2, PyTorch's prefetch_factor)\n"
-            "  --epochs=N       --bench: epochs to load (default 1)\n"
+            "  --epochs=N       --bench: epochs to load and time (default 1)\n"
+            "  --warmup=N       --bench: untimed epochs first (page faults, thread start; default 0)\n"
             "  --out-of-order   --bench: deliver batches as they finish\n"
             "  --memcpy         --bench: also measure memcpy of the same bytes, one thread, same run\n"
             "  --bench          load whole epochs; the last line gives samples/s, MB/s, data-wait\n"
@@ -94,14 +95,14 @@ static int ch3_parse_list(const char *flag, const char *text, uint64_t *out, int
 
 static int ch3_parse(int argc, char **argv, struct ch3_args *a)
 {
-    enum { O_DATA = 1, O_WORKERS, O_WORK, O_STEP, O_BATCHES, O_BATCH, O_PREFETCH, O_EPOCHS, O_OUT, O_PLOT,
+    enum { O_DATA = 1, O_WORKERS, O_WORK, O_STEP, O_BATCHES, O_BATCH, O_PREFETCH, O_EPOCHS, O_WARMUP, O_OUT, O_PLOT,
            O_BENCH, O_MEMCPY, O_OOO, O_HELP };
     static const struct option opts[] = {
         {"data", required_argument, 0, O_DATA},       {"workers", required_argument, 0, O_WORKERS},
         {"work-us", required_argument, 0, O_WORK},    {"step-ms", required_argument, 0, O_STEP},
         {"batches", required_argument, 0, O_BATCHES}, {"batch", required_argument, 0, O_BATCH},
         {"prefetch", required_argument, 0, O_PREFETCH}, {"epochs", required_argument, 0, O_EPOCHS},
-        {"out", required_argument, 0, O_OUT},         {"plot", no_argument, 0, O_PLOT},
+        {"warmup", required_argument, 0, O_WARMUP}, {"out", required_argument, 0, O_OUT},         {"plot", no_argument, 0, O_PLOT},
         {"bench", no_argument, 0, O_BENCH},           {"memcpy", no_argument, 0, O_MEMCPY},
         {"out-of-order", no_argument, 0, O_OOO},      {"help", no_argument, 0, 'h'},
         {0, 0, 0, 0},
@@ -124,6 +125,7 @@ static int ch3_parse(int argc, char **argv, struct ch3_args *a)
         case O_BATCH: rc = cli_parse_u64("batch", optarg, &a->batch); break;
         case O_PREFETCH: rc = cli_parse_u64("prefetch", optarg, &a->prefetch); break;
         case O_EPOCHS: rc = cli_parse_u64("epochs", optarg, &a->epochs); break;
+        case O_WARMUP: rc = cli_parse_u64("warmup", optarg, &a->warmup); break;
         case O_OUT: a->out_dir = optarg; break;
         case O_PLOT: break; /* the default run is the plotted experiment */
         case O_BENCH: a->bench = 1; break;
@@ -140,8 +142,8 @@ static int ch3_parse(int argc, char **argv, struct ch3_args *a)
         rc = err_set(ERR_ARG, "--batch: expected 1 to 1048576, got %llu", (unsigned long long)a->batch);
     if (rc == 0 && (a->prefetch == 0 || a->prefetch > 64))
         rc = err_set(ERR_ARG, "--prefetch: expected 1 to 64, got %llu", (unsigned long long)a->prefetch);
-    if (rc == 0 && (a->epochs == 0 || a->batches == 0))
-        rc = err_set(ERR_ARG, "--epochs and --batches must be at least 1");
+    if (rc == 0 && (a->epochs == 0 || a->batches == 0 || a->epochs > 1000 || a->warmup > 1000))
+        rc = err_set(ERR_ARG, "--epochs and --batches must be at least 1, --epochs and --warmup at most 1000");
     for (int i = 0; rc == 0 && i < a->nworkers; i++)
         if (a->workers[i] > 256)
             rc = err_set(ERR_ARG, "--workers: at most 256, got %llu", (unsigned long long)a->workers[i]);
@@ -207,14 +209,15 @@ static int ch3_decode(void *user, const struct loader_sample *s, void *data, uin
 
 struct ch3_run {
     uint32_t workers;
-    uint64_t work_ns, step_ns, count, epochs;
+    uint64_t work_ns, step_ns, count, warmup, epochs;
     int out_of_order;
     struct loader_stats st; /* of the last epoch */
     double samples_per_s, bytes_per_s, wait_fraction; /* over all epochs */
 };
 
-/* Loads `epochs` epochs of the first `count` samples of the order, playing a
- * trainer whose step takes step_ns. 0 or a negative ERR_*. */
+/* Loads warmup + epochs epochs of the first `count` samples of the order,
+ * playing a trainer whose step takes step_ns; the last `epochs` are measured.
+ * 0 or a negative ERR_*. */
 static int ch3_run_loader(const dataset_t *ds, const struct ch3_args *a, struct ch3_run *r)
 {
     struct loader_options opt;
@@ -237,7 +240,7 @@ static int ch3_run_loader(const dataset_t *ds, const struct ch3_args *a, struct 
         return err_set(ERR_NOMEM, "out of memory for %llu indices", (unsigned long long)r->count);
     }
     double elapsed = 0, wait = 0, samples = 0, bytes = 0;
-    for (uint64_t e = 0; rc == 0 && e < r->epochs; e++) {
+    for (uint64_t e = 0; rc == 0 && e < r->warmup + r->epochs; e++) {
         struct loader_epoch ep = {.epoch = e, .indices = idx, .count = r->count, .batch_size = (uint32_t)a->batch};
         rc = loader_start_epoch(L, &ep);
         struct loader_batch *b;
@@ -248,6 +251,8 @@ static int ch3_run_loader(const dataset_t *ds, const struct ch3_args *a, struct 
             rc = 0;
         }
         loader_stats(L, &r->st);
+        if (e < r->warmup)
+            continue;
         elapsed += r->st.elapsed_s;
         wait += r->st.wait_s;
         samples += (double)r->st.samples;
@@ -276,27 +281,27 @@ static double ch3_memcpy_bps(const dataset_t *ds, const struct ch3_args *a, uint
     memset(src, 1, src_bytes);
     memset(dst, 2, dst_bytes);
     uint64_t *idx = ch3_order(n, count);
-    double best = 0;
-    for (uint64_t e = 0; idx && e < a->epochs; e++) {
-        uint64_t t0 = clock_now_ns();
+    uint64_t t0 = 0;
+    for (uint64_t e = 0; idx && e < a->warmup + a->epochs; e++) {
+        if (e == a->warmup)
+            t0 = clock_now_ns();
         for (uint64_t i = 0; i < count; i++)
             memcpy(dst + (i % a->batch) * rb, src + idx[i] * rb, rb);
-        double s = (double)(clock_now_ns() - t0) * 1e-9;
         __asm__ volatile("" : : "r"(dst) : "memory"); /* keep the copies */
-        if (s > 0 && (double)(count * rb) / s > best)
-            best = (double)(count * rb) / s;
     }
+    double s = (double)(clock_now_ns() - t0) * 1e-9;
     free(idx);
     free(src);
     free(dst);
-    return best;
+    return s > 0 ? (double)(count * rb * a->epochs) / s : 0;
 }
 
 static int ch3_bench(const dataset_t *ds, const struct ch3_args *a)
 {
     struct ch3_run r = {
         .workers = (uint32_t)a->workers[0], .work_ns = a->work_us[0] * 1000, .step_ns = a->step_us * 1000,
-        .count = dataset_info(ds)->length, .epochs = a->epochs, .out_of_order = a->out_of_order,
+        .count = dataset_info(ds)->length, .warmup = a->warmup, .epochs = a->epochs,
+        .out_of_order = a->out_of_order,
     };
     int rc = ch3_run_loader(ds, a, &r);
     if (rc)
@@ -309,10 +314,11 @@ static int ch3_bench(const dataset_t *ds, const struct ch3_args *a)
     }
     printf("loader memory: %u slots x %.2f MiB = %.2f MiB\n", r.st.slots, (double)r.st.slot_bytes / (1 << 20),
            (double)r.st.memory_bytes / (1 << 20));
-    printf("bench: data=%s workers=%u prefetch=%llu batch=%llu epochs=%llu samples/s=%.0f MB/s=%.1f "
+    printf("bench: data=%s workers=%u prefetch=%llu batch=%llu epochs=%llu warmup=%llu samples/s=%.0f MB/s=%.1f "
            "data-wait=%.3f%s\n",
            dataset_name(ds), r.workers, (unsigned long long)a->prefetch, (unsigned long long)a->batch,
-           (unsigned long long)a->epochs, r.samples_per_s, r.bytes_per_s / 1e6, r.wait_fraction, extra);
+           (unsigned long long)a->epochs, (unsigned long long)a->warmup, r.samples_per_s, r.bytes_per_s / 1e6,
+           r.wait_fraction, extra);
     return 0;
 }
 
