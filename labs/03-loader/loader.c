@@ -56,6 +56,7 @@
 /* Slots start on a page: what DMA engines and cudaHostRegister like best. */
 #define LOADER_SLOT_ALIGN 4096
 #define LOADER_MAX_WORKERS 1024
+#define LOADER_MAX_PREFETCH 1024
 
 enum slot_state { SLOT_FREE, SLOT_FILLING, SLOT_READY, SLOT_FAILED, SLOT_HELD };
 
@@ -425,6 +426,8 @@ int loader_open(const dataset_t *ds, const struct loader_options *opt, loader_t 
     if (!opt->collate && info->record_bytes == 0)
         return err_set(ERR_ARG, "loader: %s has variable-length records: the stacking collate cannot batch them "
                        "(use loader_collate_pad)", dataset_name(ds));
+    if (opt->prefetch > LOADER_MAX_PREFETCH)
+        return err_set(ERR_ARG, "loader: prefetch %u is more than %d", opt->prefetch, LOADER_MAX_PREFETCH);
     if (opt->timeout_s < 0)
         return err_set(ERR_ARG, "loader: the timeout must not be negative");
     uint64_t data_bytes = opt->slot_bytes;
