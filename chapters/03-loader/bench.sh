@@ -1,0 +1,57 @@
+#!/usr/bin/env bash
+# bench.sh: chapter 3's benchmarks (`make bench`), each against a named peer or limit.
+#
+# (a) build/chapter-3 --bench against PyTorch's DataLoader (torch_loader.py,
+#     run by /usr/bin/python3 with Debian's python3-torch) on the same
+#     Fashion-MNIST training images, batch 256, shuffled, workers 0 1 2 4, one
+#     untimed warm-up epoch then 3 timed ones on both sides. Target: ours is at
+#     least 10x PyTorch's samples/s at every worker count.
+# (b) 64 KiB records (a generated raw IDX file of 1024 x 256x256 bytes), no
+#     decode work: the loader's bytes/s against memcpy of the same records into
+#     a batch buffer by one thread, measured by the same binary in the same run.
+#     Target: at least 0.5 of memcpy.
+# BUILD names the build directory (default build).
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+BUILD=${BUILD:-build}
+C3="$BUILD/chapter-3"
+FMNIST=${FMNIST:-/usr/share/datasets/fashion-mnist/train-images-idx3-ubyte.gz}
+EPOCHS=${EPOCHS:-3}
+tmp=$(mktemp -d "${TMPDIR:-/tmp}/ch3-bench-XXXXXX")
+trap 'rm -rf "$tmp"' EXIT
+
+field() { sed -n "s|.*[[:space:]]$1=\([0-9.]*\).*|\1|p"; } # KEY: the value of KEY=VALUE on stdin
+ratio() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.1f", (b > 0 ? a / b : 0) }'; }
+meets() { awk -v r="$1" -v t="$2" 'BEGIN { print (r >= t ? "yes" : "NO") }'; }
+
+echo "== chapter 3 bench (a): loader vs PyTorch DataLoader ($(nproc) CPU cores)"
+if [ ! -f "$FMNIST" ]; then
+    echo "skipped: $FMNIST is not installed (apt-get install dataset-fashion-mnist)"
+elif ! /usr/bin/python3 -c 'import torch' 2>/dev/null; then
+    echo "skipped: /usr/bin/python3 cannot import torch (apt-get install python3-torch)"
+else
+    echo "data: $FMNIST, batch 256, shuffled, 1 warm-up + $EPOCHS timed epochs"
+    printf '%-8s %16s %16s %8s %12s\n' workers "ours samples/s" "torch samples/s" ratio ">= 10x?"
+    for k in 0 1 2 4; do
+        ours=$("$C3" --bench --data="$FMNIST" --batch=256 --workers=$k --warmup=1 --epochs="$EPOCHS" | tail -n 1 | field 'samples/s')
+        torch=$(/usr/bin/python3 chapters/03-loader/torch_loader.py --data="$FMNIST" --batch=256 --workers=$k \
+            --epochs="$EPOCHS" 2>/dev/null | field 'samples/s')
+        r=$(ratio "$ours" "$torch")
+        printf '%-8s %16.0f %16.0f %7sx %12s\n' "$k" "$ours" "$torch" "$r" "$(meets "$r" 10)"
+    done
+fi
+
+echo
+echo "== chapter 3 bench (b): 64 KiB records, no decode: loader bytes/s vs memcpy"
+big="$tmp/big-images-idx3-ubyte"
+# IDX header: magic 0x00000803 (unsigned bytes, 3 dims), then 1024 x 256 x 256, big-endian.
+{ printf '\x00\x00\x08\x03\x00\x00\x04\x00\x00\x00\x01\x00\x00\x00\x01\x00'; head -c $((1024 * 65536)) /dev/urandom; } > "$big"
+echo "data: 1024 records of 65536 bytes (64 MiB), batch 64, 1 warm-up + $EPOCHS timed epochs"
+printf '%-8s %14s %14s %8s %12s\n' workers "loader MB/s" "memcpy MB/s" ratio ">= 0.5?"
+for k in 0 1 2; do
+    line=$("$C3" --bench --data="$big" --batch=64 --workers=$k --warmup=1 --epochs="$EPOCHS" --memcpy | tail -n 1)
+    ours=$(field 'MB/s' <<<"$line")
+    mem=$(field 'memcpy-MB/s' <<<"$line")
+    r=$(awk -v a="$ours" -v b="$mem" 'BEGIN { printf "%.2f", (b > 0 ? a / b : 0) }')
+    printf '%-8s %14.0f %14.0f %8s %12s\n' "$k" "$ours" "$mem" "$r" "$(meets "$r" 0.5)"
+done

@@ -1,0 +1,422 @@
+/* chapter-3: the worker loader. When does the trainer starve, and how many
+ * workers does it take to feed it?
+ *
+ * Where it sits: the third program of the course (read
+ * chapters/03-loader/README.md alongside). It opens a dataset (Fashion-MNIST
+ * when installed, else the synthetic stand-in of the same shape), puts
+ * lib/loader.h's ring of worker threads in front of it, and plays a trainer
+ * whose step takes --step-ms (the GPU's compute: the trainer's thread only
+ * waits). Each sample costs --work-us of CPU to "decode" (a spin in a per-sample
+ * transform, like a JPEG decode would). The default run sweeps the number of
+ * workers against that cost: table, CSV, PNG and SVG. --bench loads whole
+ * epochs as fast as it can and prints samples/s, MB/s and the data-wait.
+ * The logic lives in lib/loader.c; this file teaches and measures.
+ */
+#include "cli.h"
+#include "clock.h"
+#include "dataset.h"
+#include "error.h"
+#include "loader.h"
+#include "plot.h"
+#include "progress.h"
+
+#include <getopt.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+/* Where Debian's dataset-fashion-mnist package installs the training images. */
+#define CH3_FASHION_TRAIN "/usr/share/datasets/fashion-mnist/train-images-idx3-ubyte.gz"
+#define CH3_OUT_DIR "notebooks-out/chapter-3"
+#define CH3_MAX_LIST 16
+/* A trainer "starves" when it waits for data more than this share of its time. */
+#define CH3_STARVING 0.10
+
+struct ch3_args {
+    const char *data;
+    uint64_t batch, prefetch, epochs, warmup, batches, step_us;
+    uint64_t workers[CH3_MAX_LIST], work_us[CH3_MAX_LIST];
+    int nworkers, nwork;
+    int bench, memcpy_too, out_of_order;
+    const char *out_dir;
+};
+
+static void ch3_usage(FILE *to)
+{
+    fprintf(to,
+            "usage: chapter-3 [--workers=LIST] [--work-us=LIST] [--step-ms=MS] [--batches=N] [--batch=N]\n"
+            "                 [--prefetch=N] [--data=PATH] [--out=DIR] [--plot] [--help]\n"
+            "       chapter-3 --bench [--data=PATH] [--batch=256] [--workers=K] [--prefetch=2] [--epochs=1]\n"
+            "                 [--warmup=0] [--work-us=US] [--step-ms=MS] [--out-of-order] [--memcpy]\n"
+            "\n"
+            "Chapter 3, the worker loader: K threads collate batches into a bounded ring ahead of the\n"
+            "trainer, delivered in order. With no flags (or --plot): the lesson's experiment. For each\n"
+            "per-sample decode cost and each worker count, a trainer whose step takes --step-ms runs\n"
+            "--batches steps; the table shows its data-wait fraction (the share of time it starved),\n"
+            "its throughput and the memory the ring holds. CSV, PNG and SVG go to --out.\n"
+            "\n"
+            "  --data=PATH      dataset (an IDX images file, .jsonl, or 'synthetic'); default:\n"
+            "                   Fashion-MNIST's training images if installed, else synthetic 60000x784\n"
+            "  --workers=LIST   worker threads, comma-separated (experiment default 0,1,2,4,8;\n"
+            "                   --bench takes one value, default 0). 0 loads in the trainer's thread\n"
+            "  --work-us=LIST   CPU microseconds of decode per sample (experiment default 0,10,25,60;\n"
+            "                   --bench default 0)\n"
+            "  --step-ms=MS     the simulated training step (experiment default 4; --bench default 0)\n"
+            "  --batches=N      steps per experiment setting (default 24)\n"
+            "  --batch=N        samples per batch (default 256)\n"
+            "  --prefetch=N     batches in flight per worker (default 2, PyTorch's prefetch_factor)\n"
+            "  --epochs=N       --bench: epochs to load and time (default 1)\n"
+            "  --warmup=N       --bench: untimed epochs first (page faults, thread start; default 0)\n"
+            "  --out-of-order   --bench: deliver batches as they finish\n"
+            "  --memcpy         --bench: also measure memcpy of the same bytes, one thread, same run\n"
+            "  --bench          load whole epochs; the last line gives samples/s, MB/s, data-wait\n"
+            "  --out=DIR        where CSV, PNG and SVG go (default " CH3_OUT_DIR ")\n"
+            "  --plot           the experiment (the default run), for `make plots`\n"
+            "  --help           this text\n");
+}
+
+/* Parses "0,1,2" into out[]; ERR_ARG naming the flag on junk or too many values. */
+static int ch3_parse_list(const char *flag, const char *text, uint64_t *out, int *n)
+{
+    char buf[256];
+    if (snprintf(buf, sizeof buf, "%s", text) >= (int)sizeof buf)
+        return err_set(ERR_ARG, "--%s: list too long", flag);
+    *n = 0;
+    for (char *save, *tok = strtok_r(buf, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
+        if (*n == CH3_MAX_LIST)
+            return err_set(ERR_ARG, "--%s: at most %d values", flag, CH3_MAX_LIST);
+        int rc = cli_parse_u64(flag, tok, &out[(*n)++]);
+        if (rc)
+            return rc;
+    }
+    return *n ? 0 : err_set(ERR_ARG, "--%s: expected a comma-separated list, got '%s'", flag, text);
+}
+
+static int ch3_parse(int argc, char **argv, struct ch3_args *a)
+{
+    enum { O_DATA = 1, O_WORKERS, O_WORK, O_STEP, O_BATCHES, O_BATCH, O_PREFETCH, O_EPOCHS, O_WARMUP, O_OUT, O_PLOT,
+           O_BENCH, O_MEMCPY, O_OOO, O_HELP };
+    static const struct option opts[] = {
+        {"data", required_argument, 0, O_DATA},       {"workers", required_argument, 0, O_WORKERS},
+        {"work-us", required_argument, 0, O_WORK},    {"step-ms", required_argument, 0, O_STEP},
+        {"batches", required_argument, 0, O_BATCHES}, {"batch", required_argument, 0, O_BATCH},
+        {"prefetch", required_argument, 0, O_PREFETCH}, {"epochs", required_argument, 0, O_EPOCHS},
+        {"warmup", required_argument, 0, O_WARMUP}, {"out", required_argument, 0, O_OUT},         {"plot", no_argument, 0, O_PLOT},
+        {"bench", no_argument, 0, O_BENCH},           {"memcpy", no_argument, 0, O_MEMCPY},
+        {"out-of-order", no_argument, 0, O_OOO},      {"help", no_argument, 0, 'h'},
+        {0, 0, 0, 0},
+    };
+    int step_set = 0, rc = 0, c;
+    double step_ms = 0;
+    opterr = 0;
+    while (rc == 0 && (c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
+        switch (c) {
+        case O_DATA: a->data = optarg; break;
+        case O_WORKERS: rc = ch3_parse_list("workers", optarg, a->workers, &a->nworkers); break;
+        case O_WORK: rc = ch3_parse_list("work-us", optarg, a->work_us, &a->nwork); break;
+        case O_STEP:
+            rc = cli_parse_double("step-ms", optarg, &step_ms);
+            if (rc == 0 && (step_ms < 0 || step_ms > 60000))
+                rc = err_set(ERR_ARG, "--step-ms: expected 0 to 60000, got '%s'", optarg);
+            step_set = 1;
+            break;
+        case O_BATCHES: rc = cli_parse_u64("batches", optarg, &a->batches); break;
+        case O_BATCH: rc = cli_parse_u64("batch", optarg, &a->batch); break;
+        case O_PREFETCH: rc = cli_parse_u64("prefetch", optarg, &a->prefetch); break;
+        case O_EPOCHS: rc = cli_parse_u64("epochs", optarg, &a->epochs); break;
+        case O_WARMUP: rc = cli_parse_u64("warmup", optarg, &a->warmup); break;
+        case O_OUT: a->out_dir = optarg; break;
+        case O_PLOT: break; /* the default run is the plotted experiment */
+        case O_BENCH: a->bench = 1; break;
+        case O_MEMCPY: a->memcpy_too = 1; break;
+        case O_OOO: a->out_of_order = 1; break;
+        case 'h': ch3_usage(stdout); exit(0);
+        default:
+            rc = err_set(ERR_ARG, "unknown or incomplete option '%s'", argv[optind - 1]);
+        }
+    }
+    if (rc == 0 && optind < argc)
+        rc = err_set(ERR_ARG, "unexpected argument '%s'", argv[optind]);
+    if (rc == 0 && (a->batch == 0 || a->batch > 1u << 20))
+        rc = err_set(ERR_ARG, "--batch: expected 1 to 1048576, got %llu", (unsigned long long)a->batch);
+    if (rc == 0 && (a->prefetch == 0 || a->prefetch > 64))
+        rc = err_set(ERR_ARG, "--prefetch: expected 1 to 64, got %llu", (unsigned long long)a->prefetch);
+    if (rc == 0 && (a->epochs == 0 || a->batches == 0 || a->epochs > 1000 || a->warmup > 1000))
+        rc = err_set(ERR_ARG, "--epochs and --batches must be at least 1, --epochs and --warmup at most 1000");
+    for (int i = 0; rc == 0 && i < a->nworkers; i++)
+        if (a->workers[i] > 256)
+            rc = err_set(ERR_ARG, "--workers: at most 256, got %llu", (unsigned long long)a->workers[i]);
+    for (int i = 0; rc == 0 && i < a->nwork; i++)
+        if (a->work_us[i] > 1000000)
+            rc = err_set(ERR_ARG, "--work-us: at most 1000000, got %llu", (unsigned long long)a->work_us[i]);
+    if (rc == 0 && a->bench && (a->nworkers > 1 || a->nwork > 1))
+        rc = err_set(ERR_ARG, "--bench takes one --workers and one --work-us value");
+    if (rc)
+        return rc;
+    if (!a->nworkers) { /* defaults depend on the mode */
+        static const uint64_t sweep[] = {0, 1, 2, 4, 8};
+        a->nworkers = a->bench ? 1 : 5;
+        memcpy(a->workers, sweep, sizeof sweep);
+    }
+    if (!a->nwork) {
+        static const uint64_t costs[] = {0, 10, 25, 60};
+        a->nwork = a->bench ? 1 : 4;
+        memcpy(a->work_us, costs, sizeof costs);
+    }
+    a->step_us = step_set ? (uint64_t)(step_ms * 1000) : a->bench ? 0 : 4000;
+    return 0;
+}
+
+/* The data: --data, else Fashion-MNIST when it opens, else synthetic 60000x784. */
+static int ch3_open_data(const char *data, dataset_t **ds)
+{
+    if (data)
+        return dataset_open(data, NULL, ds);
+    if (dataset_open(CH3_FASHION_TRAIN, NULL, ds) == 0)
+        return 0;
+    printf("(Fashion-MNIST not found: %s; using synthetic records of the same shape)\n", err_msg());
+    return dataset_open("synthetic", NULL, ds);
+}
+
+/* A shuffled order without a sampler: i -> i * stride mod n, stride coprime
+ * with n, is a permutation. Chapter 2's DistributedSampler gives the real one;
+ * the loader takes indices from anywhere. */
+static uint64_t *ch3_order(uint64_t n, uint64_t count)
+{
+    uint64_t stride = 7919, a, b; /* the 1000th prime: spreads neighbours far apart */
+    for (;; stride++) {
+        for (a = stride, b = n; b;) {
+            uint64_t t = a % b;
+            a = b, b = t;
+        }
+        if (a == 1)
+            break;
+    }
+    uint64_t *idx = malloc(count * sizeof *idx);
+    for (uint64_t i = 0; idx && i < count; i++)
+        idx[i] = (i * stride) % n;
+    return idx;
+}
+
+/* The per-sample "decode": burns work_ns of CPU, as a real decoder would. */
+static int ch3_decode(void *user, const struct loader_sample *s, void *data, uint64_t bytes)
+{
+    (void)s, (void)data, (void)bytes;
+    clock_spin_ns(*(const uint64_t *)user);
+    return 0;
+}
+
+struct ch3_run {
+    uint32_t workers;
+    uint64_t work_ns, step_ns, count, warmup, epochs;
+    int out_of_order;
+    struct loader_stats st; /* of the last epoch */
+    double samples_per_s, bytes_per_s, wait_fraction; /* over all epochs */
+};
+
+/* Loads warmup + epochs epochs of the first `count` samples of the order,
+ * playing a trainer whose step takes step_ns; the last `epochs` are measured.
+ * 0 or a negative ERR_*. */
+static int ch3_run_loader(const dataset_t *ds, const struct ch3_args *a, struct ch3_run *r)
+{
+    struct loader_options opt;
+    loader_options_default(&opt);
+    opt.workers = r->workers;
+    opt.prefetch = (uint32_t)a->prefetch;
+    opt.max_batch = (uint32_t)a->batch;
+    opt.out_of_order = r->out_of_order;
+    if (r->work_ns) {
+        opt.transform = ch3_decode;
+        opt.transform_user = &r->work_ns;
+    }
+    loader_t *L;
+    int rc = loader_open(ds, &opt, &L);
+    if (rc)
+        return rc;
+    uint64_t *idx = ch3_order(dataset_info(ds)->length, r->count);
+    if (!idx) {
+        loader_close(L);
+        return err_set(ERR_NOMEM, "out of memory for %llu indices", (unsigned long long)r->count);
+    }
+    double elapsed = 0, wait = 0, samples = 0, bytes = 0;
+    for (uint64_t e = 0; rc == 0 && e < r->warmup + r->epochs; e++) {
+        struct loader_epoch ep = {.epoch = e, .indices = idx, .count = r->count, .batch_size = (uint32_t)a->batch};
+        rc = loader_start_epoch(L, &ep);
+        struct loader_batch *b;
+        while (rc == 0 && (rc = loader_next(L, &b)) == 1) {
+            if (r->step_ns)
+                clock_sleep_ns(r->step_ns); /* the GPU computes; this thread waits for it */
+            loader_release(L, b);
+            rc = 0;
+        }
+        loader_stats(L, &r->st);
+        if (e < r->warmup)
+            continue;
+        elapsed += r->st.elapsed_s;
+        wait += r->st.wait_s;
+        samples += (double)r->st.samples;
+        bytes += (double)r->st.bytes;
+    }
+    r->samples_per_s = elapsed > 0 ? samples / elapsed : 0;
+    r->bytes_per_s = elapsed > 0 ? bytes / elapsed : 0;
+    r->wait_fraction = elapsed > 0 ? wait / elapsed : 0;
+    free(idx);
+    loader_close(L);
+    return rc;
+}
+
+/* memcpy of the same records into a batch-sized buffer, one thread: the
+ * physical limit the loader's bytes/s is compared with. */
+static double ch3_memcpy_bps(const dataset_t *ds, const struct ch3_args *a, uint64_t count)
+{
+    uint64_t rb = dataset_info(ds)->max_record_bytes, n = dataset_info(ds)->length;
+    uint64_t src_bytes = n * rb, dst_bytes = a->batch * rb;
+    uint8_t *src = malloc(src_bytes), *dst = malloc(dst_bytes);
+    if (!src || !dst) {
+        free(src);
+        free(dst);
+        return 0;
+    }
+    memset(src, 1, src_bytes);
+    memset(dst, 2, dst_bytes);
+    uint64_t *idx = ch3_order(n, count);
+    uint64_t t0 = 0;
+    for (uint64_t e = 0; idx && e < a->warmup + a->epochs; e++) {
+        if (e == a->warmup)
+            t0 = clock_now_ns();
+        for (uint64_t i = 0; i < count; i++)
+            memcpy(dst + (i % a->batch) * rb, src + idx[i] * rb, rb);
+        __asm__ volatile("" : : "r"(dst) : "memory"); /* keep the copies */
+    }
+    double s = (double)(clock_now_ns() - t0) * 1e-9;
+    free(idx);
+    free(src);
+    free(dst);
+    return s > 0 ? (double)(count * rb * a->epochs) / s : 0;
+}
+
+static int ch3_bench(const dataset_t *ds, const struct ch3_args *a)
+{
+    struct ch3_run r = {
+        .workers = (uint32_t)a->workers[0], .work_ns = a->work_us[0] * 1000, .step_ns = a->step_us * 1000,
+        .count = dataset_info(ds)->length, .warmup = a->warmup, .epochs = a->epochs,
+        .out_of_order = a->out_of_order,
+    };
+    int rc = ch3_run_loader(ds, a, &r);
+    if (rc)
+        return rc;
+    char extra[64] = "";
+    if (a->memcpy_too) {
+        double m = ch3_memcpy_bps(ds, a, r.count);
+        printf("memcpy of the same records, one thread: %.1f MB/s\n", m / 1e6);
+        snprintf(extra, sizeof extra, " memcpy-MB/s=%.1f", m / 1e6);
+    }
+    printf("loader memory: %u slots x %.2f MiB = %.2f MiB\n", r.st.slots, (double)r.st.slot_bytes / (1 << 20),
+           (double)r.st.memory_bytes / (1 << 20));
+    printf("bench: data=%s workers=%u prefetch=%llu batch=%llu epochs=%llu warmup=%llu samples/s=%.0f MB/s=%.1f "
+           "data-wait=%.3f%s\n",
+           dataset_name(ds), r.workers, (unsigned long long)a->prefetch, (unsigned long long)a->batch,
+           (unsigned long long)a->epochs, (unsigned long long)a->warmup, r.samples_per_s, r.bytes_per_s / 1e6,
+           r.wait_fraction, extra);
+    return 0;
+}
+
+/* The lesson: workers × decode cost against a fixed step. */
+static int ch3_experiment(const dataset_t *ds, const struct ch3_args *a)
+{
+    uint64_t count = a->batch * a->batches, n = dataset_info(ds)->length;
+    if (count > n)
+        count = n - n % a->batch ? n - n % a->batch : n;
+    long cores = sysconf(_SC_NPROCESSORS_ONLN);
+    printf("%s: %llu steps of %llu samples, a training step of %.1f ms, prefetch %llu, %ld CPU cores\n",
+           dataset_name(ds), (unsigned long long)(count / a->batch), (unsigned long long)a->batch,
+           (double)a->step_us / 1000, (unsigned long long)a->prefetch, cores);
+    /* Touch every record once, so the first setting does not pay the mapping's
+     * page faults alone (a real trainer pays them in its first epoch only). */
+    uint8_t *scratch = malloc(dataset_info(ds)->max_record_bytes);
+    for (uint64_t i = 0; scratch && i < n; i++) {
+        struct dataset_record rec;
+        int rc = dataset_read(ds, i, scratch, dataset_info(ds)->max_record_bytes, &rec);
+        if (rc) {
+            free(scratch);
+            return rc;
+        }
+    }
+    free(scratch);
+    char csv_path[4200], out_path[4200];
+    snprintf(csv_path, sizeof csv_path, "%s/loader_sweep.csv", a->out_dir);
+    snprintf(out_path, sizeof out_path, "%s/loader_sweep", a->out_dir);
+    FILE *csv = plot_csv_open(csv_path);
+    if (!csv)
+        return ERR_IO;
+    fprintf(csv, "work_us,workers,slots,memory_bytes,samples_per_s,step_ms,wait_fraction,max_wait_ms\n");
+    printf("\n%8s %8s %6s %10s %11s %9s %10s %9s\n", "decode", "workers", "slots", "memory", "samples/s",
+           "step", "data-wait", "");
+    progress_t prog;
+    progress_begin(&prog, "sweep", (uint64_t)a->nwork * a->nworkers);
+    int rc = 0;
+    for (int w = 0; rc == 0 && w < a->nwork; w++) {
+        int enough = -1;
+        for (int k = 0; rc == 0 && k < a->nworkers; k++) {
+            struct ch3_run r = {.workers = (uint32_t)a->workers[k], .work_ns = a->work_us[w] * 1000,
+                                .step_ns = a->step_us * 1000, .count = count, .epochs = 1};
+            rc = ch3_run_loader(ds, a, &r);
+            if (rc)
+                break;
+            double step_ms = (double)a->batch / r.samples_per_s * 1e3;
+            int starving = r.wait_fraction > CH3_STARVING;
+            if (!starving && enough < 0)
+                enough = (int)r.workers;
+            printf("%5llu us %8u %6u %6.1f MiB %11.0f %6.2f ms %9.1f%% %9s\n", (unsigned long long)a->work_us[w],
+                   r.workers, r.st.slots, (double)r.st.memory_bytes / (1 << 20), r.samples_per_s, step_ms,
+                   100 * r.wait_fraction, starving ? "STARVING" : "fed");
+            fprintf(csv, "%llu,%u,%u,%llu,%.1f,%.4f,%.4f,%.4f\n", (unsigned long long)a->work_us[w], r.workers,
+                    r.st.slots, (unsigned long long)r.st.memory_bytes, r.samples_per_s, step_ms, r.wait_fraction,
+                    r.st.max_wait_s * 1e3);
+            progress_update(&prog, (uint64_t)w * a->nworkers + k + 1);
+        }
+        if (rc)
+            break;
+        double need = (double)(a->work_us[w] * a->batch) / (double)(a->step_us ? a->step_us : 1);
+        if (enough >= 0)
+            printf("  -> %llu us/sample: fed from %d worker%s on (decode needs %.1f cores' worth per step)\n\n",
+                   (unsigned long long)a->work_us[w], enough, enough == 1 ? "" : "s", need);
+        else
+            printf("  -> %llu us/sample: starves at every worker count (decode needs %.1f cores per step, "
+                   "this machine has %ld)\n\n", (unsigned long long)a->work_us[w], need, cores);
+    }
+    progress_end(&prog, (uint64_t)a->nwork * a->nworkers);
+    fclose(csv);
+    if (rc)
+        return rc;
+    printf("memory: the ring holds max(workers,1) x prefetch slots of batch x record bytes; it grows with\n"
+           "workers, not with the dataset. data-wait = time the trainer waited for a batch / its total time.\n");
+    printf("wrote %s\n", csv_path);
+    rc = plot_render("chapters/03-loader/plot.gp", csv_path, out_path);
+    if (rc == ERR_UNSUPPORTED) {
+        printf("(%s)\n", err_msg());
+        return 0;
+    }
+    if (rc == 0)
+        printf("wrote %s.png and %s.svg\n", out_path, out_path);
+    return rc;
+}
+
+int main(int argc, char **argv)
+{
+    struct ch3_args a = {.batch = 256, .prefetch = 2, .epochs = 1, .batches = 24, .out_dir = CH3_OUT_DIR};
+    if (ch3_parse(argc, argv, &a))
+        return cli_fail("chapter-3");
+    dataset_t *ds;
+    int rc = ch3_open_data(a.data, &ds);
+    if (rc == 0) {
+        rc = a.bench ? ch3_bench(ds, &a) : ch3_experiment(ds, &a);
+        dataset_close(ds);
+    }
+    if (rc) {
+        fprintf(stderr, "chapter-3: %s\n", err_msg());
+        return 1;
+    }
+    return 0;
+}

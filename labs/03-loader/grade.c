@@ -1,0 +1,154 @@
+/* grade: lab 3's grader (`make lab-3`). It drives the loader built from the
+ * learner's labs/03-loader/loader.c and checks what the two exercise regions
+ * must guarantee: batches in order, every sample exactly once, never more than
+ * `slots` batches of memory in flight, an error delivered at its batch, and a
+ * clean stop. Each test runs in its own process with a time limit, so a
+ * deadlock in the ring is a failed test, not a hung grader.
+ */
+#include "grader.h"
+
+#include "../../tests/loader_fixture.h"
+
+#include <stdio.h>
+
+/* Runs one epoch of n samples in batches of bs and checks order and
+ * exactly-once delivery; with out_of_order, only exactly-once. */
+static void grade_epochs(uint32_t workers, int out_of_order, uint64_t n, uint64_t bs, uint64_t epochs)
+{
+    dataset_t *ds = fixture_dataset(n, 24, 24);
+    struct loader_options opt = fixture_options(workers, (uint32_t)bs, fixture_delay);
+    opt.out_of_order = out_of_order;
+    loader_t *L;
+    CHECK_OK(loader_open(ds, &opt, &L));
+    uint64_t nb = (n + bs - 1) / bs;
+    for (uint64_t epoch = 0; epoch < epochs; epoch++) {
+        uint64_t *idx = fixture_shuffled(n, epoch + 100);
+        struct loader_epoch e = {.epoch = epoch, .indices = idx, .count = n, .batch_size = (uint32_t)bs};
+        CHECK_OK(loader_start_epoch(L, &e));
+        uint8_t *seen = calloc(nb, 1);
+        uint64_t got = 0;
+        struct loader_batch *b;
+        int rc;
+        while ((rc = loader_next(L, &b)) == 1) {
+            CHECK_MSG(b->number < nb, "batch number %llu past the epoch's %llu batches",
+                      (unsigned long long)b->number, (unsigned long long)nb);
+            if (!out_of_order)
+                CHECK_MSG(b->number == got, "expected batch %llu next, got batch %llu (out of order)",
+                          (unsigned long long)got, (unsigned long long)b->number);
+            CHECK_MSG(!seen[b->number], "batch %llu delivered twice", (unsigned long long)b->number);
+            seen[b->number] = 1;
+            fixture_check_batch(ds, b, idx, b->number * bs);
+            loader_release(L, b);
+            got++;
+        }
+        CHECK_OK(rc);
+        CHECK_MSG(got == nb, "epoch %llu: %llu batches delivered, expected %llu", (unsigned long long)epoch,
+                  (unsigned long long)got, (unsigned long long)nb);
+        free(seen);
+        free(idx);
+    }
+    loader_close(L);
+    dataset_close(ds);
+}
+
+static void order_one_worker(void) { grade_epochs(1, 0, 300, 8, 2); }
+static void order_many_workers(void) { grade_epochs(4, 0, 600, 7, 2); }
+static void caller_thread(void) { grade_epochs(0, 0, 200, 9, 2); }
+static void out_of_order(void) { grade_epochs(3, 1, 500, 8, 1); }
+
+static void memory_bound(void)
+{
+    dataset_t *ds = fixture_dataset(300, 24, 24);
+    struct fixture_counting c = {0};
+    struct loader_options opt = fixture_options(3, 5, fixture_bound_transform);
+    opt.allocator = (struct loader_allocator){fixture_count_alloc, fixture_count_free, &c};
+    fixture_slots = 3 * opt.prefetch;
+    loader_t *L;
+    CHECK_OK(loader_open(ds, &opt, &L));
+    uint64_t *idx = fixture_shuffled(300, 1);
+    struct loader_epoch e = {.epoch = 0, .indices = idx, .count = 300, .batch_size = 5};
+    CHECK_OK(loader_start_epoch(L, &e));
+    struct loader_batch *b;
+    int rc;
+    while ((rc = loader_next(L, &b)) == 1) {
+        clock_sleep_ns(50000); /* a slow trainer: the workers must wait for free slots */
+        atomic_fetch_add(&fixture_released, 1);
+        loader_release(L, b);
+    }
+    CHECK_OK(rc);
+    CHECK_MSG(atomic_load(&fixture_violations) == 0,
+              "%d samples were collated into a batch more than %u batches ahead of the trainer (the ring's size)",
+              atomic_load(&fixture_violations), fixture_slots);
+    CHECK_EQ(atomic_load(&c.allocs), fixture_slots);
+    loader_close(L);
+    CHECK_EQ(atomic_load(&c.live), 0);
+    free(idx);
+    dataset_close(ds);
+}
+
+static int fail_on_77(void *user, const struct loader_sample *s, void *data, uint64_t bytes)
+{
+    if (s->index == 77)
+        return err_set(ERR_FORMAT, "sample 77 is corrupt");
+    return fixture_delay(user, s, data, bytes);
+}
+
+static void error_at_its_batch(void)
+{
+    dataset_t *ds = fixture_dataset(200, 24, 24);
+    struct loader_options opt = fixture_options(3, 10, fail_on_77);
+    loader_t *L;
+    CHECK_OK(loader_open(ds, &opt, &L));
+    uint64_t idx[200];
+    for (uint64_t i = 0; i < 200; i++)
+        idx[i] = i; /* sample 77 is in batch 7 */
+    struct loader_epoch e = {.epoch = 0, .indices = idx, .count = 200, .batch_size = 10};
+    CHECK_OK(loader_start_epoch(L, &e));
+    uint64_t got;
+    int rc = fixture_drain(L, &got);
+    CHECK_MSG(got == 7, "expected batches 0 to 6 before the error, got %llu batches", (unsigned long long)got);
+    CHECK_ERR(rc, ERR_FORMAT, "sample 77 is corrupt");
+    CHECK_CONTAINS(err_msg(), "batch 7");
+    loader_close(L);
+    dataset_close(ds);
+}
+
+static void shutdown_and_restart(void)
+{
+    dataset_t *ds = fixture_dataset(400, 24, 24);
+    struct loader_options opt = fixture_options(4, 8, fixture_delay);
+    loader_t *L;
+    CHECK_OK(loader_open(ds, &opt, &L));
+    uint64_t *idx = fixture_shuffled(400, 3);
+    struct loader_epoch e = {.epoch = 0, .indices = idx, .count = 400, .batch_size = 8};
+    CHECK_OK(loader_start_epoch(L, &e));
+    struct loader_batch *held, *b;
+    CHECK_EQ(loader_next(L, &held), 1);
+    CHECK_EQ(loader_next(L, &b), 1);
+    loader_release(L, b);
+    loader_stop(L); /* the trainer breaks out of its loop holding batch 0 */
+    fixture_check_batch(ds, held, idx, 0);
+    loader_release(L, held);
+    e.epoch = 1;
+    CHECK_OK(loader_start_epoch(L, &e));
+    uint64_t got;
+    CHECK_OK(fixture_drain(L, &got));
+    CHECK_EQ_U64(got, 50);
+    CHECK_OK(loader_start_epoch(L, &e)); /* close with work in flight */
+    CHECK_EQ(loader_next(L, &b), 1);
+    loader_close(L);
+    free(idx);
+    dataset_close(ds);
+}
+
+static const struct grade_test tests[] = {
+    {"order-one-worker", 10, 20, order_one_worker},
+    {"order-many-workers", 20, 30, order_many_workers},
+    {"caller-thread", 10, 20, caller_thread},
+    {"out-of-order", 10, 20, out_of_order},
+    {"memory-bound", 20, 30, memory_bound},
+    {"error-at-its-batch", 10, 20, error_at_its_batch},
+    {"shutdown-and-restart", 20, 30, shutdown_and_restart},
+};
+
+int main(int argc, char **argv) { return GRADE_MAIN(argc, argv, tests); }

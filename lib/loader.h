@@ -1,0 +1,207 @@
+/* loader: K worker threads collate batches ahead of the trainer (chapter 3).
+ *
+ * Where it sits: between the sampler and the copy to the device. The sampler
+ * (chapter 2, or anything else) gives each epoch's indices; the loader's
+ * workers read those records with dataset_read() straight into a ring of
+ * preallocated batch slots, and the trainer takes finished batches with
+ * loader_next() and gives the slot back with loader_release(). This is the C
+ * counterpart of torch.utils.data.DataLoader(num_workers=K, prefetch_factor=2).
+ *
+ *     loader_open(ds, &opt, &L);                     threads start once (persistent workers)
+ *     for each epoch:
+ *         loader_start_epoch(L, &epoch);             indices + batch_size, or explicit batches
+ *         while ((rc = loader_next(L, &b)) == 1) {   in batch order (or as ready)
+ *             train_step(b->data, b->labels, b->count);
+ *             loader_release(L, b);                  the slot can be refilled
+ *         }                                          rc == 0: epoch done; rc < 0: err_msg()
+ *     loader_close(L);
+ *
+ * The ring has max(workers, 1) × prefetch slots of slot_bytes each: that is all
+ * the batch memory the loader ever holds, whatever the epoch size. Work is
+ * handed out one batch at a time from a shared counter (see loader.c for why),
+ * and a worker may only claim a batch whose slot is free, so a slow batch never
+ * lets the others run more than `slots` batches ahead of the trainer.
+ *
+ * Read loader_open() and loader_next() first; loader.c explains the ring.
+ */
+#ifndef DDP_LOADER_H
+#define DDP_LOADER_H
+
+#include "dataset.h"
+
+#include <stdint.h>
+
+typedef struct loader loader_t;
+
+/* One finished batch: a view of a ring slot, valid until loader_release(). */
+struct loader_batch {
+    uint64_t number;         /* batch number in the epoch: 0, 1, 2, ... */
+    uint64_t epoch;
+    uint32_t count;          /* samples in the batch */
+    uint64_t stride;         /* bytes from one sample's row to the next in data */
+    uint64_t bytes;          /* bytes of data in use: count × stride for the built-in collates */
+    void *data;              /* the slot's data region (slot_bytes, 4096-aligned by default) */
+    int64_t *labels;         /* count labels (-1: the dataset has none) */
+    uint64_t *lengths;       /* count record sizes in bytes, before padding */
+    const uint64_t *indices; /* count dataset indices, in the order of the rows */
+    int worker;              /* who collated it: 0..K-1, or -1 for the caller's thread */
+    double wait_s;           /* how long loader_next() waited for it (data-wait) */
+    uint32_t slot;           /* which ring slot holds it (loader's own) */
+};
+
+/* What a per-sample transform is told about the sample it transforms. */
+struct loader_sample {
+    uint64_t index;          /* dataset index */
+    uint64_t epoch;
+    uint64_t batch;          /* batch number */
+    uint32_t position;       /* row in the batch */
+    int worker;              /* 0..K-1, or -1 for the caller's thread */
+    uint64_t seed;           /* loader_sample_seed(base seed, epoch, index) */
+    const loader_t *loader;  /* for loader_stopping() */
+};
+
+/* A per-sample transform (augmentation, decode): changes the record's `bytes`
+ * bytes at `data` in place. Its only randomness must come from s->seed, so a
+ * sample is augmented the same way whatever worker handles it. Returns 0, or a
+ * negative ERR_* with err_set() saying why: the loader adds the sample index,
+ * batch and worker and delivers the error at that batch's position. */
+typedef int (*loader_transform_fn)(void *user, const struct loader_sample *s, void *data, uint64_t bytes);
+
+/* One batch to collate, as a collate function sees it. */
+struct loader_job {
+    loader_t *loader;
+    const dataset_t *ds;
+    const uint64_t *indices; /* the batch's dataset indices, in order */
+    uint32_t count;
+    uint64_t batch, epoch;
+    int worker;
+    struct loader_batch *out; /* data (cap bytes), labels and lengths are set; fill them, set stride and bytes */
+    uint64_t cap;             /* bytes available at out->data */
+};
+
+/* A collate function: reads the job's samples (with loader_read_sample()) into
+ * out->data and fills labels, lengths, stride and bytes. 0 or a negative ERR_*. */
+typedef int (*loader_collate_fn)(void *user, struct loader_job *job);
+
+/* Where the ring's slots come from. The pinned-transfer chapter passes an
+ * allocator of page-locked memory, so collate writes where the copy engine
+ * reads. alloc returns memory of `bytes` bytes or NULL. */
+struct loader_allocator {
+    void *(*alloc)(void *user, uint64_t bytes);
+    void (*free)(void *user, void *ptr, uint64_t bytes);
+    void *user;
+};
+
+struct loader_options {
+    uint32_t workers;         /* 0: load in the caller's thread, inside loader_next() */
+    uint32_t prefetch;        /* batches in flight per worker (PyTorch's prefetch_factor); 0 means 2 */
+    uint32_t max_batch;       /* the most samples a batch may have (sizes labels and lengths) */
+    uint64_t slot_bytes;      /* data bytes per slot; 0: max_batch × the dataset's max_record_bytes */
+    int out_of_order;         /* deliver batches as they finish (PyTorch's in_order=False) */
+    double timeout_s;         /* 0: wait forever; else loader_next() fails after this long without its batch */
+    uint64_t seed;            /* base seed of every transform's randomness */
+    loader_collate_fn collate; /* NULL: loader_collate_stack */
+    void *collate_user;
+    loader_transform_fn transform; /* NULL: none */
+    void *transform_user;
+    struct loader_allocator allocator; /* alloc == NULL: malloc, 4096-aligned */
+};
+
+/* Fills the defaults: 0 workers, prefetch 2, max_batch 256, in order, no
+ * timeout, seed 0, stacking collate, no transform, the malloc allocator. */
+void loader_options_default(struct loader_options *opt);
+
+/* An epoch's work, from any sampler. Either `indices` cut into batches of
+ * `batch_size` (the last one shorter unless drop_last), or, when `offsets` is
+ * not NULL, `batches` explicit batches: batch b is indices[offsets[b] ..
+ * offsets[b+1]) (offsets has batches + 1 entries), so variable-size batches
+ * from a token-budget sampler work too. The loader copies both arrays. */
+struct loader_epoch {
+    uint64_t epoch;
+    const uint64_t *indices;
+    uint64_t count;
+    uint32_t batch_size;
+    int drop_last;
+    const uint64_t *offsets;
+    uint64_t batches;
+};
+
+/* Per-epoch statistics (the current epoch while it runs). */
+struct loader_stats {
+    uint64_t batches, samples, bytes; /* delivered so far */
+    double elapsed_s;        /* from loader_start_epoch() to the last delivery (or end of epoch) */
+    double wait_s;           /* time spent inside loader_next() waiting for data */
+    double wait_fraction;    /* wait_s / elapsed_s: the share of the step the trainer starved */
+    double samples_per_s, bytes_per_s;
+    double max_wait_s;       /* the longest single wait */
+    uint32_t slots;          /* ring capacity: max(workers, 1) × prefetch */
+    uint64_t slot_bytes;     /* bytes of one slot (data, labels and lengths) */
+    uint64_t memory_bytes;   /* slots × slot_bytes: all the batch memory the loader holds */
+    uint32_t max_busy_slots; /* the most slots filling, ready or held at once (≤ slots) */
+};
+
+/* Allocates the ring and starts the workers. `ds` must outlive the loader.
+ * Returns 0 and sets *out, or ERR_ARG (bad option, variable-length records
+ * with the stacking collate), ERR_NOMEM (a slot allocation failed; nothing
+ * leaks), ERR_IO (a thread could not start), with err_msg() saying which. */
+int loader_open(const dataset_t *ds, const struct loader_options *opt, loader_t **out);
+
+/* Starts an epoch. If the previous epoch is unfinished (the trainer broke out
+ * of its loop, or it failed), its in-flight batches are abandoned first: hooks
+ * see loader_stopping(), every worker finishes its batch, the slots are freed.
+ * Batches the caller still holds stay valid until released. Returns 0, or
+ * ERR_ARG (an index past the dataset, a batch over max_batch, bad offsets)
+ * with err_msg() naming the batch, or ERR_NOMEM. */
+int loader_start_epoch(loader_t *L, const struct loader_epoch *epoch);
+
+/* Waits for the next batch: the next batch number in order, or any finished
+ * one with out_of_order. Returns 1 and sets *out; 0 when the epoch is done;
+ * or a negative code that ends the epoch:
+ *   the sample's own code (ERR_FORMAT, ERR_RANGE, ...): a sample failed; the
+ *     message names the batch, the sample index, its position and the worker;
+ *   ERR_TIMEOUT: timeout_s passed without the batch; names the batch and the
+ *     worker holding it (and the sample it is on), or says nobody has it yet;
+ *   ERR_STATE: no epoch started, or the caller holds the slot the next batch
+ *     needs (release batches first).
+ * After an error, loader_next() returns ERR_STATE until the next epoch. */
+int loader_next(loader_t *L, struct loader_batch **out);
+
+/* Gives a batch's slot back to the ring. `b` must come from loader_next() on
+ * this loader and not be released twice (assert). */
+void loader_release(loader_t *L, struct loader_batch *b);
+
+/* Abandons the current epoch now (see loader_start_epoch): returns once no
+ * worker touches a slot. Workers stay alive for the next epoch. */
+void loader_stop(loader_t *L);
+
+/* Non-zero while the loader is abandoning work: a transform or collate that
+ * may run long should poll it and return early (any value; it is discarded). */
+int loader_stopping(const loader_t *L);
+
+/* Copies the current (or last) epoch's statistics into *st. */
+void loader_stats(loader_t *L, struct loader_stats *st);
+
+/* Stops the epoch, joins the workers and frees the ring. A transform that
+ * never returns blocks this (threads cannot be killed safely): poll
+ * loader_stopping(). NULL is allowed. */
+void loader_close(loader_t *L);
+
+/* The seed of sample `index`'s randomness in `epoch`: a hash of the three, so
+ * it depends on nothing else (not the worker, not the timing). */
+uint64_t loader_sample_seed(uint64_t base, uint64_t epoch, uint64_t index);
+
+/* For collate functions: reads sample i of the job into dst (cap bytes),
+ * applies the transform, fills *rec. Errors are wrapped with "sample INDEX
+ * (position I) on worker W". */
+int loader_read_sample(struct loader_job *job, uint32_t i, void *dst, uint64_t cap, struct dataset_record *rec);
+
+/* The default collate: fixed-size records stacked row after row (stride =
+ * record size), like torch.stack in PyTorch's default_collate. */
+int loader_collate_stack(void *user, struct loader_job *job);
+
+/* Variable-length records: every row is padded with zeros to the batch's
+ * longest record (stride = longest), lengths[] holds the real sizes. Needs
+ * count × longest bytes in the slot; ERR_RANGE naming the batch otherwise. */
+int loader_collate_pad(void *user, struct loader_job *job);
+
+#endif
