@@ -4,9 +4,9 @@
  * The first byte of the input picks what the rest becomes:
  *   0  the index file (`fixed.jsonl.offsets`) beside a small valid data file:
  *      the header checks must reject it or accept it, never trust it blindly;
- *   1  the entries of an index whose header is valid for that data file (so
- *      the fuzzer reaches past the header checksum): damaged offsets must
- *      become read errors, never reads outside the data;
+ *   1  the entries of an index whose header and sentinel are valid for that
+ *      data file (so the fuzzer reaches past the header checks): damaged
+ *      offsets must become read errors, never reads outside the data;
  *   2  a data file, indexed by byte lengths;
  *   3  a data file, indexed with the length field "n" (jansson on every line).
  * Whatever opens, every record is read and its length asked. It must never
@@ -24,8 +24,8 @@
 #define FUZZ_HEADER_BYTES 72 /* sizeof(struct jsonl_header) in lib/dataset_jsonl.c */
 
 static char fuzz_dir[256];
-static uint8_t fuzz_header[FUZZ_HEADER_BYTES];
-static size_t fuzz_index_bytes; /* the fixed data file's whole, valid index */
+static uint8_t *fuzz_index;     /* the fixed data file's whole, valid index */
+static size_t fuzz_index_bytes;
 
 static const char fuzz_fixed[] = "{\"n\":1}\n\n{\"n\":22,\"t\":\"x\"}\r\n  \n{\"n\":3}";
 
@@ -88,13 +88,15 @@ static void fuzz_setup(void)
     if (dataset_open(fuzz_path("fixed.jsonl"), NULL, &ds) < 0)
         abort();
     dataset_close(ds);
-    FILE *f = fopen(fuzz_path("fixed.jsonl.offsets"), "rb");
     struct stat st;
-    if (!f || fread(fuzz_header, 1, sizeof fuzz_header, f) != sizeof fuzz_header ||
-        stat(fuzz_path("fixed.jsonl.offsets"), &st) != 0)
+    if (stat(fuzz_path("fixed.jsonl.offsets"), &st) != 0)
+        abort();
+    fuzz_index_bytes = (size_t)st.st_size;
+    fuzz_index = malloc(fuzz_index_bytes);
+    FILE *f = fopen(fuzz_path("fixed.jsonl.offsets"), "rb");
+    if (!f || !fuzz_index || fread(fuzz_index, 1, fuzz_index_bytes, f) != fuzz_index_bytes)
         abort();
     fclose(f);
-    fuzz_index_bytes = (size_t)st.st_size;
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
@@ -110,10 +112,12 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         fuzz_write("fixed.jsonl.offsets", data, size);
         fuzz_read_all("fixed.jsonl", NULL);
     } else if (mode == 1) {
-        uint8_t *index = calloc(1, fuzz_index_bytes);
-        memcpy(index, fuzz_header, sizeof fuzz_header);
-        for (size_t i = sizeof fuzz_header; size && i < fuzz_index_bytes; i++)
-            index[i] = data[(i - sizeof fuzz_header) % size];
+        /* The header and the sentinel entry stay valid; the entries between
+         * them are the fuzzer's. */
+        uint8_t *index = malloc(fuzz_index_bytes);
+        memcpy(index, fuzz_index, fuzz_index_bytes);
+        for (size_t i = FUZZ_HEADER_BYTES; size && i < fuzz_index_bytes - 8; i++)
+            index[i] = data[(i - FUZZ_HEADER_BYTES) % size];
         fuzz_write("fixed.jsonl.offsets", index, fuzz_index_bytes);
         free(index);
         fuzz_read_all("fixed.jsonl", NULL);
