@@ -68,6 +68,11 @@ t_out shards_global_index '{"num_tokens":9,"text":"second shard"}' "$ch1" --data
 t_fail shards_out_of_range 1 "record 4 is out of range (the dataset has 4 records)" \
     "$ch1" --data="$d/good.jsonl,$d/second.jsonl" --get=4
 
+# The lesson's experiment on a small corpus: every strategy reads the same bytes.
+t_out experiment_strategies_agree "index (reuse)" env TMPDIR="$d/work" "$ch1" --experiment --lines=3000
+if grep -q "NO" <<<"$T_OUT"; then t_failed experiment_no_disagreement "$(grep NO <<<"$T_OUT")"
+else t_pass experiment_no_disagreement; fi
+
 # Nothing above may have modified a data file.
 if [ "$(sums)" = "$before" ]; then t_pass inputs_unchanged
 else t_failed inputs_unchanged "a data file changed: $(diff <(echo "$before") <(sums) | head -n 4)"; fi
