@@ -28,8 +28,13 @@ static void lab_write(const char *path, const char *text)
     CHECK_EQ(fclose(f), 0);
 }
 
-static dataset_t *lab_open(const char *path, const char *field)
+/* Writes `text` to a file named `name`, opens it (with the length field
+ * `field`, or NULL) as a loader would, and returns the dataset. */
+static dataset_t *lab_open(const char *name, const char *text, const char *field)
 {
+    const char *path = lab_path(name);
+    if (text)
+        lab_write(path, text);
     struct dataset_options opt;
     dataset_options_default(&opt);
     opt.length_field = field;
@@ -38,9 +43,10 @@ static dataset_t *lab_open(const char *path, const char *field)
     return ds;
 }
 
-/* The records of `ds` must be want[0..n), in order. */
-static void lab_expect(dataset_t *ds, const char *const *want, uint64_t n)
+/* The records of file `name` holding `text` must be want[0..n), in order. */
+static void lab_expect(const char *name, const char *text, const char *const *want, uint64_t n)
 {
+    dataset_t *ds = lab_open(name, text, NULL);
     CHECK_MSG(dataset_info(ds)->length == n, "expected %llu records, the index has %llu", (unsigned long long)n,
               (unsigned long long)dataset_info(ds)->length);
     for (uint64_t i = 0; i < n; i++) {
@@ -52,67 +58,45 @@ static void lab_expect(dataset_t *ds, const char *const *want, uint64_t n)
                   want[i], strlen(want[i]), (int)(rec.bytes < sizeof buf ? rec.bytes : sizeof buf), buf,
                   (unsigned long long)rec.bytes);
     }
+    dataset_close(ds);
 }
 
 static void test_counts_lines(void)
 {
-    const char *path = lab_path("count.jsonl");
-    lab_write(path, "{\"a\":1}\n{\"a\":2}\n{\"a\":3}\n{\"a\":4}\n");
-    dataset_t *ds = lab_open(path, NULL);
+    dataset_t *ds = lab_open("count.jsonl", "{\"a\":1}\n{\"a\":2}\n{\"a\":3}\n{\"a\":4}\n", NULL);
     CHECK_EQ_U64(dataset_info(ds)->length, 4);
     dataset_close(ds);
 }
 
 static void test_record_bytes(void)
 {
-    const char *path = lab_path("bytes.jsonl");
-    lab_write(path, "{\"x\":\"first\"}\n[1,2,3]\n\"a string\"\n{\"nested\":{\"y\":[true,null]}}\n");
     static const char *const want[] = {"{\"x\":\"first\"}", "[1,2,3]", "\"a string\"", "{\"nested\":{\"y\":[true,null]}}"};
-    dataset_t *ds = lab_open(path, NULL);
-    lab_expect(ds, want, 4);
-    dataset_close(ds);
+    lab_expect("bytes.jsonl", "{\"x\":\"first\"}\n[1,2,3]\n\"a string\"\n{\"nested\":{\"y\":[true,null]}}\n", want, 4);
 }
 
 static void test_crlf_line_ends(void)
 {
-    const char *path = lab_path("crlf.jsonl");
-    lab_write(path, "{\"w\":\"windows\"}\r\n{\"w\":2}\r\n");
     static const char *const want[] = {"{\"w\":\"windows\"}", "{\"w\":2}"};
-    dataset_t *ds = lab_open(path, NULL);
-    lab_expect(ds, want, 2);
-    dataset_close(ds);
+    lab_expect("crlf.jsonl", "{\"w\":\"windows\"}\r\n{\"w\":2}\r\n", want, 2);
 }
 
 static void test_blank_lines_are_skipped(void)
 {
-    const char *path = lab_path("blank.jsonl");
-    lab_write(path, "\n{\"b\":1}\n\n\n{\"b\":2}\n   \n\t\r\n{\"b\":3}\n\n");
     static const char *const want[] = {"{\"b\":1}", "{\"b\":2}", "{\"b\":3}"};
-    dataset_t *ds = lab_open(path, NULL);
-    lab_expect(ds, want, 3);
-    dataset_close(ds);
+    lab_expect("blank.jsonl", "\n{\"b\":1}\n\n\n{\"b\":2}\n   \n\t\r\n{\"b\":3}\n\n", want, 3);
 }
 
 static void test_no_final_newline(void)
 {
-    const char *path = lab_path("nofinal.jsonl");
-    lab_write(path, "{\"n\":1}\n{\"n\":\"last\"}");
     static const char *const want[] = {"{\"n\":1}", "{\"n\":\"last\"}"};
-    dataset_t *ds = lab_open(path, NULL);
-    lab_expect(ds, want, 2);
-    dataset_close(ds);
-    lab_write(path, "z");
+    lab_expect("nofinal.jsonl", "{\"n\":1}\n{\"n\":\"last\"}", want, 2);
     static const char *const one[] = {"z"};
-    ds = lab_open(path, NULL);
-    lab_expect(ds, one, 1);
-    dataset_close(ds);
+    lab_expect("nofinal.jsonl", "z", one, 1);
 }
 
 static void test_out_of_range(void)
 {
-    const char *path = lab_path("range.jsonl");
-    lab_write(path, "{\"r\":0}\n{\"r\":1}\n");
-    dataset_t *ds = lab_open(path, NULL);
+    dataset_t *ds = lab_open("range.jsonl", "{\"r\":0}\n{\"r\":1}\n", NULL);
     char buf[64];
     struct dataset_record rec;
     CHECK_OK(dataset_read(ds, 1, buf, sizeof buf, &rec));
@@ -123,11 +107,10 @@ static void test_out_of_range(void)
 
 static void test_length_field(void)
 {
-    const char *path = lab_path("tokens.jsonl");
-    lab_write(path, "{\"num_tokens\":5,\"text\":\"a b c d e\"}\n\n{\"num_tokens\":2,\"text\":\"f g\"}\r\n");
-    dataset_t *ds = lab_open(path, "num_tokens");
     static const char *const want[] = {"{\"num_tokens\":5,\"text\":\"a b c d e\"}", "{\"num_tokens\":2,\"text\":\"f g\"}"};
-    lab_expect(ds, want, 2);
+    const char *text = "{\"num_tokens\":5,\"text\":\"a b c d e\"}\n\n{\"num_tokens\":2,\"text\":\"f g\"}\r\n";
+    lab_expect("tokens.jsonl", text, want, 2);
+    dataset_t *ds = lab_open("tokens.jsonl", NULL, "num_tokens");
     uint64_t len;
     CHECK_OK(dataset_length_of(ds, 0, &len));
     CHECK_EQ_U64(len, 5);
@@ -138,14 +121,9 @@ static void test_length_field(void)
 
 static void test_stale_index_is_rebuilt(void)
 {
-    const char *path = lab_path("stale.jsonl");
-    lab_write(path, "{\"v\":1}\n{\"v\":2}\n");
-    dataset_close(lab_open(path, NULL));
-    lab_write(path, "{\"v\":\"changed\"}\n{\"v\":3}\n{\"v\":4}\n");
+    dataset_close(lab_open("stale.jsonl", "{\"v\":1}\n{\"v\":2}\n", NULL));
     static const char *const want[] = {"{\"v\":\"changed\"}", "{\"v\":3}", "{\"v\":4}"};
-    dataset_t *ds = lab_open(path, NULL);
-    lab_expect(ds, want, 3);
-    dataset_close(ds);
+    lab_expect("stale.jsonl", "{\"v\":\"changed\"}\n{\"v\":3}\n{\"v\":4}\n", want, 3);
 }
 
 /* 300000 generated lines, blank lines and CRLF mixed in; every record checked. */
@@ -159,7 +137,7 @@ static void test_large_file(void)
         fprintf(f, "{\"id\":%llu,\"pad\":\"%.*s\"}%s%s", (unsigned long long)i, (int)(i % 50),
                 "..................................................", i % 3 ? "\n" : "\r\n", i % 7 ? "" : "\n");
     CHECK_EQ(fclose(f), 0);
-    dataset_t *ds = lab_open(path, NULL);
+    dataset_t *ds = lab_open("large.jsonl", NULL, NULL);
     CHECK_EQ_U64(dataset_info(ds)->length, n);
     for (uint64_t i = 0; i < n; i++) {
         char buf[128], want[128];
