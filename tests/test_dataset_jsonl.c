@@ -346,7 +346,9 @@ TEST(shards_must_agree_and_exist)
 #endif
 #endif
 
+#ifndef UNDER_SANITIZER
 static size_t heap_in_use(void) { return mallinfo2().uordblks; }
+#endif
 
 TEST(jsonl_heap_does_not_grow_with_records_or_reads)
 {
