@@ -44,7 +44,10 @@
  *   JSON is parsed at all.
  *
  * Reads copy the record's bytes into the caller's buffer: no allocation, no
- * lock, no shared state that changes, so any number of threads may read.
+ * lock, no shared state that changes, so any number of threads may read. As
+ * with any mmapped file, the data must not be truncated while it is open (the
+ * kernel answers a read past the new end with SIGBUS); replace it by renaming
+ * a new file over it instead, and the next open rebuilds the index.
  */
 #include "dataset_impl.h"
 
@@ -196,6 +199,7 @@ static int jsonl_builder_add(struct jsonl_builder *b, uint64_t pos, uint64_t end
         int rc = jsonl_builder_flush(b);
         if (rc < 0)
             return rc;
+        progress_update(&b->progress, pos);
     }
     /* The scanned pages are still in the page cache; dropping our mapping of
      * them keeps the build's resident set flat whatever the file's size. */
@@ -203,7 +207,6 @@ static int jsonl_builder_add(struct jsonl_builder *b, uint64_t pos, uint64_t end
         uint64_t upto = pos & ~(uint64_t)(sysconf(_SC_PAGESIZE) - 1);
         madvise((void *)(b->data + b->released), (size_t)(upto - b->released), MADV_DONTNEED);
         b->released = upto;
-        progress_update(&b->progress, pos);
     }
     return 0;
 }
