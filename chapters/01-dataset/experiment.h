@@ -2,11 +2,17 @@
  * exhaust RAM: what do I do?". It generates a large JSONL file and compares
  * load-everything, chunked reading and mmap + offset index on peak RSS, time to
  * first sample and random-access reads per second; prints a table, writes CSV
- * and renders plot.gp into out_dir. Called by main.c (--experiment, --plot). */
+ * and renders plot.gp into out_dir. Called by main.c (--experiment, --plot).
+ * The JSONL index benchmark (--bench=jsonl) lives here too: it shares the
+ * generated file. */
 #ifndef CH1_EXPERIMENT_H
 #define CH1_EXPERIMENT_H
 
 #include <stdint.h>
+
+/* "A few million lines" (the issue): 4 M lines of ~147 bytes, a 590 MB file,
+ * about 20 s for the whole experiment on a 2-core shared machine. */
+#define EXPERIMENT_DEFAULT_LINES 4000000u
 
 struct experiment_options {
     uint64_t lines;      /* lines of the generated JSONL file */
@@ -17,5 +23,12 @@ struct experiment_options {
 
 /* 0, or a negative ERR_* with err_msg() set. */
 int experiment_run(const struct experiment_options *opt);
+
+/* The JSONL index build against `wc -l` on the same generated file of `lines`
+ * lines (made in, or reused from, work_dir), best of 3 runs each. Prints both
+ * rates in MB/s, their ratio and PASS (ratio >= 0.5, the issue's target) or
+ * MISS. 0 whatever the ratio (a miss is a finding, not a failure), or a
+ * negative ERR_* when a run could not be made. */
+int experiment_bench_index(uint64_t lines, const char *work_dir);
 
 #endif

@@ -1,0 +1,78 @@
+# dataset_jsonl_bad_input: every bad JSONL input through build/chapter-1, the
+# way a user meets it: exit 1 with "chapter-1: <file>: <where>: <what>", never
+# a crash, and the data files never touched. Also the odd-but-valid inputs
+# (CRLF, blank lines, no final newline) and the sidecar index's failure modes
+# (another file's index, a truncated one, a damaged one).
+source tests/lib.sh
+
+ch1="$BUILD/chapter-1"
+d="$T_TMP"
+if ! "$ch1" --help 2>/dev/null | grep -q -- --length-field; then
+    t_skip all "$ch1 has no --length-field flag yet (chapters/01-dataset/main.c)"
+    exit 0
+fi
+
+printf '{"num_tokens":3,"text":"a b c"}\n\n{"num_tokens":2,"text":"d e"}\r\n{"num_tokens":1,"text":"f"}' > "$d/good.jsonl"
+printf '{"num_tokens":1}\n\n{"num_tokens":2,}\n' > "$d/badline.jsonl"
+printf '{"num_tokens":1}\n{"tokens":2}\n' > "$d/nofield.jsonl"
+printf '{"num_tokens":"many"}\n' > "$d/notint.jsonl"
+: > "$d/empty.jsonl"
+printf '\n\r\n  \n' > "$d/blank.jsonl"
+mkdir "$d/dir.jsonl"
+printf '{"other":1}\n{"other":2}\n{"other":3}\n{"other":4}\n' > "$d/other.jsonl"
+printf '{"num_tokens":9,"text":"second shard"}\n' > "$d/second.jsonl"
+sums() { sha256sum "$d"/*.jsonl 2>/dev/null; }
+before=$(sums)
+
+# Valid: CRLF, a blank line and no final newline give three records.
+t_out good_check "check:" "$ch1" --data="$d/good.jsonl" --length-field=num_tokens --check
+t_out good_get_crlf '{"num_tokens":2,"text":"d e"}' "$ch1" --data="$d/good.jsonl" --get=1
+t_out good_get_last_line_without_newline '{"num_tokens":1,"text":"f"}' "$ch1" --data="$d/good.jsonl" --get=2
+
+# Invalid lines where a length field is needed: file, record, line and byte offset.
+t_fail invalid_line 1 "badline.jsonl: record 1 (line 3, byte offset 18)" \
+    "$ch1" --data="$d/badline.jsonl" --length-field=num_tokens --check
+t_ok invalid_line_without_length_field_is_just_bytes "$ch1" --data="$d/badline.jsonl" --check
+t_fail missing_length_field 1 "nofield.jsonl: record 1 (line 2, byte offset 17): the length field is missing" \
+    "$ch1" --data="$d/nofield.jsonl" --length-field=num_tokens --check
+t_fail length_field_not_an_integer 1 "notint.jsonl: record 0 (line 1, byte offset 0): the length field is not an integer" \
+    "$ch1" --data="$d/notint.jsonl" --length-field=num_tokens --check
+
+# Files that are not JSONL data.
+t_fail missing_file 1 "chapter-1: $d/absent.jsonl: cannot open" "$ch1" --data="$d/absent.jsonl" --check
+t_fail directory 1 "dir.jsonl: not a regular file (a directory)" "$ch1" --data="$d/dir.jsonl" --check
+t_fail empty_file 1 "empty.jsonl: the file is empty" "$ch1" --data="$d/empty.jsonl" --check
+t_fail only_blank_lines 1 "blank.jsonl: no records" "$ch1" --data="$d/blank.jsonl" --check
+
+# Indices past the end.
+t_fail out_of_range 1 "record 3 is out of range (the dataset has 3 records)" "$ch1" --data="$d/good.jsonl" --get=3
+t_fail out_of_range_far 1 "is out of range" "$ch1" --data="$d/good.jsonl" --get=18446744073709551615
+
+# The sidecar index: another file's, truncated, or damaged.
+t_out other_file_indexed "check:" "$ch1" --data="$d/other.jsonl" --check
+cp "$d/other.jsonl.offsets" "$d/good.jsonl.offsets"
+t_out foreign_index_is_rebuilt '{"num_tokens":2,"text":"d e"}' "$ch1" --data="$d/good.jsonl" --get=1
+size=$(stat -c %s "$d/good.jsonl.offsets")
+truncate -s 50 "$d/good.jsonl.offsets"
+t_out truncated_index_is_rebuilt '{"num_tokens":1,"text":"f"}' "$ch1" --data="$d/good.jsonl" --get=2
+if [ "$(stat -c %s "$d/good.jsonl.offsets")" = "$size" ]; then t_pass truncated_index_rewritten_whole
+else t_failed truncated_index_rewritten_whole "index is $(stat -c %s "$d/good.jsonl.offsets") bytes, expected $size"; fi
+# A valid header over a damaged entry (record 1's offset, 72 + 8 bytes in):
+# the read fails with the index's name, it does not read outside the data.
+printf '\xff\xff\xff\xff\xff\x00\x00\x00' | dd of="$d/other.jsonl.offsets" bs=1 seek=80 conv=notrunc status=none
+t_fail damaged_index_entry 1 "other.jsonl.offsets: record 1: entry" "$ch1" --data="$d/other.jsonl" --get=1
+
+# Shards: one bad shard is named.
+t_fail shard_missing 1 "shard 1: $d/absent.jsonl: cannot open" "$ch1" --data="$d/good.jsonl,$d/absent.jsonl" --check
+t_out shards_global_index '{"num_tokens":9,"text":"second shard"}' "$ch1" --data="$d/good.jsonl,$d/second.jsonl" --get=3
+t_fail shards_out_of_range 1 "record 4 is out of range (the dataset has 4 records)" \
+    "$ch1" --data="$d/good.jsonl,$d/second.jsonl" --get=4
+
+# The lesson's experiment on a small corpus: every strategy reads the same bytes.
+t_out experiment_strategies_agree "index (reuse)" env TMPDIR="$d/work" "$ch1" --experiment --lines=3000
+if grep -q "NO" <<<"$T_OUT"; then t_failed experiment_no_disagreement "$(grep NO <<<"$T_OUT")"
+else t_pass experiment_no_disagreement; fi
+
+# Nothing above may have modified a data file.
+if [ "$(sums)" = "$before" ]; then t_pass inputs_unchanged
+else t_failed inputs_unchanged "a data file changed: $(diff <(echo "$before") <(sums) | head -n 4)"; fi
