@@ -28,7 +28,6 @@
 
 /* Where Debian's dataset-fashion-mnist package installs the training images. */
 #define CH1_FASHION_TRAIN "/usr/share/datasets/fashion-mnist/train-images-idx3-ubyte.gz"
-#define CH1_DEFAULT_LINES 2000000u   /* the experiment's JSONL: large enough to show the trend, about a minute */
 #define CH1_DEMO_READS 100000u       /* random reads of the default run's demo */
 #define CH1_HISTOGRAM_MAX 1000000u   /* the summary's label histogram looks at this many records at most */
 #define CH1_CLASSES 10               /* MNIST and Fashion-MNIST both have 10 classes (labels 0..9) */
@@ -50,6 +49,12 @@ struct ch1_args {
     const char *length_field;
 };
 
+/* The JSONL index build, against wc -l (experiment.c owns the generated file). */
+static int bench_jsonl(const struct bench_options *opt)
+{
+    return experiment_bench_index(EXPERIMENT_DEFAULT_LINES, opt->work_dir);
+}
+
 /* Every benchmark --bench can run; "all" runs them in this order. A new one
  * is one row here and its function in bench.h. */
 static const struct {
@@ -58,6 +63,7 @@ static const struct {
     int (*run)(const struct bench_options *opt);
 } ch1_benches[] = {
     {"idx", "random reads of records from mmapped IDX, against memcpy", bench_idx},
+    {"jsonl", "JSONL offset-index build in MB/s, against wc -l", bench_jsonl},
 };
 #define CH1_BENCHES (sizeof ch1_benches / sizeof ch1_benches[0])
 
@@ -86,7 +92,7 @@ static void ch1_usage(FILE *to)
             "  --seed=S             seed of the random reads and the generated data (default 0)\n"
             "  --length-field=NAME  JSONL: the integer field that gives a record's length\n"
             "  --bench[=NAME]       run one benchmark, or all of them (the default):\n",
-            CH1_DEFAULT_LINES);
+            EXPERIMENT_DEFAULT_LINES);
     for (size_t i = 0; i < CH1_BENCHES; i++)
         fprintf(to, "                         %-6s %s\n", ch1_benches[i].name, ch1_benches[i].what);
     fprintf(to, "  --help               this text\n"
@@ -110,7 +116,7 @@ static int ch1_parse(int argc, char **argv, struct ch1_args *a)
         {"help", no_argument, NULL, OPT_HELP},
         {NULL, 0, NULL, 0},
     };
-    *a = (struct ch1_args){.lines = CH1_DEFAULT_LINES};
+    *a = (struct ch1_args){.lines = EXPERIMENT_DEFAULT_LINES};
     int c;
     opterr = 0;
     while ((c = getopt_long(argc, argv, "", longopts, NULL)) != -1) {
