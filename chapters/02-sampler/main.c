@@ -59,7 +59,7 @@ static void ch2_usage(const char *prog)
            "  --batch-type=TYPE       token (default) or example\n"
            "  --sort-size=S           records per rank in a sorting buffer (default 100)\n"
            "  --max-samples=B         batch_size_sample_max: records per batch, at most (default 256)\n"
-           "  --max-token-length=L    skip longer records (default 1000)\n"
+           "  --max-token-length=L    skip longer records (default 1000, or the budget if smaller)\n"
            "  --start-step=K          resume at step K of the epoch\n"
            "  --min-length=A          synthetic record lengths from A ... (default 16)\n"
            "  --max-length=B          ... to B (default 1024)\n"
@@ -127,7 +127,7 @@ static int ch2_parse_u32(const char *flag, const char *text, uint32_t min, uint3
 struct ch2_flags {
     const char *data;
     uint64_t size, min_length, max_length;
-    int size_set, print, bench;
+    int size_set, max_token_length_set, print, bench;
 };
 
 static int ch2_parse(int argc, char **argv, struct ch2_config *cfg, struct ch2_flags *fl)
@@ -166,7 +166,10 @@ static int ch2_parse(int argc, char **argv, struct ch2_config *cfg, struct ch2_f
             break;
         case OPT_SORT_SIZE: rc = cli_parse_u64("sort-size", optarg, &cfg->dyn.sort_size); break;
         case OPT_MAX_SAMPLES: rc = cli_parse_u64("max-samples", optarg, &cfg->dyn.max_samples); break;
-        case OPT_MAX_TOKEN_LENGTH: rc = cli_parse_u64("max-token-length", optarg, &cfg->dyn.max_token_length); break;
+        case OPT_MAX_TOKEN_LENGTH:
+            rc = cli_parse_u64("max-token-length", optarg, &cfg->dyn.max_token_length);
+            fl->max_token_length_set = 1;
+            break;
         case OPT_START_STEP: rc = cli_parse_u64("start-step", optarg, &cfg->dyn.start_step); break;
         case OPT_MIN_LENGTH: rc = cli_parse_u64("min-length", optarg, &fl->min_length); break;
         case OPT_MAX_LENGTH: rc = cli_parse_u64("max-length", optarg, &fl->max_length); break;
@@ -182,6 +185,13 @@ static int ch2_parse(int argc, char **argv, struct ch2_config *cfg, struct ch2_f
     if (rc == 0 && (fl->min_length == 0 || fl->min_length > fl->max_length))
         rc = err_set(ERR_ARG, "--min-length: need 1 <= %llu <= --max-length=%llu",
                      (unsigned long long)fl->min_length, (unsigned long long)fl->max_length);
+    if (rc == 0 && cfg->dyn.type == BATCH_TOKEN && cfg->dyn.max_token_length > cfg->dyn.budget) {
+        if (fl->max_token_length_set)
+            rc = err_set(ERR_ARG, "--max-token-length: %llu is above --budget=%llu, so such a record fits no batch",
+                         (unsigned long long)cfg->dyn.max_token_length, (unsigned long long)cfg->dyn.budget);
+        else
+            cfg->dyn.max_token_length = cfg->dyn.budget;
+    }
     if (rc == 0 && cfg->epochs == 0)
         rc = err_set(ERR_ARG, "--epochs: must be at least 1");
     /* The dynamic sampler shares the distributed flags. */
