@@ -311,7 +311,7 @@ int sampler_begin(sampler_t *s)
     }
     rc = sampler_seq_alloc(&view, s->num_samples, n ? n - 1 : 0);
     for (uint64_t k = 0; rc == 0 && k < s->num_samples; k++) {
-        uint64_t p;
+        uint64_t p = 0;
         if ((rc = sampler_position(s, k, &p)) < 0)
             break;
         uint64_t index = order.count ? sampler_seq_at(&order, p) : p;
@@ -345,7 +345,7 @@ int sampler_get(const sampler_t *s, uint64_t k, uint64_t *index)
         *index = sampler_seq_at(&s->view, k);
         return 0;
     }
-    uint64_t p;
+    uint64_t p = 0;
     int rc = sampler_position(s, k, &p);
     if (rc < 0)
         return rc;
