@@ -17,7 +17,7 @@ void rng_seed(rng_t *g, uint64_t seed)
 static inline uint32_t rng_twist_word(uint32_t upper, uint32_t lower, uint32_t far)
 {
     uint32_t y = (upper & 0x80000000u) | (lower & 0x7fffffffu);
-    return far ^ (y >> 1) ^ ((y & 1u) ? 0x9908b0dfu : 0u);
+    return far ^ (y >> 1) ^ (-(y & 1u) & 0x9908b0dfu); /* a mask, not a branch: the low bit is random */
 }
 
 /* Regenerates all 624 words at once, as the reference code does. */

@@ -15,6 +15,7 @@
 
 #include <stdio.h>
 #include <stdlib.h>
+#include <sys/mman.h>
 
 /* How many random draws are turned into swap targets at once, and how far
  * ahead of the swap the target's cache line is prefetched. The permutation is
@@ -22,7 +23,9 @@
  * targets depend only on the random stream, never on the array, so they can be
  * computed early and their lines requested while earlier swaps complete. */
 #define SAMPLER_BLOCK 1024
-#define SAMPLER_AHEAD 24
+#define SAMPLER_AHEAD 64
+/* x86-64's transparent huge page size (2 MiB). */
+#define SAMPLER_HUGE_PAGE ((size_t)2 << 20)
 
 struct sampler {
     struct sampler_options opt;
@@ -54,7 +57,18 @@ int sampler_seq_alloc(sampler_seq_t *s, uint64_t count, uint64_t max_value)
     size_t width = wide ? sizeof(uint64_t) : sizeof(uint32_t);
     if (count > SIZE_MAX / width)
         return err_set(ERR_NOMEM, "sampler: %llu indices do not fit in memory", (unsigned long long)count);
-    void *p = malloc((size_t)count * width);
+    size_t bytes = (size_t)count * width;
+    void *p = NULL;
+    if (bytes >= SAMPLER_HUGE_PAGE) {
+        /* Huge pages: the shuffle's random swaps otherwise miss the TLB on
+         * almost every access (a 40 MB array spans 10,000 4-KiB pages). */
+        if (posix_memalign(&p, SAMPLER_HUGE_PAGE, bytes) == 0)
+            madvise(p, bytes, MADV_HUGEPAGE); /* a hint: without THP it just fails */
+        else
+            p = NULL;
+    } else {
+        p = malloc(bytes);
+    }
     if (!p)
         return err_set(ERR_NOMEM, "sampler: cannot allocate %llu indices (%llu MiB)", (unsigned long long)count,
                        (unsigned long long)(count * width >> 20));
@@ -100,18 +114,21 @@ SAMPLER_INLINE void sampler_shuffle_swap(void *r, uint64_t n, rng_t *g, const in
     for (uint64_t i = 0; i + 1 < n;) {
         uint64_t m = n - 1 - i < SAMPLER_BLOCK ? n - 1 - i : SAMPLER_BLOCK;
         rng_fill(g, draw, m);
-        if (n - i <= UINT32_MAX) /* 32-bit division: several times faster than 64-bit */
-            for (uint64_t k = 0; k < m; k++)
-                target[k] = i + k + draw[k] % (uint32_t)(n - i - k);
-        else
-            for (uint64_t k = 0; k < m; k++)
-                target[k] = i + k + draw[k] % (n - i - k);
-        for (uint64_t k = 0; k < m; k++) {
-            if (k + SAMPLER_AHEAD < m)
-                sampler_prefetch(r, wide, target[k + SAMPLER_AHEAD]);
-            uint64_t a = sampler_load(r, wide, i + k), b = sampler_load(r, wide, target[k]);
-            sampler_store(r, wide, i + k, b);
-            sampler_store(r, wide, target[k], a);
+        /* The division of step k + AHEAD overlaps the memory wait of step k.
+         * n - i fits 32 bits below PyTorch's threshold: 32-bit division is
+         * several times faster than 64-bit. */
+        const int narrow = n - i <= UINT32_MAX;
+        for (uint64_t k = 0; k < m + SAMPLER_AHEAD; k++) {
+            if (k < m) {
+                target[k] = i + k + (narrow ? draw[k] % (uint32_t)(n - i - k) : draw[k] % (n - i - k));
+                sampler_prefetch(r, wide, target[k]);
+            }
+            if (k >= SAMPLER_AHEAD) {
+                uint64_t j = k - SAMPLER_AHEAD;
+                uint64_t a = sampler_load(r, wide, i + j), b = sampler_load(r, wide, target[j]);
+                sampler_store(r, wide, i + j, b);
+                sampler_store(r, wide, target[j], a);
+            }
         }
         i += m;
     }

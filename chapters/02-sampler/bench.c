@@ -16,6 +16,8 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#define CH2_BENCH_RUNS 3
+
 struct ch2_bench_result {
     double seconds;
     uint64_t checksum; /* keeps the reads from being optimised away */
@@ -78,15 +80,24 @@ int ch2_bench(const struct ch2_config *cfg)
         enum sampler_mode mode;
         const char *name;
     } modes[] = {{SAMPLER_TORCH, "pytorch-exact"}, {SAMPLER_FEISTEL, "feistel"}};
-    printf("bench: rank %u's indices for one epoch, n = %llu, world %u\n", cfg->dist.rank,
-           (unsigned long long)cfg->dist.size, cfg->dist.world);
+    printf("bench: rank %u's indices for one epoch, n = %llu, world %u (best of %d runs, each in a child process)\n",
+           cfg->dist.rank, (unsigned long long)cfg->dist.size, cfg->dist.world, CH2_BENCH_RUNS);
     printf("  %-14s %10s %16s %14s\n", "mode", "time_s", "indices_per_s", "peak_rss_MiB");
     for (size_t m = 0; m < sizeof modes / sizeof modes[0]; m++) {
-        struct ch2_bench_result res;
+        struct ch2_bench_result res = {0};
         long peak_kib = 0;
-        int rc = ch2_bench_mode(cfg, modes[m].mode, &res, &peak_kib);
-        if (rc < 0)
-            return rc;
+        /* The best of a few runs: the machine may be shared, and noise only
+         * ever adds time. The peak memory is the largest seen. */
+        for (int run = 0; run < CH2_BENCH_RUNS; run++) {
+            struct ch2_bench_result one;
+            long kib = 0;
+            int rc = ch2_bench_mode(cfg, modes[m].mode, &one, &kib);
+            if (rc < 0)
+                return rc;
+            if (run == 0 || one.seconds < res.seconds)
+                res = one;
+            peak_kib = kib > peak_kib ? kib : peak_kib;
+        }
         uint64_t count = (cfg->dist.size + (cfg->dist.drop_last ? 0 : cfg->dist.world - 1)) / cfg->dist.world;
         printf("  %-14s %10.4f %16.3g %14.1f\n", modes[m].name, res.seconds,
                res.seconds > 0 ? (double)count / res.seconds : 0.0, (double)peak_kib / 1024.0);
