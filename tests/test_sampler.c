@@ -18,15 +18,8 @@
 static uint64_t take(uint64_t n, uint32_t world, uint32_t rank, uint64_t seed, uint64_t epoch, int shuffle,
                      int drop_last, enum sampler_mode mode, uint64_t *out, uint64_t cap)
 {
-    struct sampler_options o;
-    sampler_options_default(&o);
-    o.size = n;
-    o.world = world;
-    o.rank = rank;
-    o.seed = seed;
-    o.shuffle = shuffle;
-    o.drop_last = drop_last;
-    o.mode = mode;
+    struct sampler_options o = {.size = n, .world = world, .rank = rank, .seed = seed, .shuffle = shuffle,
+                                .drop_last = drop_last, .mode = mode, .randperm = SAMPLER_RANDPERM_AUTO};
     sampler_t *s;
     CHECK_OK(sampler_create(&o, &s));
     sampler_set_epoch(s, epoch);
@@ -234,11 +227,7 @@ TEST(sampler_partition_properties)
 
 TEST(sampler_rejects_bad_arguments)
 {
-    struct sampler_options o;
-    sampler_options_default(&o);
-    o.size = 10;
-    o.world = 4;
-    o.rank = 4;
+    struct sampler_options o = {.size = 10, .world = 4, .rank = 4, .shuffle = 1};
     sampler_t *s;
     CHECK_ERR(sampler_create(&o, &s), ERR_ARG, "invalid rank 4");
     o.world = 0;
@@ -345,11 +334,8 @@ TEST(batch_sampler_fixed_sizes)
 
 static dataset_t *open_lengths(uint64_t records, uint64_t min, uint64_t max)
 {
-    struct dataset_options opt;
-    dataset_options_default(&opt);
-    opt.synthetic_records = records;
-    opt.synthetic_min_bytes = min;
-    opt.synthetic_bytes = max;
+    /* Lengths from min to max bytes: a variable-length dataset to batch by tokens. */
+    struct dataset_options opt = {.synthetic_records = records, .synthetic_bytes = max, .synthetic_min_bytes = min};
     dataset_t *ds;
     CHECK_OK(dataset_open("synthetic", &opt, &ds));
     return ds;

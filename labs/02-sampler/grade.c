@@ -38,14 +38,8 @@ static const struct torch_case padding_cases[] = {
 
 static sampler_t *make(uint64_t n, uint32_t world, uint32_t rank, uint64_t seed, int shuffle, int drop_last)
 {
-    struct sampler_options o;
-    sampler_options_default(&o);
-    o.size = n;
-    o.world = world;
-    o.rank = rank;
-    o.seed = seed;
-    o.shuffle = shuffle;
-    o.drop_last = drop_last;
+    struct sampler_options o = {.size = n, .world = world, .rank = rank, .seed = seed, .shuffle = shuffle,
+                                .drop_last = drop_last, .mode = SAMPLER_TORCH, .randperm = SAMPLER_RANDPERM_AUTO};
     sampler_t *s;
     CHECK_OK(sampler_create(&o, &s));
     return s;
