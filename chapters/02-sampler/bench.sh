@@ -23,27 +23,30 @@ echo "$ours"
 exact=$(awk '$1 == "pytorch-exact" { print $2 }' <<<"$ours")
 if /usr/bin/python3 -c 'import torch' 2>/dev/null; then
     torch_s=$(/usr/bin/python3 - "$n" "$world" "$tmp/torch.txt" <<'PY'
-import sys, time
+import resource, sys, time
 import torch
 from torch.utils.data import DistributedSampler
 n, world, path = int(sys.argv[1]), int(sys.argv[2]), sys.argv[3]
 sampler = DistributedSampler(range(n), num_replicas=world, rank=0, seed=0)
 sampler.set_epoch(0)
+base = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
 best = None
 for _ in range(3):
     t = time.perf_counter()
     indices = list(iter(sampler))
     t = time.perf_counter() - t
     best = t if best is None else min(best, t)
+peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
 with open(path, "w") as f:
     f.write("".join(f"{i}\n" for i in indices))
-print(f"{best:.4f} {torch.__version__}")
+print(f"{best:.4f} {peak / 1024:.1f} {base / 1024:.1f} {torch.__version__}")
 PY
 )
     "$ch2" --print-indices --size="$n" --world="$world" --rank=0 > "$tmp/ours.txt"
     same=$(cmp -s "$tmp/ours.txt" "$tmp/torch.txt" && echo "identical" || echo "DIFFERENT")
-    read -r tsec tver <<<"$torch_s"
-    printf '  %-14s %10s   (torch %s, list(iter(DistributedSampler)))\n' "pytorch" "$tsec" "$tver"
+    read -r tsec tpeak tbase tver <<<"$torch_s"
+    printf '  %-14s %10s %16s %14s   (torch %s, list(iter(DistributedSampler)); %s MiB after import torch)\n' \
+        "pytorch" "$tsec" "-" "$tpeak" "$tver" "$tbase"
     awk -v t="$tsec" -v c="$exact" -v same="$same" 'BEGIN {
         printf "  ratio: chapter-2 is %.1fx faster than PyTorch (target >= 10x); index lists %s\n", t / c, same }'
 else
