@@ -34,7 +34,7 @@
 
 struct sampler {
     struct sampler_options opt;
-    uint64_t num_samples, total_size;
+    uint64_t num_samples; /* per rank; total_size = num_samples x world */
     uint64_t epoch;
     uint64_t last_begun_epoch; /* the epoch sampler_begin() last ran for, when begun */
     int begun;                 /* sampler_begin() has run at least once */
@@ -231,7 +231,7 @@ void sampler_options_default(struct sampler_options *opt)
                                     .randperm = SAMPLER_RANDPERM_AUTO};
 }
 
-/* num_samples and total_size, as DistributedSampler.__init__ computes them. */
+/* num_samples, as DistributedSampler.__init__ computes it. */
 static int sampler_shape(sampler_t *s)
 {
     const uint64_t n = s->opt.size, w = s->opt.world;
@@ -242,10 +242,9 @@ static int sampler_shape(sampler_t *s)
     s->num_samples = s->opt.drop_last ? n / w : n / w + (n % w != 0);
     // LAB:STUB return LAB_TODO("num-samples");
     // LAB:END
-    if (s->num_samples > UINT64_MAX / w)
+    if (s->num_samples > UINT64_MAX / w) /* total_size would overflow */
         return err_set(ERR_RANGE, "sampler: %llu samples padded to a multiple of %llu do not fit in 64 bits",
                        (unsigned long long)n, (unsigned long long)w);
-    s->total_size = s->num_samples * w;
     return 0;
 }
 
