@@ -24,6 +24,11 @@ t_fail bad_seed 2 "--seed" "$ch2" --seed=18446744073709551616 --print-indices
 t_fail bad_sampler 2 "--sampler" "$ch2" --sampler=random
 t_fail bad_batch_type 2 "--batch-type" "$ch2" --sampler=dynamic --batch-type=bytes
 t_fail bad_lengths 2 "--min-length" "$ch2" --sampler=dynamic --min-length=9 --max-length=3
+t_fail bad_budget_zero 2 "--budget" "$ch2" --sampler=dynamic --budget=0
+t_fail bad_sort_size 2 "--sort-size" "$ch2" --sampler=dynamic --sort-size=0
+t_fail bad_max_samples 2 "--max-samples" "$ch2" --sampler=dynamic --max-samples=0
+t_fail bad_epochs 2 "--epochs" "$ch2" --epochs=0
+t_fail too_many_threads 2 "--world" "$ch2" --world=5000
 t_fail unknown_flag 2 "--frobnicate" "$ch2" --frobnicate
 t_fail missing_value 2 "--size" "$ch2" --size
 t_out small_budget_caps_length "PASS:" "$ch2" --sampler=dynamic --size=500 --budget=600 --epochs=1

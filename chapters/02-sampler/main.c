@@ -25,6 +25,11 @@
 
 /* Debian's dataset-fashion-mnist package; absent, the synthetic twin stands in. */
 #define CH2_FASHION_MNIST "/usr/share/datasets/fashion-mnist/train-images-idx3-ubyte.gz"
+/* The check keeps every rank's indices of every epoch, one thread per rank. */
+#define CH2_MAX_EPOCHS 1000
+#define CH2_MAX_THREADS 1024
+/* --max-samples: a batch buffer of this many indices is allocated up front. */
+#define CH2_MAX_BATCH (1 << 20)
 /* --bench's default n: the headline case, 10 million records. */
 #define CH2_BENCH_SIZE 10000000
 
@@ -165,7 +170,11 @@ static int ch2_parse(int argc, char **argv, struct ch2_config *cfg, struct ch2_f
                 cfg->dyn.type = (enum batch_type)choice;
             break;
         case OPT_SORT_SIZE: rc = cli_parse_u64("sort-size", optarg, &cfg->dyn.sort_size); break;
-        case OPT_MAX_SAMPLES: rc = cli_parse_u64("max-samples", optarg, &cfg->dyn.max_samples); break;
+        case OPT_MAX_SAMPLES:
+            if ((rc = cli_parse_u64("max-samples", optarg, &cfg->dyn.max_samples)) == 0 &&
+                (cfg->dyn.max_samples == 0 || cfg->dyn.max_samples > CH2_MAX_BATCH))
+                rc = err_set(ERR_ARG, "--max-samples: expected 1 .. %d, got '%s'", CH2_MAX_BATCH, optarg);
+            break;
         case OPT_MAX_TOKEN_LENGTH:
             rc = cli_parse_u64("max-token-length", optarg, &cfg->dyn.max_token_length);
             fl->max_token_length_set = 1;
@@ -185,6 +194,8 @@ static int ch2_parse(int argc, char **argv, struct ch2_config *cfg, struct ch2_f
     if (rc == 0 && (fl->min_length == 0 || fl->min_length > fl->max_length))
         rc = err_set(ERR_ARG, "--min-length: need 1 <= %llu <= --max-length=%llu",
                      (unsigned long long)fl->min_length, (unsigned long long)fl->max_length);
+    if (rc == 0 && (cfg->dyn.budget == 0 || cfg->dyn.sort_size == 0))
+        rc = err_set(ERR_ARG, "--%s: must be at least 1", cfg->dyn.budget == 0 ? "budget" : "sort-size");
     if (rc == 0 && cfg->dyn.type == BATCH_TOKEN && cfg->dyn.max_token_length > cfg->dyn.budget) {
         if (fl->max_token_length_set)
             rc = err_set(ERR_ARG, "--max-token-length: %llu is above --budget=%llu, so such a record fits no batch",
@@ -192,8 +203,11 @@ static int ch2_parse(int argc, char **argv, struct ch2_config *cfg, struct ch2_f
         else
             cfg->dyn.max_token_length = cfg->dyn.budget;
     }
-    if (rc == 0 && cfg->epochs == 0)
-        rc = err_set(ERR_ARG, "--epochs: must be at least 1");
+    if (rc == 0 && (cfg->epochs == 0 || cfg->epochs > CH2_MAX_EPOCHS))
+        rc = err_set(ERR_ARG, "--epochs: expected 1 .. %d, got %llu", CH2_MAX_EPOCHS, (unsigned long long)cfg->epochs);
+    if (rc == 0 && !fl->print && !fl->bench && cfg->dist.world > CH2_MAX_THREADS)
+        rc = err_set(ERR_ARG, "--world: the check runs a thread per rank, at most %d (--print-indices takes any)",
+                     CH2_MAX_THREADS);
     /* The dynamic sampler shares the distributed flags. */
     cfg->dyn.world = cfg->dist.world;
     cfg->dyn.rank = cfg->dist.rank;

@@ -174,8 +174,10 @@ static int ch2_check_epoch(const struct ch2_dist_run *run, uint64_t e, struct ch
                 (unsigned long long)n, o->drop_last ? ", the rest dropped" : "");
     if (e > 0) {
         uint64_t diff = 0;
-        for (uint64_t r = 0; r < world; r++)
-            diff += ch2_differences(run->got[e * world + r], run->got[(e - 1) * world + r], run->len);
+        for (uint64_t r = 0; r < world; r++) {
+            uint64_t now = run->lens[e * world + r], before = run->lens[(e - 1) * world + r];
+            diff += ch2_differences(run->got[e * world + r], run->got[(e - 1) * world + r], now < before ? now : before);
+        }
         if (!o->shuffle)
             ch2_verdict(v, diff == 0, "same order", "shuffle is off: %llu positions changed", (unsigned long long)diff);
         else
@@ -206,7 +208,7 @@ int ch2_check_distributed(const struct ch2_config *cfg, const dataset_t *ds)
     run.got = calloc(slots, sizeof *run.got);
     run.lens = calloc(slots, sizeof *run.lens);
     if (!run.got || !run.lens)
-        return err_set(ERR_NOMEM, "out of memory");
+        rc = err_set(ERR_NOMEM, "out of memory");
     for (uint64_t i = 0; rc == 0 && i < slots; i++)
         if (!(run.got[i] = malloc((run.len ? run.len : 1) * sizeof **run.got)))
             rc = err_set(ERR_NOMEM, "cannot hold %llu indices per rank and epoch", (unsigned long long)run.len);
@@ -217,7 +219,7 @@ int ch2_check_distributed(const struct ch2_config *cfg, const dataset_t *ds)
     for (uint64_t e = 0; rc == 0 && e < cfg->epochs; e++)
         rc = ch2_check_epoch(&run, e, &t, &v);
     free(t.count);
-    for (uint64_t i = 0; i < slots; i++)
+    for (uint64_t i = 0; run.got && i < slots; i++)
         free(run.got[i]);
     free(run.got);
     free(run.lens);
@@ -239,18 +241,25 @@ struct ch2_dyn_run {
     struct ch2_batches *got; /* [epoch * world + rank] */
 };
 
-/* Reads every step of `d` into *b (allocating it). */
+/* Reads every step of `d` into *b (allocating it; a batch holds at most
+ * max_samples indices). */
 static int ch2_collect(batch_dynamic_t *d, uint64_t max_samples, struct ch2_batches *b)
 {
     b->steps = batch_dynamic_len(d);
     b->stats = batch_dynamic_stats(d);
-    uint64_t cap = b->steps * max_samples;
-    b->items = malloc((cap ? cap : 1) * sizeof *b->items);
     b->sizes = malloc((b->steps ? b->steps : 1) * sizeof *b->sizes);
-    if (!b->items || !b->sizes)
+    if (!b->sizes)
         return err_set(ERR_NOMEM, "cannot hold %llu batches", (unsigned long long)b->steps);
-    uint64_t at = 0;
+    uint64_t at = 0, cap = 0;
     for (uint64_t s = 0; s < b->steps; s++) {
+        if (cap - at < max_samples) {
+            uint64_t want = at + max_samples > 2 * cap ? at + max_samples : 2 * cap;
+            uint64_t *items = want <= SIZE_MAX / sizeof *items ? realloc(b->items, want * sizeof *items) : NULL;
+            if (!items)
+                return err_set(ERR_NOMEM, "cannot hold %llu indices of batches", (unsigned long long)want);
+            b->items = items;
+            cap = want;
+        }
         int64_t count = batch_dynamic_get(d, s, b->items + at);
         if (count < 0)
             return (int)count;
