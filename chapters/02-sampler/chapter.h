@@ -1,0 +1,34 @@
+/* chapter.h: what the pieces of build/chapter-2 share (main.c parses the
+ * flags; partition.c runs the checks on rank threads; bench.c times one rank).
+ * Read main.c first. */
+#ifndef CH2_CHAPTER_H
+#define CH2_CHAPTER_H
+
+#include "batch.h"
+#include "dataset.h"
+#include "sampler.h"
+
+#include <stdint.h>
+
+enum ch2_sampler { CH2_DISTRIBUTED, CH2_FEISTEL, CH2_DYNAMIC };
+
+struct ch2_config {
+    enum ch2_sampler sampler;
+    struct sampler_options dist;       /* distributed / feistel (rank set per thread) */
+    struct batch_dynamic_options dyn;  /* dynamic (rank set per thread) */
+    uint64_t epoch;                    /* --print-indices */
+    uint64_t epochs;                   /* the check */
+    int set_epoch;                     /* 0: --no-set-epoch, the classic bug */
+};
+
+/* The partition check on cfg->dist.world rank threads over `ds`; prints the
+ * per-rank view and the checks. Returns 0 when every check passed, 1 when one
+ * failed, or a negative ERR_* when the run itself failed. */
+int ch2_check_distributed(const struct ch2_config *cfg, const dataset_t *ds);
+int ch2_check_dynamic(const struct ch2_config *cfg, const dataset_t *ds);
+
+/* --bench: one rank's epoch in PyTorch-exact and Feistel mode, each in a child
+ * process, with its time and peak resident memory. 0 or a negative ERR_*. */
+int ch2_bench(const struct ch2_config *cfg);
+
+#endif

@@ -1,0 +1,346 @@
+/* chapter-2: the sampler. Which indices does each rank see in each epoch?
+ *
+ * By default it runs DistributedSampler on 4 rank threads (sim/ranks.h) for a
+ * few epochs and checks the partition: shards disjoint apart from the padding
+ * repeats, their union complete, equal counts on every rank, a new order each
+ * epoch. --sampler=dynamic checks the token-budget batch sampler the same way.
+ *
+ * --print-indices is a contract with PyTorch: it prints exactly
+ *     list(DistributedSampler(range(N), num_replicas=W, rank=R, shuffle=...,
+ *                             seed=S, drop_last=...))   after set_epoch(E)
+ * one index per line (tests/sampler_torch.sh checks it against torch).
+ *
+ * Read lib/sampler.h and lib/batch.h for the modules; partition.c for the
+ * checks; bench.c for --bench. The lesson is README.md next to this file.
+ */
+#include "chapter.h"
+
+#include "cli.h"
+#include "error.h"
+
+#include <getopt.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* Debian's dataset-fashion-mnist package; absent, the synthetic twin stands in. */
+#define CH2_FASHION_MNIST "/usr/share/datasets/fashion-mnist/train-images-idx3-ubyte.gz"
+/* The check keeps every rank's indices of every epoch, one thread per rank. */
+#define CH2_MAX_EPOCHS 1000
+#define CH2_MAX_THREADS 1024
+/* --max-samples: a batch buffer of this many indices is allocated up front. */
+#define CH2_MAX_BATCH (1 << 20)
+/* --bench's default n: the headline case, 10 million records. */
+#define CH2_BENCH_SIZE 10000000
+
+static void ch2_usage(const char *prog)
+{
+    printf("usage: %s [options]\n"
+           "\n"
+           "Checks on W rank threads that the sampler partitions the dataset, epoch by epoch.\n"
+           "\n"
+           "  --sampler=KIND          distributed (PyTorch's DistributedSampler, default), feistel\n"
+           "                          (O(1)-memory keyed bijection, not PyTorch's order) or dynamic\n"
+           "                          (token-budget batches)\n"
+           "  --data=SPEC             dataset: a path (IDX, .jsonl) or 'synthetic' (default:\n"
+           "                          Fashion-MNIST when installed, else synthetic)\n"
+           "  --size=N                use a synthetic dataset of N records\n"
+           "  --world=W               ranks (default 4)\n"
+           "  --rank=R                the rank for --print-indices and --bench (default 0)\n"
+           "  --seed=S                shuffle seed, -2^63 .. 2^64-1 as in Python (default 0)\n"
+           "  --epoch=E               the epoch for --print-indices (default 0)\n"
+           "  --epochs=K              epochs to check (default 3)\n"
+           "  --no-shuffle            keep the order 0 .. N-1\n"
+           "  --drop-last             cut the tail instead of padding\n"
+           "  --no-set-epoch          forget set_epoch(): watch the order stop changing\n"
+           "  --randperm=ALGO         auto (PyTorch >= 2.6, default), swap (PyTorch <= 2.5 for every\n"
+           "                          N) or inside-out\n"
+           "  --print-indices         print rank R's indices of epoch E, one per line (dynamic: one\n"
+           "                          batch per line)\n"
+           "  --bench                 time rank R's epoch, PyTorch-exact vs Feistel, with peak memory\n"
+           "\n"
+           "dynamic sampler:\n"
+           "  --budget=T              tokens per batch (or records, --batch-type=example; default 4096)\n"
+           "  --batch-type=TYPE       token (default) or example\n"
+           "  --sort-size=S           records per rank in a sorting buffer (default 100)\n"
+           "  --max-samples=B         batch_size_sample_max: records per batch, at most (default 256)\n"
+           "  --max-token-length=L    skip longer records (default 1000, or the budget if smaller)\n"
+           "  --start-step=K          resume at step K of the epoch\n"
+           "  --min-length=A          synthetic record lengths from A ... (default 16)\n"
+           "  --max-length=B          ... to B (default 1024)\n"
+           "  --help                  this text\n",
+           prog);
+}
+
+enum {
+    OPT_SAMPLER = 256, OPT_DATA, OPT_SIZE, OPT_WORLD, OPT_RANK, OPT_SEED, OPT_EPOCH, OPT_EPOCHS, OPT_NO_SHUFFLE,
+    OPT_DROP_LAST, OPT_NO_SET_EPOCH, OPT_RANDPERM, OPT_PRINT, OPT_BENCH, OPT_BUDGET, OPT_BATCH_TYPE,
+    OPT_SORT_SIZE, OPT_MAX_SAMPLES, OPT_MAX_TOKEN_LENGTH, OPT_START_STEP, OPT_MIN_LENGTH, OPT_MAX_LENGTH, OPT_HELP,
+};
+
+static const struct option ch2_options[] = {
+    {"sampler", required_argument, 0, OPT_SAMPLER},
+    {"data", required_argument, 0, OPT_DATA},
+    {"size", required_argument, 0, OPT_SIZE},
+    {"world", required_argument, 0, OPT_WORLD},
+    {"rank", required_argument, 0, OPT_RANK},
+    {"seed", required_argument, 0, OPT_SEED},
+    {"epoch", required_argument, 0, OPT_EPOCH},
+    {"epochs", required_argument, 0, OPT_EPOCHS},
+    {"no-shuffle", no_argument, 0, OPT_NO_SHUFFLE},
+    {"drop-last", no_argument, 0, OPT_DROP_LAST},
+    {"no-set-epoch", no_argument, 0, OPT_NO_SET_EPOCH},
+    {"randperm", required_argument, 0, OPT_RANDPERM},
+    {"print-indices", no_argument, 0, OPT_PRINT},
+    {"bench", no_argument, 0, OPT_BENCH},
+    {"budget", required_argument, 0, OPT_BUDGET},
+    {"batch-type", required_argument, 0, OPT_BATCH_TYPE},
+    {"sort-size", required_argument, 0, OPT_SORT_SIZE},
+    {"max-samples", required_argument, 0, OPT_MAX_SAMPLES},
+    {"max-token-length", required_argument, 0, OPT_MAX_TOKEN_LENGTH},
+    {"start-step", required_argument, 0, OPT_START_STEP},
+    {"min-length", required_argument, 0, OPT_MIN_LENGTH},
+    {"max-length", required_argument, 0, OPT_MAX_LENGTH},
+    {"help", no_argument, 0, OPT_HELP},
+    {0, 0, 0, 0},
+};
+
+/* Picks `text` from `names` (NULL-terminated); ERR_ARG naming the flag otherwise. */
+static int ch2_parse_choice(const char *flag, const char *text, const char *const *names, int *out)
+{
+    for (int i = 0; names[i]; i++)
+        if (strcmp(text, names[i]) == 0) {
+            *out = i;
+            return 0;
+        }
+    return err_set(ERR_ARG, "--%s: unknown value '%s'", flag, text);
+}
+
+/* A u64 flag that must fit in 32 bits and be at least `min`. */
+static int ch2_parse_u32(const char *flag, const char *text, uint32_t min, uint32_t *out)
+{
+    uint64_t v;
+    int rc = cli_parse_u64(flag, text, &v);
+    if (rc < 0)
+        return rc;
+    if (v < min || v > UINT32_MAX)
+        return err_set(ERR_ARG, "--%s: expected %u .. %u, got '%s'", flag, min, UINT32_MAX, text);
+    *out = (uint32_t)v;
+    return 0;
+}
+
+struct ch2_flags {
+    const char *data;
+    uint64_t size, min_length, max_length;
+    int size_set, max_token_length_set, print, bench;
+};
+
+static int ch2_parse(int argc, char **argv, struct ch2_config *cfg, struct ch2_flags *fl)
+{
+    static const char *const samplers[] = {"distributed", "feistel", "dynamic", NULL};
+    static const char *const randperms[] = {"auto", "swap", "inside-out", NULL};
+    static const char *const types[] = {"token", "example", NULL};
+    int opt, choice, rc = 0;
+    opterr = 0;
+    while (rc == 0 && (opt = getopt_long(argc, argv, "", ch2_options, NULL)) != -1) {
+        switch (opt) {
+        case OPT_SAMPLER:
+            if ((rc = ch2_parse_choice("sampler", optarg, samplers, &choice)) == 0)
+                cfg->sampler = (enum ch2_sampler)choice;
+            break;
+        case OPT_DATA: fl->data = optarg; break;
+        case OPT_SIZE: rc = cli_parse_u64("size", optarg, &fl->size); fl->size_set = 1; break;
+        case OPT_WORLD: rc = ch2_parse_u32("world", optarg, 1, &cfg->dist.world); break;
+        case OPT_RANK: rc = ch2_parse_u32("rank", optarg, 0, &cfg->dist.rank); break;
+        case OPT_SEED: rc = cli_parse_seed("seed", optarg, &cfg->dist.seed); break;
+        case OPT_EPOCH: rc = cli_parse_u64("epoch", optarg, &cfg->epoch); break;
+        case OPT_EPOCHS: rc = cli_parse_u64("epochs", optarg, &cfg->epochs); break;
+        case OPT_NO_SHUFFLE: cfg->dist.shuffle = 0; break;
+        case OPT_DROP_LAST: cfg->dist.drop_last = 1; break;
+        case OPT_NO_SET_EPOCH: cfg->set_epoch = 0; break;
+        case OPT_RANDPERM:
+            if ((rc = ch2_parse_choice("randperm", optarg, randperms, &choice)) == 0)
+                cfg->dist.randperm = (enum sampler_randperm)choice;
+            break;
+        case OPT_PRINT: fl->print = 1; break;
+        case OPT_BENCH: fl->bench = 1; break;
+        case OPT_BUDGET: rc = cli_parse_u64("budget", optarg, &cfg->dyn.budget); break;
+        case OPT_BATCH_TYPE:
+            if ((rc = ch2_parse_choice("batch-type", optarg, types, &choice)) == 0)
+                cfg->dyn.type = (enum batch_type)choice;
+            break;
+        case OPT_SORT_SIZE: rc = cli_parse_u64("sort-size", optarg, &cfg->dyn.sort_size); break;
+        case OPT_MAX_SAMPLES:
+            if ((rc = cli_parse_u64("max-samples", optarg, &cfg->dyn.max_samples)) == 0 &&
+                (cfg->dyn.max_samples == 0 || cfg->dyn.max_samples > CH2_MAX_BATCH))
+                rc = err_set(ERR_ARG, "--max-samples: expected 1 .. %d, got '%s'", CH2_MAX_BATCH, optarg);
+            break;
+        case OPT_MAX_TOKEN_LENGTH:
+            rc = cli_parse_u64("max-token-length", optarg, &cfg->dyn.max_token_length);
+            fl->max_token_length_set = 1;
+            break;
+        case OPT_START_STEP: rc = cli_parse_u64("start-step", optarg, &cfg->dyn.start_step); break;
+        case OPT_MIN_LENGTH: rc = cli_parse_u64("min-length", optarg, &fl->min_length); break;
+        case OPT_MAX_LENGTH: rc = cli_parse_u64("max-length", optarg, &fl->max_length); break;
+        case OPT_HELP: ch2_usage(argv[0]); exit(0);
+        default:
+            rc = err_set(ERR_ARG, "unknown or incomplete option '%s'", argv[optind - 1]);
+        }
+    }
+    if (rc == 0 && optind < argc)
+        rc = err_set(ERR_ARG, "unexpected argument '%s'", argv[optind]);
+    if (rc == 0 && cfg->dist.rank >= cfg->dist.world)
+        rc = err_set(ERR_ARG, "--rank: %u is not below --world=%u", cfg->dist.rank, cfg->dist.world);
+    if (rc == 0 && (fl->min_length == 0 || fl->min_length > fl->max_length))
+        rc = err_set(ERR_ARG, "--min-length: need 1 <= %llu <= --max-length=%llu",
+                     (unsigned long long)fl->min_length, (unsigned long long)fl->max_length);
+    if (rc == 0 && (cfg->dyn.budget == 0 || cfg->dyn.sort_size == 0))
+        rc = err_set(ERR_ARG, "--%s: must be at least 1", cfg->dyn.budget == 0 ? "budget" : "sort-size");
+    if (rc == 0 && cfg->dyn.type == BATCH_TOKEN && cfg->dyn.max_token_length > cfg->dyn.budget) {
+        if (fl->max_token_length_set)
+            rc = err_set(ERR_ARG, "--max-token-length: %llu is above --budget=%llu, so such a record fits no batch",
+                         (unsigned long long)cfg->dyn.max_token_length, (unsigned long long)cfg->dyn.budget);
+        else
+            cfg->dyn.max_token_length = cfg->dyn.budget;
+    }
+    if (rc == 0 && (cfg->epochs == 0 || cfg->epochs > CH2_MAX_EPOCHS))
+        rc = err_set(ERR_ARG, "--epochs: expected 1 .. %d, got %llu", CH2_MAX_EPOCHS, (unsigned long long)cfg->epochs);
+    if (rc == 0 && !fl->print && !fl->bench && cfg->dist.world > CH2_MAX_THREADS)
+        rc = err_set(ERR_ARG, "--world: the check runs a thread per rank, at most %d (--print-indices takes any)",
+                     CH2_MAX_THREADS);
+    /* The dynamic sampler shares the distributed flags. */
+    cfg->dyn.world = cfg->dist.world;
+    cfg->dyn.rank = cfg->dist.rank;
+    cfg->dyn.seed = cfg->dist.seed;
+    cfg->dyn.shuffle = cfg->dist.shuffle;
+    cfg->dyn.randperm = cfg->dist.randperm;
+    return rc;
+}
+
+/* The dataset the flags name. Without --data and --size: Fashion-MNIST when it
+ * opens (the distributed sampler), else a synthetic dataset of its shape; the
+ * dynamic sampler's default is synthetic with variable lengths. */
+static int ch2_open_dataset(const struct ch2_config *cfg, const struct ch2_flags *fl, dataset_t **ds)
+{
+    struct dataset_options opt;
+    dataset_options_default(&opt);
+    if (fl->size_set)
+        opt.synthetic_records = fl->size;
+    if (cfg->sampler == CH2_DYNAMIC) {
+        opt.synthetic_min_bytes = fl->min_length;
+        opt.synthetic_bytes = fl->max_length;
+    }
+    if (fl->data)
+        return dataset_open(fl->data, &opt, ds);
+    if (!fl->size_set && cfg->sampler != CH2_DYNAMIC) {
+        if (dataset_open(CH2_FASHION_MNIST, &opt, ds) == 0)
+            return 0;
+        printf("note: Fashion-MNIST did not open (%s); using its synthetic twin\n", err_msg());
+    }
+    return dataset_open("synthetic", &opt, ds);
+}
+
+/* Writes n as decimal into buf (ending at buf[len]), returns where it starts. */
+static char *ch2_utoa(uint64_t n, char *end)
+{
+    do {
+        *--end = (char)('0' + n % 10);
+        n /= 10;
+    } while (n);
+    return end;
+}
+
+static int ch2_print_distributed(const struct ch2_config *cfg, uint64_t size)
+{
+    struct sampler_options opt = cfg->dist;
+    opt.size = size;
+    opt.mode = cfg->sampler == CH2_FEISTEL ? SAMPLER_FEISTEL : SAMPLER_TORCH;
+    sampler_t *s;
+    int rc = sampler_create(&opt, &s);
+    if (rc == 0) {
+        sampler_set_epoch(s, cfg->epoch);
+        rc = sampler_begin(s);
+    }
+    char line[24];
+    for (uint64_t k = 0; rc == 0 && k < sampler_len(s); k++) {
+        uint64_t index;
+        if ((rc = sampler_get(s, k, &index)) == 0) {
+            line[sizeof line - 1] = '\n';
+            char *start = ch2_utoa(index, line + sizeof line - 1);
+            fwrite(start, 1, (size_t)(line + sizeof line - start), stdout);
+        }
+    }
+    sampler_destroy(s);
+    return rc;
+}
+
+static int ch2_print_dynamic(const struct ch2_config *cfg, const dataset_t *ds)
+{
+    batch_dynamic_t *d;
+    int rc = batch_dynamic_create(ds, &cfg->dyn, &d);
+    if (rc < 0)
+        return rc;
+    batch_dynamic_set_epoch(d, cfg->epoch);
+    uint64_t *batch = NULL;
+    if ((rc = batch_dynamic_begin(d)) == 0 && !(batch = malloc(cfg->dyn.max_samples * sizeof *batch)))
+        rc = err_set(ERR_NOMEM, "cannot allocate a batch of %llu indices", (unsigned long long)cfg->dyn.max_samples);
+    for (uint64_t step = 0; rc == 0 && step < batch_dynamic_len(d); step++) {
+        int64_t count = batch_dynamic_get(d, step, batch);
+        if (count < 0) {
+            rc = (int)count;
+            break;
+        }
+        for (int64_t k = 0; k < count; k++)
+            printf(k ? " %llu" : "%llu", (unsigned long long)batch[k]);
+        putchar('\n');
+    }
+    free(batch);
+    batch_dynamic_destroy(d);
+    return rc;
+}
+
+int main(int argc, char **argv)
+{
+    struct ch2_config cfg = {.epochs = 3, .set_epoch = 1};
+    sampler_options_default(&cfg.dist);
+    cfg.dist.world = 4;
+    batch_dynamic_options_default(&cfg.dyn);
+    cfg.dyn.max_token_length = 1000; /* with lengths up to 1024, a few records are skipped and counted */
+    struct ch2_flags fl = {.min_length = 16, .max_length = 1024};
+    if (ch2_parse(argc, argv, &cfg, &fl) < 0)
+        return cli_fail("chapter-2");
+
+    int rc;
+    if (fl.bench && cfg.sampler == CH2_DYNAMIC) {
+        return err_set(ERR_ARG, "--bench: times the distributed and feistel modes; drop --sampler=dynamic"),
+               cli_fail("chapter-2");
+    } else if (fl.bench) {
+        cfg.dist.size = fl.size_set ? fl.size : CH2_BENCH_SIZE;
+        rc = ch2_bench(&cfg);
+    } else if (fl.print && cfg.sampler != CH2_DYNAMIC && !fl.data) {
+        /* The PyTorch contract needs no records, only N: range(N). */
+        rc = ch2_print_distributed(&cfg, fl.size_set ? fl.size : 60000);
+    } else {
+        dataset_t *ds;
+        if ((rc = ch2_open_dataset(&cfg, &fl, &ds)) < 0) {
+            fprintf(stderr, "chapter-2: %s\n", err_msg());
+            return 1;
+        }
+        if (fl.print && cfg.sampler == CH2_DYNAMIC)
+            rc = ch2_print_dynamic(&cfg, ds);
+        else if (fl.print)
+            rc = ch2_print_distributed(&cfg, dataset_info(ds)->length);
+        else if (cfg.sampler == CH2_DYNAMIC)
+            rc = ch2_check_dynamic(&cfg, ds);
+        else
+            rc = ch2_check_distributed(&cfg, ds);
+        dataset_close(ds);
+    }
+    if (fflush(stdout) != 0 && rc == 0)
+        rc = err_set(ERR_IO, "writing the output failed");
+    if (rc < 0) {
+        fprintf(stderr, "chapter-2: %s\n", err_msg());
+        return 1;
+    }
+    return rc;
+}

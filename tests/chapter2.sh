@@ -1,0 +1,36 @@
+# chapter2.sh: build/chapter-2 as a user runs it: the default partition check
+# passes for every sampler, the forgotten set_epoch() fails it with a warning,
+# --help answers, and bad flags exit 2 with a message that names the flag.
+source tests/lib.sh
+ch2="$BUILD/chapter-2"
+
+t_out default_run_passes "PASS:" "$ch2"
+t_out feistel_passes "PASS:" "$ch2" --sampler=feistel --size=1001 --world=6 --drop-last
+t_out dynamic_passes "PASS:" "$ch2" --sampler=dynamic --size=3000 --world=3 --epochs=2
+t_out dynamic_example_batches_pass "PASS:" "$ch2" --sampler=dynamic --size=999 --world=5 --batch-type=example \
+    --budget=8 --start-step=2
+t_out padding_is_counted "the padding adds 2" "$ch2" --size=10 --world=4 --epochs=1
+t_out no_shuffle_keeps_order "same order" "$ch2" --size=50 --world=3 --no-shuffle --epochs=2
+t_fail forgotten_set_epoch_fails 1 "without set_epoch()" "$ch2" --size=100 --world=2 --no-set-epoch
+t_out help "--print-indices" "$ch2" --help
+t_out print_indices_golden "$(printf '1\n3\n8\n4')" "$ch2" --size=10 --world=3 --rank=1 --print-indices
+t_out print_dynamic_batches " " "$ch2" --sampler=dynamic --size=100 --print-indices
+t_out bench_small "feistel" "$ch2" --bench --size=100000 --world=8
+
+t_fail bad_world 2 "--world" "$ch2" --world=0
+t_fail bad_world_junk 2 "--world" "$ch2" --world=4x
+t_fail bad_rank 2 "--rank" "$ch2" --world=2 --rank=2 --print-indices
+t_fail bad_seed 2 "--seed" "$ch2" --seed=18446744073709551616 --print-indices
+t_fail bad_sampler 2 "--sampler" "$ch2" --sampler=random
+t_fail bad_batch_type 2 "--batch-type" "$ch2" --sampler=dynamic --batch-type=bytes
+t_fail bad_lengths 2 "--min-length" "$ch2" --sampler=dynamic --min-length=9 --max-length=3
+t_fail bad_budget_zero 2 "--budget" "$ch2" --sampler=dynamic --budget=0
+t_fail bad_sort_size 2 "--sort-size" "$ch2" --sampler=dynamic --sort-size=0
+t_fail bad_max_samples 2 "--max-samples" "$ch2" --sampler=dynamic --max-samples=0
+t_fail bad_epochs 2 "--epochs" "$ch2" --epochs=0
+t_fail too_many_threads 2 "--world" "$ch2" --world=5000
+t_fail unknown_flag 2 "--frobnicate" "$ch2" --frobnicate
+t_fail missing_value 2 "--size" "$ch2" --size
+t_out small_budget_caps_length "PASS:" "$ch2" --sampler=dynamic --size=500 --budget=600 --epochs=1
+t_fail bad_budget 2 "--max-token-length" "$ch2" --sampler=dynamic --budget=100 --max-token-length=101
+t_fail missing_data 1 "no-such-file" "$ch2" --data=no-such-file.jsonl
