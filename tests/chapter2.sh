@@ -5,6 +5,7 @@ source tests/lib.sh
 ch2="$BUILD/chapter-2"
 
 t_out default_run_passes "PASS:" "$ch2"
+t_out default_run_checks_the_dynamic_sampler_too "the token-budget batch sampler on 4 rank threads" "$ch2"
 t_out feistel_passes "PASS:" "$ch2" --sampler=feistel --size=1001 --world=6 --drop-last
 t_out dynamic_passes "PASS:" "$ch2" --sampler=dynamic --size=3000 --world=3 --epochs=2
 t_out dynamic_example_batches_pass "PASS:" "$ch2" --sampler=dynamic --size=999 --world=5 --batch-type=example \

@@ -3,7 +3,8 @@
  * By default it runs DistributedSampler on 4 rank threads (sim/ranks.h) for a
  * few epochs and checks the partition: shards disjoint apart from the padding
  * repeats, their union complete, equal counts on every rank, a new order each
- * epoch. --sampler=dynamic checks the token-budget batch sampler the same way.
+ * epoch; then the token-budget batch sampler the same way (--sampler=KIND
+ * checks one of them, or the Feistel mode).
  *
  * --print-indices is a contract with PyTorch: it prints exactly
  *     list(DistributedSampler(range(N), num_replicas=W, rank=R, shuffle=...,
@@ -39,9 +40,9 @@ static void ch2_usage(const char *prog)
            "\n"
            "Checks on W rank threads that the sampler partitions the dataset, epoch by epoch.\n"
            "\n"
-           "  --sampler=KIND          distributed (PyTorch's DistributedSampler, default), feistel\n"
-           "                          (O(1)-memory keyed bijection, not PyTorch's order) or dynamic\n"
-           "                          (token-budget batches)\n"
+           "  --sampler=KIND          check only this one: distributed (PyTorch's DistributedSampler),\n"
+           "                          feistel (O(1)-memory keyed bijection, not PyTorch's order) or\n"
+           "                          dynamic (token-budget batches). Default: distributed, then dynamic\n"
            "  --data=SPEC             dataset: a path (IDX, .jsonl) or 'synthetic' (default:\n"
            "                          Fashion-MNIST when installed, else synthetic)\n"
            "  --size=N                use a synthetic dataset of N records\n"
@@ -133,6 +134,7 @@ struct ch2_flags {
     const char *data;
     uint64_t size, min_length, max_length;
     int size_set, max_token_length_set, print, bench;
+    int sampler_set; /* --sampler given: check that one; else distributed, then dynamic */
 };
 
 static int ch2_parse(int argc, char **argv, struct ch2_config *cfg, struct ch2_flags *fl)
@@ -147,6 +149,7 @@ static int ch2_parse(int argc, char **argv, struct ch2_config *cfg, struct ch2_f
         case OPT_SAMPLER:
             if ((rc = ch2_parse_choice("sampler", optarg, samplers, &choice)) == 0)
                 cfg->sampler = (enum ch2_sampler)choice;
+            fl->sampler_set = 1;
             break;
         case OPT_DATA: fl->data = optarg; break;
         case OPT_SIZE: rc = cli_parse_u64("size", optarg, &fl->size); fl->size_set = 1; break;
@@ -299,6 +302,26 @@ static int ch2_print_dynamic(const struct ch2_config *cfg, const dataset_t *ds)
     return rc;
 }
 
+/* Opens the dataset for cfg->sampler and prints its indices (--print-indices)
+ * or runs its partition check: 0 passed, 1 a check failed, < 0 an error. */
+static int ch2_run(const struct ch2_config *cfg, const struct ch2_flags *fl)
+{
+    dataset_t *ds;
+    int rc = ch2_open_dataset(cfg, fl, &ds);
+    if (rc < 0)
+        return rc;
+    if (fl->print && cfg->sampler == CH2_DYNAMIC)
+        rc = ch2_print_dynamic(cfg, ds);
+    else if (fl->print)
+        rc = ch2_print_distributed(cfg, dataset_info(ds)->length);
+    else if (cfg->sampler == CH2_DYNAMIC)
+        rc = ch2_check_dynamic(cfg, ds);
+    else
+        rc = ch2_check_distributed(cfg, ds);
+    dataset_close(ds);
+    return rc;
+}
+
 int main(int argc, char **argv)
 {
     struct ch2_config cfg = {.epochs = 3, .set_epoch = 1};
@@ -320,21 +343,17 @@ int main(int argc, char **argv)
     } else if (fl.print && cfg.sampler != CH2_DYNAMIC && !fl.data) {
         /* The PyTorch contract needs no records, only N: range(N). */
         rc = ch2_print_distributed(&cfg, fl.size_set ? fl.size : 60000);
+    } else if (fl.print || fl.sampler_set) {
+        rc = ch2_run(&cfg, &fl);
     } else {
-        dataset_t *ds;
-        if ((rc = ch2_open_dataset(&cfg, &fl, &ds)) < 0) {
-            fprintf(stderr, "chapter-2: %s\n", err_msg());
-            return 1;
+        /* The lesson: both samplers, each on the dataset it suits. */
+        rc = ch2_run(&cfg, &fl);
+        if (rc >= 0) {
+            printf("\n");
+            cfg.sampler = CH2_DYNAMIC;
+            int dyn = ch2_run(&cfg, &fl);
+            rc = dyn < 0 ? dyn : rc | dyn;
         }
-        if (fl.print && cfg.sampler == CH2_DYNAMIC)
-            rc = ch2_print_dynamic(&cfg, ds);
-        else if (fl.print)
-            rc = ch2_print_distributed(&cfg, dataset_info(ds)->length);
-        else if (cfg.sampler == CH2_DYNAMIC)
-            rc = ch2_check_dynamic(&cfg, ds);
-        else
-            rc = ch2_check_distributed(&cfg, ds);
-        dataset_close(ds);
     }
     if (fflush(stdout) != 0 && rc == 0)
         rc = err_set(ERR_IO, "writing the output failed");
