@@ -6,6 +6,15 @@
 #include "comm_backend.h"
 #include "error.h"
 
+#if defined(HAVE_MPI) && __has_include("mpi/comm_mpi.h")
+#include "mpi/comm_mpi.h"
+#define COMM_WITH_MPI 1
+#endif
+#if defined(HAVE_NCCL) && __has_include("gpu/nccl_comm.h")
+#include "gpu/nccl_comm.h"
+#define COMM_WITH_NCCL 1
+#endif
+
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -37,7 +46,7 @@ static int comm_backend_find(const char *name, const struct comm_backend_ops **o
         return 0;
     }
     if (strcmp(name, "mpi") == 0) {
-#ifdef HAVE_MPI
+#ifdef COMM_WITH_MPI
         *out = &comm_backend_mpi;
         return 0;
 #else
@@ -45,7 +54,7 @@ static int comm_backend_find(const char *name, const struct comm_backend_ops **o
 #endif
     }
     if (strcmp(name, "nccl") == 0) {
-#ifdef HAVE_NCCL
+#ifdef COMM_WITH_NCCL
         *out = &comm_backend_nccl;
         return 0;
 #else

@@ -121,13 +121,13 @@ struct comm_world_base {
     char diagnosis[2048]; /* comm_world_diagnosis(); "" until something fails */
 };
 
+/* The backends' vtables. The sim's is always built. The others are
+ * declared by their own small headers, lib/mpi/comm_mpi.h (comm_backend_mpi)
+ * and lib/gpu/nccl_comm.h (comm_backend_nccl), which must not include MPI,
+ * CUDA or NCCL headers: comm.c includes them when HAVE_MPI / HAVE_NCCL is
+ * set and the header exists, so a tree without a backend's sources still
+ * builds and that backend answers ERR_UNSUPPORTED. */
 extern const struct comm_backend_ops comm_backend_sim;
-#ifdef HAVE_MPI
-extern const struct comm_backend_ops comm_backend_mpi;
-#endif
-#ifdef HAVE_NCCL
-extern const struct comm_backend_ops comm_backend_nccl;
-#endif
 
 /* ---- helpers every backend uses ------------------------------------------- */
 
