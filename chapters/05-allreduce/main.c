@@ -14,6 +14,7 @@
 
 #include "cli.h"
 #include "error.h"
+#include "faults.h"
 #include "plot.h"
 #include "ranks.h"
 
@@ -187,6 +188,13 @@ int main(int argc, char **argv)
         return cli_fail(argv[0]);
     }
 
+    if (opt.fault) { /* a bad spec is a usage error: check it before starting anything */
+        struct fault *faults;
+        int nfaults;
+        if (faults_parse(opt.fault, opt.world, &faults, &nfaults) < 0)
+            return cli_fail(argv[0]);
+        free(faults);
+    }
     if (demo) {
         int bad = ch5_demos(&opt, demo, 0);
         if (bad == ERR_ARG)
