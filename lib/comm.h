@@ -107,8 +107,8 @@ enum comm_check { COMM_CHECK_NONE, COMM_CHECK_FINGERPRINT, COMM_CHECK_RESULTS };
 enum comm_launch { COMM_LAUNCH_AUTO, COMM_LAUNCH_THREADS, COMM_LAUNCH_MPI, COMM_LAUNCH_ENV };
 
 /* 30 s: short enough that a hung demo or test ends, long enough for 64 MiB
- * collectives on a loaded machine. PyTorch's own default is 10 minutes
- * (torch.distributed.constants.default_pg_timeout). */
+ * collectives on a loaded machine. PyTorch's NCCL process group defaults to
+ * 10 minutes (pytorch/pytorch#110947). */
 #define COMM_DEFAULT_TIMEOUT_S 30.0
 
 struct comm_config {

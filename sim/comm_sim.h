@@ -28,8 +28,9 @@
 #include <stdatomic.h>
 #include <stdint.h>
 
-/* Link buffers: 4 slots of 256 KiB per directed link. NCCL's default is
- * NCCL_BUFFSIZE = 4 MiB per channel split in NCCL_STEPS = 8 slots; we keep
+/* Link buffers: 4 slots of 256 KiB per directed link. NCCL's default is a
+ * 4 MiB buffer (DEFAULT_BUFFSIZE, src/init.cc; NCCL_BUFFSIZE changes it)
+ * split in NCCL_STEPS = 8 slots (src/include/device.h); we keep
  * fewer, larger slots because a thread hand-off costs far more than a GPU
  * flag write, and 1 MiB per link keeps an 8-rank mesh small. */
 #define SIM_SLOTS 4
