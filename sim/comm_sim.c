@@ -12,7 +12,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 /* ---- the world ----------------------------------------------------------- */
 
@@ -42,11 +41,7 @@ static int sim_world_create(const struct comm_world_options *opt, comm_world_t *
     }
     atomic_init(&w->broken, 0);
     pthread_mutex_init(&w->lock, NULL);
-    pthread_condattr_t attr;
-    pthread_condattr_init(&attr);
-    pthread_condattr_setclock(&attr, CLOCK_MONOTONIC);
-    pthread_cond_init(&w->cond, &attr);
-    pthread_condattr_destroy(&attr);
+    channel_cond_init(&w->cond);
     *out = (comm_world_t *)w;
     return 0;
 }
@@ -138,11 +133,6 @@ void sim_rank_story(const struct sim_world *w, int r, char *buf, size_t len)
  * w->lock held and every other rank waiting. 0 or ERR_* with msg set. */
 typedef int (*sim_check_fn)(struct sim_world *w, const struct comm_coll_desc *d, char *msg, size_t len);
 
-static struct timespec sim_timespec(uint64_t ns)
-{
-    return (struct timespec){.tv_sec = (time_t)(ns / 1000000000u), .tv_nsec = (long)(ns % 1000000000u)};
-}
-
 /* The watchdog's report, written by the first rank whose wait expired; w->lock held. */
 static void sim_watchdog_report(struct sim_world *w, int rank, const struct comm_coll_desc *d, const char *phase,
                                 double timeout_s, char *msg, size_t len)
@@ -188,13 +178,15 @@ static int sim_rendezvous(struct sim_world *w, int rank, const struct comm_coll_
     uint64_t gen = w->gen;
     if (++w->count == w->world) {
         w->rdv_rc = check ? check(w, d, w->rdv_msg, sizeof w->rdv_msg) : 0;
+        if (w->rdv_rc < 0) /* every rank gets the verdict; the world's diagnosis keeps it */
+            sim_world_break_locked(w, w->rdv_msg);
         for (int r = 0; r < w->world; r++)
             w->ranks[r].arrived = 0;
         w->count = 0;
         w->gen++;
         pthread_cond_broadcast(&w->cond);
     }
-    struct timespec ts = sim_timespec(deadline_ns);
+    struct timespec ts = channel_deadline(deadline_ns);
     while (w->gen == gen && !atomic_load(&w->broken)) {
         if (pthread_cond_timedwait(&w->cond, &w->lock, &ts) == ETIMEDOUT && w->gen == gen &&
             !atomic_load(&w->broken)) {
@@ -287,7 +279,7 @@ static int sim_delay(struct sim_world *w, int rank, const struct fault *f, const
     snprintf(me->note, sizeof me->note, "sleeping in an injected delay of %llu ms before collective #%llu (%s)",
              (unsigned long long)f->ms, (unsigned long long)d->seq, fault_describe(f, what, sizeof what));
     me->state = SIM_DELAYED;
-    struct timespec ts = sim_timespec(clock_now_ns() + f->ms * 1000000u);
+    struct timespec ts = channel_deadline(clock_now_ns() + f->ms * 1000000u);
     while (!atomic_load(&w->broken) && pthread_cond_timedwait(&w->cond, &w->lock, &ts) != ETIMEDOUT) {
     }
     me->state = SIM_RUNNING;
