@@ -206,9 +206,10 @@ int comm_mem_download(comm_t *c, void *host_dst, const void *src, size_t bytes);
  * overlap; in place is allowed as stated for each.
  *
  * How asynchronous: nccl returns once the work is queued on its stream; mpi
- * uses non-blocking MPI calls; the sim does the work inside *_start() (its
- * rank thread is the progress engine), so start returns when it is complete
- * and comm_wait() only reports the result.
+ * uses non-blocking MPI calls; the sim queues it for the rank's progress
+ * thread (its "communication stream"), which runs the queue in order. The
+ * blocking forms may run the collective on the caller's thread when nothing
+ * is queued before it (the sim does): same order, less latency.
  *
  * On success *req is set; hand it to comm_wait() exactly once. On failure
  * *req is NULL and the error is returned here. */

@@ -4,12 +4,14 @@
  * bit-identical and every run the same bits; and the diagnoses: the watchdog
  * on each injected fault, fingerprint mismatches, the result check. */
 #include "check.h"
+#include "clock.h"
 #include "comm.h"
 #include "comm_sim.h"
 #include "error.h"
 #include "ranks.h"
 
 #include <math.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -455,4 +457,53 @@ TEST(backends_not_built_say_so)
 #ifndef HAVE_NCCL
     CHECK_ERR(comm_world_create("nccl", &opt, &w), ERR_UNSUPPORTED, "this build has no NCCL support");
 #endif
+}
+
+/* Rank 0 starts an all-reduce and only then lets rank 1 start its own: if
+ * start() waited for the collective, the two would wait for each other
+ * until the watchdog fired. DDP relies on this to overlap buckets with backward. */
+static atomic_int overlap_started;
+
+static int overlap_rank(struct rank_ctx *ctx)
+{
+    struct comm_config cfg;
+    comm_config_default(&cfg);
+    cfg.rank = ctx->rank;
+    cfg.shared = ctx->shared;
+    cfg.timeout_s = 2;
+    comm_t *c;
+    int rc = comm_open(&cfg, &c);
+    if (rc < 0)
+        return rc;
+    float x[100];
+    for (int i = 0; i < 100; i++)
+        x[i] = (float)ctx->rank;
+    if (ctx->rank == 0) {
+        comm_request_t *req;
+        rc = comm_allreduce_start(c, x, x, 100, COMM_FLOAT32, COMM_SUM, &req);
+        atomic_store(&overlap_started, 1);
+        if (rc == 0)
+            rc = comm_wait(req);
+    } else {
+        for (int spins = 0; !atomic_load(&overlap_started) && spins < 3000; spins++)
+            clock_sleep_ns(1000000);
+        if (!atomic_load(&overlap_started))
+            rc = err_set(ERR_TIMEOUT, "rank 0's comm_allreduce_start never returned before the collective ran");
+        if (rc == 0)
+            rc = comm_allreduce(c, x, x, 100, COMM_FLOAT32, COMM_SUM);
+    }
+    if (rc == 0 && x[7] != 1.0f)
+        rc = err_set(ERR_STATE, "sum is %g, want 1", x[7]);
+    comm_close(c);
+    return rc;
+}
+
+TEST(start_returns_before_the_collective_completes)
+{
+    struct comm_world_options opt = {.world = 2};
+    comm_world_t *w;
+    CHECK_OK(comm_world_create("sim", &opt, &w));
+    atomic_store(&overlap_started, 0);
+    CHECK_OK(ranks_run(2, overlap_rank, w, NULL, 0, NULL));
+    comm_world_destroy(w);
 }
