@@ -116,6 +116,7 @@ static int demo_run(const struct ch5_opts *opt, const struct demo *d, int lesson
 
     struct ch5_opts o = *opt;
     o.backend = "sim";
+    o.world = 4; /* the stories name ranks 1 to 3 */
     struct train_job j = {.base = {.opt = &o, .algo = COMM_ALGO_RING, .check = d->check, .timeout_s = timeout},
                           .mismatch_rank = d->mismatch_rank,
                           .mismatch_seq = d->mismatch_rank >= 0 ? 2 : 0};
