@@ -42,8 +42,8 @@ static void usage(FILE *f)
             "  --iters=N --warmup=N     timed and untimed iterations per size (default 20 and 5, as nccl-tests)\n"
             "  --check                  compare result checksums across ranks after every collective\n"
             "  --timeout=SECONDS        per-collective watchdog timeout (default 30; demos use 1)\n"
-            "  --plot                   all algorithms (1K..16M, factor 4 unless given), CSV + PNG + SVG\n"
-            "                           into notebooks-out/chapter-5/\n"
+            "  --plot                   all algorithms (1K..16M, factor 4 unless given): CSV, PNG, SVG\n"
+            "                           notebooks-out/chapter-5/{allreduce,busbw}-BACKEND.*\n"
             "  --memory-bound           sim ring all-reduce against memcpy bandwidth (make bench)\n"
             "cost model (alpha-beta-gamma, printed beside the measurements):\n"
             "  --alpha-us=US            latency per message (default: fitted from a 4-byte all-reduce)\n"
@@ -113,6 +113,7 @@ int main(int argc, char **argv)
     };
     const char *demo = NULL;
     int plot = 0, membound = 0, sizes_given = 0;
+    char csv_path[256], plot_path[256];
     double beta = 0, gamma = 0;
     uint64_t v;
     int c;
@@ -215,6 +216,11 @@ int main(int argc, char **argv)
         return 0;
     }
 
+    enum comm_launch launch; /* an unknown or unbuilt backend stops here, before any output file */
+    if (comm_launch_resolve(opt.backend, COMM_LAUNCH_AUTO, &launch) < 0) {
+        fprintf(stderr, "chapter-5: %s\n", err_msg());
+        return 1;
+    }
     int lesson = argc == 1;
     if (lesson) { /* short enough for `make demo` */
         opt.max_bytes = 1 << 20;
@@ -229,7 +235,9 @@ int main(int argc, char **argv)
             opt.max_bytes = 16 << 20;
             opt.step_factor = 4;
         }
-        opt.csv_path = "notebooks-out/chapter-5/allreduce.csv";
+        snprintf(csv_path, sizeof csv_path, "notebooks-out/chapter-5/allreduce-%s.csv", opt.backend);
+        snprintf(plot_path, sizeof plot_path, "notebooks-out/chapter-5/busbw-%s", opt.backend);
+        opt.csv_path = csv_path;
     }
     if (beta > 0)
         opt.model.beta_s_per_b = beta;
@@ -255,14 +263,14 @@ int main(int argc, char **argv)
         return 1;
     }
     if (plot) {
-        int rc = plot_render("chapters/05-allreduce/plot.gp", opt.csv_path, "notebooks-out/chapter-5/busbw");
+        int rc = ch5_leader() ? plot_render("chapters/05-allreduce/plot.gp", opt.csv_path, plot_path) : 0;
         if (rc == ERR_UNSUPPORTED)
             fprintf(stderr, "chapter-5: %s\n", err_msg());
         else if (rc < 0) {
             fprintf(stderr, "chapter-5: %s\n", err_msg());
             return 1;
-        } else {
-            printf("# plot: notebooks-out/chapter-5/busbw.png and .svg (data: %s)\n", opt.csv_path);
+        } else if (ch5_leader()) {
+            printf("# plot: %s.png and .svg (data: %s)\n", plot_path, opt.csv_path);
         }
     }
     if (wrong) {
