@@ -8,6 +8,7 @@ t_out help "--min-bytes" $P --help
 t_fail bad_flag 2 "unrecognized option" $P --frobnicate
 t_fail bad_world 2 "--world" $P --world=0
 t_fail bad_algo 2 "unknown algorithm 'hypercube'" $P --algo=hypercube
+t_fail too_big 2 "more than this machine" $P --max-bytes=1024G
 t_fail bad_sizes 2 "larger than --max-bytes" $P --min-bytes=1M --max-bytes=1K
 t_fail bad_fault 2 "unknown kind 'explode'" $P --fault=explode:1@1
 t_fail fault_rank_out_of_world 2 "rank 7 is not in a world of 4" $P --fault=kill:7@1

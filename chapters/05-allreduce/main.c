@@ -22,6 +22,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 static void usage(FILE *f)
 {
@@ -220,6 +221,16 @@ int main(int argc, char **argv)
     if (comm_launch_resolve(opt.backend, COMM_LAUNCH_AUTO, &launch) < 0) {
         fprintf(stderr, "chapter-5: %s\n", err_msg());
         return 1;
+    }
+    /* each rank holds a send, a receive and a checking buffer of max-bytes: refuse what
+     * cannot fit rather than be killed by the OOM killer halfway through the table */
+    double ranks_here = launch == COMM_LAUNCH_THREADS ? opt.world : 1;
+    double need = 3.0 * (double)opt.max_bytes * ranks_here;
+    double have = (double)sysconf(_SC_PHYS_PAGES) * (double)sysconf(_SC_PAGESIZE);
+    if (have > 0 && need > 0.8 * have) {
+        err_set(ERR_ARG, "--max-bytes=%llu needs %.1f GiB for %g rank(s), more than this machine's %.1f GiB allows",
+                (unsigned long long)opt.max_bytes, need / (1 << 30), ranks_here, have / (1 << 30));
+        return cli_fail(argv[0]);
     }
     int lesson = argc == 1;
     if (lesson) { /* short enough for `make demo` */
