@@ -1,0 +1,278 @@
+/* comm: the one communicator interface of the project (chapter 5).
+ *
+ * Where it sits: at the end of a training step. After backward, every rank
+ * holds its own gradient; comm_allreduce() (op COMM_AVG) leaves the same
+ * averaged gradient on every rank. DDP (chapter 6) launches one all-reduce per
+ * bucket with comm_allreduce_start() while backward is still running, and
+ * waits for them all before the optimizer step.
+ *
+ * Backends, chosen at run time by name (comm_config.backend):
+ *
+ *   "sim"   W rank threads in one process (sim/comm_sim*.c): ring, tree and
+ *           naive algorithms over bounded per-link channels, a watchdog that
+ *           names the missing ranks, an always-on fingerprint check, fault
+ *           injection. Types: float32, float64, int32, int64.
+ *   "mpi"   one process per rank under mpirun (lib/mpi/comm_mpi.c), one node
+ *           or many. Fingerprint check as a debug mode.
+ *   "nccl"  one GPU per rank (lib/gpu/nccl_comm.cu): buffers are DEVICE
+ *           pointers, collectives are ordered on a CUDA stream.
+ *
+ * A backend that was not built (no HAVE_MPI / HAVE_NCCL) answers
+ * ERR_UNSUPPORTED from comm_open(). The core never includes MPI, NCCL or CUDA
+ * headers: everything crosses this interface as plain pointers and numbers.
+ *
+ * Read first: comm_open(), then comm_allreduce_start() / comm_wait().
+ *
+ * Sequence numbers. Every collective call on a communicator (barrier included)
+ * gets the next sequence number, starting at 1, and every message about a
+ * collective names it: "collective #7 (allreduce sum, 1048576 x float32)". A
+ * call that fails argument checks gets no number.
+ *
+ * Errors. Every function returns 0 or a negative ERR_* code with err_msg()
+ * naming the rank and the collective. After a collective fails (timeout, peer
+ * failure, mismatch), the communicator is broken: later calls return ERR_STATE
+ * naming the collective that broke it; only comm_close() remains useful.
+ *
+ * Threads. A comm_t belongs to one rank and is used by one thread at a time.
+ * Different ranks' communicators are used concurrently from different threads
+ * (sim, nccl with launch=threads) or processes (mpi, nccl with launch=mpi/env).
+ */
+#ifndef DDP_COMM_H
+#define DDP_COMM_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct comm comm_t;
+typedef struct comm_request comm_request_t;
+typedef struct comm_world comm_world_t;
+
+/* Element types. float32 is supported by every backend; the others where the
+ * backend's header comment says so (ERR_UNSUPPORTED otherwise). */
+enum comm_dtype {
+    COMM_FLOAT32,
+    COMM_FLOAT64,
+    COMM_INT32,
+    COMM_INT64,
+    COMM_DTYPE_COUNT
+};
+
+/* Reduction operators. COMM_AVG is the sum divided by the world size, done
+ * after the sum (as ncclAvg), so every rank gets the same bits; it is defined
+ * for floating-point types only (ERR_ARG for integers). */
+enum comm_op { COMM_SUM, COMM_AVG, COMM_OP_COUNT };
+
+/* The collectives. Counts follow NCCL's conventions (see comm_allreduce_start
+ * and friends below). */
+enum comm_coll {
+    COMM_ALLREDUCE,
+    COMM_BROADCAST,
+    COMM_REDUCE_SCATTER,
+    COMM_ALLGATHER,
+    COMM_BARRIER,
+    COMM_COLL_COUNT
+};
+
+/* Algorithms. The sim implements all three; "default" lets the backend choose
+ * (ring in the sim; the library's own choice for MPI and NCCL, which ignore
+ * the others with no error, since their libraries choose for themselves:
+ * NCCL_ALGO and Open MPI's coll_tuned MCA parameters set them there). */
+enum comm_algo { COMM_ALGO_DEFAULT, COMM_ALGO_RING, COMM_ALGO_TREE, COMM_ALGO_NAIVE, COMM_ALGO_COUNT };
+
+/* Consistency checks.
+ *   NONE         nothing beyond the backend's own (the sim still fingerprints:
+ *                its fingerprint check is always on);
+ *   FINGERPRINT  before each collective, ranks compare (seq, collective, op,
+ *                count, type, root); a mismatch is an error naming both ranks
+ *                and the differing fields (as TORCH_DISTRIBUTED_DEBUG=DETAIL);
+ *   RESULTS      FINGERPRINT, and after each collective the ranks compare a
+ *                checksum of their results: every rank must end bit-identical
+ *                (all-reduce, broadcast, all-gather). */
+enum comm_check { COMM_CHECK_NONE, COMM_CHECK_FINGERPRINT, COMM_CHECK_RESULTS };
+
+/* How the ranks of a job were started: the backend finds rank and world there.
+ *   AUTO     the backend decides: sim -> THREADS; mpi -> MPI; nccl -> ENV when
+ *            RANK and WORLD_SIZE are set, MPI when started by mpirun
+ *            (OMPI_COMM_WORLD_SIZE / PMI_SIZE set), else THREADS;
+ *   THREADS  one process, a thread per rank, all attached to one comm_world_t
+ *            (comm_world_create) -- sim, and nccl with a thread per GPU;
+ *   MPI      one process per rank under mpirun: rank and world from MPI
+ *            (mpi; nccl broadcasts its unique id over MPI);
+ *   ENV      one process per rank, torchrun-style: RANK, WORLD_SIZE,
+ *            LOCAL_RANK, MASTER_ADDR, MASTER_PORT (nccl: id over TCP). */
+enum comm_launch { COMM_LAUNCH_AUTO, COMM_LAUNCH_THREADS, COMM_LAUNCH_MPI, COMM_LAUNCH_ENV };
+
+/* 30 s: short enough that a hung demo or test ends, long enough for 64 MiB
+ * collectives on a loaded machine. PyTorch's NCCL process group defaults to
+ * 10 minutes (pytorch/pytorch#110947). */
+#define COMM_DEFAULT_TIMEOUT_S 30.0
+
+struct comm_config {
+    const char *backend;     /* "sim" | "mpi" | "nccl" (required) */
+    enum comm_launch launch; /* see above; AUTO is right almost always */
+    int world;               /* THREADS: the world's size (or 0: take it from `shared`);
+                              * MPI / ENV: 0, or the expected size (checked) */
+    int rank;                /* THREADS: this thread's rank, 0 .. world-1;
+                              * MPI / ENV: -1 (from the launcher), or expected */
+    comm_world_t *shared;    /* THREADS: the object every rank thread attaches to */
+    double timeout_s;        /* per collective; 0 = COMM_DEFAULT_TIMEOUT_S */
+    enum comm_algo algo;
+    enum comm_check check;
+    int device;              /* nccl: CUDA device ordinal; -1 = LOCAL_RANK
+                              * (ENV), local rank (MPI) or rank (THREADS) */
+    void *stream;            /* nccl: a cudaStream_t to order collectives on;
+                              * NULL = the communicator creates its own */
+};
+
+/* Fills the defaults: backend "sim", launch AUTO, world 0, rank -1, no shared
+ * world, timeout 0 (the default), algorithm DEFAULT, check NONE, device -1,
+ * stream NULL. */
+void comm_config_default(struct comm_config *cfg);
+
+/* ---- worlds: the rendezvous of rank threads in one process ---------------- */
+
+struct comm_world_options {
+    int world;          /* rank threads that will attach (>= 1) */
+    const char *faults; /* sim: fault injection spec (the --fault= grammar of
+                         * sim/faults.h: "kill:2@3,delay:1@2:500"), NULL = none;
+                         * ERR_UNSUPPORTED for other backends when not NULL */
+    int first_device;   /* nccl: rank r uses CUDA device first_device + r */
+};
+
+/* Creates the shared object that `world` rank threads of backend `backend`
+ * attach to (comm_config.shared). Create it once, before starting the
+ * threads; destroy it after every rank has closed its communicator. Returns 0,
+ * ERR_ARG (unknown backend, world < 1, bad fault spec: err_msg() shows where),
+ * ERR_UNSUPPORTED (backend not built, or it has no thread mode: mpi) or
+ * ERR_NOMEM. */
+int comm_world_create(const char *backend, const struct comm_world_options *opt, comm_world_t **out);
+
+/* After a failure: the world-level diagnosis (the watchdog's report, naming
+ * the collective, the ranks that arrived and what each missing rank did last),
+ * or "" when nothing failed. It outlives the failing ranks' own messages, so
+ * a program can print the one report that explains them all. Never NULL. */
+const char *comm_world_diagnosis(const comm_world_t *w);
+
+/* Frees a world. NULL is a no-op. */
+void comm_world_destroy(comm_world_t *w);
+
+/* ---- communicators -------------------------------------------------------- */
+
+/* Resolves `requested` for `backend` (AUTO -> what that backend would use in
+ * this environment). Returns 0 and sets *out, ERR_ARG for an unknown backend,
+ * ERR_UNSUPPORTED when the backend is not built or has no such launch mode. */
+int comm_launch_resolve(const char *backend, enum comm_launch requested, enum comm_launch *out);
+
+/* Opens this rank's communicator. Collective over the world: every rank must
+ * call it (THREADS: each thread with its own rank). Returns 0 and sets *out,
+ * or ERR_ARG (bad config), ERR_UNSUPPORTED ("this build has no MPI support"),
+ * ERR_TIMEOUT (the other ranks never came), ERR_IO / ERR_PEER (the library
+ * failed: its message is included). */
+int comm_open(const struct comm_config *cfg, comm_t **out);
+
+/* Closes a communicator. Wait for every collective you started first (the
+ * sim still runs ones never waited for; other backends may abort them). In
+ * the sim, this also tells the others that this rank has exited, which the
+ * watchdog reports. NULL is a no-op. */
+void comm_close(comm_t *c);
+
+int comm_rank(const comm_t *c);
+int comm_world(const comm_t *c);
+const char *comm_backend_name(const comm_t *c);
+
+/* The sequence number the next collective will get (1 for the first). */
+uint64_t comm_next_seq(const comm_t *c);
+
+/* ---- buffers: where the collectives' data lives ---------------------------
+ * Host memory for sim and mpi, device memory for nccl. A program that must
+ * run on every backend allocates and fills its buffers through these. */
+
+/* Allocates `bytes` (any count, 0 included) for this communicator's
+ * collectives. 0 and *out, or ERR_NOMEM. */
+int comm_mem_alloc(comm_t *c, size_t bytes, void **out);
+void comm_mem_free(comm_t *c, void *p);
+/* Copies host -> communicator memory, and back. 0 or ERR_IO. */
+int comm_mem_upload(comm_t *c, void *dst, const void *host_src, size_t bytes);
+int comm_mem_download(comm_t *c, void *host_dst, const void *src, size_t bytes);
+
+/* ---- collectives: asynchronous ---------------------------------------------
+ * Each *_start() checks its arguments, takes the next sequence number, and
+ * launches the collective; comm_wait() completes it. Collectives complete in
+ * the order they were started, and every rank must start the same collectives
+ * in the same order with the same count, type, op and root. Buffers must stay
+ * valid and untouched until comm_wait() returns. Out-of-place buffers must not
+ * overlap; in place is allowed as stated for each.
+ *
+ * How asynchronous: nccl returns once the work is queued on its stream; mpi
+ * uses non-blocking MPI calls; the sim queues it for the rank's progress
+ * thread (its "communication stream"), which runs the queue in order. The
+ * blocking forms may run the collective on the caller's thread when nothing
+ * is queued before it (the sim does): same order, less latency.
+ *
+ * On success *req is set; hand it to comm_wait() exactly once. On failure
+ * *req is NULL and the error is returned here. */
+
+/* recvbuf[i] = op over ranks of sendbuf[i], i < count. In place: send == recv. */
+int comm_allreduce_start(comm_t *c, const void *sendbuf, void *recvbuf, size_t count, enum comm_dtype dtype,
+                         enum comm_op op, comm_request_t **req);
+
+/* buf (count elements) on every rank = buf on `root`. Always in place. */
+int comm_broadcast_start(comm_t *c, void *buf, size_t count, enum comm_dtype dtype, int root, comm_request_t **req);
+
+/* sendbuf holds world x recvcount elements; rank r's recvbuf (recvcount
+ * elements) = op over ranks of block r of sendbuf. In place: recvbuf ==
+ * sendbuf + r x recvcount elements (NCCL's convention). */
+int comm_reduce_scatter_start(comm_t *c, const void *sendbuf, void *recvbuf, size_t recvcount,
+                              enum comm_dtype dtype, enum comm_op op, comm_request_t **req);
+
+/* recvbuf (world x sendcount elements) = every rank's sendbuf, in rank order.
+ * In place: sendbuf == recvbuf + r x sendcount elements. */
+int comm_allgather_start(comm_t *c, const void *sendbuf, void *recvbuf, size_t sendcount, enum comm_dtype dtype,
+                         comm_request_t **req);
+
+/* Completes when every rank has started it. */
+int comm_barrier_start(comm_t *c, comm_request_t **req);
+
+/* Waits for `req` to complete (at most the communicator's timeout, after
+ * which the backend's watchdog reports and the communicator breaks), then
+ * frees it. Returns the collective's result: 0, or ERR_TIMEOUT (this rank
+ * waited too long: err_msg() is the diagnosis), ERR_PEER (another rank failed
+ * or timed out first), ERR_STATE (fingerprint or result mismatch, with both
+ * ranks and the fields named), ERR_IO (library error). */
+int comm_wait(comm_request_t *req);
+
+/* ---- collectives: blocking (start + wait) ---------------------------------- */
+int comm_allreduce(comm_t *c, const void *sendbuf, void *recvbuf, size_t count, enum comm_dtype dtype, enum comm_op op);
+int comm_broadcast(comm_t *c, void *buf, size_t count, enum comm_dtype dtype, int root);
+int comm_reduce_scatter(comm_t *c, const void *sendbuf, void *recvbuf, size_t recvcount, enum comm_dtype dtype,
+                        enum comm_op op);
+int comm_allgather(comm_t *c, const void *sendbuf, void *recvbuf, size_t sendcount, enum comm_dtype dtype);
+int comm_barrier(comm_t *c);
+
+/* ---- names --------------------------------------------------------------- */
+size_t comm_dtype_size(enum comm_dtype dtype);      /* bytes per element; 0 if invalid */
+const char *comm_dtype_name(enum comm_dtype dtype); /* "float32" (nccl-tests says "float") */
+const char *comm_op_name(enum comm_op op);          /* "sum", "avg" */
+const char *comm_coll_name(enum comm_coll coll);    /* "allreduce", ... */
+const char *comm_algo_name(enum comm_algo algo);    /* "default", "ring", "tree", "naive" */
+/* Parse the names above ("float32"/"float", "sum", "ring", ...). 0 or ERR_ARG. */
+int comm_dtype_parse(const char *text, enum comm_dtype *out);
+int comm_op_parse(const char *text, enum comm_op *out);
+int comm_algo_parse(const char *text, enum comm_algo *out);
+
+/* The nccl-tests bus-bandwidth factor of a collective on `world` ranks:
+ * busbw = algbw x factor, the fraction of the data each rank must send over
+ * its busiest link, so numbers compare across world sizes. all-reduce
+ * 2(W-1)/W, reduce-scatter and all-gather (W-1)/W, broadcast 1, barrier 0.
+ * Source: NVIDIA/nccl-tests doc/PERFORMANCE.md. */
+double comm_busbw_factor(enum comm_coll coll, int world);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif

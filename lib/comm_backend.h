@@ -1,0 +1,170 @@
+/* comm_backend: what a communicator backend implements (sim, mpi, nccl).
+ *
+ * Where it sits: between lib/comm.c (the front: argument checks, sequence
+ * numbers, the broken state, dispatch) and the backends:
+ *
+ *   sim/comm_sim.c          comm_backend_sim   (always built)
+ *   lib/mpi/comm_mpi.c      comm_backend_mpi   (when HAVE_MPI)
+ *   lib/gpu/nccl_comm.cu    comm_backend_nccl  (when HAVE_NCCL; extern "C")
+ *
+ * The front has already checked every argument a backend receives: the
+ * backend never sees a NULL buffer with count > 0, an out-of-range root or an
+ * invalid enum, and it gets the sequence number in the descriptor. A backend
+ * reports failure like every module (negative ERR_*, err_set()), naming the
+ * rank and the collective with comm_coll_describe(). The front prefixes
+ * nothing, so the backend's message is what the user reads.
+ *
+ * Read first: struct comm_backend_ops.
+ */
+#ifndef DDP_COMM_BACKEND_H
+#define DDP_COMM_BACKEND_H
+
+#include "comm.h"
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* One collective, as the front hands it to the backend. `count` follows the
+ * public functions: allreduce and broadcast: elements of each buffer;
+ * reduce_scatter: recvcount; allgather: sendcount; barrier: 0. For broadcast,
+ * sendbuf == recvbuf == the buffer. `root` is -1 except for broadcast; `op`
+ * is COMM_SUM for collectives that do not reduce. */
+struct comm_coll_desc {
+    uint64_t seq;
+    enum comm_coll coll;
+    enum comm_op op;
+    enum comm_dtype dtype;
+    size_t count;
+    int root;
+    const void *sendbuf;
+    void *recvbuf;
+};
+
+/* What the fingerprint check compares across ranks before a collective (the
+ * fields of TORCH_DISTRIBUTED_DEBUG=DETAIL's check: sequence number, op,
+ * count, type, root). Plain integers so it can travel over MPI as bytes. */
+struct comm_fingerprint {
+    uint64_t seq;
+    uint64_t count;
+    int32_t coll, op, dtype, root;
+};
+
+/* The communicator: the front's part (read-only for backends except `impl`)
+ * and the backend's private state. */
+struct comm {
+    const struct comm_backend_ops *ops;
+    int rank, world;
+    uint64_t next_seq;     /* the number the next collective gets */
+    double timeout_s;      /* resolved: never 0 */
+    enum comm_algo algo;
+    enum comm_check check;
+    int broken;            /* set by the front after a failed collective */
+    int blocking;          /* the front is inside a blocking form (comm_allreduce, ...) */
+    char broken_msg[512];  /* the message of that failure */
+    void *impl;            /* the backend's state */
+};
+
+/* An outstanding collective. The front allocates it, the backend may hang
+ * its state on `impl` in start() and must release it in wait(). */
+struct comm_request {
+    comm_t *comm;
+    struct comm_coll_desc desc;
+    int blocking; /* the caller waits right after start(): a backend may
+                   * then complete it inside start() (the sim does) */
+    int done;    /* the backend completed it inside start() ... */
+    int status;  /* ... with this result (0 or ERR_*, message in err_buf) */
+    char err_buf[512];
+    void *impl;
+};
+
+/* Return value of start() meaning "this call never happened": the sim's
+ * skip fault (a rank that has one batch fewer never issues the call). The
+ * front gives the sequence number back and completes the request with 0. */
+#define COMM_START_SKIPPED 1
+
+struct comm_backend_ops {
+    const char *name; /* "sim", "mpi", "nccl" */
+
+    /* Which launch mode `requested` (possibly AUTO) means in this
+     * environment; ERR_UNSUPPORTED for modes the backend lacks. */
+    int (*launch_resolve)(enum comm_launch requested, enum comm_launch *out);
+
+    /* Thread mode only (NULL when the backend has none). world_create()
+     * returns a comm_world_t whose first member is `struct comm_world_base`. */
+    int (*world_create)(const struct comm_world_options *opt, comm_world_t **out);
+    void (*world_destroy)(comm_world_t *w);
+
+    /* Sets c->rank, c->world and c->impl from cfg (launch already resolved
+     * in cfg->launch, timeout already resolved in c->timeout_s). */
+    int (*open)(comm_t *c, const struct comm_config *cfg);
+    void (*close)(comm_t *c);
+
+    /* Launches req->desc. May complete it at once (set req->done, status,
+     * err_buf); otherwise wait() completes it. Returns 0, COMM_START_SKIPPED,
+     * or a negative ERR_* (the collective failed at launch). */
+    int (*start)(comm_t *c, comm_request_t *req);
+    /* Completes a request that start() left pending. 0 or ERR_*. */
+    int (*wait)(comm_t *c, comm_request_t *req);
+
+    /* Memory for collectives (NULL: host malloc/memcpy, which the front does). */
+    int (*mem_alloc)(comm_t *c, size_t bytes, void **out);
+    void (*mem_free)(comm_t *c, void *p);
+    int (*mem_copy)(comm_t *c, void *dst, const void *src, size_t bytes, int to_device);
+};
+
+/* Every comm_world_t starts with this, so the front can find its backend.
+ * struct comm_world itself is never defined: each backend defines its own
+ * world struct with this as its first member and casts (comm_world_t *). */
+struct comm_world_base {
+    const struct comm_backend_ops *ops;
+    char diagnosis[2048]; /* comm_world_diagnosis(); "" until something fails */
+};
+
+/* The backends' vtables. The sim's is always built. The others are
+ * declared by their own small headers, lib/mpi/comm_mpi.h (comm_backend_mpi)
+ * and lib/gpu/nccl_comm.h (comm_backend_nccl), which must not include MPI,
+ * CUDA or NCCL headers: comm.c includes them when HAVE_MPI / HAVE_NCCL is
+ * set and the header exists, so a tree without a backend's sources still
+ * builds and that backend answers ERR_UNSUPPORTED. */
+extern const struct comm_backend_ops comm_backend_sim;
+
+/* ---- helpers every backend uses ------------------------------------------- */
+
+/* "collective #7 (allreduce sum, 1048576 x float32)" into buf; returns buf. */
+const char *comm_coll_describe(const struct comm_coll_desc *d, char *buf, size_t len);
+
+/* The fingerprint of a collective. */
+void comm_fingerprint_of(const struct comm_coll_desc *d, struct comm_fingerprint *fp);
+
+/* Compares rank a's and rank b's fingerprints. Returns 0 when equal, else
+ * ERR_STATE with err_msg() = "fingerprint mismatch before collective #S:
+ * rank A has allreduce count 1024, rank B has broadcast count 2048 (differs:
+ * collective, count)". */
+int comm_fingerprint_compare(int rank_a, const struct comm_fingerprint *a, int rank_b,
+                             const struct comm_fingerprint *b);
+
+/* dst[i] = dst[i] + src[i] for i < count, in `dtype`. The one reduction
+ * kernel of the CPU backends (sim, mpi's checks): float addition in one fixed
+ * order per element, so results depend only on the order the caller chose. */
+void comm_reduce_sum(enum comm_dtype dtype, void *dst, const void *src, size_t count);
+
+/* out[i] = a[i] + b[i]: the fused receive-reduce of a ring step. out may
+ * equal a or b. */
+void comm_reduce_sum3(enum comm_dtype dtype, void *out, const void *a, const void *b, size_t count);
+
+/* buf[i] /= world (floating types): COMM_AVG's final step. */
+void comm_reduce_divide(enum comm_dtype dtype, void *buf, size_t count, int world);
+
+/* A 64-bit checksum of bytes (FNV-1a over 8-byte words), for the cross-rank
+ * result check. */
+uint64_t comm_checksum(const void *buf, size_t bytes);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif

@@ -1,0 +1,574 @@
+/* comm_sim: the thread simulator's communicator: worlds, the rendezvous that
+ * every collective starts with, the watchdog, the fingerprint and result
+ * checks, and the faults (see comm_sim.h for the path of one collective;
+ * comm_sim_algos.c moves the bytes). */
+#include "comm_sim.h"
+
+#include "clock.h"
+#include "error.h"
+
+#include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* ---- the world ----------------------------------------------------------- */
+
+static int sim_world_create(const struct comm_world_options *opt, comm_world_t **out)
+{
+    struct sim_world *w = calloc(1, sizeof *w);
+    if (!w)
+        return err_set(ERR_NOMEM, "sim: cannot allocate a world");
+    w->base.ops = &comm_backend_sim;
+    w->world = opt->world;
+    int rc = faults_parse(opt->faults, opt->world, &w->faults, &w->nfaults);
+    if (rc < 0) {
+        free(w);
+        return rc;
+    }
+    size_t links = (size_t)opt->world * (size_t)opt->world;
+    w->ranks = calloc((size_t)opt->world, sizeof *w->ranks);
+    w->chans = calloc(links, sizeof *w->chans);
+    w->chan_ready = calloc(links, 1);
+    if (!w->ranks || !w->chans || !w->chan_ready) {
+        free(w->ranks);
+        free(w->chans);
+        free(w->chan_ready);
+        free(w->faults);
+        free(w);
+        return err_set(ERR_NOMEM, "sim: cannot allocate a world of %d ranks", opt->world);
+    }
+    atomic_init(&w->broken, 0);
+    pthread_mutex_init(&w->lock, NULL);
+    channel_cond_init(&w->cond);
+    *out = (comm_world_t *)w;
+    return 0;
+}
+
+static void sim_world_destroy(comm_world_t *cw)
+{
+    struct sim_world *w = (struct sim_world *)cw;
+    for (int i = 0; i < w->world * w->world; i++)
+        if (w->chan_ready[i])
+            channel_destroy(&w->chans[i]);
+    pthread_mutex_destroy(&w->lock);
+    pthread_cond_destroy(&w->cond);
+    free(w->chans);
+    free(w->chan_ready);
+    free(w->ranks);
+    free(w->faults);
+    free(w);
+}
+
+int sim_channel(struct sim_world *w, int src, int dst, channel_t **out)
+{
+    size_t i = (size_t)src * (size_t)w->world + (size_t)dst;
+    int rc = 0;
+    pthread_mutex_lock(&w->lock);
+    if (!w->chan_ready[i]) {
+        rc = channel_init(&w->chans[i], SIM_SLOTS, SIM_SLOT_BYTES, &w->broken);
+        w->chan_ready[i] = rc == 0;
+    }
+    pthread_mutex_unlock(&w->lock);
+    *out = rc == 0 ? &w->chans[i] : NULL;
+    return rc;
+}
+
+/* Breaks the world with `msg` as its diagnosis; w->lock held. Returns
+ * non-zero when this call was the first failure. */
+static int sim_world_break_locked(struct sim_world *w, const char *msg)
+{
+    if (atomic_load(&w->broken))
+        return 0;
+    snprintf(w->base.diagnosis, sizeof w->base.diagnosis, "%s", msg);
+    atomic_store(&w->broken, 1);
+    pthread_cond_broadcast(&w->cond);
+    for (int i = 0; i < w->world * w->world; i++)
+        if (w->chan_ready[i])
+            channel_wake(&w->chans[i]);
+    return 1;
+}
+
+int sim_world_fail(struct sim_world *w, int code, const char *fmt, ...)
+{
+    char msg[2048];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    pthread_mutex_lock(&w->lock);
+    sim_world_break_locked(w, msg);
+    pthread_mutex_unlock(&w->lock);
+    return err_set(code, "%s", msg);
+}
+
+void sim_rank_story(const struct sim_world *w, int r, char *buf, size_t len)
+{
+    const struct sim_rank *k = &w->ranks[r];
+    char last[160] = "has completed no collective";
+    if (k->has_last) {
+        char d[128];
+        snprintf(last, sizeof last, "last completed %s", comm_coll_describe(&k->last, d, sizeof d));
+    }
+    char at[128];
+    switch (k->state) {
+    case SIM_NOT_OPENED: snprintf(buf, len, "never opened its communicator"); break;
+    case SIM_RUNNING: snprintf(buf, len, "running its own code, in no collective; %s", last); break;
+    case SIM_DELAYED: snprintf(buf, len, "%s; %s", k->note, last); break;
+    case SIM_WAITING:
+        snprintf(buf, len, "waiting at %s; %s", comm_coll_describe(&k->at, at, sizeof at), last);
+        break;
+    case SIM_MOVING:
+        snprintf(buf, len, "moving data in %s; %s", comm_coll_describe(&k->at, at, sizeof at), last);
+        break;
+    case SIM_EXITED: snprintf(buf, len, "exited (closed its communicator); %s", last); break;
+    case SIM_KILLED: snprintf(buf, len, "%s; %s", k->note, last); break;
+    }
+}
+
+/* ---- rendezvous and watchdog ------------------------------------------- */
+
+/* Compares what the ranks posted; runs in the last rank to arrive, with
+ * w->lock held and every other rank waiting. 0 or ERR_* with msg set. */
+typedef int (*sim_check_fn)(struct sim_world *w, const struct comm_coll_desc *d, char *msg, size_t len);
+
+/* The watchdog's report, written by the first rank whose wait expired; w->lock held. */
+static void sim_watchdog_report(struct sim_world *w, int rank, const struct comm_coll_desc *d, const char *phase,
+                                double timeout_s, char *msg, size_t len)
+{
+    char desc[128], arrived[256] = "", missing[1536] = "";
+    size_t na = 0, nm = 0;
+    for (int r = 0; r < w->world; r++) {
+        if (w->ranks[r].arrived) {
+            na += (size_t)snprintf(arrived + na, sizeof arrived - na, "%s%d", na ? ", " : "", r);
+        } else if (nm < sizeof missing) {
+            char story[320];
+            sim_rank_story(w, r, story, sizeof story);
+            nm += (size_t)snprintf(missing + nm, sizeof missing - nm, "%s  rank %d: %s", nm ? "\n" : "", r, story);
+        }
+        if (na >= sizeof arrived)
+            na = sizeof arrived - 1;
+        if (nm >= sizeof missing)
+            nm = sizeof missing - 1;
+    }
+    snprintf(msg, len,
+             "watchdog: %s timed out after %.3g s on rank %d, waiting for every rank to reach its %s\n"
+             "  arrived: rank%s %s\n  missing:\n%s",
+             comm_coll_describe(d, desc, sizeof desc), timeout_s, rank, phase, strchr(arrived, ',') ? "s" : "",
+             arrived, missing);
+}
+
+/* Rank `rank` arrives; the last to arrive runs `check` and releases the rest.
+ * The caller has posted what `check` reads into w->ranks[rank]. Returns the
+ * check's verdict, ERR_TIMEOUT (this rank's wait expired: the watchdog report
+ * is the message and the world is broken) or ERR_PEER (the world broke). */
+static int sim_rendezvous(struct sim_world *w, int rank, const struct comm_coll_desc *d, uint64_t deadline_ns,
+                          double timeout_s, const char *phase, sim_check_fn check)
+{
+    char msg[2048];
+    int rc = 0;
+    pthread_mutex_lock(&w->lock);
+    struct sim_rank *me = &w->ranks[rank];
+    me->state = SIM_WAITING;
+    me->at = *d;
+    if (atomic_load(&w->broken))
+        goto broken;
+    me->arrived = 1;
+    uint64_t gen = w->gen;
+    if (++w->count == w->world) {
+        w->rdv_rc = check ? check(w, d, w->rdv_msg, sizeof w->rdv_msg) : 0;
+        if (w->rdv_rc < 0) /* every rank gets the verdict; the world's diagnosis keeps it */
+            sim_world_break_locked(w, w->rdv_msg);
+        for (int r = 0; r < w->world; r++)
+            w->ranks[r].arrived = 0;
+        w->count = 0;
+        w->gen++;
+        pthread_cond_broadcast(&w->cond);
+    }
+    struct timespec ts = channel_deadline(deadline_ns);
+    while (w->gen == gen && !atomic_load(&w->broken)) {
+        if (pthread_cond_timedwait(&w->cond, &w->lock, &ts) == ETIMEDOUT && w->gen == gen &&
+            !atomic_load(&w->broken)) {
+            sim_watchdog_report(w, rank, d, phase, timeout_s, msg, sizeof msg);
+            sim_world_break_locked(w, msg);
+            pthread_mutex_unlock(&w->lock);
+            return err_set(ERR_TIMEOUT, "%s", msg);
+        }
+    }
+    if (w->gen != gen) {
+        rc = w->rdv_rc;
+        if (rc < 0)
+            err_set(rc, "%s", w->rdv_msg);
+        me->state = SIM_MOVING;
+        pthread_mutex_unlock(&w->lock);
+        return rc;
+    }
+broken:
+    me->arrived = 0;
+    snprintf(msg, sizeof msg, "%s", w->base.diagnosis);
+    pthread_mutex_unlock(&w->lock);
+    char desc[128];
+    return err_set(ERR_PEER, "%s aborted on rank %d: another rank failed first: %s",
+                   comm_coll_describe(d, desc, sizeof desc), rank, msg);
+}
+
+static int sim_check_fingerprints(struct sim_world *w, const struct comm_coll_desc *d, char *msg, size_t len)
+{
+    (void)d;
+    for (int r = 1; r < w->world; r++)
+        if (comm_fingerprint_compare(0, &w->ranks[0].fp, r, &w->ranks[r].fp) < 0) {
+            snprintf(msg, len, "%s", err_msg());
+            return ERR_STATE;
+        }
+    return 0;
+}
+
+/* The first element where rank r's result differs from rank 0's, printed. */
+static void sim_first_difference(const struct sim_world *w, int r, enum comm_dtype dtype, char *buf, size_t len)
+{
+    size_t es = comm_dtype_size(dtype), n = w->ranks[0].result_bytes / es;
+    const unsigned char *a = w->ranks[0].result, *b = w->ranks[r].result;
+    for (size_t i = 0; i < n; i++) {
+        if (memcmp(a + i * es, b + i * es, es) == 0)
+            continue;
+        double va, vb;
+        if (dtype == COMM_FLOAT32) {
+            float fa, fb;
+            memcpy(&fa, a + i * es, 4);
+            memcpy(&fb, b + i * es, 4);
+            va = fa, vb = fb;
+        } else if (dtype == COMM_FLOAT64) {
+            memcpy(&va, a + i * es, 8);
+            memcpy(&vb, b + i * es, 8);
+        } else {
+            snprintf(buf, len, "element %zu differs", i);
+            return;
+        }
+        snprintf(buf, len, "element %zu: rank %d has %.9g, rank 0 has %.9g", i, r, vb, va);
+        return;
+    }
+    snprintf(buf, len, "no element differs");
+}
+
+static int sim_check_results(struct sim_world *w, const struct comm_coll_desc *d, char *msg, size_t len)
+{
+    char desc[128], where[160];
+    for (int r = 1; r < w->world; r++) {
+        if (w->ranks[r].checksum == w->ranks[0].checksum)
+            continue;
+        sim_first_difference(w, r, d->dtype, where, sizeof where);
+        snprintf(msg, len,
+                 "result check: after %s, rank %d's result differs from rank 0's (checksum %016llx vs %016llx; "
+                 "%s): the ranks no longer hold the same values",
+                 comm_coll_describe(d, desc, sizeof desc), r, (unsigned long long)w->ranks[r].checksum,
+                 (unsigned long long)w->ranks[0].checksum, where);
+        return ERR_STATE;
+    }
+    return 0;
+}
+
+/* ---- faults --------------------------------------------------------------- */
+
+/* Sleeps `ms` (an injected delay), waking early if the world breaks. */
+static int sim_delay(struct sim_world *w, int rank, const struct fault *f, const struct comm_coll_desc *d)
+{
+    char what[32], desc[128];
+    pthread_mutex_lock(&w->lock);
+    struct sim_rank *me = &w->ranks[rank];
+    snprintf(me->note, sizeof me->note, "sleeping in an injected delay of %llu ms before collective #%llu (%s)",
+             (unsigned long long)f->ms, (unsigned long long)d->seq, fault_describe(f, what, sizeof what));
+    me->state = SIM_DELAYED;
+    struct timespec ts = channel_deadline(clock_now_ns() + f->ms * 1000000u);
+    while (!atomic_load(&w->broken) && pthread_cond_timedwait(&w->cond, &w->lock, &ts) != ETIMEDOUT) {
+    }
+    me->state = SIM_RUNNING;
+    int broken = atomic_load(&w->broken);
+    pthread_mutex_unlock(&w->lock);
+    if (broken)
+        return err_set(ERR_PEER, "woke on rank %d from an injected delay before %s to find the world failed: %s",
+                       rank, comm_coll_describe(d, desc, sizeof desc), w->base.diagnosis);
+    return 0;
+}
+
+/* Flips the lowest bit of the middle element of the result. */
+static void sim_flip(const struct comm_coll_desc *d, size_t elements)
+{
+    if (elements == 0)
+        return;
+    size_t es = comm_dtype_size(d->dtype);
+    ((unsigned char *)d->recvbuf)[(elements / 2) * es] ^= 1;
+}
+
+/* ---- the backend ----------------------------------------------------------- */
+
+static int sim_launch_resolve(enum comm_launch requested, enum comm_launch *out)
+{
+    if (requested != COMM_LAUNCH_AUTO && requested != COMM_LAUNCH_THREADS)
+        return err_set(ERR_UNSUPPORTED, "sim: ranks are threads of one process (launch mode 'threads' only)");
+    *out = COMM_LAUNCH_THREADS;
+    return 0;
+}
+
+static void sim_mark_exited(struct sim_world *w, int rank)
+{
+    pthread_mutex_lock(&w->lock);
+    if (w->ranks[rank].state != SIM_KILLED)
+        w->ranks[rank].state = SIM_EXITED;
+    pthread_mutex_unlock(&w->lock);
+}
+
+static void *sim_progress_main(void *arg);
+
+static int sim_open(comm_t *c, const struct comm_config *cfg)
+{
+    struct sim_world *w = (struct sim_world *)cfg->shared;
+    if (cfg->world != 0 && cfg->world != w->world)
+        return err_set(ERR_ARG, "sim: configured world %d, but the shared world has %d ranks", cfg->world, w->world);
+    if (cfg->rank < 0 || cfg->rank >= w->world)
+        return err_set(ERR_ARG, "sim: rank %d is not in a world of %d", cfg->rank, w->world);
+    enum comm_algo algo = cfg->algo == COMM_ALGO_DEFAULT ? COMM_ALGO_RING : cfg->algo;
+    struct sim_comm *sc = calloc(1, sizeof *sc);
+    if (!sc)
+        return err_set(ERR_NOMEM, "sim: rank %d: cannot allocate its communicator", cfg->rank);
+    pthread_mutex_lock(&w->lock);
+    int rc = 0;
+    if (w->ranks[cfg->rank].state != SIM_NOT_OPENED && w->ranks[cfg->rank].state != SIM_EXITED)
+        rc = err_set(ERR_STATE, "sim: rank %d is already open in this world", cfg->rank);
+    else if (w->algo_set && w->algo != algo)
+        rc = err_set(ERR_ARG, "sim: rank %d asks for algorithm %s, but the others use %s", cfg->rank,
+                     comm_algo_name(algo), comm_algo_name(w->algo));
+    if (rc == 0) {
+        w->algo_set = 1;
+        w->algo = algo;
+        w->ranks[cfg->rank] = (struct sim_rank){.state = SIM_RUNNING};
+    }
+    pthread_mutex_unlock(&w->lock);
+    if (rc < 0) {
+        free(sc);
+        return rc;
+    }
+    sc->w = w;
+    sc->c = c;
+    c->rank = cfg->rank;
+    c->world = w->world;
+    c->algo = algo;
+    c->impl = sc;
+    pthread_mutex_init(&sc->qlock, NULL);
+    pthread_cond_init(&sc->qcond, NULL);
+    if (pthread_create(&sc->progress, NULL, sim_progress_main, sc) != 0) {
+        pthread_mutex_destroy(&sc->qlock);
+        pthread_cond_destroy(&sc->qcond);
+        sim_mark_exited(w, cfg->rank);
+        free(sc);
+        return err_set(ERR_NOMEM, "sim: rank %d: cannot start its progress thread", cfg->rank);
+    }
+    return 0;
+}
+
+/* Collectives queued and not yet waited for are still run (their buffers
+ * are the caller's promise); then the progress thread ends. */
+static void sim_close(comm_t *c)
+{
+    struct sim_comm *sc = c->impl;
+    pthread_mutex_lock(&sc->qlock);
+    sc->stopping = 1;
+    pthread_cond_broadcast(&sc->qcond);
+    pthread_mutex_unlock(&sc->qlock);
+    pthread_join(sc->progress, NULL);
+    for (struct sim_req *sr = sc->head, *next; sr; sr = next) {
+        next = sr->next;
+        free(sr);
+    }
+    pthread_mutex_destroy(&sc->qlock);
+    pthread_cond_destroy(&sc->qcond);
+    sim_mark_exited(sc->w, c->rank);
+    free(sc);
+}
+
+/* Elements in the result buffer of d on a world of `world`. */
+static size_t sim_result_count(const struct comm_coll_desc *d, int world)
+{
+    return d->coll == COMM_ALLGATHER ? d->count * (size_t)world : d->count;
+}
+
+/* Runs one collective on the progress thread: faults, rendezvous, data,
+ * checks. 0 or ERR_* with err_msg() set (on this thread). */
+static int sim_execute(struct sim_comm *sc, const struct comm_coll_desc *d)
+{
+    comm_t *c = sc->c;
+    struct sim_world *w = sc->w;
+    int rank = c->rank;
+    char what[32], desc[128];
+    struct fault *f;
+
+    if (sc->killed)
+        return err_set(ERR_STATE, "%s: this rank was killed earlier (%s)", comm_coll_describe(d, desc, sizeof desc),
+                       w->ranks[rank].note);
+    if ((f = faults_take(w->faults, w->nfaults, FAULT_KILL, rank, d->seq))) {
+        pthread_mutex_lock(&w->lock);
+        snprintf(w->ranks[rank].note, sizeof w->ranks[rank].note,
+                 "killed by --fault=%s before collective #%llu", fault_describe(f, what, sizeof what),
+                 (unsigned long long)d->seq);
+        w->ranks[rank].state = SIM_KILLED;
+        pthread_mutex_unlock(&w->lock);
+        sc->killed = 1;
+        return err_set(ERR_STATE, "%s", w->ranks[rank].note);
+    }
+    if ((f = faults_take(w->faults, w->nfaults, FAULT_DELAY, rank, d->seq))) {
+        int rc = sim_delay(w, rank, f, d);
+        if (rc < 0)
+            return rc;
+    }
+
+    uint64_t deadline = clock_now_ns() + (uint64_t)(c->timeout_s * 1e9);
+    comm_fingerprint_of(d, &w->ranks[rank].fp);
+    int rc = sim_rendezvous(w, rank, d, deadline, c->timeout_s, "start", sim_check_fingerprints);
+    if (rc < 0)
+        return rc;
+
+    if (d->coll != COMM_BARRIER) {
+        struct sim_exec x = {.w = w, .sc = sc, .rank = rank, .world = c->world, .algo = c->algo, .d = d,
+                             .deadline_ns = deadline};
+        rc = sim_algo_run(&x);
+        if (rc < 0)
+            return rc;
+        if (d->op == COMM_AVG && (d->coll == COMM_ALLREDUCE || d->coll == COMM_REDUCE_SCATTER))
+            comm_reduce_divide(d->dtype, d->recvbuf, d->count, c->world);
+        size_t n = sim_result_count(d, c->world);
+        if (faults_take(w->faults, w->nfaults, FAULT_FLIP, rank, d->seq))
+            sim_flip(d, n);
+        if (c->check == COMM_CHECK_RESULTS && d->coll != COMM_REDUCE_SCATTER) {
+            struct sim_rank *me = &w->ranks[rank];
+            me->result = d->recvbuf;
+            me->result_bytes = n * comm_dtype_size(d->dtype);
+            me->checksum = comm_checksum(d->recvbuf, me->result_bytes);
+            rc = sim_rendezvous(w, rank, d, deadline, c->timeout_s, "result check", sim_check_results);
+            if (rc < 0)
+                return rc;
+        }
+    }
+
+    pthread_mutex_lock(&w->lock);
+    w->ranks[rank].state = SIM_RUNNING;
+    w->ranks[rank].last = *d;
+    w->ranks[rank].has_last = 1;
+    pthread_mutex_unlock(&w->lock);
+    return 0;
+}
+
+/* The progress thread: runs the queue in order until close. */
+static void *sim_progress_main(void *arg)
+{
+    struct sim_comm *sc = arg;
+    pthread_mutex_lock(&sc->qlock);
+    for (;;) {
+        struct sim_req *sr = sc->head;
+        while (sr && sr->finished)
+            sr = sr->next;
+        if (!sr) {
+            if (sc->stopping)
+                break;
+            pthread_cond_wait(&sc->qcond, &sc->qlock);
+            continue;
+        }
+        pthread_mutex_unlock(&sc->qlock);
+        err_clear();
+        int rc = sim_execute(sc, &sr->req->desc);
+        pthread_mutex_lock(&sc->qlock);
+        sr->status = rc;
+        if (rc < 0)
+            snprintf(sr->msg, sizeof sr->msg, "%s", err_msg());
+        sr->finished = 1;
+        pthread_cond_broadcast(&sc->qcond);
+    }
+    pthread_mutex_unlock(&sc->qlock);
+    return NULL;
+}
+
+/* Non-zero when the progress thread has nothing left to run. qlock held. */
+static int sim_queue_idle(const struct sim_comm *sc)
+{
+    for (const struct sim_req *sr = sc->head; sr; sr = sr->next)
+        if (!sr->finished)
+            return 0;
+    return 1;
+}
+
+/* Queues the collective for the progress thread, or, for a blocking call
+ * with nothing queued before it, runs it right here: the same order, two
+ * thread hand-offs fewer. The skip fault is decided here, on the rank's own
+ * thread: a skipped call never happened. */
+static int sim_start(comm_t *c, comm_request_t *req)
+{
+    struct sim_comm *sc = c->impl;
+    if (faults_take(sc->w->faults, sc->w->nfaults, FAULT_SKIP, c->rank, req->desc.seq))
+        return COMM_START_SKIPPED;
+    pthread_mutex_lock(&sc->qlock);
+    int inline_ok = req->blocking && sim_queue_idle(sc);
+    pthread_mutex_unlock(&sc->qlock);
+    if (inline_ok) {
+        /* only this thread adds to the queue, so it stays empty while we run */
+        req->status = sim_execute(sc, &req->desc);
+        if (req->status < 0)
+            snprintf(req->err_buf, sizeof req->err_buf, "%s", err_msg());
+        req->done = 1;
+        return 0;
+    }
+    struct sim_req *sr = calloc(1, sizeof *sr);
+    if (!sr)
+        return err_set(ERR_NOMEM, "rank %d: cannot queue collective #%llu", c->rank,
+                       (unsigned long long)req->desc.seq);
+    sr->req = req;
+    req->impl = sr;
+    pthread_mutex_lock(&sc->qlock);
+    if (sc->tail)
+        sc->tail->next = sr;
+    else
+        sc->head = sr;
+    sc->tail = sr;
+    pthread_cond_broadcast(&sc->qcond);
+    pthread_mutex_unlock(&sc->qlock);
+    return 0;
+}
+
+/* Waits for the progress thread to finish req (its own waits all have
+ * deadlines, so this ends), then unlinks it. */
+static int sim_wait(comm_t *c, comm_request_t *req)
+{
+    struct sim_comm *sc = c->impl;
+    struct sim_req *sr = req->impl;
+    pthread_mutex_lock(&sc->qlock);
+    while (!sr->finished)
+        pthread_cond_wait(&sc->qcond, &sc->qlock);
+    struct sim_req **link = &sc->head, *prev = NULL;
+    while (*link != sr) {
+        prev = *link;
+        link = &(*link)->next;
+    }
+    *link = sr->next;
+    if (sc->tail == sr)
+        sc->tail = prev;
+    pthread_mutex_unlock(&sc->qlock);
+    int rc = sr->status;
+    if (rc < 0)
+        err_set(rc, "%s", sr->msg);
+    free(sr);
+    return rc;
+}
+
+uint64_t comm_sim_bytes_sent(const comm_t *c)
+{
+    return c->ops == &comm_backend_sim ? ((const struct sim_comm *)c->impl)->bytes_sent : 0;
+}
+
+const struct comm_backend_ops comm_backend_sim = {
+    .name = "sim",
+    .launch_resolve = sim_launch_resolve,
+    .world_create = sim_world_create,
+    .world_destroy = sim_world_destroy,
+    .open = sim_open,
+    .close = sim_close,
+    .start = sim_start,
+    .wait = sim_wait,
+};

@@ -1,0 +1,141 @@
+/* comm_sim: the thread simulator's communicator (backend "sim"), chapter 5.
+ *
+ * Where it sits: behind lib/comm.h, for programs whose ranks are threads of
+ * one process. Read comm.h first; this header is what the simulator's own
+ * files share (comm_sim.c: worlds, rendezvous, watchdog, fingerprint and
+ * result checks, faults; comm_sim_algos.c: how the bytes move), plus the few
+ * simulator-only queries tests and labs use.
+ *
+ * A collective on rank r goes (on rank r's progress thread, see struct
+ * sim_comm):
+ *   1. faults due before it (sim/faults.h): kill, skip, delay;
+ *   2. rendezvous: every rank posts its fingerprint; the last to arrive
+ *      compares them all (always on, like TORCH_DISTRIBUTED_DEBUG=DETAIL);
+ *      a rank that waits past the timeout is the watchdog: it writes the
+ *      diagnosis (who arrived, who did not and what each did last), breaks
+ *      the world and every waiting thread returns;
+ *   3. the data phase: ring, tree or naive, over bounded channels;
+ *   4. with COMM_CHECK_RESULTS, a second rendezvous compares checksums of
+ *      the results (after any flip fault), naming the rank that differs.
+ */
+#ifndef DDP_COMM_SIM_H
+#define DDP_COMM_SIM_H
+
+#include "channel.h"
+#include "comm_backend.h"
+#include "faults.h"
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdint.h>
+
+/* Link buffers: 4 slots of 256 KiB per directed link. NCCL's default is a
+ * 4 MiB buffer (DEFAULT_BUFFSIZE, src/init.cc; NCCL_BUFFSIZE changes it)
+ * split in NCCL_STEPS = 8 slots (src/include/device.h); we keep
+ * fewer, larger slots because a thread hand-off costs far more than a GPU
+ * flag write, and 1 MiB per link keeps an 8-rank mesh small. */
+#define SIM_SLOTS 4
+#define SIM_SLOT_BYTES (256u << 10)
+
+/* What a rank is doing, as the watchdog reports it. */
+enum sim_rank_state {
+    SIM_NOT_OPENED, /* has not opened its communicator */
+    SIM_RUNNING,    /* in its own code, between collectives */
+    SIM_DELAYED,    /* in an injected delay */
+    SIM_WAITING,    /* arrived at a collective's rendezvous */
+    SIM_MOVING,     /* in a collective's data phase */
+    SIM_EXITED,     /* closed its communicator */
+    SIM_KILLED,     /* killed by a fault */
+};
+
+struct sim_rank {
+    enum sim_rank_state state;
+    int arrived;                /* at the current rendezvous */
+    struct comm_coll_desc at;   /* the collective it is in */
+    struct comm_coll_desc last; /* the last one it completed */
+    int has_last;
+    struct comm_fingerprint fp;
+    uint64_t checksum;          /* of its result, for COMM_CHECK_RESULTS */
+    const void *result;
+    size_t result_bytes;
+    char note[128];             /* the fault behind a KILLED / DELAYED state */
+};
+
+struct sim_world {
+    struct comm_world_base base; /* first: see comm_backend.h */
+    int world;
+    struct fault *faults;
+    int nfaults;
+    pthread_mutex_t lock;
+    pthread_cond_t cond;  /* rendezvous progress, breaks, delays */
+    atomic_int broken;    /* set once, by the first failure */
+    uint64_t gen;         /* rendezvous generation */
+    int count;            /* ranks arrived at this generation */
+    int rdv_rc;           /* the last rendezvous's verdict ... */
+    char rdv_msg[1024];   /* ... and its message */
+    int algo_set;
+    enum comm_algo algo;  /* every rank must use the same */
+    struct sim_rank *ranks;
+    channel_t *chans;     /* [src * world + dst], initialized on first use */
+    unsigned char *chan_ready;
+};
+
+/* One queued collective (comm_request_t.impl). */
+struct sim_req {
+    comm_request_t *req;
+    struct sim_req *next;
+    int finished;  /* set by the progress thread ... */
+    int status;    /* ... with this result */
+    char msg[1024];
+};
+
+/* A rank's communicator state (comm_t.impl). Each rank has a progress
+ * thread, its "communication stream": *_start() queues the collective and
+ * returns, the progress thread runs the queue in order, comm_wait() waits
+ * for one entry. So a rank's own thread can go on computing (DDP's backward)
+ * while its earlier buckets are being all-reduced, as with NCCL's stream. */
+struct sim_comm {
+    struct sim_world *w;
+    comm_t *c;
+    uint64_t bytes_sent;     /* through channels, since open (progress thread) */
+    int killed;              /* a kill fault fired (progress thread only) */
+    pthread_t progress;
+    pthread_mutex_t qlock;
+    pthread_cond_t qcond;    /* queue grew, an entry finished, or stop */
+    struct sim_req *head, *tail;
+    int stopping;
+};
+
+/* The data phase of one collective on one rank. */
+struct sim_exec {
+    struct sim_world *w;
+    struct sim_comm *sc;
+    int rank, world;
+    enum comm_algo algo; /* resolved: never DEFAULT */
+    const struct comm_coll_desc *d;
+    uint64_t deadline_ns;
+};
+
+/* Runs the data phase of x->d (not barrier) with x->algo. 0, or an ERR_*
+ * after breaking the world with a diagnosis (sim_world_fail). */
+int sim_algo_run(struct sim_exec *x);
+
+/* The channel src -> dst, created on first use. 0 or ERR_NOMEM. */
+int sim_channel(struct sim_world *w, int src, int dst, channel_t **out);
+
+/* Records `msg` as the world's diagnosis (first failure wins), breaks the
+ * world and wakes every waiting thread. Returns `code` with err_msg() set to
+ * msg, so failure sites read `return sim_world_fail(w, ERR_TIMEOUT, ...)`. */
+int sim_world_fail(struct sim_world *w, int code, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+
+/* What rank r is doing, for diagnoses: "exited (closed its communicator);
+ * last completed collective #5 (allreduce sum, 1024 x float32)". Call with
+ * w->lock held. */
+void sim_rank_story(const struct sim_world *w, int r, char *buf, size_t len);
+
+/* Bytes this rank has sent through the simulator's channels since
+ * comm_open (0 for other backends): the ring's 2(W-1)/W x S shows here.
+ * Read it when no collective of this rank is in flight. */
+uint64_t comm_sim_bytes_sent(const comm_t *c);
+
+#endif

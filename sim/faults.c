@@ -1,0 +1,98 @@
+/* faults: the --fault= grammar and its lookup (see faults.h). */
+#include "faults.h"
+
+#include "cli.h"
+#include "error.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static const char *const fault_names[] = {"kill", "delay", "skip", "flip"};
+
+/* Parses one fault "kind:R@K[:MS]" (text is NUL-terminated). */
+static int fault_parse_one(char *text, int world, struct fault *f)
+{
+    char *colon = strchr(text, ':');
+    char *at = colon ? strchr(colon, '@') : NULL;
+    if (!colon || !at)
+        return err_set(ERR_ARG, "--fault: '%s' is not KIND:RANK@COLLECTIVE[:MS] (e.g. kill:2@3, delay:1@2:500)",
+                       text);
+    *colon = *at = '\0';
+    int kind = -1;
+    for (int k = 0; k < 4; k++)
+        if (strcmp(text, fault_names[k]) == 0)
+            kind = k;
+    if (kind < 0)
+        return err_set(ERR_ARG, "--fault: unknown kind '%s' (kill, delay, skip or flip)", text);
+    char *ms = strchr(at + 1, ':');
+    if (ms)
+        *ms++ = '\0';
+    if ((kind == FAULT_DELAY) != (ms != NULL))
+        return err_set(ERR_ARG, "--fault: %s", kind == FAULT_DELAY ? "delay needs :MS (delay:RANK@COLLECTIVE:MS)"
+                                                                   : "only delay takes :MS");
+    uint64_t rank, seq, millis = 0;
+    if (cli_parse_u64("fault rank", colon + 1, &rank) < 0 || cli_parse_u64("fault collective", at + 1, &seq) < 0 ||
+        (ms && cli_parse_u64("fault milliseconds", ms, &millis) < 0))
+        return ERR_ARG;
+    if (rank >= (uint64_t)world)
+        return err_set(ERR_ARG, "--fault: %s: rank %llu is not in a world of %d", fault_names[kind],
+                       (unsigned long long)rank, world);
+    if (seq < 1)
+        return err_set(ERR_ARG, "--fault: %s: collectives are numbered from 1", fault_names[kind]);
+    *f = (struct fault){.kind = (enum fault_kind)kind, .rank = (int)rank, .seq = seq, .ms = millis};
+    return 0;
+}
+
+int faults_parse(const char *spec, int world, struct fault **out, int *count)
+{
+    *out = NULL;
+    *count = 0;
+    if (!spec || !*spec)
+        return 0;
+    char *copy = strdup(spec);
+    size_t n = 1;
+    for (const char *p = spec; *p; p++)
+        n += *p == ',';
+    struct fault *faults = calloc(n, sizeof *faults);
+    if (!copy || !faults) {
+        free(copy);
+        free(faults);
+        return err_set(ERR_NOMEM, "--fault: out of memory");
+    }
+    int used = 0, rc = 0;
+    char *save = NULL;
+    for (char *tok = strtok_r(copy, ",", &save); tok && rc == 0; tok = strtok_r(NULL, ",", &save))
+        rc = fault_parse_one(tok, world, &faults[used++]);
+    free(copy);
+    if (rc == 0 && used == 0)
+        rc = err_set(ERR_ARG, "--fault: '%s' names no fault", spec);
+    if (rc < 0) {
+        free(faults);
+        return rc;
+    }
+    *out = faults;
+    *count = used;
+    return 0;
+}
+
+struct fault *faults_take(struct fault *faults, int count, enum fault_kind kind, int rank, uint64_t seq)
+{
+    for (int i = 0; i < count; i++) {
+        struct fault *f = &faults[i];
+        if (f->rank == rank && f->kind == kind && f->seq == seq && !f->fired) { /* fired: only `rank` reads it */
+            f->fired = 1;
+            return f;
+        }
+    }
+    return NULL;
+}
+
+const char *fault_describe(const struct fault *f, char *buf, size_t len)
+{
+    if (f->kind == FAULT_DELAY)
+        snprintf(buf, len, "delay:%d@%llu:%llu", f->rank, (unsigned long long)f->seq, (unsigned long long)f->ms);
+    else
+        snprintf(buf, len, "%s:%d@%llu", fault_names[f->kind], f->rank, (unsigned long long)f->seq);
+    return buf;
+}

@@ -1,0 +1,50 @@
+/* faults: the simulator's fault injection (`--fault=`), chapter 5.
+ *
+ * Where it sits: inside the thread communicator (sim/comm_sim.c), which asks
+ * before and after each collective whether this rank has a fault due. Each
+ * kind reproduces one way real jobs fail:
+ *
+ *   kill:R@K        rank R exits just before collective K (a crashed or
+ *                   OOM-killed process): the others hang until the watchdog.
+ *   delay:R@K:MS    rank R sleeps MS milliseconds before collective K (a
+ *                   straggler: slow storage, a long validation step): with
+ *                   MS past the timeout it is the seeds' "NCCL timeout".
+ *   skip:R@K        rank R never issues collective K (uneven batches: one
+ *                   rank has a batch fewer, the seeds' "hangs at epoch 2").
+ *   flip:R@K        after collective K, one bit of one value in rank R's
+ *                   result flips (silent divergence; `--check` catches it by
+ *                   comparing checksums across ranks).
+ *
+ * SPEC is one or more faults separated by commas: "kill:2@3,delay:1@1:50".
+ * R is a rank (0 .. W-1), K a collective's sequence number (1 = the first),
+ * MS milliseconds. Each fault fires once.
+ */
+#ifndef DDP_FAULTS_H
+#define DDP_FAULTS_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+enum fault_kind { FAULT_KILL, FAULT_DELAY, FAULT_SKIP, FAULT_FLIP };
+
+struct fault {
+    enum fault_kind kind;
+    int rank;
+    uint64_t seq;
+    uint64_t ms;  /* delay only */
+    int fired;    /* touched only by the thread of `rank` */
+};
+
+/* Parses SPEC for a world of `world` ranks into a new array (free() it).
+ * NULL or "" gives no faults. 0, or ERR_ARG with err_msg() quoting the bad
+ * fault and what was expected, or ERR_NOMEM. */
+int faults_parse(const char *spec, int world, struct fault **out, int *count);
+
+/* The not-yet-fired fault of `kind` for `rank` at collective `seq`, marked
+ * fired; NULL when none. */
+struct fault *faults_take(struct fault *faults, int count, enum fault_kind kind, int rank, uint64_t seq);
+
+/* "kill:2@3" into buf; returns buf. */
+const char *fault_describe(const struct fault *f, char *buf, size_t len);
+
+#endif

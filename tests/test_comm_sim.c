@@ -1,0 +1,502 @@
+/* test_comm_sim: the thread communicator (lib/comm.h, backend "sim"):
+ * every collective against a reference computed here, for every algorithm,
+ * W = 1..8, awkward counts, in place and out of place; every rank
+ * bit-identical and every run the same bits; and the diagnoses: the watchdog
+ * on each injected fault, fingerprint mismatches, the result check. */
+#include "check.h"
+#include "clock.h"
+#include "comm.h"
+#include "comm_sim.h"
+#include "error.h"
+#include "ranks.h"
+
+#include <math.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* Rank r's value i: varied magnitudes, so the order of additions shows in the bits. */
+static float test_value(int r, size_t i)
+{
+    uint32_t h = (uint32_t)(r * 2654435761u) ^ (uint32_t)(i * 40503u + 17u);
+    h ^= h >> 13;
+    h *= 0x5bd1e995u;
+    h ^= h >> 15;
+    return ((float)(h % 2000001u) - 1000000.0f) / (float)(1u + (h >> 28));
+}
+
+/* Opens rank ctx->rank's communicator on `world` (ring, no checks unless given). */
+static int test_open(const struct rank_ctx *ctx, comm_world_t *world, enum comm_algo algo, enum comm_check check,
+                     double timeout_s, comm_t **out)
+{
+    struct comm_config cfg;
+    comm_config_default(&cfg);
+    cfg.rank = ctx->rank;
+    cfg.shared = world;
+    cfg.algo = algo;
+    cfg.check = check;
+    cfg.timeout_s = timeout_s;
+    return comm_open(&cfg, out);
+}
+
+/* Runs fn on W ranks with ctx->shared = a fresh sim world; returns ranks_run's result. */
+static int world_run(int W, int (*fn)(struct rank_ctx *))
+{
+    struct comm_world_options opt = {.world = W};
+    comm_world_t *w;
+    int rc = comm_world_create("sim", &opt, &w);
+    if (rc == 0) {
+        rc = ranks_run(W, fn, w, NULL, 0, NULL);
+        comm_world_destroy(w);
+    }
+    return rc;
+}
+
+struct job {
+    comm_world_t *world;
+    enum comm_algo algo;
+    enum comm_check check;
+    enum comm_coll coll;
+    enum comm_op op;
+    size_t count;
+    int in_place;
+    int root;
+    double timeout_s;
+    int collectives;     /* how many times each rank runs the collective */
+    float **out;         /* per rank: its result (world x count for allgather) */
+    uint64_t *bytes_sent; /* per rank */
+};
+
+static int job_rank(struct rank_ctx *ctx)
+{
+    struct job *j = ctx->shared;
+    int r = ctx->rank, W = ctx->world;
+    comm_t *c;
+    int rc = test_open(ctx, j->world, j->algo, j->check, j->timeout_s, &c);
+    if (rc < 0)
+        return rc;
+    size_t n_in = j->coll == COMM_REDUCE_SCATTER ? j->count * (size_t)W : j->count;
+    size_t n_out = j->coll == COMM_ALLGATHER ? j->count * (size_t)W : j->count;
+    size_t n_buf = n_in > n_out ? n_in : n_out;
+    float *in = calloc(n_buf + 1, sizeof *in), *out = j->out[r];
+    for (int k = 0; k < j->collectives && rc == 0; k++) {
+        for (size_t i = 0; i < n_in; i++)
+            in[i] = test_value(r, i);
+        switch (j->coll) {
+        case COMM_ALLREDUCE:
+            if (j->in_place) {
+                rc = comm_allreduce(c, in, in, j->count, COMM_FLOAT32, j->op);
+                memcpy(out, in, j->count * sizeof *in);
+            } else {
+                rc = comm_allreduce(c, in, out, j->count, COMM_FLOAT32, j->op);
+            }
+            break;
+        case COMM_BROADCAST:
+            rc = comm_broadcast(c, in, j->count, COMM_FLOAT32, j->root);
+            memcpy(out, in, j->count * sizeof *in);
+            break;
+        case COMM_REDUCE_SCATTER:
+            if (j->in_place) {
+                rc = comm_reduce_scatter(c, in, in + (size_t)r * j->count, j->count, COMM_FLOAT32, j->op);
+                memcpy(out, in + (size_t)r * j->count, j->count * sizeof *in);
+            } else {
+                rc = comm_reduce_scatter(c, in, out, j->count, COMM_FLOAT32, j->op);
+            }
+            break;
+        case COMM_ALLGATHER:
+            if (j->in_place) {
+                float *all = calloc(n_out + 1, sizeof *all);
+                memcpy(all + (size_t)r * j->count, in, j->count * sizeof *in);
+                rc = comm_allgather(c, all + (size_t)r * j->count, all, j->count, COMM_FLOAT32);
+                memcpy(out, all, n_out * sizeof *all);
+                free(all);
+            } else {
+                rc = comm_allgather(c, in, out, j->count, COMM_FLOAT32);
+            }
+            break;
+        default:
+            rc = comm_barrier(c);
+        }
+    }
+    if (j->bytes_sent)
+        j->bytes_sent[r] = comm_sim_bytes_sent(c);
+    free(in);
+    comm_close(c);
+    return rc;
+}
+
+/* Runs the job on W ranks; returns ranks_run's result. out[r] must hold the result. */
+static int job_run(struct job *j, int W, const char *faults)
+{
+    struct comm_world_options opt = {.world = W, .faults = faults};
+    int rc = comm_world_create("sim", &opt, &j->world);
+    if (rc < 0)
+        return rc;
+    if (j->collectives == 0)
+        j->collectives = 1;
+    rc = ranks_run(W, job_rank, j, NULL, 0, NULL);
+    comm_world_destroy(j->world);
+    j->world = NULL;
+    return rc;
+}
+
+static float **outs_alloc(int W, size_t n)
+{
+    float **o = calloc((size_t)W, sizeof *o);
+    for (int r = 0; r < W; r++)
+        o[r] = calloc(n + 1, sizeof **o);
+    return o;
+}
+
+static void outs_free(float **o, int W)
+{
+    for (int r = 0; r < W; r++)
+        free(o[r]);
+    free(o);
+}
+
+/* Sum over ranks of value i, in double: the reference the float results must approach. */
+static double ref_sum(int W, size_t i, double *abs_sum)
+{
+    double s = 0, a = 0;
+    for (int r = 0; r < W; r++) {
+        s += test_value(r, i);
+        a += fabs(test_value(r, i));
+    }
+    *abs_sum = a;
+    return s;
+}
+
+/* W-1 float roundings of partial sums bound the error by (W-1) eps sum|x| */
+static void check_close(float got, double want, double abs_sum, int W, const char *what, size_t i)
+{
+    double tol = (W + 1) * 1.2e-7 * abs_sum + 1e-30;
+    CHECK_MSG(fabs(got - want) <= tol, "%s: element %zu: got %.9g, want %.9g (tolerance %.3g)", what, i, got, want,
+              tol);
+}
+
+static const enum comm_algo algos[] = {COMM_ALGO_RING, COMM_ALGO_TREE, COMM_ALGO_NAIVE};
+
+TEST(allreduce_matches_reference_every_algo_world_count)
+{
+    /* 0 and 1, smaller than W, not divisible by W, and past one channel slot (65536 floats) */
+    const size_t counts[] = {0, 1, 3, 7, 1000, 65536 * 2 + 5};
+    for (int a = 0; a < 3; a++)
+        for (int W = 1; W <= 8; W++)
+            for (size_t ci = 0; ci < sizeof counts / sizeof counts[0]; ci++)
+                for (int in_place = 0; in_place < 2; in_place++) {
+                    size_t n = counts[ci];
+                    if (n > 100000 && (W % 3 != 0 || a == 2)) /* the big count on a few worlds only: 2 cores */
+                        continue;
+                    struct job j = {.algo = algos[a], .coll = COMM_ALLREDUCE, .count = n, .in_place = in_place,
+                                    .out = outs_alloc(W, n)};
+                    CHECK_OK(job_run(&j, W, NULL));
+                    char what[96];
+                    snprintf(what, sizeof what, "%s W=%d count=%zu %s", comm_algo_name(algos[a]), W, n,
+                             in_place ? "in-place" : "out-of-place");
+                    for (size_t i = 0; i < n; i++) {
+                        double abs_sum, want = ref_sum(W, i, &abs_sum);
+                        check_close(j.out[0][i], want, abs_sum, W, what, i);
+                    }
+                    for (int r = 1; r < W; r++)
+                        CHECK_MSG(memcmp(j.out[r], j.out[0], n * sizeof(float)) == 0,
+                                  "%s: rank %d differs from rank 0", what, r);
+                    outs_free(j.out, W);
+                }
+}
+
+TEST(allreduce_is_the_same_bits_every_run)
+{
+    for (int a = 0; a < 3; a++) {
+        size_t n = 65536 + 333;
+        int W = 5;
+        float *first = NULL;
+        for (int run = 0; run < 4; run++) {
+            struct job j = {.algo = algos[a], .coll = COMM_ALLREDUCE, .count = n, .out = outs_alloc(W, n)};
+            CHECK_OK(job_run(&j, W, NULL));
+            if (!first) {
+                first = j.out[0];
+                j.out[0] = NULL;
+            } else {
+                CHECK_MSG(memcmp(first, j.out[2], n * sizeof(float)) == 0, "%s: run %d differs from run 0",
+                          comm_algo_name(algos[a]), run);
+            }
+            outs_free(j.out, W);
+        }
+        free(first);
+    }
+}
+
+TEST(avg_is_the_sum_divided_by_world)
+{
+    int W = 3;
+    size_t n = 100;
+    struct job s = {.coll = COMM_ALLREDUCE, .op = COMM_SUM, .count = n, .out = outs_alloc(W, n)};
+    struct job v = {.coll = COMM_ALLREDUCE, .op = COMM_AVG, .count = n, .out = outs_alloc(W, n)};
+    CHECK_OK(job_run(&s, W, NULL));
+    CHECK_OK(job_run(&v, W, NULL));
+    for (size_t i = 0; i < n; i++)
+        CHECK(v.out[1][i] == s.out[1][i] / 3.0f);
+    outs_free(s.out, W);
+    outs_free(v.out, W);
+}
+
+TEST(ring_moves_2_w_minus_1_over_w_of_the_buffer)
+{
+    int W = 4;
+    size_t n = 4 * 70000;
+    uint64_t sent[4];
+    struct job j = {.coll = COMM_ALLREDUCE, .count = n, .out = outs_alloc(W, n), .bytes_sent = sent};
+    CHECK_OK(job_run(&j, W, NULL));
+    for (int r = 0; r < W; r++)
+        CHECK_EQ_U64(sent[r], 2 * (uint64_t)(W - 1) * n * 4 / (uint64_t)W);
+    outs_free(j.out, W);
+}
+
+TEST(broadcast_reduce_scatter_allgather_barrier)
+{
+    for (int W = 1; W <= 6; W++)
+        for (int in_place = 0; in_place < 2; in_place++) {
+            size_t n = W == 5 ? 70001 : 13;
+            struct job b = {.coll = COMM_BROADCAST, .count = n, .root = W / 2, .out = outs_alloc(W, n)};
+            CHECK_OK(job_run(&b, W, NULL));
+            for (int r = 0; r < W; r++)
+                for (size_t i = 0; i < n; i++)
+                    CHECK(b.out[r][i] == test_value(W / 2, i));
+            outs_free(b.out, W);
+
+            struct job rs = {.coll = COMM_REDUCE_SCATTER, .count = n, .in_place = in_place, .out = outs_alloc(W, n)};
+            CHECK_OK(job_run(&rs, W, NULL));
+            for (int r = 0; r < W; r++)
+                for (size_t i = 0; i < n; i++) {
+                    double abs_sum, want = ref_sum(W, (size_t)r * n + i, &abs_sum);
+                    check_close(rs.out[r][i], want, abs_sum, W, "reduce_scatter", i);
+                }
+            outs_free(rs.out, W);
+
+            struct job ag = {.coll = COMM_ALLGATHER, .count = n, .in_place = in_place, .out = outs_alloc(W, n * W)};
+            CHECK_OK(job_run(&ag, W, NULL));
+            for (int r = 0; r < W; r++)
+                for (int q = 0; q < W; q++)
+                    for (size_t i = 0; i < n; i++)
+                        CHECK(ag.out[r][(size_t)q * n + i] == test_value(q, i));
+            outs_free(ag.out, W);
+
+            struct job bar = {.coll = COMM_BARRIER, .collectives = 5, .out = outs_alloc(W, 0)};
+            CHECK_OK(job_run(&bar, W, NULL));
+            outs_free(bar.out, W);
+        }
+}
+
+/* ---- faults and diagnoses ------------------------------------------------------ */
+
+/* Runs 4 ranks x 3 all-reduces with `faults`; returns the world's diagnosis
+ * (or the first rank's error when there is none) in `msg`. */
+static int fault_run(const char *faults, enum comm_check check, char *msg, size_t len)
+{
+    int W = 4;
+    struct comm_world_options opt = {.world = W, .faults = faults};
+    struct job j = {.coll = COMM_ALLREDUCE, .count = 1000, .collectives = 3, .timeout_s = 1, .check = check,
+                    .out = outs_alloc(W, 1000)};
+    CHECK_OK(comm_world_create("sim", &opt, &j.world));
+    int rc = ranks_run(W, job_rank, &j, NULL, 0, NULL);
+    snprintf(msg, len, "%s", *comm_world_diagnosis(j.world) ? comm_world_diagnosis(j.world) : err_msg());
+    comm_world_destroy(j.world);
+    outs_free(j.out, W);
+    return rc;
+}
+
+TEST(watchdog_names_a_killed_rank)
+{
+    char msg[2048];
+    CHECK(fault_run("kill:2@2", COMM_CHECK_NONE, msg, sizeof msg) < 0);
+    CHECK_CONTAINS(msg, "collective #2 (allreduce sum, 1000 x float32) timed out");
+    CHECK_CONTAINS(msg, "arrived: ranks 0, 1, 3");
+    CHECK_CONTAINS(msg, "rank 2: killed by --fault=kill:2@2 before collective #2; last completed collective #1");
+}
+
+TEST(watchdog_names_a_straggler)
+{
+    char msg[2048];
+    CHECK(fault_run("delay:1@3:5000", COMM_CHECK_NONE, msg, sizeof msg) < 0);
+    CHECK_CONTAINS(msg, "collective #3 (allreduce sum, 1000 x float32) timed out");
+    CHECK_CONTAINS(msg, "arrived: ranks 0, 2, 3");
+    CHECK_CONTAINS(msg, "rank 1: sleeping in an injected delay of 5000 ms");
+    CHECK_CONTAINS(msg, "last completed collective #2");
+}
+
+TEST(watchdog_names_the_rank_that_skipped_a_collective)
+{
+    char msg[2048];
+    CHECK(fault_run("skip:3@2", COMM_CHECK_NONE, msg, sizeof msg) < 0);
+    /* rank 3 issued only two collectives, so it was done when the others reached #3 */
+    CHECK_CONTAINS(msg, "collective #3 (allreduce sum, 1000 x float32) timed out");
+    CHECK_CONTAINS(msg, "arrived: ranks 0, 1, 2");
+    CHECK_CONTAINS(msg, "rank 3: exited (closed its communicator); last completed collective #2");
+}
+
+TEST(result_check_catches_a_flipped_value)
+{
+    char msg[2048];
+    CHECK(fault_run("flip:1@2", COMM_CHECK_RESULTS, msg, sizeof msg) < 0);
+    CHECK_CONTAINS(msg, "after collective #2 (allreduce sum, 1000 x float32), rank 1's result differs from rank 0's");
+    CHECK_CONTAINS(msg, "element 500");
+    /* without the check the flip goes unnoticed: the silent divergence the check exists for */
+    CHECK_OK(fault_run("flip:1@2", COMM_CHECK_NONE, msg, sizeof msg));
+}
+
+static int mismatch_rank(struct rank_ctx *ctx)
+{
+    comm_t *c;
+    int rc = test_open(ctx, ctx->shared, COMM_ALGO_DEFAULT, COMM_CHECK_NONE, 1, &c);
+    if (rc < 0)
+        return rc;
+    float buf[64] = {0};
+    rc = comm_allreduce(c, buf, buf, 16, COMM_FLOAT32, COMM_SUM);
+    if (rc == 0) /* rank 2 broadcasts where the others all-reduce, with another count */
+        rc = ctx->rank == 2 ? comm_broadcast(c, buf, 32, COMM_FLOAT32, 0)
+                            : comm_allreduce(c, buf, buf, 16, COMM_FLOAT32, COMM_SUM);
+    int again = comm_allreduce(c, buf, buf, 16, COMM_FLOAT32, COMM_SUM);
+    if (rc < 0 && again != ERR_STATE)
+        rc = err_set(ERR_IO, "a broken communicator accepted another collective");
+    comm_close(c);
+    return rc;
+}
+
+TEST(fingerprint_mismatch_names_both_ranks_and_fields)
+{
+    CHECK_ERR(world_run(4, mismatch_rank), ERR_STATE,
+              "fingerprint mismatch before collective #2: rank 0 called #2 allreduce sum 16 x float32, rank 2 "
+              "called #2 broadcast 32 x float32 root 0 (differs: collective, count, root)");
+}
+
+TEST(bad_arguments_and_configs)
+{
+    comm_world_t *w;
+    struct comm_world_options opt = {.world = 2, .faults = "kill:5@1"};
+    CHECK_ERR(comm_world_create("sim", &opt, &w), ERR_ARG, "rank 5 is not in a world of 2");
+    opt.faults = "explode:1@1";
+    CHECK_ERR(comm_world_create("sim", &opt, &w), ERR_ARG, "unknown kind 'explode'");
+    opt.faults = "delay:1@1";
+    CHECK_ERR(comm_world_create("sim", &opt, &w), ERR_ARG, "delay needs :MS");
+    opt.faults = NULL;
+    CHECK_ERR(comm_world_create("carrier-pigeon", &opt, &w), ERR_ARG, "unknown backend 'carrier-pigeon'");
+    CHECK_OK(comm_world_create("sim", &opt, &w));
+    struct comm_config cfg;
+    comm_config_default(&cfg);
+    cfg.shared = w;
+    cfg.rank = 2;
+    comm_t *c;
+    CHECK_ERR(comm_open(&cfg, &c), ERR_ARG, "rank 2 is not in a world of 2");
+    cfg.shared = NULL;
+    CHECK_ERR(comm_open(&cfg, &c), ERR_ARG, "needs the shared world");
+    comm_world_destroy(w);
+}
+
+/* Three all-reduces in flight at once (DDP's buckets), other types, and the sequence numbers. */
+static int async_rank(struct rank_ctx *ctx)
+{
+    comm_t *c;
+    int rc = test_open(ctx, ctx->shared, COMM_ALGO_DEFAULT, COMM_CHECK_NONE, 0, &c);
+    if (rc < 0)
+        return rc;
+    double d[5];
+    int32_t i32[7];
+    int64_t i64[3];
+    for (int k = 0; k < 5; k++)
+        d[k] = 0.5 * (ctx->rank + k);
+    for (int k = 0; k < 7; k++)
+        i32[k] = ctx->rank * 1000 - k;
+    for (int k = 0; k < 3; k++)
+        i64[k] = ((int64_t)1 << 40) * (ctx->rank + 1);
+    comm_request_t *req[3];
+    if (comm_next_seq(c) != 1)
+        rc = err_set(ERR_STATE, "the first collective is not #1");
+    if (rc == 0)
+        rc = comm_allreduce_start(c, d, d, 5, COMM_FLOAT64, COMM_AVG, &req[0]);
+    if (rc == 0)
+        rc = comm_allreduce_start(c, i32, i32, 7, COMM_INT32, COMM_SUM, &req[1]);
+    if (rc == 0)
+        rc = comm_allreduce_start(c, i64, i64, 3, COMM_INT64, COMM_SUM, &req[2]);
+    for (int k = 0; rc == 0 && k < 3; k++)
+        rc = comm_wait(req[k]);
+    if (rc == 0 && comm_next_seq(c) != 4)
+        rc = err_set(ERR_STATE, "after three collectives the next is #%llu", (unsigned long long)comm_next_seq(c));
+    int W = ctx->world;
+    for (int k = 0; rc == 0 && k < 5; k++)
+        if (d[k] != 0.5 * ((W - 1) / 2.0 + k))
+            rc = err_set(ERR_STATE, "float64 avg element %d is %g", k, d[k]);
+    for (int k = 0; rc == 0 && k < 7; k++)
+        if (i32[k] != 1000 * W * (W - 1) / 2 - W * k)
+            rc = err_set(ERR_STATE, "int32 sum element %d is %d", k, i32[k]);
+    for (int k = 0; rc == 0 && k < 3; k++)
+        if (i64[k] != ((int64_t)1 << 40) * W * (W + 1) / 2)
+            rc = err_set(ERR_STATE, "int64 sum element %d is %lld", k, (long long)i64[k]);
+    if (rc == 0)
+        rc = comm_allreduce_start(c, i32, i32, 7, COMM_INT32, COMM_AVG, &req[0]) == ERR_ARG
+                 ? 0
+                 : err_set(ERR_STATE, "avg of int32 was accepted");
+    comm_close(c);
+    return rc;
+}
+
+TEST(async_requests_other_types_and_sequence_numbers)
+{
+    for (int W = 1; W <= 4; W++)
+        CHECK_OK(world_run(W, async_rank));
+}
+
+TEST(backends_not_built_say_so)
+{
+    comm_world_t *w;
+    struct comm_world_options opt = {.world = 2};
+    /* MPI has no thread mode; when it is not built, it says that instead */
+    CHECK_EQ(comm_world_create("mpi", &opt, &w), ERR_UNSUPPORTED);
+#ifndef HAVE_MPI
+    CHECK_CONTAINS(err_msg(), "this build has no MPI support");
+#endif
+#ifndef HAVE_NCCL
+    CHECK_ERR(comm_world_create("nccl", &opt, &w), ERR_UNSUPPORTED, "this build has no NCCL support");
+#endif
+}
+
+/* Rank 0 starts an all-reduce and only then lets rank 1 start its own: if
+ * start() waited for the collective, the two would wait for each other
+ * until the watchdog fired. DDP relies on this to overlap buckets with backward. */
+static atomic_int overlap_started;
+
+static int overlap_rank(struct rank_ctx *ctx)
+{
+    comm_t *c;
+    int rc = test_open(ctx, ctx->shared, COMM_ALGO_DEFAULT, COMM_CHECK_NONE, 2, &c);
+    if (rc < 0)
+        return rc;
+    float x[100];
+    for (int i = 0; i < 100; i++)
+        x[i] = (float)ctx->rank;
+    if (ctx->rank == 0) {
+        comm_request_t *req;
+        rc = comm_allreduce_start(c, x, x, 100, COMM_FLOAT32, COMM_SUM, &req);
+        atomic_store(&overlap_started, 1);
+        if (rc == 0)
+            rc = comm_wait(req);
+    } else {
+        for (int spins = 0; !atomic_load(&overlap_started) && spins < 3000; spins++)
+            clock_sleep_ns(1000000);
+        if (!atomic_load(&overlap_started))
+            rc = err_set(ERR_TIMEOUT, "rank 0's comm_allreduce_start never returned before the collective ran");
+        if (rc == 0)
+            rc = comm_allreduce(c, x, x, 100, COMM_FLOAT32, COMM_SUM);
+    }
+    if (rc == 0 && x[7] != 1.0f)
+        rc = err_set(ERR_STATE, "sum is %g, want 1", x[7]);
+    comm_close(c);
+    return rc;
+}
+
+TEST(start_returns_before_the_collective_completes)
+{
+    atomic_store(&overlap_started, 0);
+    CHECK_OK(world_run(2, overlap_rank));
+}
