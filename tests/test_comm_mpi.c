@@ -1,0 +1,327 @@
+/* test_comm_mpi: the MPI backend (lib/mpi/comm_mpi.c) through lib/comm.h.
+ *
+ * Every test opens an "mpi" communicator in whatever job it finds itself:
+ *   - run as a plain unit test (tests/run), each test is a singleton MPI
+ *     process: world 1, where every collective must still be exact;
+ *   - run by tests/comm_mpi.sh as `mpirun --oversubscribe -np W
+ *     build/tests/test_comm_mpi TEST`, one test per job (each test initializes
+ *     and finalizes MPI, which a process may do once), at W = 2 and 4.
+ * Each rank checks its own result against a reference computed here from every
+ * rank's inputs, and the ranks compare checksums of their results with an
+ * all-gather, so "every rank bit-identical" is checked by the code under test
+ * and by the test itself. Built without MPI, the one test checks the
+ * "no MPI support" error.
+ */
+#include "check.h"
+#include "comm.h"
+#include "comm_backend.h"
+#include "error.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#ifndef HAVE_MPI
+
+TEST(comm_mpi_not_built)
+{
+    struct comm_config cfg;
+    comm_config_default(&cfg);
+    cfg.backend = "mpi";
+    comm_t *c;
+    CHECK_ERR(comm_open(&cfg, &c), ERR_UNSUPPORTED, "no MPI support");
+}
+
+#else
+
+static comm_t *test_open(enum comm_check check, double timeout_s)
+{
+    struct comm_config cfg;
+    comm_config_default(&cfg);
+    cfg.backend = "mpi";
+    cfg.check = check;
+    cfg.timeout_s = timeout_s;
+    comm_t *c = NULL;
+    CHECK_OK(comm_open(&cfg, &c));
+    return c;
+}
+
+/* Rank r's value i: varied magnitudes, so the order of additions shows in
+ * the bits. */
+static double test_value(int r, size_t i)
+{
+    uint32_t h = (uint32_t)(r * 2654435761u) ^ (uint32_t)(i * 40503u + 17u);
+    h ^= h >> 13;
+    h *= 0x5bd1e995u;
+    h ^= h >> 15;
+    return ((double)(h % 2000001u) - 1000000.0) / (double)(1u + (h >> 28));
+}
+
+static void test_fill(enum comm_dtype t, void *buf, int r, size_t first, size_t n)
+{
+    for (size_t i = 0; i < n; i++) {
+        double v = test_value(r, first + i);
+        switch (t) {
+        case COMM_FLOAT32: ((float *)buf)[i] = (float)v; break;
+        case COMM_FLOAT64: ((double *)buf)[i] = v; break;
+        case COMM_INT32: ((int32_t *)buf)[i] = (int32_t)v; break;
+        default: ((int64_t *)buf)[i] = (int64_t)v; break;
+        }
+    }
+}
+
+static double test_get(enum comm_dtype t, const void *buf, size_t i)
+{
+    switch (t) {
+    case COMM_FLOAT32: return ((const float *)buf)[i];
+    case COMM_FLOAT64: return ((const double *)buf)[i];
+    case COMM_INT32: return ((const int32_t *)buf)[i];
+    default: return (double)((const int64_t *)buf)[i];
+    }
+}
+
+/* Element i of op over ranks of their inputs (element `first + i` of each
+ * rank's data), checked against `got` within the type's rounding. */
+static void test_check_reduced(enum comm_dtype t, enum comm_op op, int world, const void *got, size_t first,
+                               size_t n, const char *what)
+{
+    double eps = t == COMM_FLOAT32 ? 1e-6 : t == COMM_FLOAT64 ? 1e-14 : 0;
+    for (size_t i = 0; i < n; i++) {
+        double ref = 0, mag = 0, one;
+        for (int r = 0; r < world; r++) {
+            double cell; /* room for one element of any type */
+            test_fill(t, &cell, r, first + i, 1);
+            one = test_get(t, &cell, 0);
+            ref += one;
+            mag += fabs(one);
+        }
+        if (op == COMM_AVG) {
+            ref /= world;
+            mag /= world;
+        }
+        double v = test_get(t, got, i);
+        CHECK_MSG(fabs(v - ref) <= eps * (mag + 1) * world, "%s: element %zu: got %.17g, want %.17g (world %d)",
+                  what, first + i, v, ref, world);
+    }
+}
+
+/* Every rank must hold the same `bytes` at buf: all-gather the checksums. */
+static void test_check_identical(comm_t *c, const void *buf, size_t bytes, const char *what)
+{
+    int world = comm_world(c);
+    int64_t mine = (int64_t)comm_checksum(buf, bytes), *all = calloc((size_t)world, sizeof *all);
+    CHECK(all);
+    CHECK_OK(comm_allgather(c, &mine, all, 1, COMM_INT64));
+    for (int r = 1; r < world; r++)
+        CHECK_MSG(all[r] == all[0], "%s: rank %d's result differs from rank 0's", what, r);
+    free(all);
+}
+
+/* Counts that exercise the edges: 0, 1, fewer than W, not divisible by W. */
+static const size_t test_counts[] = {0, 1, 3, 7, 1001, 65537};
+#define TEST_NCOUNTS (sizeof test_counts / sizeof test_counts[0])
+
+static void test_allreduce(enum comm_dtype t, enum comm_op op)
+{
+    comm_t *c = test_open(COMM_CHECK_NONE, 0);
+    int rank = comm_rank(c), world = comm_world(c);
+    size_t es = comm_dtype_size(t);
+    for (size_t k = 0; k < TEST_NCOUNTS; k++) {
+        size_t n = test_counts[k];
+        for (int in_place = 0; in_place < 2; in_place++) {
+            char *send = malloc(n * es + 1), *recv = in_place ? send : malloc(n * es + 1);
+            CHECK(send && recv);
+            test_fill(t, send, rank, 0, n);
+            CHECK_OK(comm_allreduce(c, send, recv, n, t, op));
+            char what[96];
+            snprintf(what, sizeof what, "allreduce %s %s count %zu%s", comm_op_name(op), comm_dtype_name(t), n,
+                     in_place ? " in place" : "");
+            test_check_reduced(t, op, world, recv, 0, n, what);
+            test_check_identical(c, recv, n * es, what);
+            if (!in_place)
+                free(recv);
+            free(send);
+        }
+    }
+    comm_close(c);
+}
+
+TEST(comm_mpi_allreduce_sum_float32) { test_allreduce(COMM_FLOAT32, COMM_SUM); }
+TEST(comm_mpi_allreduce_avg_float32) { test_allreduce(COMM_FLOAT32, COMM_AVG); }
+TEST(comm_mpi_allreduce_avg_float64) { test_allreduce(COMM_FLOAT64, COMM_AVG); }
+TEST(comm_mpi_allreduce_sum_int32) { test_allreduce(COMM_INT32, COMM_SUM); }
+TEST(comm_mpi_allreduce_sum_int64) { test_allreduce(COMM_INT64, COMM_SUM); }
+
+/* Average is the sum divided by W afterwards: exactly sum / W in float32. */
+TEST(comm_mpi_avg_is_sum_then_divide)
+{
+    comm_t *c = test_open(COMM_CHECK_NONE, 0);
+    size_t n = 4099;
+    float *in = malloc(n * 4), *sum = malloc(n * 4), *avg = malloc(n * 4);
+    CHECK(in && sum && avg);
+    test_fill(COMM_FLOAT32, in, comm_rank(c), 0, n);
+    CHECK_OK(comm_allreduce(c, in, sum, n, COMM_FLOAT32, COMM_SUM));
+    CHECK_OK(comm_allreduce(c, in, avg, n, COMM_FLOAT32, COMM_AVG));
+    for (size_t i = 0; i < n; i++)
+        CHECK_MSG(avg[i] == sum[i] / (float)comm_world(c), "element %zu: avg %.9g, sum / W %.9g", i, avg[i],
+                  sum[i] / (float)comm_world(c));
+    free(in), free(sum), free(avg);
+    comm_close(c);
+}
+
+/* Same inputs, same bits, run after run (Open MPI's reduction order is fixed
+ * for a given count, world and algorithm). */
+TEST(comm_mpi_deterministic)
+{
+    comm_t *c = test_open(COMM_CHECK_RESULTS, 0);
+    size_t n = 100003;
+    float *in = malloc(n * 4), *a = malloc(n * 4), *b = malloc(n * 4);
+    CHECK(in && a && b);
+    test_fill(COMM_FLOAT32, in, comm_rank(c), 0, n);
+    CHECK_OK(comm_allreduce(c, in, a, n, COMM_FLOAT32, COMM_SUM));
+    CHECK_OK(comm_allreduce(c, in, b, n, COMM_FLOAT32, COMM_SUM));
+    CHECK_MSG(memcmp(a, b, n * 4) == 0, "two identical all-reduces gave different bits");
+    free(in), free(a), free(b);
+    comm_close(c);
+}
+
+TEST(comm_mpi_broadcast_every_root)
+{
+    comm_t *c = test_open(COMM_CHECK_RESULTS, 0);
+    int rank = comm_rank(c), world = comm_world(c);
+    for (int root = 0; root < world; root++)
+        for (size_t k = 0; k < TEST_NCOUNTS; k++) {
+            size_t n = test_counts[k];
+            float *buf = malloc(n * 4 + 4), *want = malloc(n * 4 + 4);
+            CHECK(buf && want);
+            test_fill(COMM_FLOAT32, buf, rank, 0, n);
+            test_fill(COMM_FLOAT32, want, root, 0, n);
+            CHECK_OK(comm_broadcast(c, buf, n, COMM_FLOAT32, root));
+            CHECK_MSG(memcmp(buf, want, n * 4) == 0, "broadcast from root %d, count %zu: rank %d differs", root, n,
+                      rank);
+            free(buf), free(want);
+        }
+    comm_close(c);
+}
+
+TEST(comm_mpi_reduce_scatter)
+{
+    comm_t *c = test_open(COMM_CHECK_FINGERPRINT, 0);
+    int rank = comm_rank(c), world = comm_world(c);
+    for (size_t k = 0; k < TEST_NCOUNTS; k++) {
+        size_t n = test_counts[k], total = n * (size_t)world;
+        for (int op = COMM_SUM; op <= COMM_AVG; op++)
+            for (int in_place = 0; in_place < 2; in_place++) {
+                float *send = malloc(total * 4 + 4), *recv = in_place ? send + (size_t)rank * n : malloc(n * 4 + 4);
+                CHECK(send && recv);
+                test_fill(COMM_FLOAT32, send, rank, 0, total);
+                CHECK_OK(comm_reduce_scatter(c, send, recv, n, COMM_FLOAT32, (enum comm_op)op));
+                char what[96];
+                snprintf(what, sizeof what, "reduce_scatter %s count %zu%s", comm_op_name((enum comm_op)op), n,
+                         in_place ? " in place" : "");
+                test_check_reduced(COMM_FLOAT32, (enum comm_op)op, world, recv, (size_t)rank * n, n, what);
+                if (!in_place)
+                    free(recv);
+                free(send);
+            }
+    }
+    comm_close(c);
+}
+
+TEST(comm_mpi_allgather)
+{
+    comm_t *c = test_open(COMM_CHECK_RESULTS, 0);
+    int rank = comm_rank(c), world = comm_world(c);
+    for (size_t k = 0; k < TEST_NCOUNTS; k++) {
+        size_t n = test_counts[k], total = n * (size_t)world;
+        for (int in_place = 0; in_place < 2; in_place++) {
+            float *recv = malloc(total * 4 + 4), *send = in_place ? recv + (size_t)rank * n : malloc(n * 4 + 4);
+            float *want = malloc(n * 4 + 4);
+            CHECK(send && recv && want);
+            test_fill(COMM_FLOAT32, send, rank, 0, n);
+            CHECK_OK(comm_allgather(c, send, recv, n, COMM_FLOAT32));
+            for (int r = 0; r < world; r++) {
+                test_fill(COMM_FLOAT32, want, r, 0, n);
+                CHECK_MSG(memcmp(recv + (size_t)r * n, want, n * 4) == 0,
+                          "allgather count %zu%s: rank %d's block is wrong on rank %d", n,
+                          in_place ? " in place" : "", r, rank);
+            }
+            if (!in_place)
+                free(send);
+            free(recv), free(want);
+        }
+    }
+    comm_close(c);
+}
+
+/* Launch several collectives, then wait for them in order: what DDP does with
+ * its buckets. Sequence numbers count every collective, barrier included. */
+TEST(comm_mpi_async_and_sequence)
+{
+    comm_t *c = test_open(COMM_CHECK_FINGERPRINT, 0);
+    int rank = comm_rank(c), world = comm_world(c);
+    enum { BUCKETS = 4 };
+    size_t n = 3001;
+    float *bufs[BUCKETS];
+    comm_request_t *reqs[BUCKETS];
+    CHECK_EQ_U64(comm_next_seq(c), 1);
+    for (int b = 0; b < BUCKETS; b++) {
+        CHECK((bufs[b] = malloc(n * 4)));
+        test_fill(COMM_FLOAT32, bufs[b], rank, (size_t)b * n, n);
+        CHECK_OK(comm_allreduce_start(c, bufs[b], bufs[b], n, COMM_FLOAT32, COMM_AVG, &reqs[b]));
+    }
+    CHECK_EQ_U64(comm_next_seq(c), 1 + BUCKETS);
+    for (int b = 0; b < BUCKETS; b++) {
+        CHECK_OK(comm_wait(reqs[b]));
+        test_check_reduced(COMM_FLOAT32, COMM_AVG, world, bufs[b], (size_t)b * n, n, "bucket");
+        free(bufs[b]);
+    }
+    CHECK_OK(comm_barrier(c));
+    CHECK_EQ_U64(comm_next_seq(c), 2 + BUCKETS);
+    comm_close(c);
+}
+
+/* Rank 1 calls a broadcast where the others call an all-reduce: with the
+ * fingerprint check every rank refuses it, naming both ranks and the fields.
+ * Needs two ranks; at world 1 there is nobody to disagree with. */
+TEST(comm_mpi_fingerprint_mismatch)
+{
+    comm_t *c = test_open(COMM_CHECK_FINGERPRINT, 0);
+    int rank = comm_rank(c);
+    if (comm_world(c) >= 2) {
+        float buf[64] = {0};
+        CHECK_OK(comm_barrier(c));
+        int rc = rank == 1 ? comm_broadcast(c, buf, 64, COMM_FLOAT32, 0)
+                           : comm_allreduce(c, buf, buf, 64, COMM_FLOAT32, COMM_SUM);
+        CHECK_EQ(rc, ERR_STATE);
+        CHECK_CONTAINS(err_msg(), "fingerprint mismatch before collective #2");
+        CHECK_CONTAINS(err_msg(), "rank 0 called #2 allreduce");
+        CHECK_CONTAINS(err_msg(), "rank 1 called #2 broadcast");
+        CHECK_CONTAINS(err_msg(), "differs: collective");
+        CHECK_ERR(comm_barrier(c), ERR_STATE, "broken");
+    }
+    comm_close(c);
+}
+
+/* Rank 1 skips a collective that rank 0 waits for: rank 0 times out naming
+ * the collective, and its comm_close() aborts the job, since MPI cannot
+ * cancel the posted call. The job therefore FAILS by design; only
+ * tests/comm_mpi.sh runs this, alone, with COMM_MPI_TEST_ABORT=1, and checks
+ * the failure and its message. Elsewhere it does nothing. */
+TEST(comm_mpi_timeout_aborts)
+{
+    if (!getenv("COMM_MPI_TEST_ABORT"))
+        return;
+    comm_t *c = test_open(COMM_CHECK_NONE, 1.0);
+    float buf[16] = {0};
+    CHECK_OK(comm_barrier(c));
+    if (comm_rank(c) == 0) {
+        CHECK_ERR(comm_allreduce(c, buf, buf, 16, COMM_FLOAT32, COMM_SUM), ERR_TIMEOUT,
+                  "collective #2 (allreduce sum, 16 x float32)");
+        fprintf(stderr, "rank 0 diagnosed: %s\n", err_msg());
+    }
+    comm_close(c);
+}
+
+#endif
