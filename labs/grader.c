@@ -15,6 +15,7 @@ int grade_main(int argc, char **argv, const struct grade_test *tests, size_t cou
         return 0;
     }
     int score = 0, total = 0, passed = 0, failed = 0;
+    check_tmpdir(); /* before forking, so the tests' children share it */
     for (size_t i = 0; i < count; i++) {
         static char reason[8192];
         total += tests[i].points;
@@ -28,6 +29,7 @@ int grade_main(int argc, char **argv, const struct grade_test *tests, size_t cou
         }
         fflush(stdout);
     }
+    isolate_tmpdir_remove();
     printf("Score: %d/%d\n", score, total);
     printf("%d passed, %d failed\n", passed, failed);
     return score == total ? 0 : 1;

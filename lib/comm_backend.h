@@ -156,7 +156,8 @@ void comm_reduce_sum3(enum comm_dtype dtype, void *out, const void *a, const voi
 /* buf[i] /= world (floating types): COMM_AVG's final step. */
 void comm_reduce_divide(enum comm_dtype dtype, void *buf, size_t count, int world);
 
-/* A 64-bit checksum of bytes (FNV-1a), for the cross-rank result check. */
+/* A 64-bit checksum of bytes (FNV-1a over 8-byte words), for the cross-rank
+ * result check. */
 uint64_t comm_checksum(const void *buf, size_t bytes);
 
 #ifdef __cplusplus

@@ -5,12 +5,12 @@
 /* (a mod w) in 0 .. w-1 for any int a, including negative ones. */
 static int ring_mod(int a, int w) { return ((a % w) + w) % w; }
 
-/* Reduce-scatter: at step 0 rank r sends its own chunk r-1; at each later
- * step it forwards the chunk it has just reduced; after W-1 steps the chunk
- * it reduces last is its own, r. */
 int ring_rs_send(int rank, int world, int step)
 {
     // LAB:BEGIN rs-send
+    /* Step 0 sends this rank's own input of chunk r-1; each later step
+     * forwards the chunk just reduced, so after W-1 steps the chunk reduced
+     * last is r itself. */
     return ring_mod(rank - step - 1, world);
     // LAB:STUB (void)rank; (void)world; (void)step;
     // LAB:STUB return LAB_TODO("rs-send");
@@ -20,17 +20,17 @@ int ring_rs_send(int rank, int world, int step)
 int ring_rs_recv(int rank, int world, int step)
 {
     // LAB:BEGIN rs-recv
+    /* what the left neighbour sends at this step */
     return ring_mod(rank - step - 2, world);
     // LAB:STUB (void)rank; (void)world; (void)step;
     // LAB:STUB return LAB_TODO("rs-recv");
     // LAB:END
 }
 
-/* All-gather: rank r starts with its finished chunk r and forwards what it
- * receives, so after W-1 steps it has seen every chunk. */
 int ring_ag_send(int rank, int world, int step)
 {
     // LAB:BEGIN ag-send
+    /* Rank r starts with its finished chunk r and forwards what it receives. */
     return ring_mod(rank - step, world);
     // LAB:STUB (void)rank; (void)world; (void)step;
     // LAB:STUB return LAB_TODO("ag-send");
@@ -40,6 +40,7 @@ int ring_ag_send(int rank, int world, int step)
 int ring_ag_recv(int rank, int world, int step)
 {
     // LAB:BEGIN ag-recv
+    /* what the left neighbour sends at this step */
     return ring_mod(rank - step - 1, world);
     // LAB:STUB (void)rank; (void)world; (void)step;
     // LAB:STUB return LAB_TODO("ag-recv");

@@ -10,7 +10,6 @@
 #include "isolate.h"
 
 #include <libgen.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -24,7 +23,6 @@ static struct {
     void (*fn)(void);
 } check_tests[CHECK_MAX_TESTS];
 static int check_count;
-static char check_dir[256];
 
 void check_register(const char *name, void (*fn)(void))
 {
@@ -35,41 +33,6 @@ void check_register(const char *name, void (*fn)(void))
     check_tests[check_count].name = name;
     check_tests[check_count].fn = fn;
     check_count++;
-}
-
-void check_fail(const char *file, int line, const char *fmt, ...)
-{
-    va_list ap;
-    fprintf(stderr, "%s:%d: ", file, line);
-    va_start(ap, fmt);
-    vfprintf(stderr, fmt, ap);
-    va_end(ap);
-    fputc('\n', stderr);
-    fflush(stderr);
-    _exit(1);
-}
-
-const char *check_tmpdir(void)
-{
-    if (!check_dir[0]) {
-        const char *base = getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp";
-        snprintf(check_dir, sizeof check_dir, "%s/ddp-test-XXXXXX", base);
-        if (!mkdtemp(check_dir)) {
-            perror("check: mkdtemp");
-            exit(2);
-        }
-    }
-    return check_dir;
-}
-
-static void check_cleanup(void)
-{
-    if (check_dir[0]) {
-        char cmd[512];
-        snprintf(cmd, sizeof cmd, "rm -rf '%s'", check_dir);
-        if (system(cmd) != 0)
-            fprintf(stderr, "check: could not remove %s\n", check_dir);
-    }
 }
 
 static int check_selected(const char *name, int argc, char **argv)
@@ -106,6 +69,6 @@ int main(int argc, char **argv)
         }
         fflush(stdout);
     }
-    check_cleanup();
+    isolate_tmpdir_remove();
     return failed ? 1 : 0;
 }

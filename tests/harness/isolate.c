@@ -1,9 +1,12 @@
 /* isolate: fork, capture stderr, enforce a deadline, explain the ending (see isolate.h). */
 #include "isolate.h"
 
+#include "check.h"
+
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
+#include <stdarg.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -96,4 +99,43 @@ int isolate_run(void (*fn)(void), unsigned timeout_s, char *reason, size_t reaso
     else if (used + strlen(ending) + 4 < reason_len)
         snprintf(reason + used, reason_len - used, " [%s]", ending);
     return 0;
+}
+
+/* ---- the child's side: how a test ends, and where it writes ---------------- */
+
+static char isolate_dir[256];
+
+void check_fail(const char *file, int line, const char *fmt, ...)
+{
+    va_list ap;
+    fprintf(stderr, "%s:%d: ", file, line);
+    va_start(ap, fmt);
+    vfprintf(stderr, fmt, ap);
+    va_end(ap);
+    fputc('\n', stderr);
+    fflush(stderr);
+    _exit(1);
+}
+
+const char *check_tmpdir(void)
+{
+    if (!isolate_dir[0]) {
+        const char *base = getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp";
+        snprintf(isolate_dir, sizeof isolate_dir, "%s/ddp-test-XXXXXX", base);
+        if (!mkdtemp(isolate_dir)) {
+            perror("check: mkdtemp");
+            exit(2);
+        }
+    }
+    return isolate_dir;
+}
+
+void isolate_tmpdir_remove(void)
+{
+    if (isolate_dir[0]) {
+        char cmd[512];
+        snprintf(cmd, sizeof cmd, "rm -rf '%s'", isolate_dir);
+        if (system(cmd) != 0)
+            fprintf(stderr, "check: could not remove %s\n", isolate_dir);
+    }
 }

@@ -1,0 +1,20 @@
+#!/usr/bin/env bash
+# bench.sh: chapter 5's benchmarks (run by `make bench`, BUILD in the environment).
+#
+# 1. Against the memory limit: the simulator's ring all-reduce of 64 MiB of
+#    float32 on 4 ranks, against the time memcpy would need for the same memory
+#    traffic, memcpy bandwidth measured in the same run. Target: within 2x.
+# 2. Against Open MPI: chapters/05-allreduce/bench_mpi.sh, when present (the MPI
+#    backend's own script: MPI_Allreduce with 4 processes, same size, same run).
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+BUILD=${BUILD:-build}
+
+echo "== chapter 5: all-reduce against the memory limit"
+"$BUILD/chapter-5" --backend=sim --world=4 --max-bytes=64M --memory-bound
+
+# ---- against Open MPI: provided by the MPI backend's script ---------------------
+if [ -x chapters/05-allreduce/bench_mpi.sh ]; then
+    echo "== chapter 5: all-reduce against Open MPI"
+    BUILD=$BUILD chapters/05-allreduce/bench_mpi.sh
+fi

@@ -1,0 +1,76 @@
+/* chapter5: what the chapter-5 program's files share (main.c parses flags
+ * and runs things; sweep.c is the nccl-tests-style benchmark; demos.c the
+ * fault stories; calibrate.c measures the cost model's parameters). */
+#ifndef DDP_CHAPTER5_H
+#define DDP_CHAPTER5_H
+
+#include "comm.h"
+#include "costmodel.h"
+
+#include <stdint.h>
+#include <stdio.h>
+
+struct ch5_opts {
+    const char *backend;
+    int world;
+    uint64_t min_bytes, max_bytes, step_factor;
+    enum comm_algo algos[3];
+    int nalgos;
+    enum comm_op op;
+    int iters, warmup;
+    int check;                /* --check: the simulator's cross-rank result check */
+    double timeout_s;
+    const char *fault;        /* --fault=SPEC */
+    struct costmodel model;
+    int alpha_given;          /* --alpha-us given: do not fit it */
+    const char *csv_path;     /* the sweep's CSV, NULL = none */
+};
+
+/* What every rank function gets as ctx->shared: the run's options and world,
+ * first in each job struct of sweep.c and demos.c. */
+struct ch5_job {
+    const struct ch5_opts *opt;
+    enum comm_algo algo;
+    enum comm_check check;
+    double timeout_s;     /* 0: the default */
+    comm_world_t *world;  /* thread backends: set by ch5_run_ranks */
+};
+
+/* Runs `fn` on every rank of job->opt->backend: W threads for a thread-mode
+ * backend (creating the world with `faults`), or this process as one rank
+ * under mpirun / torchrun. Returns 0 or the first failure, with err_msg() =
+ * the world's diagnosis when there is one (the watchdog's report), else the
+ * failing rank's message. */
+struct rank_ctx;
+int ch5_run_ranks(struct ch5_job *job, const char *faults, int (*fn)(struct rank_ctx *));
+
+/* Opens this rank's communicator for the job (ctx from ch5_run_ranks). */
+int ch5_open(const struct rank_ctx *ctx, comm_t **out);
+
+/* Non-zero in the process that prints (rank 0 of an mpirun/torchrun job, or
+ * the only process of a thread job). */
+int ch5_leader(void);
+
+/* The nccl-tests table for each algorithm in opt (sweep.c). 0 or ERR_*;
+ * *wrong_total counts wrong elements over the whole run; *last_time_s (may
+ * be NULL) gets the last row's out-of-place time, averaged over ranks. */
+int ch5_sweep(struct ch5_opts *opt, uint64_t *wrong_total, double *last_time_s);
+
+/* Fills opt->model's beta, gamma and cores from this machine (calibrate.c);
+ * alpha is fitted per run by the sweep unless given. Prints what it did. */
+void ch5_calibrate(struct ch5_opts *opt, FILE *out);
+
+/* Memory-bandwidth bound of the sim ring all-reduce (bench.sh): measures
+ * memcpy, runs the all-reduce, prints both and the ratio (calibrate.c). */
+int ch5_memory_bound(struct ch5_opts *opt);
+
+/* The fault demos (demos.c). `name` is a demo or "all"; `lesson` = 1 when
+ * run as part of the default lesson: an expected failure is then the lesson
+ * and counts as success. Returns the number of unexpected outcomes, or
+ * ERR_ARG for an unknown name. */
+int ch5_demos(const struct ch5_opts *opt, const char *name, int lesson);
+
+/* --fault=SPEC on the training-loop workload. 0 when it survived. */
+int ch5_fault_run(const struct ch5_opts *opt);
+
+#endif

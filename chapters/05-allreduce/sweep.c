@@ -1,0 +1,265 @@
+/* sweep: the benchmark table of chapter 5, in the layout of nccl-tests'
+ * all_reduce_perf (NVIDIA/nccl-tests, src/common.cu: the size, count, type,
+ * redop, root columns, then time / algbw / busbw / #wrong out of place and in
+ * place, and a final "# Avg bus bandwidth" line averaging every busbw
+ * printed), so our rows read like the ones engineers already know. Two
+ * columns are ours, at the end: the cost model's time and bus bandwidth.
+ *
+ * Times are averaged over ranks, as nccl-tests does by default (-a 1);
+ * algbw = size / time in GB/s (1e9 bytes); busbw = algbw x 2(W-1)/W.
+ */
+#include "chapter5.h"
+
+#include "clock.h"
+#include "error.h"
+#include "plot.h"
+#include "progress.h"
+#include "ranks.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+struct sweep_job {
+    struct ch5_job base; /* first: see chapter5.h */
+    struct costmodel model;
+    uint64_t wrong;
+    double last_time_s; /* the last row's out-of-place time */
+    FILE *csv;
+};
+
+/* Rank r's input: small integers, so every sum is exact in float32 and
+ * #wrong can demand exact equality whatever the reduction order. */
+static float sweep_value(int r, size_t i) { return (float)((i * 7 + (size_t)r * 3) % 11) - 5.0f; }
+
+/* An all-reduce of a few doubles living on the host, through comm memory
+ * (device memory under nccl): averages times, sums wrong counts. */
+static int sweep_host_allreduce(comm_t *c, void *dev, double *vals, size_t n, enum comm_op op)
+{
+    int rc;
+    if ((rc = comm_mem_upload(c, dev, vals, n * sizeof *vals)) < 0 ||
+        (rc = comm_allreduce(c, dev, dev, n, COMM_FLOAT64, op)) < 0)
+        return rc;
+    return comm_mem_download(c, vals, dev, n * sizeof *vals);
+}
+
+static int sweep_fill(comm_t *c, float *host, void *dev, size_t count)
+{
+    for (size_t i = 0; i < count; i++)
+        host[i] = sweep_value(comm_rank(c), i);
+    return comm_mem_upload(c, dev, host, count * sizeof *host);
+}
+
+/* Seconds per all-reduce of send -> recv, after `warmup` untimed ones. */
+static int sweep_time(comm_t *c, const void *send, void *recv, size_t count, enum comm_op op, int warmup, int iters,
+                      double *seconds)
+{
+    int rc;
+    for (int i = 0; i < warmup; i++)
+        if ((rc = comm_allreduce(c, send, recv, count, COMM_FLOAT32, op)) < 0)
+            return rc;
+    if ((rc = comm_barrier(c)) < 0)
+        return rc;
+    double t0 = clock_now_s();
+    for (int i = 0; i < iters; i++)
+        if ((rc = comm_allreduce(c, send, recv, count, COMM_FLOAT32, op)) < 0)
+            return rc;
+    *seconds = (clock_now_s() - t0) / iters;
+    return 0;
+}
+
+/* Elements of recv (downloaded into host) that are not the exact expected result. */
+static int sweep_count_wrong(comm_t *c, float *host, const void *recv, size_t count, enum comm_op op, uint64_t *wrong)
+{
+    int rc = comm_mem_download(c, host, recv, count * sizeof *host);
+    if (rc < 0)
+        return rc;
+    int W = comm_world(c);
+    *wrong = 0;
+    for (size_t i = 0; i < count; i++) {
+        float want = 0;
+        for (int r = 0; r < W; r++)
+            want += sweep_value(r, i);
+        if (op == COMM_AVG) /* an average may round differently where a library pre-divides: allow 1e-6 */
+            *wrong += fabsf(host[i] - want / (float)W) > 1e-6f * fmaxf(1.0f, fabsf(want));
+        else
+            *wrong += host[i] != want;
+    }
+    return 0;
+}
+
+/* nccl-tests' time format: fewer decimals as the number grows */
+static void sweep_format_time(double us, char *buf, size_t len)
+{
+    snprintf(buf, len, us >= 10000.0 ? "%7.0f" : us >= 100.0 ? "%7.1f" : "%7.2f", us);
+}
+
+static void sweep_header(const struct sweep_job *j, int world)
+{
+    const struct ch5_opts *o = j->base.opt;
+    printf("# backend %s  world %d  algo %s  minBytes %llu  maxBytes %llu  step: %llu(factor)  warmup iters: %d  "
+           "iters: %d  check: %d\n",
+           o->backend, world, comm_algo_name(j->base.algo), (unsigned long long)o->min_bytes,
+           (unsigned long long)o->max_bytes, (unsigned long long)o->step_factor, o->warmup, o->iters, o->check);
+    char gamma[48] = "0 (adding costs no more than copying here)";
+    if (j->model.gamma_s_per_b > 0)
+        snprintf(gamma, sizeof gamma, "%.3f GB/s", 1e-9 / j->model.gamma_s_per_b);
+    printf("# model: alpha %.2f us/message, beta %.3f GB/s per link, gamma %s, segment %.0f KiB, %d cores\n",
+           j->model.alpha_s * 1e6, 1e-9 / j->model.beta_s_per_b, gamma, j->model.segment_bytes / 1024,
+           j->model.cores);
+    printf("#\n#%60s%-35s%-32s%s\n", "", "out-of-place", "in-place", "model");
+    printf("#%11s  %12s  %8s  %6s  %6s  %7s  %6s  %6s  %6s  %7s  %6s  %6s  %6s  %9s  %7s\n", "size", "count", "type",
+           "redop", "root", "time", "algbw", "busbw", "#wrong", "time", "algbw", "busbw", "#wrong", "time", "busbw");
+    printf("#%11s  %12s  %8s  %6s  %6s  %7s  %6s  %6s  %6s  %7s  %6s  %6s  %6s  %9s  %7s\n", "(B)", "(elements)", "",
+           "", "", "(us)", "(GB/s)", "(GB/s)", "", "(us)", "(GB/s)", "(GB/s)", "", "(us)", "(GB/s)");
+}
+
+/* One row: measures out of place and in place, checks, averages over ranks, prints on rank 0. */
+static int sweep_row(struct sweep_job *j, comm_t *c, void *send, void *recv, void *scratch, float *host, size_t count,
+                     double *busbw_sum)
+{
+    const struct ch5_opts *o = j->base.opt;
+    int rc, W = comm_world(c);
+    double t[2];
+    uint64_t wrong[2];
+    /* out of place, then in place (recv reduced onto itself: values grow, which float32 absorbs) */
+    if ((rc = sweep_fill(c, host, send, count)) < 0 ||
+        (rc = sweep_time(c, send, recv, count, o->op, o->warmup, o->iters, &t[0])) < 0 ||
+        (rc = sweep_time(c, recv, recv, count, o->op, o->warmup, o->iters, &t[1])) < 0)
+        return rc;
+    /* #wrong: one more collective of each kind on fresh input, checked element by element */
+    if ((rc = comm_allreduce(c, send, recv, count, COMM_FLOAT32, o->op)) < 0 ||
+        (rc = sweep_count_wrong(c, host, recv, count, o->op, &wrong[0])) < 0 ||
+        (rc = sweep_fill(c, host, recv, count)) < 0 ||
+        (rc = comm_allreduce(c, recv, recv, count, COMM_FLOAT32, o->op)) < 0 ||
+        (rc = sweep_count_wrong(c, host, recv, count, o->op, &wrong[1])) < 0)
+        return rc;
+    double agg[4] = {t[0], t[1], 0, 0};
+    double wr[2] = {(double)wrong[0], (double)wrong[1]};
+    if ((rc = sweep_host_allreduce(c, scratch, agg, 2, COMM_AVG)) < 0 ||
+        (rc = sweep_host_allreduce(c, scratch, wr, 2, COMM_SUM)) < 0)
+        return rc;
+    if (comm_rank(c) != 0)
+        return 0;
+    double bytes = (double)count * 4, factor = comm_busbw_factor(COMM_ALLREDUCE, W);
+    double model_s = costmodel_allreduce(&j->model, j->base.algo, W, bytes);
+    double algbw[2], busbw[2];
+    char tstr[2][16];
+    for (int k = 0; k < 2; k++) {
+        algbw[k] = bytes / agg[k] / 1e9;
+        busbw[k] = algbw[k] * factor;
+        *busbw_sum += busbw[k];
+        sweep_format_time(agg[k] * 1e6, tstr[k], sizeof tstr[k]);
+    }
+    double model_busbw = model_s > 0 ? bytes / model_s / 1e9 * factor : 0;
+    printf("%12.0f  %12zu  %8s  %6s  %6d  %7s  %6.2f  %6.2f  %6.0f  %7s  %6.2f  %6.2f  %6.0f  %9.1f  %7.2f\n", bytes,
+           count, "float", comm_op_name(o->op), -1, tstr[0], algbw[0], busbw[0], wr[0], tstr[1], algbw[1], busbw[1],
+           wr[1], model_s * 1e6, model_busbw);
+    fflush(stdout);
+    j->wrong += (uint64_t)(wr[0] + wr[1]);
+    j->last_time_s = agg[0];
+    if (j->csv)
+        fprintf(j->csv, "%s,%s,%d,%.0f,%zu,%.3f,%.4f,%.4f,%.3f,%.4f,%.4f,%.0f,%.3f,%.4f\n", o->backend,
+                comm_algo_name(j->base.algo), W, bytes, count, agg[0] * 1e6, algbw[0], busbw[0], agg[1] * 1e6,
+                algbw[1], busbw[1], wr[0] + wr[1], model_s * 1e6, model_busbw);
+    return 0;
+}
+
+/* alpha from the time of a 4-byte all-reduce, which is all latency: the
+ * model is linear in alpha there, so alpha = time / (the model's time with
+ * alpha = 1 s and free bandwidth). */
+static int sweep_fit_alpha(struct sweep_job *j, comm_t *c, void *buf, void *scratch)
+{
+    double t[1];
+    int rc = sweep_time(c, buf, buf, 1, COMM_SUM, 5, 50, &t[0]);
+    if (rc < 0 || (rc = sweep_host_allreduce(c, scratch, t, 1, COMM_AVG)) < 0)
+        return rc;
+    struct costmodel unit = j->model;
+    unit.alpha_s = 1;
+    unit.beta_s_per_b = unit.gamma_s_per_b = 0;
+    double per_alpha = costmodel_allreduce(&unit, j->base.algo, comm_world(c), 4);
+    if (!j->base.opt->alpha_given && comm_rank(c) == 0) /* rank 0 prints the model */
+        j->model.alpha_s = per_alpha > 0 ? t[0] / per_alpha : 0;
+    return 0;
+}
+
+static int sweep_rank(struct rank_ctx *ctx)
+{
+    struct sweep_job *j = ctx->shared;
+    const struct ch5_opts *o = j->base.opt;
+    comm_t *c;
+    int rc = ch5_open(ctx, &c);
+    if (rc < 0)
+        return rc;
+    int lead = comm_rank(c) == 0;
+    size_t maxcount = (size_t)(o->max_bytes / 4);
+    void *send = NULL, *recv = NULL, *scratch = NULL;
+    float *host = malloc((maxcount + 1) * sizeof *host);
+    if (!host)
+        rc = err_set(ERR_NOMEM, "cannot allocate %zu bytes for checking", maxcount * 4);
+    if (rc == 0 && (rc = comm_mem_alloc(c, maxcount * 4, &send)) == 0 &&
+        (rc = comm_mem_alloc(c, maxcount * 4, &recv)) == 0)
+        rc = comm_mem_alloc(c, 4 * sizeof(double), &scratch);
+    if (rc == 0)
+        rc = sweep_fit_alpha(j, c, recv, scratch);
+    if (rc == 0 && lead)
+        sweep_header(j, comm_world(c));
+
+    progress_t bar;
+    uint64_t rows = 0, total = 0;
+    for (uint64_t b = o->min_bytes; b <= o->max_bytes; b *= o->step_factor)
+        total++;
+    if (lead)
+        progress_begin(&bar, "all-reduce sweep", total);
+    double busbw_sum = 0;
+    for (uint64_t bytes = o->min_bytes; rc == 0 && bytes <= o->max_bytes; bytes *= o->step_factor) {
+        size_t count = (size_t)(bytes / 4);
+        if (count > 0)
+            rc = sweep_row(j, c, send, recv, scratch, host, count, &busbw_sum);
+        rows += count > 0;
+        if (lead)
+            progress_update(&bar, rows);
+    }
+    if (lead) {
+        progress_end(&bar, rows);
+        if (rc == 0) {
+            printf("# Wrong elements       : %llu %s\n", (unsigned long long)j->wrong, j->wrong ? "FAILED" : "OK");
+            printf("# Avg bus bandwidth    : %g\n#\n", rows ? busbw_sum / (2.0 * (double)rows) : 0.0);
+        }
+    }
+    comm_mem_free(c, send);
+    comm_mem_free(c, recv);
+    comm_mem_free(c, scratch);
+    free(host);
+    comm_close(c);
+    return rc;
+}
+
+int ch5_sweep(struct ch5_opts *opt, uint64_t *wrong_total, double *last_time_s)
+{
+    *wrong_total = 0;
+    FILE *csv = NULL;
+    if (opt->csv_path && ch5_leader()) {
+        if (!(csv = plot_csv_open(opt->csv_path)))
+            return ERR_IO;
+        fprintf(csv, "backend,algo,world,bytes,count,time_us,algbw,busbw,time_ip_us,algbw_ip,busbw_ip,wrong,"
+                     "model_us,model_busbw\n");
+    }
+    int rc = 0;
+    for (int a = 0; a < opt->nalgos && rc == 0; a++) {
+        struct sweep_job j = {.base = {.opt = opt, .algo = opt->algos[a], .timeout_s = opt->timeout_s,
+                                       .check = opt->check ? COMM_CHECK_RESULTS : COMM_CHECK_NONE},
+                              .model = opt->model,
+                              .csv = csv};
+        rc = ch5_run_ranks(&j.base, NULL, sweep_rank);
+        *wrong_total += j.wrong;
+        if (last_time_s)
+            *last_time_s = j.last_time_s;
+    }
+    if (csv && fclose(csv) != 0 && rc == 0)
+        rc = err_set(ERR_IO, "%s: write failed", opt->csv_path);
+    if (csv && rc == 0)
+        printf("# data: %s\n", opt->csv_path);
+    return rc;
+}
