@@ -5,7 +5,8 @@
 # as its own job, since a process may initialize MPI only once. A job passes
 # when mpirun exits 0, which it does only when every rank passed. The timeout
 # test must instead end the job with MPI_Abort, after rank 0 named the
-# collective it waited for.
+# collective it waited for. Last, build/chapter-5 --backend=mpi --check must
+# print nccl-tests' table with no wrong element.
 . "$(dirname "$0")/lib.sh"
 
 # Open MPI refuses to start as root unless told to (tests/run sets these too).
@@ -27,5 +28,9 @@ else
         COMM_MPI_TEST_ABORT=1 t_fail "np$np.timeout_aborts" nonzero \
             "collective #2 (allreduce sum, 16 x float32): MPI_Iallreduce did not complete within 1 s" \
             mpirun --oversubscribe -np "$np" "$prog" comm_mpi_timeout_aborts
+        # the chapter's benchmark under mpirun: nccl-tests' #wrong columns must
+        # stay 0, counts 1 (fewer than W) to 64K, results compared across ranks
+        t_out "np$np.chapter5_table" ": 0 OK" mpirun --oversubscribe -np "$np" "$BUILD/chapter-5" --backend=mpi \
+            --check --min-bytes=4 --max-bytes=256K --step-factor=8 --iters=2 --warmup=1
     done
 fi
