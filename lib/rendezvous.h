@@ -20,6 +20,10 @@
 
 #include <stddef.h>
 
+#ifdef __cplusplus
+extern "C" {
+#endif
+
 /* The torchrun launch environment. Its variable names and meanings are
  * torchrun's (torch.distributed.run): RANK and WORLD_SIZE over the whole job,
  * LOCAL_RANK on this node, MASTER_ADDR:MASTER_PORT where rank 0 listens. */
@@ -69,5 +73,9 @@ int rendezvous_fetch(const char *addr, int port, int rank, int world, void *blob
  * master_port and serves blob; the others fetch it from
  * env->master_addr:master_port. Returns what those return. */
 int rendezvous_bcast(const struct rendezvous_env *env, void *blob, size_t bytes, double timeout_s);
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif
