@@ -16,8 +16,12 @@
  *            (lib/rendezvous.h); GPU = LOCAL_RANK.
  * All three work across nodes except THREADS.
  *
- * Types: float32, float64, int32, int64. Average is ncclAvg (NCCL >= 2.10:
- * the division happens inside NCCL's reduction). Barrier is an all-reduce of
+ * Types: float32, float64, int32, int64. Average is ncclAvg (NCCL >= 2.10).
+ * For floating types NCCL multiplies every input by 1/W before it sums
+ * (ncclDevPreMulSum, in hostToDevRedOp of NCCL's src/enqueue.cc); for
+ * integers it divides after. So a float average may differ in its last bit
+ * from the sim's and MPI's sum-then-divide when W is not a power of two
+ * (scaling by 1/2^k is exact, barring underflow). Barrier is an all-reduce of
  * one float, as PyTorch's NCCL barrier does, since NCCL has no barrier.
  * Needs NCCL >= 2.14 (non-blocking communicators: how a rank that never comes
  * becomes a timeout and ncclCommAbort instead of a hang).
