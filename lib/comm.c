@@ -237,6 +237,7 @@ static int comm_start(comm_t *c, struct comm_coll_desc *d, size_t total, comm_re
     d->seq = c->next_seq++;
     r->comm = c;
     r->desc = *d;
+    r->blocking = c->blocking;
     rc = c->ops->start(c, r);
     if (rc == COMM_START_SKIPPED) {
         c->next_seq--;
@@ -325,7 +326,9 @@ int comm_barrier_start(comm_t *c, comm_request_t **req)
 #define COMM_BLOCKING(start_call)                                                 \
     do {                                                                          \
         comm_request_t *req = NULL;                                               \
+        c->blocking = 1;                                                          \
         int rc_ = (start_call);                                                   \
+        c->blocking = 0;                                                          \
         return rc_ < 0 ? rc_ : comm_wait(req);                                    \
     } while (0)
 

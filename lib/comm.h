@@ -107,8 +107,8 @@ enum comm_check { COMM_CHECK_NONE, COMM_CHECK_FINGERPRINT, COMM_CHECK_RESULTS };
 enum comm_launch { COMM_LAUNCH_AUTO, COMM_LAUNCH_THREADS, COMM_LAUNCH_MPI, COMM_LAUNCH_ENV };
 
 /* 30 s: short enough that a hung demo or test ends, long enough for 64 MiB
- * collectives on a loaded machine. PyTorch's own default is 10 minutes
- * (torch.distributed.constants.default_pg_timeout). */
+ * collectives on a loaded machine. PyTorch's NCCL process group defaults to
+ * 10 minutes (pytorch/pytorch#110947). */
 #define COMM_DEFAULT_TIMEOUT_S 30.0
 
 struct comm_config {
@@ -206,9 +206,10 @@ int comm_mem_download(comm_t *c, void *host_dst, const void *src, size_t bytes);
  * overlap; in place is allowed as stated for each.
  *
  * How asynchronous: nccl returns once the work is queued on its stream; mpi
- * uses non-blocking MPI calls; the sim does the work inside *_start() (its
- * rank thread is the progress engine), so start returns when it is complete
- * and comm_wait() only reports the result.
+ * uses non-blocking MPI calls; the sim queues it for the rank's progress
+ * thread (its "communication stream"), which runs the queue in order. The
+ * blocking forms may run the collective on the caller's thread when nothing
+ * is queued before it (the sim does): same order, less latency.
  *
  * On success *req is set; hand it to comm_wait() exactly once. On failure
  * *req is NULL and the error is returned here. */

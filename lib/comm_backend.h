@@ -63,6 +63,7 @@ struct comm {
     enum comm_algo algo;
     enum comm_check check;
     int broken;            /* set by the front after a failed collective */
+    int blocking;          /* the front is inside a blocking form (comm_allreduce, ...) */
     char broken_msg[512];  /* the message of that failure */
     void *impl;            /* the backend's state */
 };
@@ -72,6 +73,8 @@ struct comm {
 struct comm_request {
     comm_t *comm;
     struct comm_coll_desc desc;
+    int blocking; /* the caller waits right after start(): a backend may
+                   * then complete it inside start() (the sim does) */
     int done;    /* the backend completed it inside start() ... */
     int status;  /* ... with this result (0 or ERR_*, message in err_buf) */
     char err_buf[512];

@@ -5,7 +5,6 @@
 
 #include <errno.h>
 #include <stdlib.h>
-#include <time.h>
 
 int channel_init(channel_t *ch, int slots, size_t slot_bytes, atomic_int *broken)
 {
@@ -18,13 +17,22 @@ int channel_init(channel_t *ch, int slots, size_t slot_bytes, atomic_int *broken
         return err_set(ERR_NOMEM, "channel: cannot allocate %d slots of %zu bytes", slots, slot_bytes);
     }
     pthread_mutex_init(&ch->lock, NULL);
-    /* deadlines are CLOCK_MONOTONIC times (lib/clock.h), so the condition must be too */
+    channel_cond_init(&ch->changed);
+    return 0;
+}
+
+void channel_cond_init(pthread_cond_t *cond)
+{
     pthread_condattr_t attr;
     pthread_condattr_init(&attr);
     pthread_condattr_setclock(&attr, CLOCK_MONOTONIC);
-    pthread_cond_init(&ch->changed, &attr);
+    pthread_cond_init(cond, &attr);
     pthread_condattr_destroy(&attr);
-    return 0;
+}
+
+struct timespec channel_deadline(uint64_t deadline_ns)
+{
+    return (struct timespec){.tv_sec = (time_t)(deadline_ns / 1000000000u), .tv_nsec = (long)(deadline_ns % 1000000000u)};
 }
 
 void channel_destroy(channel_t *ch)
@@ -45,7 +53,7 @@ void channel_wake(channel_t *ch)
 /* Waits under ch->lock until ready(ch) holds: 0, ERR_PEER or ERR_TIMEOUT. */
 static int channel_wait(channel_t *ch, uint64_t deadline_ns, int (*ready)(const channel_t *))
 {
-    struct timespec ts = {.tv_sec = (time_t)(deadline_ns / 1000000000u), .tv_nsec = (long)(deadline_ns % 1000000000u)};
+    struct timespec ts = channel_deadline(deadline_ns);
     while (!ready(ch)) {
         if (atomic_load(ch->broken))
             return ERR_PEER;

@@ -18,6 +18,7 @@
 #include <stdatomic.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <time.h>
 
 typedef struct channel {
     pthread_mutex_t lock;
@@ -29,6 +30,14 @@ typedef struct channel {
     size_t *len;             /* bytes in each slot */
     atomic_int *broken;
 } channel_t;
+
+/* Initializes a condition variable whose timed waits take CLOCK_MONOTONIC
+ * deadlines (clock_now_ns() times, lib/clock.h), immune to wall-clock jumps;
+ * every wait of the simulator uses one. */
+void channel_cond_init(pthread_cond_t *cond);
+
+/* A clock_now_ns() deadline as the timespec pthread_cond_timedwait takes. */
+struct timespec channel_deadline(uint64_t deadline_ns);
 
 /* Sets up a channel of `slots` x `slot_bytes` whose waits also end when
  * *broken becomes non-zero. 0 or ERR_NOMEM. */

@@ -12,7 +12,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 /* ---- the world ----------------------------------------------------------- */
 
@@ -42,11 +41,7 @@ static int sim_world_create(const struct comm_world_options *opt, comm_world_t *
     }
     atomic_init(&w->broken, 0);
     pthread_mutex_init(&w->lock, NULL);
-    pthread_condattr_t attr;
-    pthread_condattr_init(&attr);
-    pthread_condattr_setclock(&attr, CLOCK_MONOTONIC);
-    pthread_cond_init(&w->cond, &attr);
-    pthread_condattr_destroy(&attr);
+    channel_cond_init(&w->cond);
     *out = (comm_world_t *)w;
     return 0;
 }
@@ -138,11 +133,6 @@ void sim_rank_story(const struct sim_world *w, int r, char *buf, size_t len)
  * w->lock held and every other rank waiting. 0 or ERR_* with msg set. */
 typedef int (*sim_check_fn)(struct sim_world *w, const struct comm_coll_desc *d, char *msg, size_t len);
 
-static struct timespec sim_timespec(uint64_t ns)
-{
-    return (struct timespec){.tv_sec = (time_t)(ns / 1000000000u), .tv_nsec = (long)(ns % 1000000000u)};
-}
-
 /* The watchdog's report, written by the first rank whose wait expired; w->lock held. */
 static void sim_watchdog_report(struct sim_world *w, int rank, const struct comm_coll_desc *d, const char *phase,
                                 double timeout_s, char *msg, size_t len)
@@ -188,13 +178,15 @@ static int sim_rendezvous(struct sim_world *w, int rank, const struct comm_coll_
     uint64_t gen = w->gen;
     if (++w->count == w->world) {
         w->rdv_rc = check ? check(w, d, w->rdv_msg, sizeof w->rdv_msg) : 0;
+        if (w->rdv_rc < 0) /* every rank gets the verdict; the world's diagnosis keeps it */
+            sim_world_break_locked(w, w->rdv_msg);
         for (int r = 0; r < w->world; r++)
             w->ranks[r].arrived = 0;
         w->count = 0;
         w->gen++;
         pthread_cond_broadcast(&w->cond);
     }
-    struct timespec ts = sim_timespec(deadline_ns);
+    struct timespec ts = channel_deadline(deadline_ns);
     while (w->gen == gen && !atomic_load(&w->broken)) {
         if (pthread_cond_timedwait(&w->cond, &w->lock, &ts) == ETIMEDOUT && w->gen == gen &&
             !atomic_load(&w->broken)) {
@@ -287,7 +279,7 @@ static int sim_delay(struct sim_world *w, int rank, const struct fault *f, const
     snprintf(me->note, sizeof me->note, "sleeping in an injected delay of %llu ms before collective #%llu (%s)",
              (unsigned long long)f->ms, (unsigned long long)d->seq, fault_describe(f, what, sizeof what));
     me->state = SIM_DELAYED;
-    struct timespec ts = sim_timespec(clock_now_ns() + f->ms * 1000000u);
+    struct timespec ts = channel_deadline(clock_now_ns() + f->ms * 1000000u);
     while (!atomic_load(&w->broken) && pthread_cond_timedwait(&w->cond, &w->lock, &ts) != ETIMEDOUT) {
     }
     me->state = SIM_RUNNING;
@@ -318,6 +310,16 @@ static int sim_launch_resolve(enum comm_launch requested, enum comm_launch *out)
     return 0;
 }
 
+static void sim_mark_exited(struct sim_world *w, int rank)
+{
+    pthread_mutex_lock(&w->lock);
+    if (w->ranks[rank].state != SIM_KILLED)
+        w->ranks[rank].state = SIM_EXITED;
+    pthread_mutex_unlock(&w->lock);
+}
+
+static void *sim_progress_main(void *arg);
+
 static int sim_open(comm_t *c, const struct comm_config *cfg)
 {
     struct sim_world *w = (struct sim_world *)cfg->shared;
@@ -347,20 +349,40 @@ static int sim_open(comm_t *c, const struct comm_config *cfg)
         return rc;
     }
     sc->w = w;
+    sc->c = c;
     c->rank = cfg->rank;
     c->world = w->world;
     c->algo = algo;
     c->impl = sc;
+    pthread_mutex_init(&sc->qlock, NULL);
+    pthread_cond_init(&sc->qcond, NULL);
+    if (pthread_create(&sc->progress, NULL, sim_progress_main, sc) != 0) {
+        pthread_mutex_destroy(&sc->qlock);
+        pthread_cond_destroy(&sc->qcond);
+        sim_mark_exited(w, cfg->rank);
+        free(sc);
+        return err_set(ERR_NOMEM, "sim: rank %d: cannot start its progress thread", cfg->rank);
+    }
     return 0;
 }
 
+/* Collectives queued and not yet waited for are still run (their buffers
+ * are the caller's promise); then the progress thread ends. */
 static void sim_close(comm_t *c)
 {
     struct sim_comm *sc = c->impl;
-    pthread_mutex_lock(&sc->w->lock);
-    if (sc->w->ranks[c->rank].state != SIM_KILLED)
-        sc->w->ranks[c->rank].state = SIM_EXITED;
-    pthread_mutex_unlock(&sc->w->lock);
+    pthread_mutex_lock(&sc->qlock);
+    sc->stopping = 1;
+    pthread_cond_broadcast(&sc->qcond);
+    pthread_mutex_unlock(&sc->qlock);
+    pthread_join(sc->progress, NULL);
+    for (struct sim_req *sr = sc->head, *next; sr; sr = next) {
+        next = sr->next;
+        free(sr);
+    }
+    pthread_mutex_destroy(&sc->qlock);
+    pthread_cond_destroy(&sc->qcond);
+    sim_mark_exited(sc->w, c->rank);
     free(sc);
 }
 
@@ -370,15 +392,19 @@ static size_t sim_result_count(const struct comm_coll_desc *d, int world)
     return d->coll == COMM_ALLGATHER ? d->count * (size_t)world : d->count;
 }
 
-static int sim_start(comm_t *c, comm_request_t *req)
+/* Runs one collective on the progress thread: faults, rendezvous, data,
+ * checks. 0 or ERR_* with err_msg() set (on this thread). */
+static int sim_execute(struct sim_comm *sc, const struct comm_coll_desc *d)
 {
-    struct sim_comm *sc = c->impl;
+    comm_t *c = sc->c;
     struct sim_world *w = sc->w;
-    const struct comm_coll_desc *d = &req->desc;
     int rank = c->rank;
-    char what[32];
+    char what[32], desc[128];
     struct fault *f;
 
+    if (sc->killed)
+        return err_set(ERR_STATE, "%s: this rank was killed earlier (%s)", comm_coll_describe(d, desc, sizeof desc),
+                       w->ranks[rank].note);
     if ((f = faults_take(w->faults, w->nfaults, FAULT_KILL, rank, d->seq))) {
         pthread_mutex_lock(&w->lock);
         snprintf(w->ranks[rank].note, sizeof w->ranks[rank].note,
@@ -386,10 +412,9 @@ static int sim_start(comm_t *c, comm_request_t *req)
                  (unsigned long long)d->seq);
         w->ranks[rank].state = SIM_KILLED;
         pthread_mutex_unlock(&w->lock);
+        sc->killed = 1;
         return err_set(ERR_STATE, "%s", w->ranks[rank].note);
     }
-    if (faults_take(w->faults, w->nfaults, FAULT_SKIP, rank, d->seq))
-        return COMM_START_SKIPPED;
     if ((f = faults_take(w->faults, w->nfaults, FAULT_DELAY, rank, d->seq))) {
         int rc = sim_delay(w, rank, f, d);
         if (rc < 0)
@@ -429,16 +454,107 @@ static int sim_start(comm_t *c, comm_request_t *req)
     w->ranks[rank].last = *d;
     w->ranks[rank].has_last = 1;
     pthread_mutex_unlock(&w->lock);
-    req->done = 1;
-    req->status = 0;
     return 0;
 }
 
+/* The progress thread: runs the queue in order until close. */
+static void *sim_progress_main(void *arg)
+{
+    struct sim_comm *sc = arg;
+    pthread_mutex_lock(&sc->qlock);
+    for (;;) {
+        struct sim_req *sr = sc->head;
+        while (sr && sr->finished)
+            sr = sr->next;
+        if (!sr) {
+            if (sc->stopping)
+                break;
+            pthread_cond_wait(&sc->qcond, &sc->qlock);
+            continue;
+        }
+        pthread_mutex_unlock(&sc->qlock);
+        err_clear();
+        int rc = sim_execute(sc, &sr->req->desc);
+        pthread_mutex_lock(&sc->qlock);
+        sr->status = rc;
+        if (rc < 0)
+            snprintf(sr->msg, sizeof sr->msg, "%s", err_msg());
+        sr->finished = 1;
+        pthread_cond_broadcast(&sc->qcond);
+    }
+    pthread_mutex_unlock(&sc->qlock);
+    return NULL;
+}
+
+/* Non-zero when the progress thread has nothing left to run. qlock held. */
+static int sim_queue_idle(const struct sim_comm *sc)
+{
+    for (const struct sim_req *sr = sc->head; sr; sr = sr->next)
+        if (!sr->finished)
+            return 0;
+    return 1;
+}
+
+/* Queues the collective for the progress thread, or, for a blocking call
+ * with nothing queued before it, runs it right here: the same order, two
+ * thread hand-offs fewer. The skip fault is decided here, on the rank's own
+ * thread: a skipped call never happened. */
+static int sim_start(comm_t *c, comm_request_t *req)
+{
+    struct sim_comm *sc = c->impl;
+    if (faults_take(sc->w->faults, sc->w->nfaults, FAULT_SKIP, c->rank, req->desc.seq))
+        return COMM_START_SKIPPED;
+    pthread_mutex_lock(&sc->qlock);
+    int inline_ok = req->blocking && sim_queue_idle(sc);
+    pthread_mutex_unlock(&sc->qlock);
+    if (inline_ok) {
+        /* only this thread adds to the queue, so it stays empty while we run */
+        req->status = sim_execute(sc, &req->desc);
+        if (req->status < 0)
+            snprintf(req->err_buf, sizeof req->err_buf, "%s", err_msg());
+        req->done = 1;
+        return 0;
+    }
+    struct sim_req *sr = calloc(1, sizeof *sr);
+    if (!sr)
+        return err_set(ERR_NOMEM, "rank %d: cannot queue collective #%llu", c->rank,
+                       (unsigned long long)req->desc.seq);
+    sr->req = req;
+    req->impl = sr;
+    pthread_mutex_lock(&sc->qlock);
+    if (sc->tail)
+        sc->tail->next = sr;
+    else
+        sc->head = sr;
+    sc->tail = sr;
+    pthread_cond_broadcast(&sc->qcond);
+    pthread_mutex_unlock(&sc->qlock);
+    return 0;
+}
+
+/* Waits for the progress thread to finish req (its own waits all have
+ * deadlines, so this ends), then unlinks it. */
 static int sim_wait(comm_t *c, comm_request_t *req)
 {
-    (void)c;
-    (void)req;
-    return 0; /* start() completes every collective */
+    struct sim_comm *sc = c->impl;
+    struct sim_req *sr = req->impl;
+    pthread_mutex_lock(&sc->qlock);
+    while (!sr->finished)
+        pthread_cond_wait(&sc->qcond, &sc->qlock);
+    struct sim_req **link = &sc->head, *prev = NULL;
+    while (*link != sr) {
+        prev = *link;
+        link = &(*link)->next;
+    }
+    *link = sr->next;
+    if (sc->tail == sr)
+        sc->tail = prev;
+    pthread_mutex_unlock(&sc->qlock);
+    int rc = sr->status;
+    if (rc < 0)
+        err_set(rc, "%s", sr->msg);
+    free(sr);
+    return rc;
 }
 
 uint64_t comm_sim_bytes_sent(const comm_t *c)

@@ -6,7 +6,8 @@
  * result checks, faults; comm_sim_algos.c: how the bytes move), plus the few
  * simulator-only queries tests and labs use.
  *
- * A collective on rank r goes:
+ * A collective on rank r goes (on rank r's progress thread, see struct
+ * sim_comm):
  *   1. faults due before it (sim/faults.h): kill, skip, delay;
  *   2. rendezvous: every rank posts its fingerprint; the last to arrive
  *      compares them all (always on, like TORCH_DISTRIBUTED_DEBUG=DETAIL);
@@ -28,8 +29,9 @@
 #include <stdatomic.h>
 #include <stdint.h>
 
-/* Link buffers: 4 slots of 256 KiB per directed link. NCCL's default is
- * NCCL_BUFFSIZE = 4 MiB per channel split in NCCL_STEPS = 8 slots; we keep
+/* Link buffers: 4 slots of 256 KiB per directed link. NCCL's default is a
+ * 4 MiB buffer (DEFAULT_BUFFSIZE, src/init.cc; NCCL_BUFFSIZE changes it)
+ * split in NCCL_STEPS = 8 slots (src/include/device.h); we keep
  * fewer, larger slots because a thread hand-off costs far more than a GPU
  * flag write, and 1 MiB per link keeps an 8-rank mesh small. */
 #define SIM_SLOTS 4
@@ -78,10 +80,30 @@ struct sim_world {
     unsigned char *chan_ready;
 };
 
-/* A rank's communicator state (comm_t.impl). */
+/* One queued collective (comm_request_t.impl). */
+struct sim_req {
+    comm_request_t *req;
+    struct sim_req *next;
+    int finished;  /* set by the progress thread ... */
+    int status;    /* ... with this result */
+    char msg[1024];
+};
+
+/* A rank's communicator state (comm_t.impl). Each rank has a progress
+ * thread, its "communication stream": *_start() queues the collective and
+ * returns, the progress thread runs the queue in order, comm_wait() waits
+ * for one entry. So a rank's own thread can go on computing (DDP's backward)
+ * while its earlier buckets are being all-reduced, as with NCCL's stream. */
 struct sim_comm {
     struct sim_world *w;
-    uint64_t bytes_sent; /* through channels, since open */
+    comm_t *c;
+    uint64_t bytes_sent;     /* through channels, since open (progress thread) */
+    int killed;              /* a kill fault fired (progress thread only) */
+    pthread_t progress;
+    pthread_mutex_t qlock;
+    pthread_cond_t qcond;    /* queue grew, an entry finished, or stop */
+    struct sim_req *head, *tail;
+    int stopping;
 };
 
 /* The data phase of one collective on one rank. */
@@ -112,7 +134,8 @@ int sim_world_fail(struct sim_world *w, int code, const char *fmt, ...) __attrib
 void sim_rank_story(const struct sim_world *w, int r, char *buf, size_t len);
 
 /* Bytes this rank has sent through the simulator's channels since
- * comm_open (0 for other backends): the ring's 2(W-1)/W x S shows here. */
+ * comm_open (0 for other backends): the ring's 2(W-1)/W x S shows here.
+ * Read it when no collective of this rank is in flight. */
 uint64_t comm_sim_bytes_sent(const comm_t *c);
 
 #endif

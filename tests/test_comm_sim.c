@@ -4,12 +4,14 @@
  * bit-identical and every run the same bits; and the diagnoses: the watchdog
  * on each injected fault, fingerprint mismatches, the result check. */
 #include "check.h"
+#include "clock.h"
 #include "comm.h"
 #include "comm_sim.h"
 #include "error.h"
 #include "ranks.h"
 
 #include <math.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -378,5 +380,130 @@ TEST(bad_arguments_and_configs)
     CHECK_ERR(comm_open(&cfg, &c), ERR_ARG, "rank 2 is not in a world of 2");
     cfg.shared = NULL;
     CHECK_ERR(comm_open(&cfg, &c), ERR_ARG, "needs the shared world");
+    comm_world_destroy(w);
+}
+
+/* Three all-reduces in flight at once (DDP's buckets), other types, and the sequence numbers. */
+static int async_rank(struct rank_ctx *ctx)
+{
+    struct comm_config cfg;
+    comm_config_default(&cfg);
+    cfg.rank = ctx->rank;
+    cfg.shared = ctx->shared;
+    comm_t *c;
+    int rc = comm_open(&cfg, &c);
+    if (rc < 0)
+        return rc;
+    double d[5];
+    int32_t i32[7];
+    int64_t i64[3];
+    for (int k = 0; k < 5; k++)
+        d[k] = 0.5 * (ctx->rank + k);
+    for (int k = 0; k < 7; k++)
+        i32[k] = ctx->rank * 1000 - k;
+    for (int k = 0; k < 3; k++)
+        i64[k] = ((int64_t)1 << 40) * (ctx->rank + 1);
+    comm_request_t *req[3];
+    if (comm_next_seq(c) != 1)
+        rc = err_set(ERR_STATE, "the first collective is not #1");
+    if (rc == 0)
+        rc = comm_allreduce_start(c, d, d, 5, COMM_FLOAT64, COMM_AVG, &req[0]);
+    if (rc == 0)
+        rc = comm_allreduce_start(c, i32, i32, 7, COMM_INT32, COMM_SUM, &req[1]);
+    if (rc == 0)
+        rc = comm_allreduce_start(c, i64, i64, 3, COMM_INT64, COMM_SUM, &req[2]);
+    for (int k = 0; rc == 0 && k < 3; k++)
+        rc = comm_wait(req[k]);
+    if (rc == 0 && comm_next_seq(c) != 4)
+        rc = err_set(ERR_STATE, "after three collectives the next is #%llu", (unsigned long long)comm_next_seq(c));
+    int W = ctx->world;
+    for (int k = 0; rc == 0 && k < 5; k++)
+        if (d[k] != 0.5 * ((W - 1) / 2.0 + k))
+            rc = err_set(ERR_STATE, "float64 avg element %d is %g", k, d[k]);
+    for (int k = 0; rc == 0 && k < 7; k++)
+        if (i32[k] != 1000 * W * (W - 1) / 2 - W * k)
+            rc = err_set(ERR_STATE, "int32 sum element %d is %d", k, i32[k]);
+    for (int k = 0; rc == 0 && k < 3; k++)
+        if (i64[k] != ((int64_t)1 << 40) * W * (W + 1) / 2)
+            rc = err_set(ERR_STATE, "int64 sum element %d is %lld", k, (long long)i64[k]);
+    if (rc == 0)
+        rc = comm_allreduce_start(c, i32, i32, 7, COMM_INT32, COMM_AVG, &req[0]) == ERR_ARG
+                 ? 0
+                 : err_set(ERR_STATE, "avg of int32 was accepted");
+    comm_close(c);
+    return rc;
+}
+
+TEST(async_requests_other_types_and_sequence_numbers)
+{
+    for (int W = 1; W <= 4; W++) {
+        struct comm_world_options opt = {.world = W};
+        comm_world_t *w;
+        CHECK_OK(comm_world_create("sim", &opt, &w));
+        CHECK_OK(ranks_run(W, async_rank, w, NULL, 0, NULL));
+        comm_world_destroy(w);
+    }
+}
+
+TEST(backends_not_built_say_so)
+{
+    comm_world_t *w;
+    struct comm_world_options opt = {.world = 2};
+    /* MPI has no thread mode; when it is not built, it says that instead */
+    CHECK_EQ(comm_world_create("mpi", &opt, &w), ERR_UNSUPPORTED);
+#ifndef HAVE_MPI
+    CHECK_CONTAINS(err_msg(), "this build has no MPI support");
+#endif
+#ifndef HAVE_NCCL
+    CHECK_ERR(comm_world_create("nccl", &opt, &w), ERR_UNSUPPORTED, "this build has no NCCL support");
+#endif
+}
+
+/* Rank 0 starts an all-reduce and only then lets rank 1 start its own: if
+ * start() waited for the collective, the two would wait for each other
+ * until the watchdog fired. DDP relies on this to overlap buckets with backward. */
+static atomic_int overlap_started;
+
+static int overlap_rank(struct rank_ctx *ctx)
+{
+    struct comm_config cfg;
+    comm_config_default(&cfg);
+    cfg.rank = ctx->rank;
+    cfg.shared = ctx->shared;
+    cfg.timeout_s = 2;
+    comm_t *c;
+    int rc = comm_open(&cfg, &c);
+    if (rc < 0)
+        return rc;
+    float x[100];
+    for (int i = 0; i < 100; i++)
+        x[i] = (float)ctx->rank;
+    if (ctx->rank == 0) {
+        comm_request_t *req;
+        rc = comm_allreduce_start(c, x, x, 100, COMM_FLOAT32, COMM_SUM, &req);
+        atomic_store(&overlap_started, 1);
+        if (rc == 0)
+            rc = comm_wait(req);
+    } else {
+        for (int spins = 0; !atomic_load(&overlap_started) && spins < 3000; spins++)
+            clock_sleep_ns(1000000);
+        if (!atomic_load(&overlap_started))
+            rc = err_set(ERR_TIMEOUT, "rank 0's comm_allreduce_start never returned before the collective ran");
+        if (rc == 0)
+            rc = comm_allreduce(c, x, x, 100, COMM_FLOAT32, COMM_SUM);
+    }
+    if (rc == 0 && x[7] != 1.0f)
+        rc = err_set(ERR_STATE, "sum is %g, want 1", x[7]);
+    comm_close(c);
+    return rc;
+}
+
+TEST(start_returns_before_the_collective_completes)
+{
+    struct comm_world_options opt = {.world = 2};
+    comm_world_t *w;
+    CHECK_OK(comm_world_create("sim", &opt, &w));
+    atomic_store(&overlap_started, 0);
+    CHECK_OK(ranks_run(2, overlap_rank, w, NULL, 0, NULL));
     comm_world_destroy(w);
 }

@@ -42,7 +42,8 @@ static void usage(FILE *f)
             "  --iters=N --warmup=N     timed and untimed iterations per size (default 20 and 5, as nccl-tests)\n"
             "  --check                  compare result checksums across ranks after every collective\n"
             "  --timeout=SECONDS        per-collective watchdog timeout (default 30; demos use 1)\n"
-            "  --plot                   all algorithms, CSV + PNG + SVG into notebooks-out/chapter-5/\n"
+            "  --plot                   all algorithms (1K..16M, factor 4 unless given), CSV + PNG + SVG\n"
+            "                           into notebooks-out/chapter-5/\n"
             "  --memory-bound           sim ring all-reduce against memcpy bandwidth (make bench)\n"
             "cost model (alpha-beta-gamma, printed beside the measurements):\n"
             "  --alpha-us=US            latency per message (default: fitted from a 4-byte all-reduce)\n"
@@ -111,7 +112,7 @@ int main(int argc, char **argv)
         {0, 0, 0, 0},
     };
     const char *demo = NULL;
-    int plot = 0, membound = 0;
+    int plot = 0, membound = 0, sizes_given = 0;
     double beta = 0, gamma = 0;
     uint64_t v;
     int c;
@@ -126,8 +127,12 @@ int main(int argc, char **argv)
             opt.world = (int)v;
             break;
         case OPT_MIN: rc = cli_parse_bytes("min-bytes", optarg, &opt.min_bytes); break;
-        case OPT_MAX: rc = cli_parse_bytes("max-bytes", optarg, &opt.max_bytes); break;
+        case OPT_MAX:
+            rc = cli_parse_bytes("max-bytes", optarg, &opt.max_bytes);
+            sizes_given = 1;
+            break;
         case OPT_STEP:
+            sizes_given = 1;
             rc = cli_parse_u64("step-factor", optarg, &opt.step_factor);
             if (rc == 0 && opt.step_factor < 2)
                 rc = err_set(ERR_ARG, "--step-factor: must be at least 2, got %s", optarg);
@@ -217,9 +222,13 @@ int main(int argc, char **argv)
         opt.iters = 10;
         opt.warmup = 2;
     }
-    if (plot) {
+    if (plot) { /* three algorithms: a coarser sweep unless sizes were given */
         if (opt.nalgos == 1 && opt.algos[0] == COMM_ALGO_RING)
             parse_algo("all", &opt);
+        if (!sizes_given) {
+            opt.max_bytes = 16 << 20;
+            opt.step_factor = 4;
+        }
         opt.csv_path = "notebooks-out/chapter-5/allreduce.csv";
     }
     if (beta > 0)
