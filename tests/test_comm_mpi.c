@@ -58,15 +58,15 @@ static comm_t *test_open(enum comm_check check, double timeout_s)
     return c;
 }
 
-/* Rank r's value i: varied magnitudes, so the order of additions shows in
- * the bits. */
+/* Rank r's value i: varied magnitudes (mantissa and exponent from
+ * SplitMix64 of (r, i)), so the order of additions shows in the bits. */
 static double test_value(int r, size_t i)
 {
-    uint32_t h = (uint32_t)(r * 2654435761u) ^ (uint32_t)(i * 40503u + 17u);
-    h ^= h >> 13;
-    h *= 0x5bd1e995u;
-    h ^= h >> 15;
-    return ((double)(h % 2000001u) - 1000000.0) / (double)(1u + (h >> 28));
+    uint64_t z = ((uint64_t)r << 40 ^ (uint64_t)i) + 0x9e3779b97f4a7c15ull; /* SplitMix64 (Steele et al.) */
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    z ^= z >> 31;
+    return ((double)(z % 2000001u) - 1000000.0) / (double)(1u << (z >> 60));
 }
 
 static void test_fill(enum comm_dtype t, void *buf, int r, size_t first, size_t n)

@@ -96,6 +96,15 @@ static void blob_fill(unsigned char *blob)
         blob[i] = (unsigned char)(i * 37 + 11);
 }
 
+/* Rank 0 listening on a free loopback port, with its id in `id`. */
+static rendezvous_t *rank0_listen(unsigned char *id)
+{
+    blob_fill(id);
+    rendezvous_t *r;
+    CHECK_OK(rendezvous_listen("127.0.0.1", 0, &r));
+    return r;
+}
+
 /* A port nobody listens on right now (bound, then released). */
 static int free_port(void)
 {
@@ -109,9 +118,7 @@ static int free_port(void)
 TEST(rendezvous_four_ranks_get_the_same_bytes)
 {
     unsigned char id[ID_BYTES];
-    blob_fill(id);
-    rendezvous_t *r;
-    CHECK_OK(rendezvous_listen("127.0.0.1", 0, &r));
+    rendezvous_t *r = rank0_listen(id);
     CHECK(rendezvous_port(r) > 0);
     struct peer peers[3];
     for (int i = 0; i < 3; i++)
@@ -147,9 +154,7 @@ TEST(rendezvous_ranks_wait_for_a_late_rank_0)
 TEST(rendezvous_names_the_ranks_that_never_came)
 {
     unsigned char id[ID_BYTES];
-    blob_fill(id);
-    rendezvous_t *r;
-    CHECK_OK(rendezvous_listen("127.0.0.1", 0, &r));
+    rendezvous_t *r = rank0_listen(id);
     struct peer a, b;
     peer_start(&a, rendezvous_port(r), 1, 5, 10);
     peer_start(&b, rendezvous_port(r), 3, 5, 10);
@@ -171,9 +176,7 @@ TEST(rendezvous_no_rank_0_is_a_timeout)
 TEST(rendezvous_world_mismatch_is_named_on_both_sides)
 {
     unsigned char id[ID_BYTES];
-    blob_fill(id);
-    rendezvous_t *r;
-    CHECK_OK(rendezvous_listen("127.0.0.1", 0, &r));
+    rendezvous_t *r = rank0_listen(id);
     struct peer p;
     peer_start(&p, rendezvous_port(r), 1, 3, 10);
     CHECK_ERR(rendezvous_serve(r, 2, id, ID_BYTES, 10), ERR_ARG, "rank 1 says the job has 3 ranks");
@@ -186,9 +189,7 @@ TEST(rendezvous_world_mismatch_is_named_on_both_sides)
 TEST(rendezvous_rank_used_twice)
 {
     unsigned char id[ID_BYTES];
-    blob_fill(id);
-    rendezvous_t *r;
-    CHECK_OK(rendezvous_listen("127.0.0.1", 0, &r));
+    rendezvous_t *r = rank0_listen(id);
     struct peer a, b;
     peer_start(&a, rendezvous_port(r), 1, 3, 10);
     clock_sleep_ns(200000000); /* a connects first: the backlog is served in order */
@@ -207,9 +208,7 @@ TEST(rendezvous_rank_used_twice)
 TEST(rendezvous_ignores_a_stray_connection)
 {
     unsigned char id[ID_BYTES];
-    blob_fill(id);
-    rendezvous_t *r;
-    CHECK_OK(rendezvous_listen("127.0.0.1", 0, &r));
+    rendezvous_t *r = rank0_listen(id);
     int fd = socket(AF_INET, SOCK_STREAM, 0);
     struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = htons((uint16_t)rendezvous_port(r)),
                              .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};

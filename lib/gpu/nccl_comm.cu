@@ -20,6 +20,7 @@
  */
 #include "nccl_comm.h"
 
+#include "comm_checks.h"
 extern "C" { /* the core's C headers without C++ guards of their own */
 #include "clock.h"
 #include "error.h"
@@ -433,8 +434,9 @@ static int nccl_check_call(comm_t *c, ncclResult_t r, const char *call, const st
     return rc;
 }
 
-/* All-gathers `bytes` (at most NCCL_SCRATCH_PER_RANK) from every rank into
- * all[] through the device scratch buffer, under the timeout. */
+/* The debug checks' all-gather (comm_checks.h): `bytes` (at most
+ * NCCL_SCRATCH_PER_RANK) from every rank into all[], through the device
+ * scratch buffer, under the timeout. */
 static int nccl_exchange(comm_t *c, const void *mine, void *all, size_t bytes, const struct comm_coll_desc *d,
                          const char *phase)
 {
@@ -454,50 +456,21 @@ static int nccl_exchange(comm_t *c, const void *mine, void *all, size_t bytes, c
     return rc;
 }
 
-/* The debug fingerprint check (see comm.h): every rank compares every
- * fingerprint with rank 0's before the collective is queued. */
-static int nccl_check_fingerprint(comm_t *c, const struct comm_coll_desc *d)
-{
-    struct comm_fingerprint mine, *all = (struct comm_fingerprint *)malloc((size_t)c->world * sizeof mine);
-    if (!all)
-        return err_set(ERR_NOMEM, "nccl: rank %d: cannot allocate %d fingerprints", c->rank, c->world);
-    comm_fingerprint_of(d, &mine);
-    int rc = nccl_exchange(c, &mine, all, sizeof mine, d, " (the fingerprint check)");
-    for (int r = 1; rc == 0 && r < c->world; r++)
-        if (comm_fingerprint_compare(0, &all[0], r, &all[r]) < 0)
-            rc = err_wrap(ERR_STATE, "nccl: rank %d", c->rank);
-    free(all);
-    return rc;
-}
-
-/* COMM_CHECK_RESULTS: checksums of the results (downloaded: a debug mode)
- * compared with rank 0's after all-reduce, broadcast and all-gather. */
+/* COMM_CHECK_RESULTS: the result is hashed on the host, so downloaded first
+ * (a debug mode), then compared across ranks (comm_checks.h). */
 static int nccl_check_results(comm_t *c, const struct comm_coll_desc *d)
 {
-    if (d->coll != COMM_ALLREDUCE && d->coll != COMM_BROADCAST && d->coll != COMM_ALLGATHER)
+    size_t bytes;
+    if (!comm_checks_result_bytes(d, c->world, &bytes))
         return 0;
-    size_t bytes = (d->coll == COMM_ALLGATHER ? d->count * (size_t)c->world : d->count) * comm_dtype_size(d->dtype);
     void *host = malloc(bytes ? bytes : 1);
-    uint64_t *all = (uint64_t *)malloc((size_t)c->world * sizeof *all);
-    int rc = 0;
-    cudaError_t e;
-    if (!host || !all)
-        rc = err_set(ERR_NOMEM, "nccl: rank %d: cannot allocate %zu bytes for the result check", c->rank, bytes);
-    else if (bytes && (e = cudaMemcpy(host, d->recvbuf, bytes, cudaMemcpyDeviceToHost)) != cudaSuccess)
-        rc = nccl_cuda_fail(e, "cudaMemcpy", c->rank, ((struct nccl_comm *)c->impl)->device, "the result check");
-    uint64_t mine = rc == 0 ? comm_checksum(host, bytes) : 0;
-    if (rc == 0)
-        rc = nccl_exchange(c, &mine, all, sizeof mine, d, " (the result check)");
-    char desc[128];
-    for (int r = 1; rc == 0 && r < c->world; r++)
-        if (all[r] != all[0])
-            rc = err_set(ERR_STATE,
-                         "nccl: rank %d: result check: after %s, rank %d's result differs from rank 0's (checksum "
-                         "%016llx vs %016llx): the ranks no longer hold the same values",
-                         c->rank, comm_coll_describe(d, desc, sizeof desc), r, (unsigned long long)all[r],
-                         (unsigned long long)all[0]);
+    if (!host)
+        return err_set(ERR_NOMEM, "nccl: rank %d: cannot allocate %zu bytes for the result check", c->rank, bytes);
+    cudaError_t e = bytes ? cudaMemcpy(host, d->recvbuf, bytes, cudaMemcpyDeviceToHost) : cudaSuccess;
+    int rc = e == cudaSuccess ? comm_checks_results(c, d, comm_checksum(host, bytes), nccl_exchange)
+                              : nccl_cuda_fail(e, "cudaMemcpy", c->rank, ((struct nccl_comm *)c->impl)->device,
+                                               "the result check");
     free(host);
-    free(all);
     return rc;
 }
 
@@ -508,7 +481,7 @@ static int nccl_start(comm_t *c, comm_request_t *req)
     cudaError_t e = cudaSetDevice(nc->device); /* the calling thread may be new */
     if (e != cudaSuccess)
         return nccl_cuda_fail(e, "cudaSetDevice", c->rank, nc->device, "");
-    int rc = c->check >= COMM_CHECK_FINGERPRINT ? nccl_check_fingerprint(c, d) : 0;
+    int rc = c->check >= COMM_CHECK_FINGERPRINT ? comm_checks_fingerprint(c, d, nccl_exchange) : 0;
     const char *call = "";
     if (rc == 0)
         rc = nccl_check_call(c, nccl_post(c, d, &call), call, d);

@@ -27,6 +27,7 @@
 #include "comm_mpi.h"
 
 #include "clock.h"
+#include "comm_checks.h"
 #include "error.h"
 
 #include <limits.h>
@@ -258,7 +259,9 @@ static int mpi_finish(comm_t *c, MPI_Request *r, const char *call, const struct 
     return mpi_fail(rc, call, c->rank, desc);
 }
 
-/* Allgathers `bytes` from every rank into all[] (world x bytes). */
+/* The debug checks' all-gather (comm_checks.h): `bytes` from every rank
+ * into all[] (world x bytes). Every rank sees every value, so all find the
+ * same mismatch and none posts the collective: the job stays consistent. */
 static int mpi_exchange(comm_t *c, const void *mine, void *all, size_t bytes, const struct comm_coll_desc *d,
                         const char *phase)
 {
@@ -271,47 +274,6 @@ static int mpi_exchange(comm_t *c, const void *mine, void *all, size_t bytes, co
         return mpi_fail(rc, "MPI_Iallgather", c->rank, comm_coll_describe(d, desc, sizeof desc));
     }
     return mpi_finish(c, &r, "MPI_Iallgather", d, phase);
-}
-
-/* The debug fingerprint check: every rank gathers every fingerprint and
- * compares it with rank 0's, so every rank finds the same mismatch and none
- * posts the collective (the job stays consistent: no abort needed). */
-static int mpi_check_fingerprint(comm_t *c, const struct comm_coll_desc *d)
-{
-    struct comm_fingerprint mine, *all = malloc((size_t)c->world * sizeof *all);
-    if (!all)
-        return err_set(ERR_NOMEM, "mpi: rank %d: cannot allocate %d fingerprints", c->rank, c->world);
-    comm_fingerprint_of(d, &mine);
-    int rc = mpi_exchange(c, &mine, all, sizeof mine, d, " (the fingerprint check)");
-    for (int r = 1; rc == 0 && r < c->world; r++)
-        if (comm_fingerprint_compare(0, &all[0], r, &all[r]) < 0)
-            rc = err_wrap(ERR_STATE, "mpi: rank %d", c->rank);
-    free(all);
-    return rc;
-}
-
-/* COMM_CHECK_RESULTS: every rank must hold the same bytes after all-reduce,
- * broadcast and all-gather; the ranks compare checksums with rank 0's. */
-static int mpi_check_results(comm_t *c, const struct comm_coll_desc *d)
-{
-    if (d->coll != COMM_ALLREDUCE && d->coll != COMM_BROADCAST && d->coll != COMM_ALLGATHER)
-        return 0;
-    size_t n = d->coll == COMM_ALLGATHER ? d->count * (size_t)c->world : d->count;
-    uint64_t mine = comm_checksum(d->recvbuf, n * comm_dtype_size(d->dtype));
-    uint64_t *all = malloc((size_t)c->world * sizeof *all);
-    if (!all)
-        return err_set(ERR_NOMEM, "mpi: rank %d: cannot allocate %d checksums", c->rank, c->world);
-    int rc = mpi_exchange(c, &mine, all, sizeof mine, d, " (the result check)");
-    char desc[128];
-    for (int r = 1; rc == 0 && r < c->world; r++)
-        if (all[r] != all[0])
-            rc = err_set(ERR_STATE,
-                         "mpi: rank %d: result check: after %s, rank %d's result differs from rank 0's (checksum "
-                         "%016llx vs %016llx): the ranks no longer hold the same values",
-                         c->rank, comm_coll_describe(d, desc, sizeof desc), r, (unsigned long long)all[r],
-                         (unsigned long long)all[0]);
-    free(all);
-    return rc;
 }
 
 /* Do [a, a+na) and [b, b+nb) share a byte? */
@@ -368,7 +330,7 @@ static int mpi_start(comm_t *c, comm_request_t *req)
         return err_set(ERR_RANGE, "mpi: rank %d: %s: MPI counts are int: at most %d elements per call", c->rank,
                        comm_coll_describe(d, desc, sizeof desc), INT_MAX);
     if (c->check >= COMM_CHECK_FINGERPRINT) {
-        int rc = mpi_check_fingerprint(c, d);
+        int rc = comm_checks_fingerprint(c, d, mpi_exchange);
         if (rc < 0)
             return rc;
     }
@@ -403,7 +365,10 @@ static int mpi_wait(comm_t *c, comm_request_t *req)
     free(q);
     if (d->op == COMM_AVG && (d->coll == COMM_ALLREDUCE || d->coll == COMM_REDUCE_SCATTER))
         comm_reduce_divide(d->dtype, d->recvbuf, d->count, c->world);
-    return c->check == COMM_CHECK_RESULTS ? mpi_check_results(c, d) : 0;
+    size_t bytes;
+    if (c->check == COMM_CHECK_RESULTS && comm_checks_result_bytes(d, c->world, &bytes))
+        return comm_checks_results(c, d, comm_checksum(d->recvbuf, bytes), mpi_exchange);
+    return 0;
 }
 
 const struct comm_backend_ops comm_backend_mpi = {
