@@ -42,6 +42,7 @@
 
 static int mpi_sessions;          /* begin() calls not yet ended */
 static int mpi_we_initialized;    /* we called MPI_Init, so we finalize */
+static int mpi_stuck;             /* a session broadcast never completed */
 static MPI_Comm mpi_session_comm = MPI_COMM_NULL; /* for comm_mpi_bcast_bytes */
 
 /* Sets the message for a failed MPI call and returns ERR_IO. */
@@ -107,7 +108,7 @@ int comm_mpi_session_begin(struct comm_mpi_place *out)
 
 void comm_mpi_session_end(int abort_job)
 {
-    if (abort_job) {
+    if (abort_job || mpi_stuck) {
         fflush(NULL);
         MPI_Abort(MPI_COMM_WORLD, 1);
         abort(); /* MPI_Abort does not return; if it did, do not go on */
@@ -160,10 +161,13 @@ int comm_mpi_bcast_bytes(void *buf, size_t bytes, int root, double timeout_s)
         return mpi_fail(rc, "MPI_Ibcast", rank, "broadcasting the bootstrap id");
     int timed_out;
     rc = mpi_poll(&req, mpi_deadline(timeout_s), &timed_out);
+    if (rc == MPI_SUCCESS)
+        return 0;
+    mpi_stuck = 1; /* the broadcast may still be posted: the session must end in MPI_Abort */
     if (timed_out)
-        return err_set(ERR_TIMEOUT, "mpi: rank %d: the broadcast of %zu bytes from rank %d did not complete within %g s",
-                       rank, bytes, root, timeout_s);
-    return rc == MPI_SUCCESS ? 0 : mpi_fail(rc, "MPI_Test", rank, "broadcasting the bootstrap id");
+        return err_set(ERR_TIMEOUT, "mpi: rank %d: the broadcast of %zu bytes from rank %d did not complete within %g s "
+                       "(a rank never got there); ending the session aborts the job", rank, bytes, root, timeout_s);
+    return mpi_fail(rc, "MPI_Test", rank, "broadcasting the bootstrap id");
 }
 
 /* ---- the backend ------------------------------------------------------------ */

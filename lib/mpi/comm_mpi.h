@@ -36,7 +36,9 @@ struct comm_mpi_place {
     int local_rank, local_world; /* among the processes on this node */
 };
 
-/* Joins the MPI job: MPI_Init_thread (MPI_THREAD_SERIALIZED) unless MPI is
+/* The session is process-wide state: begin and end from one thread at a time.
+ *
+ * Joins the MPI job: MPI_Init_thread (MPI_THREAD_SERIALIZED) unless MPI is
  * already initialized (by the program, or by an earlier session), then fills
  * *out. Sessions nest: every successful begin needs one comm_mpi_session_end.
  * Returns 0, or ERR_STATE (MPI was already finalized: it cannot start twice in
@@ -44,15 +46,17 @@ struct comm_mpi_place {
 int comm_mpi_session_begin(struct comm_mpi_place *out);
 
 /* Leaves the session. The last end calls MPI_Finalize when begin called
- * MPI_Init. With `abort_job` non-zero it calls MPI_Abort(MPI_COMM_WORLD, 1)
- * instead and does not return: after a collective timed out, MPI cannot cancel
- * it, and MPI_Finalize would wait forever for the rank that never came. */
+ * MPI_Init. With `abort_job` non-zero, or after a comm_mpi_bcast_bytes that
+ * failed, it calls MPI_Abort(MPI_COMM_WORLD, 1) instead and does not return:
+ * MPI cannot cancel a collective that never completed, and MPI_Finalize would
+ * wait forever for the rank that never came. */
 void comm_mpi_session_end(int abort_job);
 
-/* Copies `bytes` from `root`'s buf into every rank's buf (MPI_Ibcast over
- * MPI_COMM_WORLD, polled for at most timeout_s seconds). Collective over the
- * job; needs an open session. Returns 0, ERR_TIMEOUT (some rank never came:
- * the job cannot continue) or ERR_IO. */
+/* Copies `bytes` from `root`'s buf into every rank's buf (MPI_Ibcast over a
+ * duplicate of MPI_COMM_WORLD, polled for at most timeout_s seconds).
+ * Collective over the job; needs an open session. Returns 0, ERR_TIMEOUT
+ * (some rank never came) or ERR_IO; after either, the job cannot continue and
+ * the session's end aborts it. */
 int comm_mpi_bcast_bytes(void *buf, size_t bytes, int root, double timeout_s);
 
 #ifdef __cplusplus
