@@ -21,6 +21,9 @@
 #include "comm.h"
 #include "comm_backend.h"
 #include "error.h"
+#ifdef HAVE_MPI
+#include "mpi/comm_mpi.h"
+#endif
 
 #include <math.h>
 #include <stdio.h>
@@ -344,6 +347,23 @@ TEST(comm_mpi_async_and_sequence)
     CHECK_OK(comm_barrier(c));
     CHECK_EQ_U64(comm_next_seq(c), 2 + BUCKETS);
     comm_close(c);
+}
+
+/* The MPI session the NCCL backend borrows: where this process sits, and the
+ * broadcast that carries the NCCL unique id (here from the last rank). */
+TEST(comm_mpi_session_place_and_bcast)
+{
+    struct comm_mpi_place at;
+    CHECK_OK(comm_mpi_session_begin(&at));
+    CHECK(at.rank >= 0 && at.rank < at.world);
+    CHECK(at.local_rank >= 0 && at.local_rank < at.local_world && at.local_world <= at.world);
+    unsigned char id[128], want[128];
+    for (int i = 0; i < 128; i++)
+        want[i] = (unsigned char)(i * 7 + at.world), id[i] = at.rank == at.world - 1 ? want[i] : 0;
+    CHECK_OK(comm_mpi_bcast_bytes(id, sizeof id, at.world - 1, 10));
+    CHECK(memcmp(id, want, sizeof id) == 0);
+    comm_mpi_session_end(0);
+    CHECK_ERR(comm_mpi_session_begin(&at), ERR_STATE, "already finalized");
 }
 
 /* Rank 1 calls a broadcast where the others call an all-reduce: with the
