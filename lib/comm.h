@@ -174,8 +174,10 @@ int comm_launch_resolve(const char *backend, enum comm_launch requested, enum co
  * failed: its message is included). */
 int comm_open(const struct comm_config *cfg, comm_t **out);
 
-/* Closes a communicator. In the sim, this also tells the others that this
- * rank has exited, which the watchdog reports. NULL is a no-op. */
+/* Closes a communicator. Wait for every collective you started first (the
+ * sim still runs ones never waited for; other backends may abort them). In
+ * the sim, this also tells the others that this rank has exited, which the
+ * watchdog reports. NULL is a no-op. */
 void comm_close(comm_t *c);
 
 int comm_rank(const comm_t *c);

@@ -18,7 +18,8 @@ double costmodel_allreduce(const struct costmodel *m, enum comm_algo algo, int w
     double W = world, n = bytes, path, work;
     switch (algo) {
     case COMM_ALGO_TREE: {
-        /* each segment climbs and descends the tree before the next starts */
+        /* the root receives and sends one copy per level, segment by segment:
+         * its links set the pace, whether or not the segments are pipelined */
         double depth = ceil(log2(W));
         path = 2 * depth * (costmodel_messages(m, n) * m->alpha_s + n * m->beta_s_per_b) + depth * n * m->gamma_s_per_b;
         work = 2 * (W - 1) * n * m->beta_s_per_b + (W - 1) * n * m->gamma_s_per_b;

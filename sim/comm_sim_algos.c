@@ -182,27 +182,36 @@ static int ring_run(struct sim_exec *x, const struct ring_pass *rp)
 
 /* ---- tree and naive all-reduce --------------------------------------------- */
 
-/* Binomial tree rooted at rank 0: a rank receives from children r + 1, r + 2,
- * r + 4, ... (below its lowest set bit) in that order, adds, and sends the
- * subtree's sum to its parent; then the total flows back down the same edges. */
-static int tree_piece(struct sim_exec *x, unsigned char *acc, size_t bytes)
+/* Binomial tree rooted at rank 0. Up: a rank receives from its children
+ * r + 1, r + 2, r + 4, ... (below its lowest set bit) in that order, adds,
+ * and sends the subtree's sum to its parent r - lowbit. Down: the total flows
+ * back along the same edges. Each phase runs over all pieces in turn, so
+ * pieces stream through the tree (pipelined) and the root's links set the
+ * pace: it receives and sends log2 W copies of the buffer. */
+static int tree_lowbit(int r) { return r == 0 ? 1 << 30 : (r & -r); }
+
+static int tree_up_piece(struct sim_exec *x, unsigned char *acc, size_t bytes)
 {
-    int W = x->world, r = x->rank, rc;
-    int lowbit = r == 0 ? 1 << 30 : (r & -r);
+    int W = x->world, r = x->rank, lowbit = tree_lowbit(r), rc;
     channel_t *ch;
-    for (int mask = 1; mask < lowbit && r + mask < W; mask <<= 1) {
+    for (int mask = 1; mask < lowbit && r + mask < W; mask <<= 1)
         if ((rc = sim_link(x, r + mask, r, &ch)) < 0 || (rc = sim_recv(x, ch, r + mask, acc, acc, bytes)) < 0)
             return rc;
-    }
-    if (r != 0) {
-        if ((rc = sim_link(x, r, r - lowbit, &ch)) < 0 || (rc = sim_send(x, ch, r - lowbit, acc, bytes)) < 0 ||
-            (rc = sim_link(x, r - lowbit, r, &ch)) < 0 || (rc = sim_recv(x, ch, r - lowbit, acc, NULL, bytes)) < 0)
-            return rc;
-    }
-    for (int mask = 1; mask < lowbit && r + mask < W; mask <<= 1) {
+    if (r != 0 && ((rc = sim_link(x, r, r - lowbit, &ch)) < 0 || (rc = sim_send(x, ch, r - lowbit, acc, bytes)) < 0))
+        return rc;
+    return 0;
+}
+
+static int tree_down_piece(struct sim_exec *x, unsigned char *acc, size_t bytes)
+{
+    int W = x->world, r = x->rank, lowbit = tree_lowbit(r), rc;
+    channel_t *ch;
+    if (r != 0 &&
+        ((rc = sim_link(x, r - lowbit, r, &ch)) < 0 || (rc = sim_recv(x, ch, r - lowbit, acc, NULL, bytes)) < 0))
+        return rc;
+    for (int mask = 1; mask < lowbit && r + mask < W; mask <<= 1)
         if ((rc = sim_link(x, r, r + mask, &ch)) < 0 || (rc = sim_send(x, ch, r + mask, acc, bytes)) < 0)
             return rc;
-    }
     return 0;
 }
 
@@ -275,7 +284,10 @@ int sim_algo_run(struct sim_exec *x)
             memcpy(d->recvbuf, d->sendbuf, d->count * es);
         if (W == 1)
             return 0;
-        return sim_by_pieces(x, x->algo == COMM_ALGO_TREE ? tree_piece : naive_piece);
+        if (x->algo == COMM_ALGO_NAIVE)
+            return sim_by_pieces(x, naive_piece);
+        int rc = sim_by_pieces(x, tree_up_piece);
+        return rc < 0 ? rc : sim_by_pieces(x, tree_down_piece);
     }
     case COMM_BROADCAST:
         return W == 1 ? 0 : sim_by_pieces(x, chain_piece);

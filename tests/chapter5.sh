@@ -28,4 +28,5 @@ t_fail demo_mismatch 1 "(differs: count)" $P --demo=mismatch
 t_fail demo_flip 1 "rank 1's result differs from rank 0's" $P --demo=flip
 t_fail fault_kill 1 "arrived: ranks 0, 2" $P --world=3 --fault=kill:1@2 --timeout=1
 t_out fault_flip_unchecked_goes_unnoticed "the job finished" $P --fault=flip:1@2 --timeout=1
+t_out memory_bound_prints_the_ratio "ratio" $P --memory-bound --max-bytes=1M
 t_out lesson_exits_zero "every fault demo failed the way it should" $P

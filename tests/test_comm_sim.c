@@ -26,6 +26,33 @@ static float test_value(int r, size_t i)
     return ((float)(h % 2000001u) - 1000000.0f) / (float)(1u + (h >> 28));
 }
 
+/* Opens rank ctx->rank's communicator on `world` (ring, no checks unless given). */
+static int test_open(const struct rank_ctx *ctx, comm_world_t *world, enum comm_algo algo, enum comm_check check,
+                     double timeout_s, comm_t **out)
+{
+    struct comm_config cfg;
+    comm_config_default(&cfg);
+    cfg.rank = ctx->rank;
+    cfg.shared = world;
+    cfg.algo = algo;
+    cfg.check = check;
+    cfg.timeout_s = timeout_s;
+    return comm_open(&cfg, out);
+}
+
+/* Runs fn on W ranks with ctx->shared = a fresh sim world; returns ranks_run's result. */
+static int world_run(int W, int (*fn)(struct rank_ctx *))
+{
+    struct comm_world_options opt = {.world = W};
+    comm_world_t *w;
+    int rc = comm_world_create("sim", &opt, &w);
+    if (rc == 0) {
+        rc = ranks_run(W, fn, w, NULL, 0, NULL);
+        comm_world_destroy(w);
+    }
+    return rc;
+}
+
 struct job {
     comm_world_t *world;
     enum comm_algo algo;
@@ -45,15 +72,8 @@ static int job_rank(struct rank_ctx *ctx)
 {
     struct job *j = ctx->shared;
     int r = ctx->rank, W = ctx->world;
-    struct comm_config cfg;
-    comm_config_default(&cfg);
-    cfg.rank = r;
-    cfg.shared = j->world;
-    cfg.algo = j->algo;
-    cfg.check = j->check;
-    cfg.timeout_s = j->timeout_s;
     comm_t *c;
-    int rc = comm_open(&cfg, &c);
+    int rc = test_open(ctx, j->world, j->algo, j->check, j->timeout_s, &c);
     if (rc < 0)
         return rc;
     size_t n_in = j->coll == COMM_REDUCE_SCATTER ? j->count * (size_t)W : j->count;
@@ -328,13 +348,8 @@ TEST(result_check_catches_a_flipped_value)
 
 static int mismatch_rank(struct rank_ctx *ctx)
 {
-    struct comm_config cfg;
-    comm_config_default(&cfg);
-    cfg.rank = ctx->rank;
-    cfg.shared = ctx->shared;
-    cfg.timeout_s = 1;
     comm_t *c;
-    int rc = comm_open(&cfg, &c);
+    int rc = test_open(ctx, ctx->shared, COMM_ALGO_DEFAULT, COMM_CHECK_NONE, 1, &c);
     if (rc < 0)
         return rc;
     float buf[64] = {0};
@@ -351,13 +366,9 @@ static int mismatch_rank(struct rank_ctx *ctx)
 
 TEST(fingerprint_mismatch_names_both_ranks_and_fields)
 {
-    struct comm_world_options opt = {.world = 4};
-    comm_world_t *w;
-    CHECK_OK(comm_world_create("sim", &opt, &w));
-    CHECK_ERR(ranks_run(4, mismatch_rank, w, NULL, 0, NULL), ERR_STATE,
+    CHECK_ERR(world_run(4, mismatch_rank), ERR_STATE,
               "fingerprint mismatch before collective #2: rank 0 called #2 allreduce sum 16 x float32, rank 2 "
               "called #2 broadcast 32 x float32 root 0 (differs: collective, count, root)");
-    comm_world_destroy(w);
 }
 
 TEST(bad_arguments_and_configs)
@@ -386,12 +397,8 @@ TEST(bad_arguments_and_configs)
 /* Three all-reduces in flight at once (DDP's buckets), other types, and the sequence numbers. */
 static int async_rank(struct rank_ctx *ctx)
 {
-    struct comm_config cfg;
-    comm_config_default(&cfg);
-    cfg.rank = ctx->rank;
-    cfg.shared = ctx->shared;
     comm_t *c;
-    int rc = comm_open(&cfg, &c);
+    int rc = test_open(ctx, ctx->shared, COMM_ALGO_DEFAULT, COMM_CHECK_NONE, 0, &c);
     if (rc < 0)
         return rc;
     double d[5];
@@ -436,13 +443,8 @@ static int async_rank(struct rank_ctx *ctx)
 
 TEST(async_requests_other_types_and_sequence_numbers)
 {
-    for (int W = 1; W <= 4; W++) {
-        struct comm_world_options opt = {.world = W};
-        comm_world_t *w;
-        CHECK_OK(comm_world_create("sim", &opt, &w));
-        CHECK_OK(ranks_run(W, async_rank, w, NULL, 0, NULL));
-        comm_world_destroy(w);
-    }
+    for (int W = 1; W <= 4; W++)
+        CHECK_OK(world_run(W, async_rank));
 }
 
 TEST(backends_not_built_say_so)
@@ -466,13 +468,8 @@ static atomic_int overlap_started;
 
 static int overlap_rank(struct rank_ctx *ctx)
 {
-    struct comm_config cfg;
-    comm_config_default(&cfg);
-    cfg.rank = ctx->rank;
-    cfg.shared = ctx->shared;
-    cfg.timeout_s = 2;
     comm_t *c;
-    int rc = comm_open(&cfg, &c);
+    int rc = test_open(ctx, ctx->shared, COMM_ALGO_DEFAULT, COMM_CHECK_NONE, 2, &c);
     if (rc < 0)
         return rc;
     float x[100];
@@ -500,10 +497,6 @@ static int overlap_rank(struct rank_ctx *ctx)
 
 TEST(start_returns_before_the_collective_completes)
 {
-    struct comm_world_options opt = {.world = 2};
-    comm_world_t *w;
-    CHECK_OK(comm_world_create("sim", &opt, &w));
     atomic_store(&overlap_started, 0);
-    CHECK_OK(ranks_run(2, overlap_rank, w, NULL, 0, NULL));
-    comm_world_destroy(w);
+    CHECK_OK(world_run(2, overlap_rank));
 }

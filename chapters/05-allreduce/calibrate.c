@@ -99,27 +99,38 @@ void ch5_calibrate(struct ch5_opts *opt, FILE *out)
                 copy / 1e9, sum / 1e9, cal_cores());
 }
 
+/* Trials of the bound and of the all-reduce: the machine is shared, and
+ * other people's work only ever slows either side down, so the best of a few
+ * trials is the fairest figure for both. */
+#define CAL_TRIALS 3
+
 int ch5_memory_bound(struct ch5_opts *opt)
 {
     int W = opt->world;
     double S = (double)opt->max_bytes;
     int threads = W < opt->model.cores ? W : opt->model.cores;
-    double copy1 = cal_bandwidth(1, CAL_BYTES, 0), copyN = cal_bandwidth(threads, CAL_BYTES, 0);
-    if (copy1 <= 0 || copyN <= 0)
-        return err_set(ERR_NOMEM, "cannot allocate the memcpy buffers (%u MiB per thread)", CAL_BYTES >> 20);
-
     opt->min_bytes = opt->max_bytes;
     opt->nalgos = 1;
     opt->algos[0] = COMM_ALGO_RING;
-    opt->iters = 5;
+    opt->iters = 3;
     opt->warmup = 1;
-    uint64_t wrong;
-    double t;
-    int rc = ch5_sweep(opt, &wrong, &t);
-    if (rc < 0)
-        return rc;
-    if (wrong)
-        return err_set(ERR_STATE, "the all-reduce gave %llu wrong elements", (unsigned long long)wrong);
+    opt->quiet = 1;
+    double copy1 = 0, copyN = 0, t = 1e30;
+    for (int trial = 0; trial < CAL_TRIALS; trial++) {
+        double c1 = cal_bandwidth(1, CAL_BYTES, 0), cN = cal_bandwidth(threads, CAL_BYTES, 0);
+        if (c1 <= 0 || cN <= 0)
+            return err_set(ERR_NOMEM, "cannot allocate the memcpy buffers (%u MiB per thread)", CAL_BYTES >> 20);
+        copy1 = c1 > copy1 ? c1 : copy1;
+        copyN = cN > copyN ? cN : copyN;
+        uint64_t wrong;
+        double ti;
+        int rc = ch5_sweep(opt, &wrong, &ti);
+        if (rc < 0)
+            return rc;
+        if (wrong)
+            return err_set(ERR_STATE, "the all-reduce gave %llu wrong elements", (unsigned long long)wrong);
+        t = ti < t ? ti : t;
+    }
 
     /* Memory traffic of the ring: every byte a rank sends is read from one
      * buffer and written to another (2 per byte, 2(W-1)/W x S sent per rank),
@@ -129,9 +140,11 @@ int ch5_memory_bound(struct ch5_opts *opt)
     double bound = traffic / (2.0 * copyN);
     printf("memory bound: ring all-reduce of %.0f MiB float32 on %d ranks moves %.0f MiB through memory\n",
            S / (1 << 20), W, traffic / (1 << 20));
-    printf("memory bound: memcpy %.2f GB/s on 1 thread, %.2f GB/s on %d threads (the ranks share %d cores)\n",
-           copy1 / 1e9, copyN / 1e9, threads, opt->model.cores);
-    printf("memory bound: %.1f ms at memcpy speed; measured %.1f ms; ratio %.2fx (target: within 2x)\n",
-           bound * 1e3, t * 1e3, t / bound);
+    printf("memory bound: memcpy %.2f GB/s on 1 thread, %.2f GB/s on %d threads (the ranks share %d cores); "
+           "best of %d trials each\n",
+           copy1 / 1e9, copyN / 1e9, threads, opt->model.cores, CAL_TRIALS);
+    printf("memory bound: %.1f ms at memcpy speed; measured %.1f ms (out of place, mean of %d iterations); "
+           "ratio %.2fx (target: within 2x)\n",
+           bound * 1e3, t * 1e3, opt->iters, t / bound);
     return 0;
 }

@@ -24,6 +24,7 @@ struct ch5_opts {
     struct costmodel model;
     int alpha_given;          /* --alpha-us given: do not fit it */
     const char *csv_path;     /* the sweep's CSV, NULL = none */
+    int quiet;                /* the sweep prints nothing (bench.sh's repeated trials) */
 };
 
 /* What every rank function gets as ctx->shared: the run's options and world,

@@ -142,6 +142,10 @@ static int sweep_row(struct sweep_job *j, comm_t *c, void *send, void *recv, voi
         return rc;
     if (comm_rank(c) != 0)
         return 0;
+    j->last_time_s = agg[0];
+    j->wrong += (uint64_t)(wr[0] + wr[1]);
+    if (o->quiet)
+        return 0;
     double bytes = (double)count * 4, factor = comm_busbw_factor(COMM_ALLREDUCE, W);
     double model_s = costmodel_allreduce(&j->model, j->base.algo, W, bytes);
     double algbw[2], busbw[2];
@@ -157,8 +161,6 @@ static int sweep_row(struct sweep_job *j, comm_t *c, void *send, void *recv, voi
            count, "float", comm_op_name(o->op), -1, tstr[0], algbw[0], busbw[0], wr[0], tstr[1], algbw[1], busbw[1],
            wr[1], model_s * 1e6, model_busbw);
     fflush(stdout);
-    j->wrong += (uint64_t)(wr[0] + wr[1]);
-    j->last_time_s = agg[0];
     if (j->csv)
         fprintf(j->csv, "%s,%s,%d,%.0f,%zu,%.3f,%.4f,%.4f,%.3f,%.4f,%.4f,%.0f,%.3f,%.4f\n", o->backend,
                 comm_algo_name(j->base.algo), W, bytes, count, agg[0] * 1e6, algbw[0], busbw[0], agg[1] * 1e6,
@@ -192,7 +194,7 @@ static int sweep_rank(struct rank_ctx *ctx)
     int rc = ch5_open(ctx, &c);
     if (rc < 0)
         return rc;
-    int lead = comm_rank(c) == 0;
+    int lead = comm_rank(c) == 0 && !o->quiet; /* rank 0 prints */
     size_t maxcount = (size_t)(o->max_bytes / 4);
     void *send = NULL, *recv = NULL, *scratch = NULL;
     float *host = malloc((maxcount + 1) * sizeof *host);
