@@ -349,6 +349,27 @@ TEST(comm_mpi_async_and_sequence)
     comm_close(c);
 }
 
+/* MPI ranks are processes: no thread worlds, no torchrun variables, and the
+ * launcher's rank and world win over a configuration that disagrees. */
+TEST(comm_mpi_launch_and_config_errors)
+{
+    if (strcmp(test_backend(), "mpi") != 0)
+        return;
+    comm_world_t *w;
+    struct comm_world_options opt = {.world = 2};
+    CHECK_ERR(comm_world_create("mpi", &opt, &w), ERR_UNSUPPORTED, "no thread mode");
+    enum comm_launch l;
+    CHECK_ERR(comm_launch_resolve("mpi", COMM_LAUNCH_ENV, &l), ERR_UNSUPPORTED, "started by mpirun");
+    CHECK_OK(comm_launch_resolve("mpi", COMM_LAUNCH_AUTO, &l));
+    CHECK_EQ(l, COMM_LAUNCH_MPI);
+    struct comm_config cfg;
+    comm_config_default(&cfg);
+    cfg.backend = "mpi";
+    cfg.world = 1000;
+    comm_t *c;
+    CHECK_ERR(comm_open(&cfg, &c), ERR_ARG, "but the configuration asks for rank -1 of 1000");
+}
+
 /* The MPI session the NCCL backend borrows: where this process sits, and the
  * broadcast that carries the NCCL unique id (here from the last rank). */
 TEST(comm_mpi_session_place_and_bcast)
