@@ -57,6 +57,7 @@ struct nccl_comm {
     int mpi_session; /* began an MPI session (launch MPI): end it at close */
     int aborted;     /* ncclCommAbort was called: nothing more to free in NCCL */
     void *scratch;   /* device: the checks' exchanges and the barrier's float */
+    char *staging;   /* pinned host: the checks' bytes on their way in and out */
 };
 
 struct nccl_req {
@@ -287,6 +288,8 @@ static void nccl_release(struct nccl_comm *nc)
 {
     if (nc->scratch)
         cudaFree(nc->scratch);
+    if (nc->staging)
+        cudaFreeHost(nc->staging);
     if (nc->own_stream && nc->stream)
         cudaStreamDestroy(nc->stream);
 #ifdef HAVE_MPI
@@ -334,6 +337,8 @@ static int nccl_open(comm_t *c, const struct comm_config *cfg)
     }
     if (rc == 0 && (e = cudaMalloc(&nc->scratch, (size_t)p.world * NCCL_SCRATCH_PER_RANK)) != cudaSuccess)
         rc = nccl_cuda_fail(e, "cudaMalloc", p.rank, p.device, "opening");
+    if (rc == 0 && (e = cudaMallocHost(&nc->staging, (size_t)(p.world + 1) * NCCL_SCRATCH_PER_RANK)) != cudaSuccess)
+        rc = nccl_cuda_fail(e, "cudaMallocHost", p.rank, p.device, "opening");
     if (rc == 0) {
         ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
         config.blocking = 0;
@@ -436,23 +441,26 @@ static int nccl_check_call(comm_t *c, ncclResult_t r, const char *call, const st
 
 /* The debug checks' all-gather (comm_checks.h): `bytes` (at most
  * NCCL_SCRATCH_PER_RANK) from every rank into all[], through the device
- * scratch buffer, under the timeout. */
+ * scratch buffer, under the timeout. The host side is pinned staging memory,
+ * so both copies are truly asynchronous: a copy from pageable memory may wait
+ * for the stream, i.e. for a collective that never completes, past any
+ * timeout. Staging: my bytes first, then the world's. */
 static int nccl_exchange(comm_t *c, const void *mine, void *all, size_t bytes, const struct comm_coll_desc *d,
                          const char *phase)
 {
     struct nccl_comm *nc = (struct nccl_comm *)c->impl;
-    char *slot = (char *)nc->scratch + (size_t)c->rank * bytes;
-    cudaError_t e = cudaMemcpyAsync(slot, mine, bytes, cudaMemcpyHostToDevice, nc->stream);
+    char *slot = (char *)nc->scratch + (size_t)c->rank * bytes, *gathered = nc->staging + NCCL_SCRATCH_PER_RANK;
+    memcpy(nc->staging, mine, bytes);
+    cudaError_t e = cudaMemcpyAsync(slot, nc->staging, bytes, cudaMemcpyHostToDevice, nc->stream);
     if (e != cudaSuccess)
         return nccl_cuda_fail(e, "cudaMemcpyAsync", c->rank, nc->device, phase);
     int rc = nccl_check_call(c, ncclAllGather(slot, nc->scratch, bytes, ncclUint8, nc->comm, nc->stream),
                              "ncclAllGather", d);
-    if (rc == 0)
-        rc = nccl_sync(c, d, phase);
-    /* the copy back only after the gather completed: a pageable copy would
-     * otherwise block here, past the timeout, if a rank never came */
-    if (rc == 0 && (e = cudaMemcpy(all, nc->scratch, (size_t)c->world * bytes, cudaMemcpyDeviceToHost)) != cudaSuccess)
-        rc = nccl_cuda_fail(e, "cudaMemcpy", c->rank, nc->device, phase);
+    if (rc == 0 && (e = cudaMemcpyAsync(gathered, nc->scratch, (size_t)c->world * bytes, cudaMemcpyDeviceToHost,
+                                        nc->stream)) != cudaSuccess)
+        rc = nccl_cuda_fail(e, "cudaMemcpyAsync", c->rank, nc->device, phase);
+    if (rc == 0 && (rc = nccl_sync(c, d, phase)) == 0)
+        memcpy(all, gathered, (size_t)c->world * bytes);
     return rc;
 }
 
