@@ -1,0 +1,385 @@
+/* comm_mpi: the MPI backend (see comm_mpi.h): one process per rank under
+ * mpirun, every collective a non-blocking MPI call polled with MPI_Test.
+ *
+ * Read in this order: the session (MPI_Init once per process, shared with the
+ * NCCL backend), mpi_poll() (how a wait becomes a timeout instead of a hang),
+ * mpi_start() / mpi_wait() (one collective), then the two debug checks.
+ *
+ * Why non-blocking calls: comm.h promises start-then-wait, so DDP can launch a
+ * bucket's all-reduce and go on with backward. Open MPI progresses a
+ * non-blocking collective only inside MPI calls (there is no progress thread
+ * by default), so the overlap is real only as far as the program calls
+ * comm_wait or other MPI functions; the results are the same either way. On
+ * this machine MPI_Iallreduce of 64 MiB took the same time as MPI_Allreduce.
+ *
+ * Timeouts. MPI cannot cancel a collective (MPI_Cancel is for point-to-point
+ * receives only; MPI-3.1 section 3.8.4), so a rank that waits past the
+ * communicator's timeout returns ERR_TIMEOUT naming the collective, marks the
+ * communicator, and comm_close() then calls MPI_Abort: the alternative,
+ * MPI_Finalize, would wait forever for the rank that never came. mpirun then
+ * ends every process of the job with a non-zero status.
+ *
+ * Errors. Every communicator is a duplicate of MPI_COMM_WORLD with the
+ * MPI_ERRORS_RETURN handler, so a failing call comes back here and is reported
+ * with its name, the rank and MPI_Error_string() instead of MPI's default
+ * (abort with a generic message).
+ */
+#include "comm_mpi.h"
+
+#include "clock.h"
+#include "comm_checks.h"
+#include "error.h"
+
+#include <limits.h>
+#include <mpi.h>
+#include <sched.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* ---- the session: MPI_Init once, MPI_Finalize after the last user -------- */
+
+static int mpi_sessions;          /* begin() calls not yet ended */
+static int mpi_we_initialized;    /* we called MPI_Init, so we finalize */
+static int mpi_stuck;             /* a session broadcast never completed */
+static MPI_Comm mpi_session_comm = MPI_COMM_NULL; /* for comm_mpi_bcast_bytes */
+
+/* Sets the message for a failed MPI call and returns ERR_IO. */
+static int mpi_fail(int mpi_rc, const char *call, int rank, const char *what)
+{
+    char text[MPI_MAX_ERROR_STRING] = "";
+    int len = 0;
+    if (MPI_Error_string(mpi_rc, text, &len) != MPI_SUCCESS)
+        snprintf(text, sizeof text, "MPI error code %d", mpi_rc);
+    return err_set(ERR_IO, "mpi: rank %d: %s%s%s failed: %s", rank, what, what[0] ? ": " : "", call, text);
+}
+
+/* A duplicate of MPI_COMM_WORLD whose errors return to us. */
+static int mpi_comm_dup_returning(int rank, MPI_Comm *out)
+{
+    int rc = MPI_Comm_dup(MPI_COMM_WORLD, out);
+    if (rc != MPI_SUCCESS)
+        return mpi_fail(rc, "MPI_Comm_dup", rank, "");
+    rc = MPI_Comm_set_errhandler(*out, MPI_ERRORS_RETURN);
+    if (rc != MPI_SUCCESS) {
+        MPI_Comm_free(out);
+        return mpi_fail(rc, "MPI_Comm_set_errhandler", rank, "");
+    }
+    return 0;
+}
+
+int comm_mpi_session_begin(struct comm_mpi_place *out)
+{
+    int initialized = 0, finalized = 0;
+    MPI_Finalized(&finalized);
+    if (finalized)
+        return err_set(ERR_STATE, "mpi: MPI was already finalized in this process; it cannot be started twice");
+    MPI_Initialized(&initialized);
+    if (!initialized) {
+        /* SERIALIZED: any thread may call, one at a time (comm.h's rule) */
+        int provided = 0, rc = MPI_Init_thread(NULL, NULL, MPI_THREAD_SERIALIZED, &provided);
+        if (rc != MPI_SUCCESS)
+            return mpi_fail(rc, "MPI_Init_thread", -1, "");
+        mpi_we_initialized = 1;
+    }
+    int rank = 0, world = 1;
+    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+    MPI_Comm_size(MPI_COMM_WORLD, &world);
+    /* The node-local rank picks the GPU (NCCL); MPI-3's shared-memory split
+     * finds it with any launcher, where OMPI_COMM_WORLD_LOCAL_RANK is Open
+     * MPI's alone. */
+    MPI_Comm node;
+    int rc = MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, rank, MPI_INFO_NULL, &node);
+    if (rc != MPI_SUCCESS)
+        return mpi_fail(rc, "MPI_Comm_split_type", rank, "finding the ranks of this node");
+    *out = (struct comm_mpi_place){.rank = rank, .world = world};
+    MPI_Comm_rank(node, &out->local_rank);
+    MPI_Comm_size(node, &out->local_world);
+    MPI_Comm_free(&node);
+    if (mpi_sessions == 0) {
+        rc = mpi_comm_dup_returning(rank, &mpi_session_comm);
+        if (rc < 0)
+            return rc;
+    }
+    mpi_sessions++;
+    return 0;
+}
+
+void comm_mpi_session_end(int abort_job)
+{
+    if (abort_job || mpi_stuck) {
+        fflush(NULL);
+        MPI_Abort(MPI_COMM_WORLD, 1);
+        abort(); /* MPI_Abort does not return; if it did, do not go on */
+    }
+    if (mpi_sessions == 0 || --mpi_sessions > 0)
+        return;
+    MPI_Comm_free(&mpi_session_comm);
+    if (mpi_we_initialized)
+        MPI_Finalize();
+}
+
+/* ---- waiting with a deadline ------------------------------------------------ */
+
+/* Polls `req` with MPI_Test until it completes or clock_now_ns() passes
+ * `deadline_ns`. MPI_Wait would be simpler but cannot time out. Each turn
+ * yields the core: under `mpirun --oversubscribe` the rank we wait for may
+ * need it. Returns MPI_SUCCESS, an MPI error code (*timed_out = 0), or
+ * MPI_ERR_PENDING with *timed_out = 1 (the request is still posted). */
+static int mpi_poll(MPI_Request *req, uint64_t deadline_ns, int *timed_out)
+{
+    *timed_out = 0;
+    for (;;) {
+        int done = 0, rc = MPI_Test(req, &done, MPI_STATUS_IGNORE);
+        if (rc != MPI_SUCCESS || done)
+            return rc;
+        if (clock_now_ns() > deadline_ns) {
+            *timed_out = 1;
+            return MPI_ERR_PENDING;
+        }
+        sched_yield();
+    }
+}
+
+static uint64_t mpi_deadline(double timeout_s)
+{
+    return clock_now_ns() + (uint64_t)(timeout_s * 1e9);
+}
+
+int comm_mpi_bcast_bytes(void *buf, size_t bytes, int root, double timeout_s)
+{
+    int rank = 0;
+    if (mpi_sessions == 0)
+        return err_set(ERR_STATE, "mpi: broadcast of %zu bytes without an MPI session", bytes);
+    MPI_Comm_rank(mpi_session_comm, &rank);
+    if (bytes > INT_MAX)
+        return err_set(ERR_RANGE, "mpi: rank %d: cannot broadcast %zu bytes in one call", rank, bytes);
+    MPI_Request req;
+    int rc = MPI_Ibcast(buf, (int)bytes, MPI_BYTE, root, mpi_session_comm, &req);
+    if (rc != MPI_SUCCESS)
+        return mpi_fail(rc, "MPI_Ibcast", rank, "broadcasting the bootstrap id");
+    int timed_out;
+    rc = mpi_poll(&req, mpi_deadline(timeout_s), &timed_out);
+    if (rc == MPI_SUCCESS)
+        return 0;
+    mpi_stuck = 1; /* the broadcast may still be posted: the session must end in MPI_Abort */
+    if (timed_out)
+        return err_set(ERR_TIMEOUT, "mpi: rank %d: the broadcast of %zu bytes from rank %d did not complete within %g s "
+                       "(a rank never got there); ending the session aborts the job", rank, bytes, root, timeout_s);
+    return mpi_fail(rc, "MPI_Test", rank, "broadcasting the bootstrap id");
+}
+
+/* ---- the backend ------------------------------------------------------------ */
+
+struct mpi_comm {
+    MPI_Comm comm;     /* our own duplicate: its collectives match only ours */
+    int abort_on_close; /* a collective is stuck in MPI: close must abort */
+};
+
+struct mpi_req {
+    MPI_Request r;
+    const char *call; /* the MPI function that posted it, for messages */
+    void *tmp;        /* in-place reduce-scatter: the result before its copy */
+};
+
+static MPI_Datatype mpi_type(enum comm_dtype dtype)
+{
+    switch (dtype) {
+    case COMM_FLOAT64: return MPI_DOUBLE;
+    case COMM_INT32: return MPI_INT32_T;
+    case COMM_INT64: return MPI_INT64_T;
+    default: return MPI_FLOAT;
+    }
+}
+
+static int mpi_launch_resolve(enum comm_launch requested, enum comm_launch *out)
+{
+    if (requested != COMM_LAUNCH_AUTO && requested != COMM_LAUNCH_MPI)
+        return err_set(ERR_UNSUPPORTED, "mpi: ranks are processes started by mpirun (launch mode 'mpi' only)");
+    *out = COMM_LAUNCH_MPI;
+    return 0;
+}
+
+static int mpi_open(comm_t *c, const struct comm_config *cfg)
+{
+    struct comm_mpi_place at;
+    int rc = comm_mpi_session_begin(&at);
+    if (rc < 0)
+        return rc;
+    if ((cfg->world != 0 && cfg->world != at.world) || (cfg->rank >= 0 && cfg->rank != at.rank)) {
+        comm_mpi_session_end(0);
+        return err_set(ERR_ARG, "mpi: this process is rank %d of %d (from mpirun), but the configuration asks for "
+                       "rank %d of %d", at.rank, at.world, cfg->rank, cfg->world);
+    }
+    struct mpi_comm *mc = calloc(1, sizeof *mc);
+    if (!mc) {
+        comm_mpi_session_end(0);
+        return err_set(ERR_NOMEM, "mpi: rank %d: cannot allocate its communicator", at.rank);
+    }
+    rc = mpi_comm_dup_returning(at.rank, &mc->comm);
+    if (rc < 0) {
+        free(mc);
+        comm_mpi_session_end(0);
+        return rc;
+    }
+    c->rank = at.rank;
+    c->world = at.world;
+    c->impl = mc;
+    return 0;
+}
+
+static void mpi_close(comm_t *c)
+{
+    struct mpi_comm *mc = c->impl;
+    int abort_job = mc->abort_on_close;
+    if (abort_job)
+        fprintf(stderr, "mpi: rank %d: aborting the MPI job after: %s\n", c->rank, c->broken_msg);
+    else
+        MPI_Comm_free(&mc->comm);
+    free(mc);
+    comm_mpi_session_end(abort_job);
+}
+
+/* Waits for a posted request under the communicator's timeout. On a timeout
+ * or an MPI error the communicator must abort at close: the request may still
+ * be posted, and MPI offers no way to take it back. */
+static int mpi_finish(comm_t *c, MPI_Request *r, const char *call, const struct comm_coll_desc *d,
+                      const char *phase)
+{
+    struct mpi_comm *mc = c->impl;
+    char desc[128];
+    int timed_out, rc = mpi_poll(r, mpi_deadline(c->timeout_s), &timed_out);
+    if (rc == MPI_SUCCESS)
+        return 0;
+    mc->abort_on_close = 1;
+    comm_coll_describe(d, desc, sizeof desc);
+    if (timed_out)
+        return err_set(ERR_TIMEOUT,
+                       "mpi: rank %d: %s: %s%s did not complete within %g s: some rank never started it, or started "
+                       "a different collective (run with the fingerprint check to tell). MPI cannot cancel a "
+                       "collective: closing the communicator aborts the job (MPI_Abort)",
+                       c->rank, desc, call, phase, c->timeout_s);
+    return mpi_fail(rc, call, c->rank, desc);
+}
+
+/* The debug checks' all-gather (comm_checks.h): `bytes` from every rank
+ * into all[] (world x bytes). Every rank sees every value, so all find the
+ * same mismatch and none posts the collective: the job stays consistent. */
+static int mpi_exchange(comm_t *c, const void *mine, void *all, size_t bytes, const struct comm_coll_desc *d,
+                        const char *phase)
+{
+    struct mpi_comm *mc = c->impl;
+    MPI_Request r;
+    int rc = MPI_Iallgather(mine, (int)bytes, MPI_BYTE, all, (int)bytes, MPI_BYTE, mc->comm, &r);
+    if (rc != MPI_SUCCESS) {
+        char desc[128];
+        mc->abort_on_close = 1;
+        return mpi_fail(rc, "MPI_Iallgather", c->rank, comm_coll_describe(d, desc, sizeof desc));
+    }
+    return mpi_finish(c, &r, "MPI_Iallgather", d, phase);
+}
+
+/* Do [a, a+na) and [b, b+nb) share a byte? */
+static int mpi_overlap(const void *a, size_t na, const void *b, size_t nb)
+{
+    uintptr_t x = (uintptr_t)a, y = (uintptr_t)b;
+    return na && nb && x < y + nb && y < x + na;
+}
+
+/* Posts the collective's MPI call. */
+static int mpi_post(comm_t *c, const struct comm_coll_desc *d, struct mpi_req *q)
+{
+    MPI_Comm comm = ((struct mpi_comm *)c->impl)->comm;
+    MPI_Datatype t = mpi_type(d->dtype);
+    int n = (int)d->count;
+    size_t es = comm_dtype_size(d->dtype), bytes = d->count * es;
+    const void *send = d->sendbuf == d->recvbuf ? MPI_IN_PLACE : d->sendbuf;
+    switch (d->coll) {
+    case COMM_ALLREDUCE:
+        q->call = "MPI_Iallreduce";
+        return MPI_Iallreduce(send, d->recvbuf, n, t, MPI_SUM, comm, &q->r);
+    case COMM_BROADCAST:
+        q->call = "MPI_Ibcast";
+        return MPI_Ibcast(d->recvbuf, n, t, d->root, comm, &q->r);
+    case COMM_REDUCE_SCATTER: {
+        /* NCCL's in-place form (recv inside send) is not MPI's (MPI_IN_PLACE
+         * leaves the result at the start of the buffer, over block 0), so an
+         * overlapping call reduces into a temporary and copies at the end. */
+        void *out = d->recvbuf;
+        if (mpi_overlap(d->sendbuf, bytes * (size_t)c->world, d->recvbuf, bytes)) {
+            if (!(q->tmp = malloc(bytes)))
+                return MPI_ERR_NO_MEM;
+            out = q->tmp;
+        }
+        q->call = "MPI_Ireduce_scatter_block";
+        return MPI_Ireduce_scatter_block(d->sendbuf, out, n, t, MPI_SUM, comm, &q->r);
+    }
+    case COMM_ALLGATHER:
+        /* here the conventions agree: in place means my block of recvbuf */
+        send = (const char *)d->recvbuf + (size_t)c->rank * bytes == d->sendbuf && bytes ? MPI_IN_PLACE : d->sendbuf;
+        q->call = "MPI_Iallgather";
+        return MPI_Iallgather(send, n, t, d->recvbuf, n, t, comm, &q->r);
+    default:
+        q->call = "MPI_Ibarrier";
+        return MPI_Ibarrier(comm, &q->r);
+    }
+}
+
+static int mpi_start(comm_t *c, comm_request_t *req)
+{
+    const struct comm_coll_desc *d = &req->desc;
+    char desc[128];
+    if (d->count > INT_MAX)
+        return err_set(ERR_RANGE, "mpi: rank %d: %s: MPI counts are int: at most %d elements per call", c->rank,
+                       comm_coll_describe(d, desc, sizeof desc), INT_MAX);
+    if (c->check >= COMM_CHECK_FINGERPRINT) {
+        int rc = comm_checks_fingerprint(c, d, mpi_exchange);
+        if (rc < 0)
+            return rc;
+    }
+    struct mpi_req *q = calloc(1, sizeof *q);
+    if (!q)
+        return err_set(ERR_NOMEM, "mpi: rank %d: cannot allocate a request", c->rank);
+    int rc = mpi_post(c, d, q);
+    if (rc != MPI_SUCCESS) {
+        ((struct mpi_comm *)c->impl)->abort_on_close = 1;
+        mpi_fail(rc, q->call ? q->call : "MPI", c->rank, comm_coll_describe(d, desc, sizeof desc));
+        free(q->tmp);
+        free(q);
+        return ERR_IO;
+    }
+    req->impl = q;
+    return 0;
+}
+
+static int mpi_wait(comm_t *c, comm_request_t *req)
+{
+    struct mpi_req *q = req->impl;
+    const struct comm_coll_desc *d = &req->desc;
+    int rc = mpi_finish(c, &q->r, q->call, d, "");
+    if (rc < 0) {
+        /* q->tmp may still be written by the posted call: keep it until MPI_Abort */
+        free(q);
+        return rc;
+    }
+    if (q->tmp)
+        memcpy(d->recvbuf, q->tmp, d->count * comm_dtype_size(d->dtype));
+    free(q->tmp);
+    free(q);
+    if (d->op == COMM_AVG && (d->coll == COMM_ALLREDUCE || d->coll == COMM_REDUCE_SCATTER))
+        comm_reduce_divide(d->dtype, d->recvbuf, d->count, c->world);
+    size_t bytes;
+    if (c->check == COMM_CHECK_RESULTS && comm_checks_result_bytes(d, c->world, &bytes))
+        return comm_checks_results(c, d, comm_checksum(d->recvbuf, bytes), mpi_exchange);
+    return 0;
+}
+
+const struct comm_backend_ops comm_backend_mpi = {
+    .name = "mpi",
+    .launch_resolve = mpi_launch_resolve,
+    .open = mpi_open,
+    .close = mpi_close,
+    .start = mpi_start,
+    .wait = mpi_wait,
+};

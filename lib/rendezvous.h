@@ -1,0 +1,81 @@
+/* rendezvous: how processes started torchrun-style find each other: rank 0
+ * listens on MASTER_ADDR:MASTER_PORT, every other rank connects, and rank 0
+ * hands each of them the same bytes (for NCCL: its ncclUniqueId).
+ *
+ * Where it sits: under the NCCL backend's ENV launch mode (lib/gpu/nccl_comm.cu),
+ * before any collective exists. It plays the part of PyTorch's TCPStore in
+ * init_process_group(init_method="env://"), reduced to the one exchange NCCL
+ * needs. Plain TCP sockets; no CUDA, NCCL or MPI.
+ *
+ * Read first: rendezvous_env_read(), then rendezvous_bcast().
+ *
+ * The wire format (all integers big-endian): a rank sends
+ *   "DDPR" magic, u32 version, i32 rank, i32 world, u64 bytes
+ * and rank 0 answers with an i32 status (0, or the ERR_* it refuses with),
+ * its i32 world, its u64 bytes, then the bytes. A mismatch in world or size
+ * is refused and reported on both sides, naming the rank.
+ */
+#ifndef DDP_RENDEZVOUS_H
+#define DDP_RENDEZVOUS_H
+
+#include <stddef.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* The torchrun launch environment. Its variable names and meanings are
+ * torchrun's (torch.distributed.run): RANK and WORLD_SIZE over the whole job,
+ * LOCAL_RANK on this node, MASTER_ADDR:MASTER_PORT where rank 0 listens. */
+struct rendezvous_env {
+    int rank, world, local_rank;
+    char master_addr[256];
+    int master_port;
+};
+
+/* Reads RANK, WORLD_SIZE, LOCAL_RANK (default: RANK), MASTER_ADDR and
+ * MASTER_PORT (1..65535). All but LOCAL_RANK are required, as in torch's
+ * env:// initialization. Returns 0, or ERR_ARG naming the variable that is
+ * missing or malformed, or the inconsistency ("RANK=4 is not below
+ * WORLD_SIZE=4"). */
+int rendezvous_env_read(struct rendezvous_env *out);
+
+typedef struct rendezvous rendezvous_t;
+
+/* Rank 0's side, in two steps so a test can listen on port 0 (any free
+ * port) and learn the port before the others connect. Listens on
+ * `bind_addr` (NULL: every interface, for ranks on other nodes) at `port`.
+ * Returns 0, ERR_ARG (bad address or port) or ERR_IO (the port is taken:
+ * the message names it). */
+int rendezvous_listen(const char *bind_addr, int port, rendezvous_t **out);
+
+/* The port a listener is bound to. */
+int rendezvous_port(const rendezvous_t *r);
+
+/* Accepts ranks 1 .. world-1 (in any order) and sends each `bytes` from
+ * blob. Returns 0 when every rank got them, ERR_TIMEOUT after timeout_s
+ * naming the ranks that never came, ERR_ARG when a rank announces another
+ * world size or blob size or a rank number out of range or twice (it is
+ * refused and named), ERR_IO on a socket error. */
+int rendezvous_serve(rendezvous_t *r, int world, const void *blob, size_t bytes, double timeout_s);
+
+/* Closes the listener. NULL is a no-op. */
+void rendezvous_close(rendezvous_t *r);
+
+/* Rank `rank`'s side (1 .. world-1): connects to addr:port, retrying while
+ * nobody listens yet (rank 0 may start last), until timeout_s; then receives
+ * `bytes` into blob. Returns 0, ERR_TIMEOUT ("no rank 0 listening at
+ * addr:port after N s"), ERR_ARG (addr does not resolve; or rank 0 refused
+ * us: its reason), ERR_IO (connection lost mid-way). */
+int rendezvous_fetch(const char *addr, int port, int rank, int world, void *blob, size_t bytes, double timeout_s);
+
+/* Both sides in one call: rank 0 listens on every interface at env->
+ * master_port and serves blob; the others fetch it from
+ * env->master_addr:master_port. Returns what those return. */
+int rendezvous_bcast(const struct rendezvous_env *env, void *blob, size_t bytes, double timeout_s);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif

@@ -1,0 +1,36 @@
+# comm_mpi: the MPI backend under a real mpirun, at 2 and 4 processes on
+# localhost (oversubscribed: CI machines may have 2 cores).
+#
+# build/tests/test_comm_mpi holds the checks (see its header): each test runs
+# as its own job, since a process may initialize MPI only once. A job passes
+# when mpirun exits 0, which it does only when every rank passed. The timeout
+# test must instead end the job with MPI_Abort, after rank 0 named the
+# collective it waited for. Last, build/chapter-5 --backend=mpi --check must
+# print nccl-tests' table with no wrong element.
+. "$(dirname "$0")/lib.sh"
+
+# Open MPI refuses to start as root unless told to (tests/run sets these too).
+if [ "$(id -u)" = 0 ]; then export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1; fi
+
+prog=$BUILD/tests/test_comm_mpi
+if [ "${SUITE:-plain}" != plain ]; then
+    t_skip mpirun "the $SUITE suite is built without MPI"
+elif ! command -v mpirun >/dev/null 2>&1; then
+    t_skip mpirun "mpirun is not installed (apt-get install openmpi-bin libopenmpi-dev)"
+elif ! grep -q 'HAVE_MPI := 1' "$BUILD/config.mk" 2>/dev/null || [ ! -x "$prog" ]; then
+    t_skip mpirun "this build has no MPI support"
+else
+    tests=$("$prog" --help | sed -n 's/^  \(comm_mpi_[a-z0-9_]*\)$/\1/p' | grep -v '^comm_mpi_timeout_aborts$')
+    for np in 2 4; do
+        for t in $tests; do
+            t_ok "np$np.${t#comm_mpi_}" mpirun --oversubscribe -np "$np" "$prog" "$t"
+        done
+        COMM_MPI_TEST_ABORT=1 t_fail "np$np.timeout_aborts" nonzero \
+            "collective #2 (allreduce sum, 16 x float32): MPI_Iallreduce did not complete within 1 s" \
+            mpirun --oversubscribe -np "$np" "$prog" comm_mpi_timeout_aborts
+        # the chapter's benchmark under mpirun: nccl-tests' #wrong columns must
+        # stay 0, counts 1 (fewer than W) to 64K, results compared across ranks
+        t_out "np$np.chapter5_table" ": 0 OK" mpirun --oversubscribe -np "$np" "$BUILD/chapter-5" --backend=mpi \
+            --check --min-bytes=4 --max-bytes=256K --step-factor=8 --iters=2 --warmup=1
+    done
+fi

@@ -1,0 +1,29 @@
+# comm_nccl: --backend=nccl where it cannot run. A build without NCCL must
+# say so; a build with NCCL on a machine without a GPU must say "no CUDA
+# device found" and exit 1, whichever way the ranks were started (threads,
+# torchrun-style variables, mpirun), never crash or hang. On a machine with a
+# GPU this is tests/gpu_nccl.sh's job (make test-gpu).
+. "$(dirname "$0")/lib.sh"
+
+if [ "$(id -u)" = 0 ]; then export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1; fi
+prog=$BUILD/chapter-5
+small=(--backend=nccl --min-bytes=4 --max-bytes=4K --iters=1 --warmup=0 --timeout=10)
+
+if [ ! -x "$prog" ]; then
+    t_failed built "$prog is missing"
+elif ! grep -q 'HAVE_NCCL := 1' "$BUILD/config.mk" 2>/dev/null; then
+    t_fail not_built 1 "this build has no NCCL support" "$prog" "${small[@]}"
+elif command -v nvidia-smi >/dev/null 2>&1 && nvidia-smi -L 2>/dev/null | grep -q '^GPU '; then
+    t_skip no_device "this machine has a GPU: make test-gpu runs tests/gpu_nccl.sh"
+else
+    t_fail no_device.threads 1 "nccl: no CUDA device found" "$prog" "${small[@]}" --world=2
+    t_fail no_device.torchrun 1 "nccl: no CUDA device found" \
+        env RANK=0 WORLD_SIZE=2 LOCAL_RANK=0 MASTER_ADDR=127.0.0.1 MASTER_PORT=29500 "$prog" "${small[@]}"
+    if [ "${SUITE:-plain}" = plain ] && command -v mpirun >/dev/null 2>&1 &&
+        grep -q 'HAVE_MPI := 1' "$BUILD/config.mk"; then
+        t_fail no_device.mpirun nonzero "nccl: no CUDA device found" \
+            mpirun --oversubscribe -np 2 "$prog" "${small[@]}"
+    else
+        t_skip no_device.mpirun "needs mpirun and an MPI build (plain suite)"
+    fi
+fi

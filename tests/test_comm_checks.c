@@ -1,0 +1,100 @@
+/* test_comm_checks: the process backends' cross-rank checks (lib/comm_checks.c)
+ * with a scripted all-gather standing in for MPI or NCCL: what each rank
+ * "received" is set by the test, so every mismatch can be staged without
+ * running a job. */
+#include "check.h"
+#include "comm_checks.h"
+#include "error.h"
+
+#include <string.h>
+
+static const struct comm_backend_ops fake_ops = {.name = "fake"};
+
+/* What the scripted exchange hands back, per rank, and what it saw. */
+static struct comm_fingerprint fake_fps[3];
+static uint64_t fake_sums[3];
+
+static int fake_exchange(comm_t *c, const void *mine, void *all, size_t bytes, const struct comm_coll_desc *d,
+                         const char *phase)
+{
+    (void)d, (void)phase;
+    if (bytes == sizeof(struct comm_fingerprint))
+        memcpy(fake_fps + c->rank, mine, bytes), memcpy(all, fake_fps, sizeof fake_fps);
+    else
+        memcpy(fake_sums + c->rank, mine, bytes), memcpy(all, fake_sums, sizeof fake_sums);
+    return 0;
+}
+
+static int failing_exchange(comm_t *c, const void *mine, void *all, size_t bytes, const struct comm_coll_desc *d,
+                            const char *phase)
+{
+    (void)mine, (void)all, (void)bytes, (void)d;
+    return err_set(ERR_TIMEOUT, "rank %d timed out in%s", c->rank, phase);
+}
+
+static comm_t fake_comm(int rank)
+{
+    comm_t c;
+    memset(&c, 0, sizeof c);
+    c.ops = &fake_ops;
+    c.rank = rank;
+    c.world = 3;
+    return c;
+}
+
+static const struct comm_coll_desc allreduce7 = {.seq = 7, .coll = COMM_ALLREDUCE, .op = COMM_SUM,
+                                                 .dtype = COMM_FLOAT32, .count = 1024, .root = -1};
+
+TEST(comm_checks_fingerprints_agree)
+{
+    comm_t c = fake_comm(1);
+    for (int r = 0; r < 3; r++)
+        comm_fingerprint_of(&allreduce7, &fake_fps[r]);
+    CHECK_OK(comm_checks_fingerprint(&c, &allreduce7, fake_exchange));
+}
+
+TEST(comm_checks_fingerprint_mismatch_names_both_ranks)
+{
+    comm_t c = fake_comm(0);
+    struct comm_coll_desc bcast = allreduce7;
+    bcast.coll = COMM_BROADCAST, bcast.root = 0, bcast.count = 2048;
+    comm_fingerprint_of(&allreduce7, &fake_fps[1]);
+    comm_fingerprint_of(&bcast, &fake_fps[2]);
+    CHECK_ERR(comm_checks_fingerprint(&c, &allreduce7, fake_exchange), ERR_STATE, "fake: rank 0: fingerprint mismatch");
+    CHECK_CONTAINS(err_msg(), "rank 2 called #7 broadcast");
+    CHECK_CONTAINS(err_msg(), "differs: collective, count, root");
+}
+
+TEST(comm_checks_result_sizes)
+{
+    size_t bytes = 0;
+    CHECK(comm_checks_result_bytes(&allreduce7, 3, &bytes));
+    CHECK_EQ(bytes, 4096);
+    struct comm_coll_desc d = allreduce7;
+    d.coll = COMM_ALLGATHER;
+    CHECK(comm_checks_result_bytes(&d, 3, &bytes));
+    CHECK_EQ(bytes, 3 * 4096);
+    d.coll = COMM_REDUCE_SCATTER; /* each rank holds a different block */
+    CHECK(!comm_checks_result_bytes(&d, 3, &bytes));
+    d.coll = COMM_BARRIER;
+    CHECK(!comm_checks_result_bytes(&d, 3, &bytes));
+}
+
+TEST(comm_checks_results_name_the_rank_that_differs)
+{
+    comm_t c = fake_comm(1);
+    fake_sums[0] = 0x1111, fake_sums[2] = 0x2222;
+    CHECK_ERR(comm_checks_results(&c, &allreduce7, 0x1111, fake_exchange), ERR_STATE,
+              "fake: rank 1: result check: after collective #7 (allreduce sum, 1024 x float32), rank 2's result "
+              "differs from rank 0's (checksum 0000000000002222 vs 0000000000001111)");
+    fake_sums[2] = 0x1111;
+    CHECK_OK(comm_checks_results(&c, &allreduce7, 0x1111, fake_exchange));
+}
+
+TEST(comm_checks_pass_on_exchange_errors)
+{
+    comm_t c = fake_comm(2);
+    CHECK_ERR(comm_checks_fingerprint(&c, &allreduce7, failing_exchange), ERR_TIMEOUT,
+              "rank 2 timed out in (the fingerprint check)");
+    CHECK_ERR(comm_checks_results(&c, &allreduce7, 1, failing_exchange), ERR_TIMEOUT, "(the result check)");
+}

@@ -1,0 +1,441 @@
+/* test_comm_mpi: the backends whose ranks are processes started by mpirun,
+ * through lib/comm.h: "mpi" (lib/mpi/comm_mpi.c) always, and "nccl" when
+ * tests/gpu_nccl.sh sets COMM_TEST_BACKEND=nccl on a GPU machine (NCCL ranks
+ * started by mpirun: the unique id travels over MPI). Buffers go through
+ * comm_mem_alloc / upload / download, so the same checks run on host and
+ * device memory.
+ *
+ * Every test opens a communicator in whatever job it finds itself:
+ *   - run as a plain unit test (tests/run), each test is a singleton MPI
+ *     process: world 1, where every collective must still be exact;
+ *   - run by tests/comm_mpi.sh as `mpirun --oversubscribe -np W
+ *     build/tests/test_comm_mpi TEST`, one test per job (each test initializes
+ *     and finalizes MPI, which a process may do once), at W = 2 and 4.
+ * Each rank checks its own result against a reference computed here from every
+ * rank's inputs, and the ranks compare checksums of their results with an
+ * all-gather, so "every rank bit-identical" is checked by the code under test
+ * and by the test itself. Built without MPI, the one test checks the
+ * "no MPI support" error.
+ */
+#include "check.h"
+#include "comm.h"
+#include "comm_backend.h"
+#include "error.h"
+#ifdef HAVE_MPI
+#include "mpi/comm_mpi.h"
+#endif
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#ifndef HAVE_MPI
+
+TEST(comm_mpi_not_built)
+{
+    struct comm_config cfg;
+    comm_config_default(&cfg);
+    cfg.backend = "mpi";
+    comm_t *c;
+    CHECK_ERR(comm_open(&cfg, &c), ERR_UNSUPPORTED, "no MPI support");
+}
+
+#else
+
+static const char *test_backend(void)
+{
+    const char *b = getenv("COMM_TEST_BACKEND");
+    return b && *b ? b : "mpi";
+}
+
+static comm_t *test_open(enum comm_check check, double timeout_s)
+{
+    struct comm_config cfg;
+    comm_config_default(&cfg);
+    cfg.backend = test_backend();
+    cfg.check = check;
+    cfg.timeout_s = timeout_s;
+    comm_t *c = NULL;
+    CHECK_OK(comm_open(&cfg, &c));
+    return c;
+}
+
+/* Rank r's value i: varied magnitudes (mantissa and exponent from
+ * SplitMix64 of (r, i)), so the order of additions shows in the bits. */
+static double test_value(int r, size_t i)
+{
+    uint64_t z = ((uint64_t)r << 40 ^ (uint64_t)i) + 0x9e3779b97f4a7c15ull; /* SplitMix64 (Steele et al.) */
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    z ^= z >> 31;
+    return ((double)(z % 2000001u) - 1000000.0) / (double)(1u << (z >> 60));
+}
+
+static void test_fill(enum comm_dtype t, void *buf, int r, size_t first, size_t n)
+{
+    for (size_t i = 0; i < n; i++) {
+        double v = test_value(r, first + i);
+        switch (t) {
+        case COMM_FLOAT32: ((float *)buf)[i] = (float)v; break;
+        case COMM_FLOAT64: ((double *)buf)[i] = v; break;
+        case COMM_INT32: ((int32_t *)buf)[i] = (int32_t)v; break;
+        default: ((int64_t *)buf)[i] = (int64_t)v; break;
+        }
+    }
+}
+
+static double test_get(enum comm_dtype t, const void *buf, size_t i)
+{
+    switch (t) {
+    case COMM_FLOAT32: return ((const float *)buf)[i];
+    case COMM_FLOAT64: return ((const double *)buf)[i];
+    case COMM_INT32: return ((const int32_t *)buf)[i];
+    default: return (double)((const int64_t *)buf)[i];
+    }
+}
+
+/* Element i of op over ranks of their inputs (element `first + i` of each
+ * rank's data), checked against `got` within the type's rounding. */
+static void test_check_reduced(enum comm_dtype t, enum comm_op op, int world, const void *got, size_t first,
+                               size_t n, const char *what)
+{
+    double eps = t == COMM_FLOAT32 ? 1e-6 : t == COMM_FLOAT64 ? 1e-14 : 0;
+    for (size_t i = 0; i < n; i++) {
+        double ref = 0, mag = 0, one;
+        for (int r = 0; r < world; r++) {
+            double cell; /* room for one element of any type */
+            test_fill(t, &cell, r, first + i, 1);
+            one = test_get(t, &cell, 0);
+            ref += one;
+            mag += fabs(one);
+        }
+        if (op == COMM_AVG) {
+            ref /= world;
+            mag /= world;
+        }
+        double v = test_get(t, got, i);
+        CHECK_MSG(fabs(v - ref) <= eps * (mag + 1) * world, "%s: element %zu: got %.17g, want %.17g (world %d)",
+                  what, first + i, v, ref, world);
+    }
+}
+
+/* A buffer in the communicator's memory (device memory under nccl) with a
+ * host copy: fill host, up(); collective on dev; down(), check host. */
+struct tbuf {
+    void *host, *dev;
+    size_t bytes;
+};
+
+static struct tbuf tb_new(comm_t *c, size_t bytes)
+{
+    struct tbuf b = {.host = calloc(1, bytes + 1), .bytes = bytes};
+    CHECK(b.host);
+    CHECK_OK(comm_mem_alloc(c, bytes, &b.dev));
+    return b;
+}
+
+static void tb_up(comm_t *c, const struct tbuf *b) { CHECK_OK(comm_mem_upload(c, b->dev, b->host, b->bytes)); }
+static void tb_down(comm_t *c, const struct tbuf *b) { CHECK_OK(comm_mem_download(c, b->host, b->dev, b->bytes)); }
+
+static void tb_free(comm_t *c, struct tbuf *b)
+{
+    comm_mem_free(c, b->dev);
+    free(b->host);
+}
+
+/* Element `i` of a buffer in comm memory, as a pointer the collectives take. */
+static void *tb_at(const struct tbuf *b, size_t i, size_t es) { return (char *)b->dev + i * es; }
+
+/* Every rank must hold the same `bytes` at host: all-gather the checksums. */
+static void test_check_identical(comm_t *c, const void *host, size_t bytes, const char *what)
+{
+    int world = comm_world(c);
+    struct tbuf mine = tb_new(c, 8), all = tb_new(c, 8 * (size_t)world);
+    *(int64_t *)mine.host = (int64_t)comm_checksum(host, bytes);
+    tb_up(c, &mine);
+    CHECK_OK(comm_allgather(c, mine.dev, all.dev, 1, COMM_INT64));
+    tb_down(c, &all);
+    const int64_t *sums = all.host;
+    for (int r = 1; r < world; r++)
+        CHECK_MSG(sums[r] == sums[0], "%s: rank %d's result differs from rank 0's", what, r);
+    tb_free(c, &mine);
+    tb_free(c, &all);
+}
+
+/* Counts that exercise the edges: 0, 1, fewer than W, not divisible by W. */
+static const size_t test_counts[] = {0, 1, 3, 7, 1001, 65537};
+#define TEST_NCOUNTS (sizeof test_counts / sizeof test_counts[0])
+
+static void test_allreduce(enum comm_dtype t, enum comm_op op)
+{
+    comm_t *c = test_open(COMM_CHECK_NONE, 0);
+    int rank = comm_rank(c), world = comm_world(c);
+    size_t es = comm_dtype_size(t);
+    for (size_t k = 0; k < TEST_NCOUNTS; k++) {
+        size_t n = test_counts[k];
+        for (int in_place = 0; in_place < 2; in_place++) {
+            struct tbuf send = tb_new(c, n * es), recv = tb_new(c, n * es);
+            test_fill(t, send.host, rank, 0, n);
+            tb_up(c, &send);
+            CHECK_OK(comm_allreduce(c, send.dev, in_place ? send.dev : recv.dev, n, t, op));
+            struct tbuf *out = in_place ? &send : &recv;
+            tb_down(c, out);
+            char what[96];
+            snprintf(what, sizeof what, "allreduce %s %s count %zu%s", comm_op_name(op), comm_dtype_name(t), n,
+                     in_place ? " in place" : "");
+            test_check_reduced(t, op, world, out->host, 0, n, what);
+            test_check_identical(c, out->host, n * es, what);
+            tb_free(c, &send);
+            tb_free(c, &recv);
+        }
+    }
+    comm_close(c);
+}
+
+TEST(comm_mpi_allreduce_sum_float32) { test_allreduce(COMM_FLOAT32, COMM_SUM); }
+TEST(comm_mpi_allreduce_avg_float32) { test_allreduce(COMM_FLOAT32, COMM_AVG); }
+TEST(comm_mpi_allreduce_avg_float64) { test_allreduce(COMM_FLOAT64, COMM_AVG); }
+TEST(comm_mpi_allreduce_sum_int32) { test_allreduce(COMM_INT32, COMM_SUM); }
+TEST(comm_mpi_allreduce_sum_int64) { test_allreduce(COMM_INT64, COMM_SUM); }
+
+/* The average is sum / W, bit for bit. NCCL pre-multiplies each input by 1/W
+ * instead (nccl_comm.h), which gives the same bits only when W is a power of
+ * two; other worlds are checked within rounding by the avg tests above. */
+TEST(comm_mpi_avg_is_sum_then_divide)
+{
+    comm_t *c = test_open(COMM_CHECK_NONE, 0);
+    int world = comm_world(c);
+    if (strcmp(test_backend(), "nccl") == 0 && (world & (world - 1)) != 0) {
+        comm_close(c);
+        return;
+    }
+    size_t n = 4099;
+    struct tbuf in = tb_new(c, n * 4), sum = tb_new(c, n * 4), avg = tb_new(c, n * 4);
+    test_fill(COMM_FLOAT32, in.host, comm_rank(c), 0, n);
+    tb_up(c, &in);
+    CHECK_OK(comm_allreduce(c, in.dev, sum.dev, n, COMM_FLOAT32, COMM_SUM));
+    CHECK_OK(comm_allreduce(c, in.dev, avg.dev, n, COMM_FLOAT32, COMM_AVG));
+    tb_down(c, &sum);
+    tb_down(c, &avg);
+    const float *s = sum.host, *a = avg.host;
+    for (size_t i = 0; i < n; i++)
+        CHECK_MSG(a[i] == s[i] / (float)world, "element %zu: avg %.9g, sum / W %.9g", i, a[i], s[i] / (float)world);
+    tb_free(c, &in), tb_free(c, &sum), tb_free(c, &avg);
+    comm_close(c);
+}
+
+/* Same inputs, same bits, run after run (the library's reduction order is
+ * fixed for a given count, world and algorithm). */
+TEST(comm_mpi_deterministic)
+{
+    comm_t *c = test_open(COMM_CHECK_RESULTS, 0);
+    size_t n = 100003;
+    struct tbuf in = tb_new(c, n * 4), a = tb_new(c, n * 4), b = tb_new(c, n * 4);
+    test_fill(COMM_FLOAT32, in.host, comm_rank(c), 0, n);
+    tb_up(c, &in);
+    CHECK_OK(comm_allreduce(c, in.dev, a.dev, n, COMM_FLOAT32, COMM_SUM));
+    CHECK_OK(comm_allreduce(c, in.dev, b.dev, n, COMM_FLOAT32, COMM_SUM));
+    tb_down(c, &a);
+    tb_down(c, &b);
+    CHECK_MSG(memcmp(a.host, b.host, n * 4) == 0, "two identical all-reduces gave different bits");
+    tb_free(c, &in), tb_free(c, &a), tb_free(c, &b);
+    comm_close(c);
+}
+
+TEST(comm_mpi_broadcast_every_root)
+{
+    comm_t *c = test_open(COMM_CHECK_RESULTS, 0);
+    int rank = comm_rank(c), world = comm_world(c);
+    for (int root = 0; root < world; root++)
+        for (size_t k = 0; k < TEST_NCOUNTS; k++) {
+            size_t n = test_counts[k];
+            struct tbuf buf = tb_new(c, n * 4);
+            float *want = malloc(n * 4 + 4);
+            CHECK(want);
+            test_fill(COMM_FLOAT32, buf.host, rank, 0, n);
+            test_fill(COMM_FLOAT32, want, root, 0, n);
+            tb_up(c, &buf);
+            CHECK_OK(comm_broadcast(c, buf.dev, n, COMM_FLOAT32, root));
+            tb_down(c, &buf);
+            CHECK_MSG(memcmp(buf.host, want, n * 4) == 0, "broadcast from root %d, count %zu: rank %d differs", root,
+                      n, rank);
+            tb_free(c, &buf);
+            free(want);
+        }
+    comm_close(c);
+}
+
+TEST(comm_mpi_reduce_scatter)
+{
+    comm_t *c = test_open(COMM_CHECK_FINGERPRINT, 0);
+    int rank = comm_rank(c), world = comm_world(c);
+    for (size_t k = 0; k < TEST_NCOUNTS; k++) {
+        size_t n = test_counts[k], total = n * (size_t)world;
+        for (int op = COMM_SUM; op <= COMM_AVG; op++)
+            for (int in_place = 0; in_place < 2; in_place++) {
+                struct tbuf send = tb_new(c, total * 4), recv = tb_new(c, n * 4);
+                test_fill(COMM_FLOAT32, send.host, rank, 0, total);
+                tb_up(c, &send);
+                void *out = in_place ? tb_at(&send, (size_t)rank * n, 4) : recv.dev;
+                CHECK_OK(comm_reduce_scatter(c, send.dev, out, n, COMM_FLOAT32, (enum comm_op)op));
+                CHECK_OK(comm_mem_download(c, recv.host, out, n * 4));
+                char what[96];
+                snprintf(what, sizeof what, "reduce_scatter %s count %zu%s", comm_op_name((enum comm_op)op), n,
+                         in_place ? " in place" : "");
+                test_check_reduced(COMM_FLOAT32, (enum comm_op)op, world, recv.host, (size_t)rank * n, n, what);
+                tb_free(c, &send);
+                tb_free(c, &recv);
+            }
+    }
+    comm_close(c);
+}
+
+TEST(comm_mpi_allgather)
+{
+    comm_t *c = test_open(COMM_CHECK_RESULTS, 0);
+    int rank = comm_rank(c), world = comm_world(c);
+    for (size_t k = 0; k < TEST_NCOUNTS; k++) {
+        size_t n = test_counts[k], total = n * (size_t)world;
+        for (int in_place = 0; in_place < 2; in_place++) {
+            struct tbuf send = tb_new(c, n * 4), recv = tb_new(c, total * 4);
+            float *want = malloc(n * 4 + 4);
+            CHECK(want);
+            test_fill(COMM_FLOAT32, send.host, rank, 0, n);
+            void *in = in_place ? tb_at(&recv, (size_t)rank * n, 4) : send.dev;
+            CHECK_OK(comm_mem_upload(c, in, send.host, n * 4));
+            CHECK_OK(comm_allgather(c, in, recv.dev, n, COMM_FLOAT32));
+            tb_down(c, &recv);
+            for (int r = 0; r < world; r++) {
+                test_fill(COMM_FLOAT32, want, r, 0, n);
+                CHECK_MSG(memcmp((float *)recv.host + (size_t)r * n, want, n * 4) == 0,
+                          "allgather count %zu%s: rank %d's block is wrong on rank %d", n,
+                          in_place ? " in place" : "", r, rank);
+            }
+            tb_free(c, &send);
+            tb_free(c, &recv);
+            free(want);
+        }
+    }
+    comm_close(c);
+}
+
+/* Launch several collectives, then wait for them in order: what DDP does with
+ * its buckets. Sequence numbers count every collective, barrier included. */
+TEST(comm_mpi_async_and_sequence)
+{
+    comm_t *c = test_open(COMM_CHECK_FINGERPRINT, 0);
+    int rank = comm_rank(c), world = comm_world(c);
+    enum { BUCKETS = 4 };
+    size_t n = 3001;
+    struct tbuf bufs[BUCKETS];
+    comm_request_t *reqs[BUCKETS];
+    CHECK_EQ_U64(comm_next_seq(c), 1);
+    for (int b = 0; b < BUCKETS; b++) {
+        bufs[b] = tb_new(c, n * 4);
+        test_fill(COMM_FLOAT32, bufs[b].host, rank, (size_t)b * n, n);
+        tb_up(c, &bufs[b]);
+        CHECK_OK(comm_allreduce_start(c, bufs[b].dev, bufs[b].dev, n, COMM_FLOAT32, COMM_AVG, &reqs[b]));
+    }
+    CHECK_EQ_U64(comm_next_seq(c), 1 + BUCKETS);
+    for (int b = 0; b < BUCKETS; b++) {
+        CHECK_OK(comm_wait(reqs[b]));
+        tb_down(c, &bufs[b]);
+        test_check_reduced(COMM_FLOAT32, COMM_AVG, world, bufs[b].host, (size_t)b * n, n, "bucket");
+        tb_free(c, &bufs[b]);
+    }
+    CHECK_OK(comm_barrier(c));
+    CHECK_EQ_U64(comm_next_seq(c), 2 + BUCKETS);
+    comm_close(c);
+}
+
+/* MPI ranks are processes: no thread worlds, no torchrun variables, and the
+ * launcher's rank and world win over a configuration that disagrees. */
+TEST(comm_mpi_launch_and_config_errors)
+{
+    if (strcmp(test_backend(), "mpi") != 0)
+        return;
+    comm_world_t *w;
+    struct comm_world_options opt = {.world = 2};
+    CHECK_ERR(comm_world_create("mpi", &opt, &w), ERR_UNSUPPORTED, "no thread mode");
+    enum comm_launch l;
+    CHECK_ERR(comm_launch_resolve("mpi", COMM_LAUNCH_ENV, &l), ERR_UNSUPPORTED, "started by mpirun");
+    CHECK_OK(comm_launch_resolve("mpi", COMM_LAUNCH_AUTO, &l));
+    CHECK_EQ(l, COMM_LAUNCH_MPI);
+    struct comm_config cfg;
+    comm_config_default(&cfg);
+    cfg.backend = "mpi";
+    cfg.world = 1000;
+    comm_t *c;
+    CHECK_ERR(comm_open(&cfg, &c), ERR_ARG, "but the configuration asks for rank -1 of 1000");
+}
+
+/* The MPI session the NCCL backend borrows: where this process sits, and the
+ * broadcast that carries the NCCL unique id (here from the last rank). */
+TEST(comm_mpi_session_place_and_bcast)
+{
+    struct comm_mpi_place at;
+    CHECK_OK(comm_mpi_session_begin(&at));
+    CHECK(at.rank >= 0 && at.rank < at.world);
+    CHECK(at.local_rank >= 0 && at.local_rank < at.local_world && at.local_world <= at.world);
+    unsigned char id[128], want[128];
+    for (int i = 0; i < 128; i++)
+        want[i] = (unsigned char)(i * 7 + at.world), id[i] = at.rank == at.world - 1 ? want[i] : 0;
+    CHECK_OK(comm_mpi_bcast_bytes(id, sizeof id, at.world - 1, 10));
+    CHECK(memcmp(id, want, sizeof id) == 0);
+    comm_mpi_session_end(0);
+    CHECK_ERR(comm_mpi_session_begin(&at), ERR_STATE, "already finalized");
+}
+
+/* Rank 1 calls a broadcast where the others call an all-reduce: with the
+ * fingerprint check every rank refuses it, naming both ranks and the fields.
+ * Needs two ranks; at world 1 there is nobody to disagree with. */
+TEST(comm_mpi_fingerprint_mismatch)
+{
+    comm_t *c = test_open(COMM_CHECK_FINGERPRINT, 0);
+    int rank = comm_rank(c);
+    if (comm_world(c) >= 2) {
+        struct tbuf buf = tb_new(c, 64 * 4);
+        tb_up(c, &buf);
+        CHECK_OK(comm_barrier(c));
+        int rc = rank == 1 ? comm_broadcast(c, buf.dev, 64, COMM_FLOAT32, 0)
+                           : comm_allreduce(c, buf.dev, buf.dev, 64, COMM_FLOAT32, COMM_SUM);
+        CHECK_EQ(rc, ERR_STATE);
+        CHECK_CONTAINS(err_msg(), "fingerprint mismatch before collective #2");
+        CHECK_CONTAINS(err_msg(), "rank 0 called #2 allreduce");
+        CHECK_CONTAINS(err_msg(), "rank 1 called #2 broadcast");
+        CHECK_CONTAINS(err_msg(), "differs: collective");
+        CHECK_ERR(comm_barrier(c), ERR_STATE, "broken");
+        tb_free(c, &buf);
+    }
+    comm_close(c);
+}
+
+/* Rank 1 skips a collective that rank 0 waits for: rank 0 times out naming
+ * the collective. Under mpi its comm_close() then aborts the job, since MPI
+ * cannot cancel the posted call, so the job FAILS by design; only
+ * tests/comm_mpi.sh runs this, alone, with COMM_MPI_TEST_ABORT=1, and checks
+ * the failure and its message. Elsewhere it does nothing. Under nccl,
+ * ncclCommAbort ends the collective and the job passes (tests/gpu_nccl.sh). */
+TEST(comm_mpi_timeout_aborts)
+{
+    if (!getenv("COMM_MPI_TEST_ABORT"))
+        return;
+    comm_t *c = test_open(COMM_CHECK_NONE, 1.0);
+    if (comm_world(c) < 2) { /* nobody to skip the collective */
+        comm_close(c);
+        return;
+    }
+    struct tbuf buf = tb_new(c, 16 * 4);
+    tb_up(c, &buf);
+    CHECK_OK(comm_barrier(c));
+    if (comm_rank(c) == 0) {
+        CHECK_ERR(comm_allreduce(c, buf.dev, buf.dev, 16, COMM_FLOAT32, COMM_SUM), ERR_TIMEOUT,
+                  "collective #2 (allreduce sum, 16 x float32)");
+        fprintf(stderr, "rank 0 diagnosed: %s\n", err_msg());
+    }
+    tb_free(c, &buf);
+    comm_close(c);
+}
+
+#endif

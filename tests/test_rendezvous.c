@@ -1,0 +1,224 @@
+/* test_rendezvous: the torchrun-style TCP rendezvous (lib/rendezvous.c), on
+ * the loopback interface only: rank 0 and the other ranks are threads of this
+ * process. The environment parser, a 4-rank exchange, ranks that start before
+ * rank 0, and each failure named: a rank that never comes, no rank 0, a world
+ * mismatch, a rank number used twice, a stray connection. */
+#include "check.h"
+#include "clock.h"
+#include "error.h"
+#include "rendezvous.h"
+
+#include <netinet/in.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#define ID_BYTES 128 /* NCCL_UNIQUE_ID_BYTES */
+
+/* ---- the environment ----------------------------------------------------------- */
+
+static void env_set(const char *rank, const char *world, const char *local, const char *addr, const char *port)
+{
+    const char *names[] = {"RANK", "WORLD_SIZE", "LOCAL_RANK", "MASTER_ADDR", "MASTER_PORT"};
+    const char *values[] = {rank, world, local, addr, port};
+    for (int i = 0; i < 5; i++)
+        values[i] ? setenv(names[i], values[i], 1) : unsetenv(names[i]);
+}
+
+TEST(rendezvous_env_torchrun)
+{
+    struct rendezvous_env e;
+    env_set("3", "8", "1", "node0.example", "29500");
+    CHECK_OK(rendezvous_env_read(&e));
+    CHECK_EQ(e.rank, 3);
+    CHECK_EQ(e.world, 8);
+    CHECK_EQ(e.local_rank, 1);
+    CHECK_STR(e.master_addr, "node0.example");
+    CHECK_EQ(e.master_port, 29500);
+    env_set("2", "4", NULL, "127.0.0.1", "29500"); /* LOCAL_RANK defaults to RANK */
+    CHECK_OK(rendezvous_env_read(&e));
+    CHECK_EQ(e.local_rank, 2);
+}
+
+TEST(rendezvous_env_errors_name_the_variable)
+{
+    struct rendezvous_env e;
+    env_set("0", NULL, NULL, "127.0.0.1", "29500");
+    CHECK_ERR(rendezvous_env_read(&e), ERR_ARG, "WORLD_SIZE is not set");
+    env_set("4", "4", NULL, "127.0.0.1", "29500");
+    CHECK_ERR(rendezvous_env_read(&e), ERR_ARG, "RANK=4 is not below WORLD_SIZE=4");
+    env_set("1x", "4", NULL, "127.0.0.1", "29500");
+    CHECK_ERR(rendezvous_env_read(&e), ERR_ARG, "RANK='1x'");
+    env_set("0", "4", NULL, "127.0.0.1", "70000");
+    CHECK_ERR(rendezvous_env_read(&e), ERR_ARG, "MASTER_PORT='70000'");
+    env_set("0", "4", NULL, NULL, "29500");
+    CHECK_ERR(rendezvous_env_read(&e), ERR_ARG, "MASTER_ADDR is not set");
+    env_set("0", "0", NULL, "127.0.0.1", "29500");
+    CHECK_ERR(rendezvous_env_read(&e), ERR_ARG, "WORLD_SIZE='0'");
+}
+
+/* ---- exchanges over loopback ------------------------------------------------------ */
+
+struct peer {
+    pthread_t thread;
+    int port, rank, world;
+    size_t bytes;
+    double timeout_s;
+    uint64_t start_delay_ns;
+    unsigned char blob[ID_BYTES];
+    int rc;
+    char msg[512];
+};
+
+static void *peer_main(void *arg)
+{
+    struct peer *p = arg;
+    if (p->start_delay_ns)
+        clock_sleep_ns(p->start_delay_ns);
+    p->rc = rendezvous_fetch("127.0.0.1", p->port, p->rank, p->world, p->blob, p->bytes, p->timeout_s);
+    snprintf(p->msg, sizeof p->msg, "%s", err_msg());
+    return NULL;
+}
+
+static void peer_start(struct peer *p, int port, int rank, int world, double timeout_s)
+{
+    memset(p, 0, sizeof *p);
+    p->port = port, p->rank = rank, p->world = world, p->bytes = ID_BYTES, p->timeout_s = timeout_s;
+    CHECK(pthread_create(&p->thread, NULL, peer_main, p) == 0);
+}
+
+static void blob_fill(unsigned char *blob)
+{
+    for (int i = 0; i < ID_BYTES; i++)
+        blob[i] = (unsigned char)(i * 37 + 11);
+}
+
+/* Rank 0 listening on a free loopback port, with its id in `id`. */
+static rendezvous_t *rank0_listen(unsigned char *id)
+{
+    blob_fill(id);
+    rendezvous_t *r;
+    CHECK_OK(rendezvous_listen("127.0.0.1", 0, &r));
+    return r;
+}
+
+/* A port nobody listens on right now (bound, then released). */
+static int free_port(void)
+{
+    rendezvous_t *r;
+    CHECK_OK(rendezvous_listen("127.0.0.1", 0, &r));
+    int port = rendezvous_port(r);
+    rendezvous_close(r);
+    return port;
+}
+
+TEST(rendezvous_four_ranks_get_the_same_bytes)
+{
+    unsigned char id[ID_BYTES];
+    rendezvous_t *r = rank0_listen(id);
+    CHECK(rendezvous_port(r) > 0);
+    struct peer peers[3];
+    for (int i = 0; i < 3; i++)
+        peer_start(&peers[i], rendezvous_port(r), 3 - i, 4, 10);
+    CHECK_OK(rendezvous_serve(r, 4, id, ID_BYTES, 10));
+    rendezvous_close(r);
+    for (int i = 0; i < 3; i++) {
+        pthread_join(peers[i].thread, NULL);
+        CHECK_MSG(peers[i].rc == 0, "rank %d: %s", peers[i].rank, peers[i].msg);
+        CHECK(memcmp(peers[i].blob, id, ID_BYTES) == 0);
+    }
+}
+
+/* Ranks started before rank 0 retry until it listens (torchrun starts them in
+ * any order). */
+TEST(rendezvous_ranks_wait_for_a_late_rank_0)
+{
+    unsigned char id[ID_BYTES];
+    blob_fill(id);
+    int port = free_port();
+    struct peer p;
+    peer_start(&p, port, 1, 2, 10);
+    clock_sleep_ns(300000000); /* the peer has been refused a few times by now */
+    rendezvous_t *r;
+    CHECK_OK(rendezvous_listen("127.0.0.1", port, &r));
+    CHECK_OK(rendezvous_serve(r, 2, id, ID_BYTES, 10));
+    rendezvous_close(r);
+    pthread_join(p.thread, NULL);
+    CHECK_MSG(p.rc == 0, "%s", p.msg);
+    CHECK(memcmp(p.blob, id, ID_BYTES) == 0);
+}
+
+TEST(rendezvous_names_the_ranks_that_never_came)
+{
+    unsigned char id[ID_BYTES];
+    rendezvous_t *r = rank0_listen(id);
+    struct peer a, b;
+    peer_start(&a, rendezvous_port(r), 1, 5, 10);
+    peer_start(&b, rendezvous_port(r), 3, 5, 10);
+    CHECK_ERR(rendezvous_serve(r, 5, id, ID_BYTES, 0.5), ERR_TIMEOUT, "rank(s) 2, 4 of 5 never connected");
+    rendezvous_close(r);
+    pthread_join(a.thread, NULL);
+    pthread_join(b.thread, NULL);
+    CHECK_EQ(a.rc, 0);
+    CHECK_EQ(b.rc, 0);
+}
+
+TEST(rendezvous_no_rank_0_is_a_timeout)
+{
+    unsigned char blob[ID_BYTES];
+    int port = free_port();
+    CHECK_ERR(rendezvous_fetch("127.0.0.1", port, 1, 2, blob, ID_BYTES, 0.3), ERR_TIMEOUT, "no rank 0 listening at");
+}
+
+TEST(rendezvous_world_mismatch_is_named_on_both_sides)
+{
+    unsigned char id[ID_BYTES];
+    rendezvous_t *r = rank0_listen(id);
+    struct peer p;
+    peer_start(&p, rendezvous_port(r), 1, 3, 10);
+    CHECK_ERR(rendezvous_serve(r, 2, id, ID_BYTES, 10), ERR_ARG, "rank 1 says the job has 3 ranks");
+    rendezvous_close(r);
+    pthread_join(p.thread, NULL);
+    CHECK_EQ(p.rc, ERR_ARG);
+    CHECK_CONTAINS(p.msg, "refused us: it has 2 ranks");
+}
+
+TEST(rendezvous_rank_used_twice)
+{
+    unsigned char id[ID_BYTES];
+    rendezvous_t *r = rank0_listen(id);
+    struct peer a, b;
+    peer_start(&a, rendezvous_port(r), 1, 3, 10);
+    clock_sleep_ns(200000000); /* a connects first: the backlog is served in order */
+    peer_start(&b, rendezvous_port(r), 1, 3, 10);
+    clock_sleep_ns(200000000);
+    CHECK_ERR(rendezvous_serve(r, 3, id, ID_BYTES, 10), ERR_ARG, "rank 1 connected twice");
+    rendezvous_close(r);
+    pthread_join(a.thread, NULL);
+    pthread_join(b.thread, NULL);
+    CHECK_EQ(a.rc, 0);
+    CHECK_EQ(b.rc, ERR_ARG);
+}
+
+/* Something that is not a rank (a port scanner, a health check) connects
+ * first: it is ignored, and the real rank is served. */
+TEST(rendezvous_ignores_a_stray_connection)
+{
+    unsigned char id[ID_BYTES];
+    rendezvous_t *r = rank0_listen(id);
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = htons((uint16_t)rendezvous_port(r)),
+                             .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    CHECK(connect(fd, (struct sockaddr *)&sa, sizeof sa) == 0);
+    CHECK(write(fd, "GET / HTTP/1.0\r\n\r\n\r\n", 20) == 20);
+    close(fd);
+    struct peer p;
+    peer_start(&p, rendezvous_port(r), 1, 2, 10);
+    CHECK_OK(rendezvous_serve(r, 2, id, ID_BYTES, 10));
+    rendezvous_close(r);
+    pthread_join(p.thread, NULL);
+    CHECK_MSG(p.rc == 0, "%s", p.msg);
+}
