@@ -6,13 +6,14 @@
 #include "comm_backend.h"
 #include "error.h"
 
-#if defined(HAVE_MPI) && __has_include("mpi/comm_mpi.h")
+/* The backends' headers declare only their vtables: no MPI, CUDA or NCCL
+ * header reaches the core. The build defines HAVE_MPI / HAVE_NCCL when it
+ * compiled those backends. */
+#ifdef HAVE_MPI
 #include "mpi/comm_mpi.h"
-#define COMM_WITH_MPI 1
 #endif
-#if defined(HAVE_NCCL) && __has_include("gpu/nccl_comm.h")
+#ifdef HAVE_NCCL
 #include "gpu/nccl_comm.h"
-#define COMM_WITH_NCCL 1
 #endif
 
 #include <stdint.h>
@@ -46,7 +47,7 @@ static int comm_backend_find(const char *name, const struct comm_backend_ops **o
         return 0;
     }
     if (strcmp(name, "mpi") == 0) {
-#ifdef COMM_WITH_MPI
+#ifdef HAVE_MPI
         *out = &comm_backend_mpi;
         return 0;
 #else
@@ -54,7 +55,7 @@ static int comm_backend_find(const char *name, const struct comm_backend_ops **o
 #endif
     }
     if (strcmp(name, "nccl") == 0) {
-#ifdef COMM_WITH_NCCL
+#ifdef HAVE_NCCL
         *out = &comm_backend_nccl;
         return 0;
 #else

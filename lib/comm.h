@@ -61,9 +61,12 @@ enum comm_dtype {
     COMM_DTYPE_COUNT
 };
 
-/* Reduction operators. COMM_AVG is the sum divided by the world size, done
- * after the sum (as ncclAvg), so every rank gets the same bits; it is defined
- * for floating-point types only (ERR_ARG for integers). */
+/* Reduction operators. COMM_AVG is defined for floating-point types only
+ * (ERR_ARG for integers). sim and mpi: the sum, then divided by the world size,
+ * so every rank gets the same bits. nccl: ncclAvg, which for floats scales
+ * each input by 1/W before summing (NCCL's ncclDevPreMulSum, src/enqueue.cc),
+ * so its last bit can differ from sum-then-divide when W is not a power of two
+ * (lib/gpu/nccl_comm.h). */
 enum comm_op { COMM_SUM, COMM_AVG, COMM_OP_COUNT };
 
 /* The collectives. Counts follow NCCL's conventions (see comm_allreduce_start

@@ -10,7 +10,7 @@
 #              MASTER_PORT (the id travels over the TCP rendezvous);
 # and the failures: a rank that never comes (rendezvous timeout), one rank too
 # many for the GPUs. Written without a GPU at hand: see the chapter's
-# README-backends.md for what has been run where.
+# chapters/05-allreduce/README.md ("What has NOT been run") for what has run where.
 . "$(dirname "$0")/lib.sh"
 
 if [ "$(id -u)" = 0 ]; then export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1; fi
