@@ -24,7 +24,9 @@ int grade_main(int argc, char **argv, const struct grade_test *tests, size_t cou
             score += tests[i].points;
             passed++;
         } else {
-            printf("%s: FAIL (0/%d) %s\n", tests[i].name, tests[i].points, reason);
+            printf("%s: FAIL (0/%d) ", tests[i].name, tests[i].points);
+            isolate_print_reason(stdout, reason, "\n    ");
+            putchar('\n');
             failed++;
         }
         fflush(stdout);

@@ -10,11 +10,14 @@
 #include "error.h"
 
 #include <stdio.h>
+#include <string.h>
 
 static inline int lab_todo(const char *file, int line, const char *region)
 {
-    fprintf(stderr, "LAB_TODO: region '%s' is not written yet (%s:%d); see the README next to that file\n",
-            region, file, line);
+    const char *slash = strrchr(file, '/'); /* the lab's README sits beside its learner file */
+    int dir_len = slash ? (int)(slash - file) + 1 : 0;
+    fprintf(stderr, "LAB_TODO: region '%s' is not written yet (%s:%d); see %.*sREADME.md\n", region, file,
+            line, dir_len, file);
     return err_set(ERR_UNSUPPORTED, "lab region '%s' is not written yet", region);
 }
 

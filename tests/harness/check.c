@@ -64,7 +64,9 @@ int main(int argc, char **argv)
         if (isolate_run(check_tests[i].fn, timeout_s, reason, sizeof reason)) {
             printf("PASS %s.%s\n", prog, check_tests[i].name);
         } else {
-            printf("FAIL %s.%s: %s\n", prog, check_tests[i].name, reason);
+            printf("FAIL %s.%s: ", prog, check_tests[i].name);
+            isolate_print_reason(stdout, reason, " | ");
+            putchar('\n');
             failed++;
         }
         fflush(stdout);

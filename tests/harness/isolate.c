@@ -101,6 +101,16 @@ int isolate_run(void (*fn)(void), unsigned timeout_s, char *reason, size_t reaso
     return 0;
 }
 
+void isolate_print_reason(FILE *f, const char *reason, const char *separator)
+{
+    for (const char *p = reason; *p; p++) {
+        if (*p == '\n')
+            fputs(separator, f);
+        else
+            fputc(*p, f);
+    }
+}
+
 /* ---- the child's side: how a test ends, and where it writes ---------------- */
 
 static char isolate_dir[256];

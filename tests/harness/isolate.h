@@ -10,11 +10,17 @@
 #define DDP_ISOLATE_H
 
 #include <stddef.h>
+#include <stdio.h>
 
 /* Runs fn() in a child with stderr captured. Returns 1 if it exited 0 within
  * `timeout_s` seconds, else 0 with `reason` (a NUL-terminated text of at most
  * reason_len bytes) saying why: the captured stderr and how the child ended. */
 int isolate_run(void (*fn)(void), unsigned timeout_s, char *reason, size_t reason_len);
+
+/* Prints `reason` to f with every line break replaced by `separator`: " | "
+ * keeps a failure on the one line the test runner counts, "\n    " indents
+ * it under the grader's verdict. */
+void isolate_print_reason(FILE *f, const char *reason, const char *separator);
 
 /* check_fail() and check_tmpdir() (check.h) live beside isolate_run(), so that
  * the unit-test runner and the lab grader both have them. Create the temporary
