@@ -357,7 +357,7 @@ static int ch3_experiment(const dataset_t *ds, const struct ch3_args *a)
     progress_begin(&prog, "sweep", (uint64_t)a->nwork * a->nworkers);
     int rc = 0;
     for (int w = 0; rc == 0 && w < a->nwork; w++) {
-        int enough = -1;
+        int enough = -1, relapse = -1; /* the first worker count that feeds, the first after it that starves */
         for (int k = 0; rc == 0 && k < a->nworkers; k++) {
             struct ch3_run r = {.workers = (uint32_t)a->workers[k], .work_ns = a->work_us[w] * 1000,
                                 .step_ns = a->step_us * 1000, .count = count, .epochs = 1};
@@ -368,6 +368,8 @@ static int ch3_experiment(const dataset_t *ds, const struct ch3_args *a)
             int starving = r.wait_fraction > CH3_STARVING;
             if (!starving && enough < 0)
                 enough = (int)r.workers;
+            else if (starving && enough >= 0 && relapse < 0)
+                relapse = (int)r.workers;
             printf("%5llu us %8u %6u %6.1f MiB %11.0f %6.2f ms %9.1f%% %9s\n", (unsigned long long)a->work_us[w],
                    r.workers, r.st.slots, (double)r.st.memory_bytes / (1 << 20), r.samples_per_s, step_ms,
                    100 * r.wait_fraction, starving ? "STARVING" : "fed");
@@ -379,7 +381,11 @@ static int ch3_experiment(const dataset_t *ds, const struct ch3_args *a)
         if (rc)
             break;
         double need = (double)(a->work_us[w] * a->batch) / (double)(a->step_us ? a->step_us : 1);
-        if (enough >= 0)
+        if (enough >= 0 && relapse >= 0)
+            printf("  -> %llu us/sample: fed by %d worker%s, starving again at %d: more workers than cores\n"
+                   "     take CPU from the trainer (decode needs %.1f cores' worth per step, this machine has %ld)\n\n",
+                   (unsigned long long)a->work_us[w], enough, enough == 1 ? "" : "s", relapse, need, cores);
+        else if (enough >= 0)
             printf("  -> %llu us/sample: fed from %d worker%s on (decode needs %.1f cores' worth per step)\n\n",
                    (unsigned long long)a->work_us[w], enough, enough == 1 ? "" : "s", need);
         else
