@@ -291,10 +291,20 @@ struct stream {
 static int stream_open(void **state, const char *path)
 {
     struct stream *s = calloc(1, sizeof *s);
-    s->buf = malloc(STREAM_BUF);
+    char *buf = malloc(STREAM_BUF);
+    if (!s || !buf) {
+        free(s);
+        free(buf);
+        return err_set(ERR_NOMEM, "streaming: cannot allocate a %d-byte buffer", STREAM_BUF);
+    }
+    s->buf = buf;
     s->fd = open(path, O_RDONLY);
-    if (s->fd < 0)
-        return err_set(ERR_IO, "%s: cannot open: %s", path, strerror(errno));
+    if (s->fd < 0) {
+        int rc = err_set(ERR_IO, "%s: cannot open: %s", path, strerror(errno));
+        free(buf);
+        free(s);
+        return rc;
+    }
     *state = s;
     return 0;
 }
