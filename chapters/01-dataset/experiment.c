@@ -295,7 +295,7 @@ static int stream_open(void **state, const char *path)
     if (!s || !buf) {
         free(s);
         free(buf);
-        return err_set(ERR_NOMEM, "streaming: cannot allocate a %d-byte buffer", STREAM_BUF);
+        return err_set(ERR_NOMEM, "streaming: cannot allocate a %u-byte buffer", STREAM_BUF);
     }
     s->buf = buf;
     s->fd = open(path, O_RDONLY);
