@@ -187,7 +187,11 @@ int rendezvous_listen(const char *bind_addr, int port, rendezvous_t **out)
                        port, strerror(saved));
     struct sockaddr_storage sa;
     socklen_t len = sizeof sa;
-    getsockname(fd, (struct sockaddr *)&sa, &len);
+    if (getsockname(fd, (struct sockaddr *)&sa, &len) != 0) {
+        int saved_name = errno;
+        close(fd);
+        return err_set(ERR_IO, "rendezvous: rank 0 cannot read back its listening port: %s", strerror(saved_name));
+    }
     rendezvous_t *r = malloc(sizeof *r);
     if (!r) {
         close(fd);
