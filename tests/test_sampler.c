@@ -420,6 +420,78 @@ TEST(batch_dynamic_properties)
     dataset_close(ds);
 }
 
+/* The whole epoch's batch list, in deal order, from an independent Python
+ * reference of the dynamic sampler (torch.randperm for the order, Python's
+ * stable sort per buffer, "grow while longest x (count + 1) <= budget and
+ * count < max_samples", repeats drawn with random64() % real from an MT19937
+ * seeded with seed + epoch) over open_lengths(60, 5, 60), whose lengths are
+ * 28 19 9 60 40 26 38 26 11 59 60 27 48 25 41 52 34 45 16 47 7 29 11 39 12 14
+ * 38 44 23 38 56 51 16 25 47 47 22 44 49 10 37 37 49 35 48 12 43 37 43 39 37 8
+ * 29 39 17 60 31 18 51 45. Rank r's step s must be global batch s x W + r. */
+struct dynamic_golden {
+    uint64_t seed, epoch, budget, max_samples, max_token_length;
+    enum batch_type type;
+    uint64_t batches, padded, skipped;
+    int64_t want[20][8]; /* each batch ends with -1 */
+};
+
+static const struct dynamic_golden dynamic_goldens[] = {
+    /* W=4, sort_size 4 (buffers of 16), 5 records over 55 skipped, 17 batches + 3 repeats */
+    {9, 1, 150, 6, 55, BATCH_TOKEN, 20, 3, 5,
+     {{20, 24, 13, 33, 52, -1}, {16, 41, 14, -1}, {48, 46, 17, -1}, {59, 44, 38, -1}, {51, 2, 39, 22, 7, -1},
+      {11, 43, 47, -1}, {29, 37, 34, -1}, {42, 58, -1}, {54, 57, 36, 28, 21, -1}, {56, 40, 26, -1},
+      {53, 23, 49, -1}, {4, 19, 35, -1}, {12, 31, -1}, {8, 45, 25, 32, 18, 1, -1}, {5, 0, 50, -1}, {6, 27, -1},
+      {15, -1}, {11, 43, 47, -1}, {53, 23, 49, -1}, {15, -1}}},
+    /* W=4, 7 records per batch by count: 11 batches + 1 repeat */
+    {5, 0, 7, 7, 0, BATCH_EXAMPLE, 12, 1, 0,
+     {{51, 2, 39, 24, 54, 1, 7, -1}, {11, 16, 40, 23, 48, 35, 31, -1}, {10, 3, -1}, {8, 45, 32, 13, 0, 21, 56, -1},
+      {43, 49, 14, 27, 37, 59, 19, -1}, {34, 38, -1}, {22, 25, 18, 36, 5, 52, 41, -1},
+      {26, 6, 4, 46, 44, 42, 30, -1}, {9, 55, -1}, {20, 57, 28, 33, 47, 50, 29, -1}, {53, 17, 12, 58, 15, -1},
+      {10, 3, -1}}},
+};
+
+TEST(batch_dynamic_matches_reference)
+{
+    dataset_t *ds = open_lengths(60, 5, 60);
+    for (size_t c = 0; c < sizeof dynamic_goldens / sizeof dynamic_goldens[0]; c++) {
+        const struct dynamic_golden *g = &dynamic_goldens[c];
+        struct batch_dynamic_options o;
+        batch_dynamic_options_default(&o);
+        o.world = 4;
+        o.seed = g->seed;
+        o.sort_size = 4;
+        o.budget = g->budget;
+        o.max_samples = g->max_samples;
+        o.max_token_length = g->max_token_length;
+        o.type = g->type;
+        for (uint32_t r = 0; r < o.world; r++) {
+            o.rank = r;
+            batch_dynamic_t *d;
+            CHECK_OK(batch_dynamic_create(ds, &o, &d));
+            batch_dynamic_set_epoch(d, g->epoch);
+            CHECK_OK(batch_dynamic_begin(d));
+            struct batch_dynamic_stats st = batch_dynamic_stats(d);
+            CHECK_EQ_U64(st.batches, g->batches);
+            CHECK_EQ_U64(st.padded_batches, g->padded);
+            CHECK_EQ_U64(st.skipped, g->skipped);
+            CHECK_EQ_U64(batch_dynamic_len(d), g->batches / o.world);
+            for (uint64_t step = 0; step < batch_dynamic_len(d); step++) {
+                const int64_t *want = g->want[step * o.world + r];
+                uint64_t got[8];
+                int64_t count = batch_dynamic_get(d, step, got);
+                int64_t k = 0;
+                while (want[k] >= 0 && k < count && got[k] == (uint64_t)want[k])
+                    k++;
+                CHECK_MSG(k == count && want[k] < 0,
+                          "case %zu rank %u step %llu: batch differs from the reference at entry %lld", c, r,
+                          (unsigned long long)step, (long long)k);
+            }
+            batch_dynamic_destroy(d);
+        }
+    }
+    dataset_close(ds);
+}
+
 TEST(batch_dynamic_resumes_at_start_step)
 {
     const uint64_t n = 3000;
