@@ -10,6 +10,8 @@ t_out feistel_passes "PASS:" "$ch2" --sampler=feistel --size=1001 --world=6 --dr
 t_out dynamic_passes "PASS:" "$ch2" --sampler=dynamic --size=3000 --world=3 --epochs=2
 t_out dynamic_example_batches_pass "PASS:" "$ch2" --sampler=dynamic --size=999 --world=5 --batch-type=example \
     --budget=8 --start-step=2
+t_out drop_last_keeps_the_first_total "1000 distinct: the first 1000 of the order, 3 dropped" "$ch2" --size=1003 --world=4 \
+    --drop-last --epochs=2
 t_out padding_is_counted "the padding adds 2" "$ch2" --size=10 --world=4 --epochs=1
 t_out no_shuffle_keeps_order "same order" "$ch2" --size=50 --world=3 --no-shuffle --epochs=2
 t_fail forgotten_set_epoch_fails 1 "without set_epoch()" "$ch2" --size=100 --world=2 --no-set-epoch
