@@ -12,6 +12,7 @@
 
 #include <stdio.h>
 #include <stdlib.h>
+#include <unistd.h>
 
 /* ---- helpers ------------------------------------------------------------------ */
 
@@ -243,11 +244,47 @@ TEST(sampler_rejects_bad_arguments)
     sampler_destroy(s);
 }
 
+/* Sends stderr to a file of the test's directory; returns the real stderr's
+ * descriptor for stderr_restore(). */
+static int stderr_capture(char *path, size_t cap)
+{
+    fflush(stderr);
+    int saved = dup(STDERR_FILENO);
+    CHECK(saved >= 0);
+    snprintf(path, cap, "%s/stderr.txt", check_tmpdir());
+    CHECK(freopen(path, "w", stderr) != NULL);
+    return saved;
+}
+
+/* Puts the real stderr back (so that a failing CHECK is seen) and reads what
+ * was captured into text. */
+static void stderr_restore(int saved, const char *path, char *text, size_t cap)
+{
+    fflush(stderr);
+    CHECK(dup2(saved, STDERR_FILENO) == STDERR_FILENO);
+    close(saved);
+    FILE *f = fopen(path, "r");
+    CHECK(f);
+    size_t got = fread(text, 1, cap - 1, f);
+    text[got] = '\0';
+    fclose(f);
+}
+
+/* Exactly one warning line, starting with who, that names the trap. */
+static void check_one_warning(const char *text, const char *who)
+{
+    char head[64];
+    snprintf(head, sizeof head, "%s: warning: rank ", who);
+    const char *at = strstr(text, head);
+    CHECK_MSG(at == text, "stderr does not start with '%s': '%s'", head, text);
+    CHECK_CONTAINS(text, "without set_epoch()");
+    CHECK_MSG(strstr(at + 1, head) == NULL, "more than one warning: '%s'", text);
+}
+
 TEST(sampler_warns_once_without_set_epoch)
 {
-    char path[512];
-    snprintf(path, sizeof path, "%s/warn.txt", check_tmpdir());
-    CHECK(freopen(path, "w", stderr) != NULL);
+    char path[512], text[1024];
+    int saved = stderr_capture(path, sizeof path);
     struct sampler_options o;
     sampler_options_default(&o);
     o.size = 100;
@@ -259,18 +296,12 @@ TEST(sampler_warns_once_without_set_epoch)
     CHECK_OK(sampler_begin(s));
     CHECK_EQ(sampler_warned(s), 0);
     CHECK_OK(sampler_begin(s)); /* epoch 1 again: the trap */
-    CHECK_EQ(sampler_warned(s), 1);
+    int warned = sampler_warned(s);
     sampler_set_epoch(s, 1);
     CHECK_OK(sampler_begin(s)); /* set_epoch with the same value is no new epoch; still one warning */
-    fflush(stderr);
-    FILE *f = fopen(path, "r");
-    CHECK(f);
-    char text[1024] = {0};
-    size_t got = fread(text, 1, sizeof text - 1, f);
-    fclose(f);
-    CHECK(got > 0);
-    CHECK_CONTAINS(text, "without set_epoch()");
-    CHECK(strstr(strstr(text, "set_epoch") + 1, "sampler: warning") == NULL);
+    stderr_restore(saved, path, text, sizeof text);
+    CHECK_EQ(warned, 1);
+    check_one_warning(text, "sampler");
     sampler_destroy(s);
 }
 
@@ -546,6 +577,40 @@ TEST(batch_dynamic_rejects_bad_options)
     CHECK_OK(batch_dynamic_create(ds, &o, &d));
     uint64_t out[256];
     CHECK_ERR(batch_dynamic_get(d, 0, out), ERR_STATE, "batch_dynamic_begin");
+    batch_dynamic_destroy(d);
+    dataset_close(ds);
+}
+
+TEST(batch_dynamic_warns_once_without_set_epoch)
+{
+    char path[512], text[1024];
+    int saved = stderr_capture(path, sizeof path);
+    dataset_t *ds = open_lengths(200, 5, 30);
+    struct batch_dynamic_options o;
+    batch_dynamic_options_default(&o);
+    batch_dynamic_t *d;
+    CHECK_OK(batch_dynamic_create(ds, &o, &d));
+    CHECK_OK(batch_dynamic_begin(d));
+    batch_dynamic_set_epoch(d, 1);
+    CHECK_OK(batch_dynamic_begin(d));
+    CHECK_EQ(batch_dynamic_warned(d), 0);
+    stderr_restore(saved, path, text, sizeof text);
+    CHECK_MSG(text[0] == '\0', "a warning with a new epoch each time: '%s'", text);
+    saved = stderr_capture(path, sizeof path);
+    CHECK_OK(batch_dynamic_begin(d)); /* epoch 1 again: the trap */
+    int warned = batch_dynamic_warned(d);
+    batch_dynamic_set_epoch(d, 1);
+    CHECK_OK(batch_dynamic_begin(d)); /* the same value is no new epoch; still one warning */
+    stderr_restore(saved, path, text, sizeof text);
+    CHECK_EQ(warned, 1);
+    check_one_warning(text, "dynamic batch sampler");
+    batch_dynamic_destroy(d);
+    dataset_close(ds);
+    o.shuffle = 0; /* without shuffle every epoch is the same order anyway: nothing to warn about */
+    CHECK_OK(batch_dynamic_create(ds = open_lengths(200, 5, 30), &o, &d));
+    CHECK_OK(batch_dynamic_begin(d));
+    CHECK_OK(batch_dynamic_begin(d));
+    CHECK_EQ(batch_dynamic_warned(d), 0);
     batch_dynamic_destroy(d);
     dataset_close(ds);
 }
