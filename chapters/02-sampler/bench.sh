@@ -10,6 +10,7 @@
 #    Feistel mode, time and peak resident memory of one rank.
 # CH2_BENCH_N and CH2_BENCH_LARGE_N change the sizes.
 set -euo pipefail
+case "${1:-}" in -h|--help) sed -n '2,/^[^#]/s/^# \{0,1\}//p' "$0"; exit 0 ;; esac
 cd "$(dirname "$0")/../.."
 ch2=${BUILD:-build}/chapter-2
 n=${CH2_BENCH_N:-10000000}
