@@ -199,7 +199,8 @@ uint64_t loader_sample_seed(uint64_t base, uint64_t epoch, uint64_t index);
 int loader_read_sample(struct loader_job *job, uint32_t i, void *dst, uint64_t cap, struct dataset_record *rec);
 
 /* The default collate: fixed-size records stacked row after row (stride =
- * record size), like torch.stack in PyTorch's default_collate. */
+ * record size), like torch.stack in PyTorch's default_collate. The batch is
+ * read with one dataset_read_batch(), then transformed sample by sample. */
 int loader_collate_stack(void *user, struct loader_job *job);
 
 /* Variable-length records: every row is padded with zeros to the batch's

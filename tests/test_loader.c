@@ -2,14 +2,16 @@
  *
  * Every index exactly once and in order whatever the worker count and the
  * per-sample delays; out of order the same multiset; augmentation identical
- * across worker counts; a failing sample and a stuck sample named with their
- * batch and worker; stopping mid-epoch and restarting; the memory bound; the
- * padding collate and explicit (token-budget) batches; a later batch overtaking
- * a blocked one out of order; options that overflow or make no sense. No
- * assertion here is about durations: the delays only shuffle the thread timing,
- * and every wait is for an event (a gate, a slot count), not for a clock.
+ * across worker counts and between IDX's batched reads and per-record reads;
+ * a failing sample and a stuck sample named with their batch and worker;
+ * stopping mid-epoch and restarting; the memory bound; the padding collate and
+ * explicit (token-budget) batches; a later batch overtaking a blocked one out
+ * of order; options that overflow or make no sense. No assertion here is about
+ * durations: the delays only shuffle the thread timing, and every wait is for
+ * an event (a gate, a slot count), not for a clock.
  */
 #include "augment.h"
+#include "dataset_idx.h"
 #include "loader_fixture.h"
 
 #include <math.h>
@@ -151,6 +153,31 @@ TEST(augmentation_is_identical_across_worker_counts)
     free(ref);
     free(idx);
     dataset_close(ds);
+}
+
+/* The stacking collate reads a batch with dataset_read_batch(): IDX's own
+ * batch loop, then the transform row by row, must give what synthetic's
+ * per-record reads give for the same records. */
+TEST(idx_batched_reads_collate_like_record_reads)
+{
+    const uint64_t n = 200;
+    dataset_t *syn = fixture_dataset(n, 784, 784), *idx_ds;
+    char path[4096];
+    snprintf(path, sizeof path, "%s/loader-images-idx3-ubyte", check_tmpdir());
+    CHECK_OK(dataset_idx_write(syn, 28, 28, path, NULL));
+    CHECK_OK(dataset_open(path, NULL, &idx_ds));
+    uint64_t *idx = fixture_shuffled(n, 6);
+    uint8_t *ref = flipped_epoch(syn, 0, 0, idx, n);
+    uint32_t counts[] = {0, 3};
+    for (int k = 0; k < 2; k++) {
+        uint8_t *got = flipped_epoch(idx_ds, counts[k], 0, idx, n);
+        CHECK_MSG(memcmp(ref, got, n * 784) == 0, "IDX with %u workers collates differently", counts[k]);
+        free(got);
+    }
+    free(ref);
+    free(idx);
+    dataset_close(idx_ds);
+    dataset_close(syn);
 }
 
 static atomic_int bad_worker = -2;

@@ -72,6 +72,7 @@ struct loader_slot {
     struct loader_batch view;
     void *mem;               /* the allocator's block: data, then labels and lengths */
     uint64_t *indices;       /* a copy of the batch's indices, valid while HELD */
+    struct dataset_record *recs; /* what dataset_read_batch() says of each row (the stacking collate) */
 };
 
 struct loader_worker {
@@ -168,32 +169,74 @@ int loader_stopping(const loader_t *L) { return atomic_load_explicit(&L->stoppin
 
 /* ---- collate ----------------------------------------------------------------- */
 
-int loader_read_sample(struct loader_job *job, uint32_t i, void *dst, uint64_t cap, struct dataset_record *rec)
+/* Marks sample i as the one this worker is on (a timeout names it); refuses
+ * once the loader is stopping. */
+static int loader_enter_sample(struct loader_job *job, uint32_t i)
 {
     struct loader *L = job->loader;
     struct loader_slot *slot = &L->slots[job->out->slot];
     uint64_t index = job->indices[i];
     atomic_store_explicit(&slot->index, index, memory_order_relaxed);
     atomic_store_explicit(&slot->position, i, memory_order_relaxed);
-    char name[32];
     if (loader_stopping(L))
         return err_set(ERR_STATE, "sample %llu: abandoned, the loader is stopping", (unsigned long long)index);
-    int rc = dataset_read(job->ds, index, dst, cap, rec);
-    if (rc == 0 && L->opt.transform) {
-        struct loader_sample s = {
-            .index = index,
-            .epoch = job->epoch,
-            .batch = job->batch,
-            .position = i,
-            .worker = job->worker,
-            .seed = loader_sample_seed(L->opt.seed, job->epoch, index),
-            .loader = L,
-        };
-        rc = L->opt.transform(L->opt.transform_user, &s, dst, rec->bytes);
+    return 0;
+}
+
+/* Applies the transform, if there is one, to sample i, read into dst. */
+static int loader_transform_sample(struct loader_job *job, uint32_t i, void *dst, const struct dataset_record *rec)
+{
+    struct loader *L = job->loader;
+    if (!L->opt.transform)
+        return 0;
+    struct loader_sample s = {
+        .index = job->indices[i],
+        .epoch = job->epoch,
+        .batch = job->batch,
+        .position = i,
+        .worker = job->worker,
+        .seed = loader_sample_seed(L->opt.seed, job->epoch, job->indices[i]),
+        .loader = L,
+    };
+    return L->opt.transform(L->opt.transform_user, &s, dst, rec->bytes);
+}
+
+static int loader_sample_failed(const struct loader_job *job, uint32_t i, int rc)
+{
+    char name[32];
+    return err_wrap(rc, "sample %llu (position %u) on %s", (unsigned long long)job->indices[i], i,
+                    worker_name(job->worker, name));
+}
+
+int loader_read_sample(struct loader_job *job, uint32_t i, void *dst, uint64_t cap, struct dataset_record *rec)
+{
+    int rc = loader_enter_sample(job, i);
+    if (rc == 0)
+        rc = dataset_read(job->ds, job->indices[i], dst, cap, rec);
+    if (rc == 0)
+        rc = loader_transform_sample(job, i, dst, rec);
+    return rc < 0 ? loader_sample_failed(job, i, rc) : 0;
+}
+
+/* loader_read_sample() for the whole job at once: one dataset_read_batch()
+ * into rows `stride` bytes apart (IDX copies them in one tight loop), then
+ * the transform of each row. recs[i] describes row i. */
+static int loader_read_samples(struct loader_job *job, uint8_t *data, uint64_t stride, struct dataset_record *recs)
+{
+    int rc = job->count ? loader_enter_sample(job, 0) : 0;
+    if (rc == 0)
+        rc = dataset_read_batch(job->ds, job->indices, job->count, data, stride, recs);
+    if (rc < 0) {
+        char name[32];
+        return err_wrap(rc, "on %s", worker_name(job->worker, name));
     }
-    if (rc < 0)
-        return err_wrap(rc, "sample %llu (position %u) on %s", (unsigned long long)index, i,
-                        worker_name(job->worker, name));
+    for (uint32_t i = 0; i < job->count && job->loader->opt.transform; i++) {
+        rc = loader_enter_sample(job, i);
+        if (rc == 0)
+            rc = loader_transform_sample(job, i, data + i * stride, &recs[i]);
+        if (rc < 0)
+            return loader_sample_failed(job, i, rc);
+    }
     return 0;
 }
 
@@ -209,14 +252,13 @@ int loader_collate_stack(void *user, struct loader_job *job)
         return err_set(ERR_RANGE, "batch %llu: %u records of %llu bytes do not fit a slot of %llu bytes",
                        (unsigned long long)job->batch, job->count, (unsigned long long)rb,
                        (unsigned long long)job->cap);
-    uint8_t *data = b->data;
+    struct dataset_record *recs = job->loader->slots[b->slot].recs;
+    int rc = loader_read_samples(job, b->data, rb, recs);
+    if (rc < 0)
+        return rc;
     for (uint32_t i = 0; i < job->count; i++) {
-        struct dataset_record rec;
-        int rc = loader_read_sample(job, i, data + i * rb, rb, &rec);
-        if (rc < 0)
-            return rc;
-        b->labels[i] = rec.label;
-        b->lengths[i] = rec.bytes;
+        b->labels[i] = recs[i].label;
+        b->lengths[i] = recs[i].bytes;
     }
     b->stride = rb;
     b->bytes = rb * job->count;
@@ -228,7 +270,8 @@ int loader_collate_pad(void *user, struct loader_job *job)
     (void)user;
     struct loader_batch *b = job->out;
     uint8_t *data = b->data;
-    /* Pass 1: records packed end to end (we do not know the longest yet). */
+    /* Pass 1: records packed end to end (we do not know the longest yet), one
+     * read at a time, since no fixed stride describes packed rows. */
     uint64_t used = 0, longest = 0;
     for (uint32_t i = 0; i < job->count; i++) {
         struct dataset_record rec;
@@ -381,6 +424,7 @@ static void loader_free(struct loader *L)
             if (L->slots[i].mem)
                 L->opt.allocator.free(L->opt.allocator.user, L->slots[i].mem, L->alloc_bytes);
             free(L->slots[i].indices);
+            free(L->slots[i].recs);
         }
     }
     free(L->slots);
@@ -402,7 +446,8 @@ static int loader_alloc_slots(struct loader *L)
         struct loader_slot *s = &L->slots[i];
         s->mem = L->opt.allocator.alloc(L->opt.allocator.user, L->alloc_bytes);
         s->indices = malloc(L->opt.max_batch * sizeof *s->indices);
-        if (!s->mem || !s->indices)
+        s->recs = malloc(L->opt.max_batch * sizeof *s->recs);
+        if (!s->mem || !s->indices || !s->recs)
             return err_set(ERR_NOMEM, "loader: cannot allocate slot %u of %u (%llu bytes each)", i, L->nslots,
                            (unsigned long long)L->alloc_bytes);
         s->view.data = s->mem;
