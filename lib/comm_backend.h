@@ -59,7 +59,7 @@ struct comm {
     const struct comm_backend_ops *ops;
     int rank, world;
     uint64_t next_seq;     /* the number the next collective gets */
-    double timeout_s;      /* resolved: never 0 */
+    double timeout_s;      /* resolved: seconds, or 0 = no watchdog (COMM_NO_TIMEOUT; untimed backends only) */
     enum comm_algo algo;
     enum comm_check check;
     int broken;            /* set by the front after a failed collective */
@@ -88,6 +88,7 @@ struct comm_request {
 
 struct comm_backend_ops {
     const char *name; /* "sim", "mpi", "nccl" */
+    int untimed;      /* accepts COMM_NO_TIMEOUT (c->timeout_s == 0: wait without a watchdog) */
 
     /* Which launch mode `requested` (possibly AUTO) means in this
      * environment; ERR_UNSUPPORTED for modes the backend lacks. */
