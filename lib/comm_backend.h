@@ -88,7 +88,6 @@ struct comm_request {
 
 struct comm_backend_ops {
     const char *name; /* "sim", "mpi", "nccl" */
-    int untimed;      /* accepts COMM_NO_TIMEOUT (c->timeout_s == 0: wait without a watchdog) */
 
     /* Which launch mode `requested` (possibly AUTO) means in this
      * environment; ERR_UNSUPPORTED for modes the backend lacks. */
@@ -115,6 +114,10 @@ struct comm_backend_ops {
     int (*mem_alloc)(comm_t *c, size_t bytes, void **out);
     void (*mem_free)(comm_t *c, void *p);
     int (*mem_copy)(comm_t *c, void *dst, const void *src, size_t bytes, int to_device);
+
+    /* Accepts COMM_NO_TIMEOUT: then c->timeout_s == 0 and waits have no
+     * watchdog (mpi). Last, so positional initializers may leave it out. */
+    int untimed;
 };
 
 /* Every comm_world_t starts with this, so the front can find its backend.

@@ -99,10 +99,14 @@ static void sweep_format_time(double us, char *buf, size_t len)
 static void sweep_header(const struct sweep_job *j, int world)
 {
     const struct ch5_opts *o = j->base.opt;
+    char timeout[24] = "none"; /* --timeout=0: no watchdog, blocking MPI calls */
+    if (o->timeout_s != COMM_NO_TIMEOUT)
+        snprintf(timeout, sizeof timeout, "%g s", o->timeout_s > 0 ? o->timeout_s : COMM_DEFAULT_TIMEOUT_S);
     printf("# backend %s  world %d  algo %s  minBytes %llu  maxBytes %llu  step: %llu(factor)  warmup iters: %d  "
-           "iters: %d  check: %d\n",
+           "iters: %d  check: %d  timeout: %s\n",
            o->backend, world, comm_algo_name(j->base.algo), (unsigned long long)o->min_bytes,
-           (unsigned long long)o->max_bytes, (unsigned long long)o->step_factor, o->warmup, o->iters, o->check);
+           (unsigned long long)o->max_bytes, (unsigned long long)o->step_factor, o->warmup, o->iters, o->check,
+           timeout);
     char gamma[48] = "0 (adding costs no more than copying here)";
     if (j->model.gamma_s_per_b > 0)
         snprintf(gamma, sizeof gamma, "%.3f GB/s", 1e-9 / j->model.gamma_s_per_b);
