@@ -35,9 +35,9 @@ static void usage(FILE *f)
             "benchmark (nccl-tests' all_reduce_perf layout):\n"
             "  --backend=sim|mpi|nccl   communicator backend (default sim; mpi under mpirun)\n"
             "  --world=W                ranks, for thread backends (default 4)\n"
-            "  --min-bytes=SIZE         first message size (default 1K; K, M, G suffixes)\n"
+            "  --min-bytes=SIZE         first message size, at least 4 (default 1K; K, M, G suffixes)\n"
             "  --max-bytes=SIZE         last message size (default 64M)\n"
-            "  --step-factor=F          size multiplier per row (default 2)\n"
+            "  --step-factor=F          size multiplier per row, at least 2 (default 2)\n"
             "  --algo=ring|tree|naive|all  simulator algorithm (default ring)\n"
             "  --op=sum|avg             reduction (default sum)\n"
             "  --iters=N --warmup=N     timed and untimed iterations per size (default 20 and 5, as nccl-tests)\n"
@@ -278,6 +278,8 @@ int main(int argc, char **argv)
         snprintf(plot_path, sizeof plot_path, "notebooks-out/chapter-5/busbw-%s", opt.backend);
         opt.csv_path = csv_path;
     }
+    if (membound) /* one size: the largest */
+        opt.min_bytes = opt.max_bytes;
     if (ch5_check_sizes(&opt) < 0)
         return cli_fail(argv[0]);
     if (beta > 0)
