@@ -112,8 +112,14 @@ int comm_open(const struct comm_config *cfg, comm_t **out)
     int rc = comm_backend_find(cfg->backend, &ops);
     if (rc < 0)
         return rc;
-    if (cfg->timeout_s < 0)
-        return err_set(ERR_ARG, "comm: timeout must be positive, got %g s", cfg->timeout_s);
+    if (cfg->timeout_s == COMM_NO_TIMEOUT) {
+        if (!ops->untimed)
+            return err_set(ERR_UNSUPPORTED, "comm: backend %s always has a watchdog: give a timeout (0 < timeout "
+                           "<= %g s)", ops->name, COMM_MAX_TIMEOUT_S);
+    } else if (!(cfg->timeout_s >= 0 && cfg->timeout_s <= COMM_MAX_TIMEOUT_S)) { /* NaN fails this too */
+        return err_set(ERR_ARG, "comm: timeout must be 0 < timeout <= %g s (or 0 for the default), got %g s",
+                       COMM_MAX_TIMEOUT_S, cfg->timeout_s);
+    }
     if ((unsigned)cfg->algo >= COMM_ALGO_COUNT || (unsigned)cfg->check > COMM_CHECK_RESULTS)
         return err_set(ERR_ARG, "comm: invalid algorithm or check mode");
     struct comm_config resolved = *cfg;
@@ -134,7 +140,7 @@ int comm_open(const struct comm_config *cfg, comm_t **out)
     c->ops = ops;
     c->rank = -1;
     c->next_seq = 1;
-    c->timeout_s = cfg->timeout_s > 0 ? cfg->timeout_s : COMM_DEFAULT_TIMEOUT_S;
+    c->timeout_s = cfg->timeout_s > 0 ? cfg->timeout_s : cfg->timeout_s == 0 ? COMM_DEFAULT_TIMEOUT_S : 0;
     c->algo = cfg->algo;
     c->check = cfg->check;
     rc = ops->open(c, &resolved);

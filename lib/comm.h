@@ -114,6 +114,17 @@ enum comm_launch { COMM_LAUNCH_AUTO, COMM_LAUNCH_THREADS, COMM_LAUNCH_MPI, COMM_
  * 10 minutes (pytorch/pytorch#110947). */
 #define COMM_DEFAULT_TIMEOUT_S 30.0
 
+/* The longest timeout comm_open accepts: 1e6 s (11.6 days), far past any
+ * real collective, and small enough that a deadline in nanoseconds
+ * (now + timeout x 1e9) stays far inside uint64_t. */
+#define COMM_MAX_TIMEOUT_S 1e6
+
+/* comm_config.timeout_s for "no watchdog": a collective waits as long as it
+ * takes. Only the mpi backend accepts it (its blocking collectives then call
+ * MPI's blocking functions, MPI_Allreduce and the rest, as a plain MPI
+ * program would); sim and nccl answer ERR_UNSUPPORTED. */
+#define COMM_NO_TIMEOUT (-1.0)
+
 struct comm_config {
     const char *backend;     /* "sim" | "mpi" | "nccl" (required) */
     enum comm_launch launch; /* see above; AUTO is right almost always */
@@ -122,7 +133,8 @@ struct comm_config {
     int rank;                /* THREADS: this thread's rank, 0 .. world-1;
                               * MPI / ENV: -1 (from the launcher), or expected */
     comm_world_t *shared;    /* THREADS: the object every rank thread attaches to */
-    double timeout_s;        /* per collective; 0 = COMM_DEFAULT_TIMEOUT_S */
+    double timeout_s;        /* per collective, 0 < timeout <= COMM_MAX_TIMEOUT_S;
+                              * 0 = COMM_DEFAULT_TIMEOUT_S; COMM_NO_TIMEOUT = none (mpi) */
     enum comm_algo algo;
     enum comm_check check;
     int device;              /* nccl: CUDA device ordinal; -1 = LOCAL_RANK

@@ -59,7 +59,7 @@ struct comm {
     const struct comm_backend_ops *ops;
     int rank, world;
     uint64_t next_seq;     /* the number the next collective gets */
-    double timeout_s;      /* resolved: never 0 */
+    double timeout_s;      /* resolved: seconds, or 0 = no watchdog (COMM_NO_TIMEOUT; untimed backends only) */
     enum comm_algo algo;
     enum comm_check check;
     int broken;            /* set by the front after a failed collective */
@@ -114,6 +114,10 @@ struct comm_backend_ops {
     int (*mem_alloc)(comm_t *c, size_t bytes, void **out);
     void (*mem_free)(comm_t *c, void *p);
     int (*mem_copy)(comm_t *c, void *dst, const void *src, size_t bytes, int to_device);
+
+    /* Accepts COMM_NO_TIMEOUT: then c->timeout_s == 0 and waits have no
+     * watchdog (mpi). Last, so positional initializers may leave it out. */
+    int untimed;
 };
 
 /* Every comm_world_t starts with this, so the front can find its backend.

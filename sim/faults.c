@@ -48,8 +48,10 @@ int faults_parse(const char *spec, int world, struct fault **out, int *count)
 {
     *out = NULL;
     *count = 0;
-    if (!spec || !*spec)
+    if (!spec)
         return 0;
+    if (!*spec) /* "--fault=" is a typo, not a request for no faults */
+        return err_set(ERR_ARG, "--fault: empty; give KIND:RANK@COLLECTIVE[:MS] (e.g. kill:2@3)");
     char *copy = strdup(spec);
     size_t n = 1;
     for (const char *p = spec; *p; p++)
@@ -60,13 +62,18 @@ int faults_parse(const char *spec, int world, struct fault **out, int *count)
         free(faults);
         return err_set(ERR_NOMEM, "--fault: out of memory");
     }
+    /* strsep, not strtok: strtok would skip the empty part of "kill:1@2,,"
+     * and accept a spec with a missing fault */
     int used = 0, rc = 0;
-    char *save = NULL;
-    for (char *tok = strtok_r(copy, ",", &save); tok && rc == 0; tok = strtok_r(NULL, ",", &save))
-        rc = fault_parse_one(tok, world, &faults[used++]);
+    char *rest = copy;
+    for (char *part; rc == 0 && (part = strsep(&rest, ",")) != NULL; used++) {
+        if (!*part)
+            rc = err_set(ERR_ARG, "--fault: '%s': part %d is empty (faults are separated by single commas)", spec,
+                         used + 1);
+        else
+            rc = fault_parse_one(part, world, &faults[used]);
+    }
     free(copy);
-    if (rc == 0 && used == 0)
-        rc = err_set(ERR_ARG, "--fault: '%s' names no fault", spec);
     if (rc < 0) {
         free(faults);
         return rc;

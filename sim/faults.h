@@ -36,8 +36,9 @@ struct fault {
 };
 
 /* Parses SPEC for a world of `world` ranks into a new array (free() it).
- * NULL or "" gives no faults. 0, or ERR_ARG with err_msg() quoting the bad
- * fault and what was expected, or ERR_NOMEM. */
+ * NULL gives no faults. 0, or ERR_ARG with err_msg() quoting the bad
+ * fault and what was expected (an empty SPEC or an empty part between
+ * commas, "kill:1@2,,", is an error), or ERR_NOMEM. */
 int faults_parse(const char *spec, int world, struct fault **out, int *count);
 
 /* The not-yet-fired fault of `kind` for `rank` at collective `seq`, marked

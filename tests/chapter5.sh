@@ -5,11 +5,34 @@ source tests/lib.sh
 P=$BUILD/chapter-5
 
 t_out help "--min-bytes" $P --help
-t_fail bad_flag 2 "unrecognized option" $P --frobnicate
+t_fail bad_flag 2 "chapter-5: unrecognized option '--frobnicate'" $P --frobnicate
+t_fail missing_value 2 "option '--world' needs a value" $P --world
+# getopt's own message used to come first, then an empty "chapter-5: " line
+t_run $P --frobnicate
+if grep -q 'chapter-5: *$' <<<"$T_OUT"; then t_failed bad_flag_no_empty_message "an empty message line: $T_OUT"
+else t_pass bad_flag_no_empty_message; fi
 t_fail bad_world 2 "--world" $P --world=0
 t_fail bad_algo 2 "unknown algorithm 'hypercube'" $P --algo=hypercube
 t_fail too_big 2 "more than this machine" $P --max-bytes=1024G
 t_fail bad_sizes 2 "larger than --max-bytes" $P --min-bytes=1M --max-bytes=1K
+# sizes that used to loop forever (0 x factor is 0) or print an empty table:
+# refused at once (the short time limit turns a hang into a FAIL)
+T_TIMEOUT=30 t_fail zero_bytes 2 "--min-bytes: must be at least 4 (one float32 element), got 0" \
+    $P --min-bytes=0 --max-bytes=0 --world=1
+T_TIMEOUT=30 t_fail less_than_an_element 2 "--min-bytes: must be at least 4" $P --min-bytes=3 --max-bytes=3
+t_fail step_factor_one 2 "--step-factor: must be at least 2, got 1" $P --step-factor=1
+t_fail plot_min_past_its_max 2 "--min-bytes (33554432) is larger than --max-bytes (16777216)" \
+    $P --plot --min-bytes=32M
+# a factor so large that size x factor wraps around 2^64: one row, then stop
+T_TIMEOUT=60 t_out huge_step_factor "# Out of bounds values : 0 OK" \
+    $P --world=2 --min-bytes=4K --max-bytes=8K --step-factor=18446744073709551615 --iters=1 --warmup=0
+t_out odd_sizes_are_whole_elements "           4             1     float" \
+    $P --world=2 --min-bytes=5 --max-bytes=7 --iters=1 --warmup=0
+t_fail huge_timeout 2 "--timeout: must be 0 .. 1e+06 seconds, got 1e300" $P --timeout=1e300
+t_fail nan_timeout 2 "--timeout: expected a finite number, got 'nan'" $P --timeout=nan
+t_fail untimed_sim 2 "--timeout=0 (no watchdog) is for --backend=mpi only" $P --timeout=0
+t_fail empty_fault 2 "--fault: empty" $P --fault=
+t_fail empty_fault_part 2 "--fault: 'kill:1@2,,': part 2 is empty" $P --fault=kill:1@2,,
 t_fail bad_fault 2 "unknown kind 'explode'" $P --fault=explode:1@1
 t_fail fault_rank_out_of_world 2 "rank 7 is not in a world of 4" $P --fault=kill:7@1
 t_fail bad_demo 2 "unknown demo 'meteor'" $P --demo=meteor
@@ -20,8 +43,38 @@ for algo in ring tree naive; do
         --step-factor=8 --iters=2 --warmup=1 --check
 done
 t_out table_has_nccl_tests_columns "#wrong     time   algbw   busbw" $P --world=2 --max-bytes=4K --iters=1 --warmup=0
-t_out table_no_wrong_elements "# Wrong elements       : 0 OK" $P --world=5 --max-bytes=64K --step-factor=16 --iters=1 --op=avg
+t_out table_no_wrong_elements "# Out of bounds values : 0 OK" $P --world=5 --max-bytes=64K --step-factor=16 --iters=1 --op=avg
 
+# The bandwidth columns, recomputed from a printed row: algbw = size / time
+# (GB/s, 1e9 bytes) and busbw = algbw x 2(W-1)/W, within the printed rounding
+# (2 decimals for bandwidths; time to 0.05 us or better).
+bw_check() { # NAME W
+    local name=$1 W=$2
+    t_run $P --world="$W" --min-bytes=4M --max-bytes=4M --iters=2 --warmup=1
+    local why
+    why=$(awk -v W="$W" '!/^#/ && NF >= 13 {
+        size = $1; rows++
+        for (k = 0; k < 2; k++) {
+            t = $(6 + 4 * k); alg = $(7 + 4 * k); bus = $(8 + 4 * k)
+            want_alg = size / (t * 1e-6) / 1e9
+            if (alg - want_alg > 0.006 + want_alg * 1e-3 || want_alg - alg > 0.006 + want_alg * 1e-3)
+                printf "algbw %s, but size / time = %g; ", alg, want_alg
+            want_bus = alg * 2 * (W - 1) / W
+            if (bus - want_bus > 0.011 || want_bus - bus > 0.011)
+                printf "busbw %s, but algbw x 2(W-1)/W = %g; ", bus, want_bus
+        }
+    } END { if (rows != 1) printf "expected 1 row, got %d", rows }' <<<"$T_OUT")
+    if [ "$T_STATUS" != 0 ]; then t_failed "$name" "exit $T_STATUS: $(tail -n 3 <<<"$T_OUT")"
+    elif [ -n "$why" ]; then t_failed "$name" "$why"
+    else t_pass "$name"; fi
+}
+bw_check busbw_is_algbw_times_2_w_minus_1_over_w.world4 4
+bw_check busbw_is_algbw_times_2_w_minus_1_over_w.world3 3
+
+# The fault demos: each must end within its 1 s watchdog, so a minute is
+# plenty; a hang fails here instead of holding the suite for T_TIMEOUT.
+T_TIMEOUT=60
+t_fail demo_timeout_states_its_timeout 1 "timed out after 1 s on rank" $P --demo=timeout
 t_fail demo_timeout 1 "rank 1: sleeping in an injected delay" $P --demo=timeout
 t_fail demo_crash 1 "rank 2: killed by --fault=kill:2@3 before collective #3" $P --demo=crash
 t_fail demo_uneven 1 "rank 3: exited (closed its communicator); last completed collective #5" $P --demo=uneven

@@ -2,12 +2,43 @@
 # say so; a build with NCCL on a machine without a GPU must say "no CUDA
 # device found" and exit 1, whichever way the ranks were started (threads,
 # torchrun-style variables, mpirun), never crash or hang. On a machine with a
-# GPU this is tests/gpu_nccl.sh's job (make test-gpu).
+# GPU this is tests/gpu_nccl.sh's job (make test-gpu). First: where nvcc and
+# NCCL are installed, the build must have used them.
 . "$(dirname "$0")/lib.sh"
 
 if [ "$(id -u)" = 0 ]; then export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1; fi
 prog=$BUILD/chapter-5
 small=(--backend=nccl --min-bytes=4 --max-bytes=4K --iters=1 --warmup=0 --timeout=10)
+
+# A GPU build that silently turned itself off would make every check below a
+# skip. So where the toolkit is (found as mk/features.sh finds it: nvcc on
+# PATH or /usr/local/cuda/bin/nvcc, NCCL's library and header beside it), the
+# plain build must have NCCL and the GPU archive. Debian 12 packages no NCCL,
+# so a fresh Debian machine takes the "not built" branch; this project's CI
+# machine has CUDA and NCCL in /usr/local/cuda and must build them.
+nvcc=$(command -v nvcc 2>/dev/null || true)
+[ -z "$nvcc" ] && [ -x /usr/local/cuda/bin/nvcc ] && nvcc=/usr/local/cuda/bin/nvcc
+if [ "${SUITE:-plain}" != plain ]; then
+    t_skip gpu_build "the $SUITE suite is built without CUDA"
+elif [ "${WITH_CUDA:-1}" = 0 ] || [ -z "$nvcc" ]; then
+    t_skip gpu_build "no nvcc on this machine (or WITH_CUDA=0): GPU code is not built"
+else
+    cuda_home=$(dirname "$(dirname "$(readlink -f "$nvcc")")")
+    if { [ -e "$cuda_home/lib/libnccl.so" ] || [ -e "$cuda_home/lib64/libnccl.so" ]; } &&
+        [ -e "$cuda_home/include/nccl.h" ]; then
+        if ! grep -q 'HAVE_NCCL := 1' "$BUILD/config.mk" 2>/dev/null; then
+            t_failed gpu_build "nvcc and NCCL are in $cuda_home, but $BUILD/config.mk lacks HAVE_NCCL := 1"
+        elif [ ! -s "$BUILD/libddp_gpu.a" ]; then
+            t_failed gpu_build "HAVE_NCCL := 1, but $BUILD/libddp_gpu.a was not built"
+        else
+            t_pass gpu_build
+        fi
+    elif ! grep -q 'HAVE_CUDA := 1' "$BUILD/config.mk" 2>/dev/null; then
+        t_failed gpu_build "nvcc is at $nvcc, but $BUILD/config.mk lacks HAVE_CUDA := 1"
+    else
+        t_skip gpu_build "CUDA without NCCL in $cuda_home: --backend=nccl is off"
+    fi
+fi
 
 if [ ! -x "$prog" ]; then
     t_failed built "$prog is missing"

@@ -167,9 +167,9 @@ static void test_check_identical(comm_t *c, const void *host, size_t bytes, cons
 static const size_t test_counts[] = {0, 1, 3, 7, 1001, 65537};
 #define TEST_NCOUNTS (sizeof test_counts / sizeof test_counts[0])
 
-static void test_allreduce(enum comm_dtype t, enum comm_op op)
+static void test_allreduce(enum comm_dtype t, enum comm_op op, double timeout_s)
 {
-    comm_t *c = test_open(COMM_CHECK_NONE, 0);
+    comm_t *c = test_open(COMM_CHECK_NONE, timeout_s);
     int rank = comm_rank(c), world = comm_world(c);
     size_t es = comm_dtype_size(t);
     for (size_t k = 0; k < TEST_NCOUNTS; k++) {
@@ -193,11 +193,54 @@ static void test_allreduce(enum comm_dtype t, enum comm_op op)
     comm_close(c);
 }
 
-TEST(comm_mpi_allreduce_sum_float32) { test_allreduce(COMM_FLOAT32, COMM_SUM); }
-TEST(comm_mpi_allreduce_avg_float32) { test_allreduce(COMM_FLOAT32, COMM_AVG); }
-TEST(comm_mpi_allreduce_avg_float64) { test_allreduce(COMM_FLOAT64, COMM_AVG); }
-TEST(comm_mpi_allreduce_sum_int32) { test_allreduce(COMM_INT32, COMM_SUM); }
-TEST(comm_mpi_allreduce_sum_int64) { test_allreduce(COMM_INT64, COMM_SUM); }
+TEST(comm_mpi_allreduce_sum_float32) { test_allreduce(COMM_FLOAT32, COMM_SUM, 0); }
+TEST(comm_mpi_allreduce_avg_float32) { test_allreduce(COMM_FLOAT32, COMM_AVG, 0); }
+TEST(comm_mpi_allreduce_avg_float64) { test_allreduce(COMM_FLOAT64, COMM_AVG, 0); }
+TEST(comm_mpi_allreduce_sum_int32) { test_allreduce(COMM_INT32, COMM_SUM, 0); }
+TEST(comm_mpi_allreduce_sum_int64) { test_allreduce(COMM_INT64, COMM_SUM, 0); }
+
+/* Without a watchdog (COMM_NO_TIMEOUT, what `make bench` runs) the blocking
+ * collectives call MPI's blocking functions, and give the same results; the
+ * start/wait forms and a communicator with a timeout still post the
+ * non-blocking ones and poll them. nccl refuses COMM_NO_TIMEOUT. */
+TEST(comm_mpi_untimed_calls_blocking_mpi)
+{
+    if (strcmp(test_backend(), "mpi") != 0)
+        return;
+    comm_t *timed = test_open(COMM_CHECK_NONE, 10); /* open first: MPI may start only once per process */
+    test_allreduce(COMM_FLOAT32, COMM_SUM, COMM_NO_TIMEOUT);
+    test_allreduce(COMM_FLOAT64, COMM_AVG, COMM_NO_TIMEOUT);
+    comm_t *c = test_open(COMM_CHECK_RESULTS, COMM_NO_TIMEOUT);
+    int rank = comm_rank(c), world = comm_world(c);
+    size_t n = 1001, total = n * (size_t)world;
+    struct tbuf a = tb_new(c, total * 4), b = tb_new(c, total * 4);
+    test_fill(COMM_FLOAT32, a.host, rank, 0, total);
+    tb_up(c, &a);
+    CHECK_STR(comm_mpi_last_call(c), "");
+    /* in place: reduced into a temporary, copied at the end (mpi_post) */
+    CHECK_OK(comm_reduce_scatter(c, a.dev, tb_at(&a, (size_t)rank * n, 4), n, COMM_FLOAT32, COMM_AVG));
+    CHECK_STR(comm_mpi_last_call(c), "MPI_Reduce_scatter_block");
+    CHECK_OK(comm_mem_download(c, b.host, tb_at(&a, (size_t)rank * n, 4), n * 4));
+    test_check_reduced(COMM_FLOAT32, COMM_AVG, world, b.host, (size_t)rank * n, n, "untimed reduce_scatter");
+    CHECK_OK(comm_allgather(c, tb_at(&a, (size_t)rank * n, 4), b.dev, n, COMM_FLOAT32));
+    CHECK_STR(comm_mpi_last_call(c), "MPI_Allgather");
+    CHECK_OK(comm_broadcast(c, b.dev, total, COMM_FLOAT32, world - 1));
+    CHECK_STR(comm_mpi_last_call(c), "MPI_Bcast");
+    CHECK_OK(comm_allreduce(c, a.dev, b.dev, total, COMM_FLOAT32, COMM_SUM));
+    CHECK_STR(comm_mpi_last_call(c), "MPI_Allreduce");
+    comm_request_t *req;
+    CHECK_OK(comm_allreduce_start(c, a.dev, b.dev, total, COMM_FLOAT32, COMM_SUM, &req));
+    CHECK_STR(comm_mpi_last_call(c), "MPI_Iallreduce");
+    CHECK_OK(comm_wait(req));
+    CHECK_OK(comm_barrier(c));
+    CHECK_STR(comm_mpi_last_call(c), "MPI_Barrier");
+    tb_free(c, &a);
+    tb_free(c, &b);
+    comm_close(c);
+    CHECK_OK(comm_barrier(timed));
+    CHECK_STR(comm_mpi_last_call(timed), "MPI_Ibarrier");
+    comm_close(timed);
+}
 
 /* The average is sum / W, bit for bit. NCCL pre-multiplies each input by 1/W
  * instead (nccl_comm.h), which gives the same bits only when W is a power of

@@ -391,7 +391,27 @@ TEST(bad_arguments_and_configs)
     CHECK_ERR(comm_open(&cfg, &c), ERR_ARG, "rank 2 is not in a world of 2");
     cfg.shared = NULL;
     CHECK_ERR(comm_open(&cfg, &c), ERR_ARG, "needs the shared world");
+    /* a timeout past the cap would overflow the nanosecond deadline and time
+     * out at once; the sim has no wait without a watchdog */
+    cfg.shared = w;
+    cfg.rank = 1;
+    cfg.timeout_s = 1e300;
+    CHECK_ERR(comm_open(&cfg, &c), ERR_ARG, "timeout must be 0 < timeout <= 1e+06 s");
+    cfg.timeout_s = NAN;
+    CHECK_ERR(comm_open(&cfg, &c), ERR_ARG, "timeout must be");
+    cfg.timeout_s = -2;
+    CHECK_ERR(comm_open(&cfg, &c), ERR_ARG, "timeout must be");
+    cfg.timeout_s = COMM_NO_TIMEOUT;
+    CHECK_ERR(comm_open(&cfg, &c), ERR_UNSUPPORTED, "backend sim always has a watchdog");
     comm_world_destroy(w);
+    opt.faults = ""; /* strtok would skip the empty parts: every one is an error */
+    CHECK_ERR(comm_world_create("sim", &opt, &w), ERR_ARG, "--fault: empty");
+    opt.faults = "kill:1@2,,";
+    CHECK_ERR(comm_world_create("sim", &opt, &w), ERR_ARG, "'kill:1@2,,': part 2 is empty");
+    opt.faults = ",kill:1@2";
+    CHECK_ERR(comm_world_create("sim", &opt, &w), ERR_ARG, "part 1 is empty");
+    opt.faults = "kill:1@2,";
+    CHECK_ERR(comm_world_create("sim", &opt, &w), ERR_ARG, "part 2 is empty");
 }
 
 /* Three all-reduces in flight at once (DDP's buckets), other types, and the sequence numbers. */

@@ -65,7 +65,7 @@ static const struct demo demos[] = {
     {"timeout", "a straggler: the seeds' \"NCCL timeout\"",
      "rank 1 stalls before step 1 of epoch 2 (a slow filesystem, a long evaluation) for three\n"
      "  timeouts; the other ranks wait in the all-reduce until the watchdog fires.",
-     "delay:1@4:%d", COMM_CHECK_NONE, -1, "timed out",
+     "delay:1@4:%llu", COMM_CHECK_NONE, -1, "timed out",
      "the watchdog names the late rank and what it was doing; PyTorch's would report only\n"
      "  \"WorkNCCL(SeqNum=4, OpType=ALLREDUCE) ran for ... milliseconds before timing out\" on each rank."},
     {"crash", "a rank dies (OOM killer, segfault)",
@@ -107,7 +107,7 @@ static int demo_run(const struct ch5_opts *opt, const struct demo *d, int lesson
     double timeout = opt->timeout_s > 0 ? opt->timeout_s : 1.0;
     char faults[64] = "";
     if (d->faults)
-        snprintf(faults, sizeof faults, d->faults, (int)(3 * timeout * 1000)); /* delay: three timeouts */
+        snprintf(faults, sizeof faults, d->faults, (unsigned long long)(3 * timeout * 1000)); /* delay: three timeouts */
     printf("==== demo %s: %s\n  %s\n", d->name, d->title, d->story);
     if (d->faults)
         printf("  (build/chapter-5 --demo=%s: the same as --fault=%s%s --timeout=%g)\n", d->name, faults,

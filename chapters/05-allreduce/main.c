@@ -35,14 +35,15 @@ static void usage(FILE *f)
             "benchmark (nccl-tests' all_reduce_perf layout):\n"
             "  --backend=sim|mpi|nccl   communicator backend (default sim; mpi under mpirun)\n"
             "  --world=W                ranks, for thread backends (default 4)\n"
-            "  --min-bytes=SIZE         first message size (default 1K; K, M, G suffixes)\n"
+            "  --min-bytes=SIZE         first message size, at least 4 (default 1K; K, M, G suffixes)\n"
             "  --max-bytes=SIZE         last message size (default 64M)\n"
-            "  --step-factor=F          size multiplier per row (default 2)\n"
+            "  --step-factor=F          size multiplier per row, at least 2 (default 2)\n"
             "  --algo=ring|tree|naive|all  simulator algorithm (default ring)\n"
             "  --op=sum|avg             reduction (default sum)\n"
             "  --iters=N --warmup=N     timed and untimed iterations per size (default 20 and 5, as nccl-tests)\n"
             "  --check                  compare result checksums across ranks after every collective\n"
-            "  --timeout=SECONDS        per-collective watchdog timeout (default 30; demos use 1)\n"
+            "  --timeout=SECONDS        per-collective watchdog timeout, at most 1e6 (default 30; demos use 1);\n"
+            "                           0 = no watchdog (mpi only: blocking MPI_Allreduce, as make bench runs it)\n"
             "  --plot                   all algorithms (1K..16M, factor 4 unless given): CSV, PNG, SVG\n"
             "                           notebooks-out/chapter-5/{allreduce,busbw}-BACKEND.*\n"
             "  --memory-bound           sim ring all-reduce against memcpy bandwidth (make bench)\n"
@@ -71,6 +72,24 @@ static int parse_algo(const char *text, struct ch5_opts *opt)
     opt->nalgos = 1;
     int rc = comm_algo_parse(text, &opt->algos[0]);
     return rc < 0 ? err_wrap(rc, "--algo") : 0;
+}
+
+/* The sizes of the sweep (after --plot's and the lesson's defaults): at
+ * least one float32 element, min <= max, so the table is never empty.
+ * --step-factor >= 2 is checked when parsed: nccl-tests multiplies by the
+ * factor only when it is above 1 (src/common.cu, TimeTest) and otherwise
+ * steps by --stepbytes, which this program does not have. Sizes that are not
+ * a multiple of 4 are cut down to whole elements, as nccl-tests' setupArgs
+ * does (count = size / wordSize). */
+static int ch5_check_sizes(const struct ch5_opts *opt)
+{
+    if (opt->min_bytes < 4)
+        return err_set(ERR_ARG, "--min-bytes: must be at least 4 (one float32 element), got %llu",
+                       (unsigned long long)opt->min_bytes);
+    if (opt->min_bytes > opt->max_bytes)
+        return err_set(ERR_ARG, "--min-bytes (%llu) is larger than --max-bytes (%llu)",
+                       (unsigned long long)opt->min_bytes, (unsigned long long)opt->max_bytes);
+    return 0;
 }
 
 /* GB/s from a flag into seconds per byte. */
@@ -118,7 +137,8 @@ int main(int argc, char **argv)
     double beta = 0, gamma = 0;
     uint64_t v;
     int c;
-    while ((c = getopt_long(argc, argv, "h", longopts, NULL)) != -1) {
+    opterr = 0;
+    while ((c = getopt_long(argc, argv, ":h", longopts, NULL)) != -1) {
         int rc = 0;
         switch (c) {
         case OPT_BACKEND: opt.backend = optarg; break;
@@ -128,7 +148,9 @@ int main(int argc, char **argv)
                 rc = err_set(ERR_ARG, "--world: must be 1 .. 64, got %s", optarg);
             opt.world = (int)v;
             break;
-        case OPT_MIN: rc = cli_parse_bytes("min-bytes", optarg, &opt.min_bytes); break;
+        case OPT_MIN:
+            rc = cli_parse_bytes("min-bytes", optarg, &opt.min_bytes);
+            break;
         case OPT_MAX:
             rc = cli_parse_bytes("max-bytes", optarg, &opt.max_bytes);
             sizes_given = 1;
@@ -150,9 +172,11 @@ int main(int argc, char **argv)
             break;
         case OPT_CHECK: opt.check = 1; break;
         case OPT_TIMEOUT:
-            rc = cli_parse_double("timeout", optarg, &opt.timeout_s);
-            if (rc == 0 && !(opt.timeout_s > 0))
-                rc = err_set(ERR_ARG, "--timeout: must be positive seconds, got %s", optarg);
+            rc = cli_parse_double("timeout", optarg, &opt.timeout_s); /* rejects inf and nan */
+            if (rc == 0 && (opt.timeout_s < 0 || opt.timeout_s > COMM_MAX_TIMEOUT_S))
+                rc = err_set(ERR_ARG, "--timeout: must be 0 .. %g seconds, got %s", COMM_MAX_TIMEOUT_S, optarg);
+            if (rc == 0 && opt.timeout_s == 0)
+                opt.timeout_s = COMM_NO_TIMEOUT;
             break;
         case OPT_PLOT: plot = 1; break;
         case OPT_MEMBOUND: membound = 1; break;
@@ -176,7 +200,12 @@ int main(int argc, char **argv)
         case OPT_DEMO: demo = optarg; break;
         case OPT_FAULT: opt.fault = optarg; break;
         case 'h': usage(stdout); return 0;
-        default: return cli_fail(argv[0]);
+        case ':': /* opterr = 0: the messages are ours, naming the option */
+            err_set(ERR_ARG, "option '%s' needs a value (%s=VALUE)", argv[optind - 1], argv[optind - 1]);
+            return cli_fail(argv[0]);
+        default:
+            err_set(ERR_ARG, "unrecognized option '%s'", argv[optind - 1]);
+            return cli_fail(argv[0]);
         }
         if (rc < 0)
             return cli_fail(argv[0]);
@@ -185,9 +214,8 @@ int main(int argc, char **argv)
         err_set(ERR_ARG, "unexpected argument '%s'", argv[optind]);
         return cli_fail(argv[0]);
     }
-    if (opt.min_bytes > opt.max_bytes) {
-        err_set(ERR_ARG, "--min-bytes (%llu) is larger than --max-bytes (%llu)", (unsigned long long)opt.min_bytes,
-                (unsigned long long)opt.max_bytes);
+    if (opt.timeout_s == COMM_NO_TIMEOUT && strcmp(opt.backend, "mpi") != 0) {
+        err_set(ERR_ARG, "--timeout=0 (no watchdog) is for --backend=mpi only; %s always has one", opt.backend);
         return cli_fail(argv[0]);
     }
     if ((demo || opt.fault) && strcmp(opt.backend, "sim") != 0) {
@@ -250,6 +278,10 @@ int main(int argc, char **argv)
         snprintf(plot_path, sizeof plot_path, "notebooks-out/chapter-5/busbw-%s", opt.backend);
         opt.csv_path = csv_path;
     }
+    if (membound) /* one size: the largest */
+        opt.min_bytes = opt.max_bytes;
+    if (ch5_check_sizes(&opt) < 0)
+        return cli_fail(argv[0]);
     if (beta > 0)
         opt.model.beta_s_per_b = beta;
     if (gamma > 0)

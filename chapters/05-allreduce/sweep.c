@@ -1,8 +1,8 @@
 /* sweep: the benchmark table of chapter 5, in the layout of nccl-tests'
  * all_reduce_perf (NVIDIA/nccl-tests, src/common.cu: the size, count, type,
  * redop, root columns, then time / algbw / busbw / #wrong out of place and in
- * place, and a final "# Avg bus bandwidth" line averaging every busbw
- * printed), so our rows read like the ones engineers already know. Two
+ * place, then "# Out of bounds values" and a "# Avg bus bandwidth" line
+ * averaging every busbw printed), so our rows read like the ones engineers already know. Two
  * columns are ours, at the end: the cost model's time and bus bandwidth.
  *
  * Times are averaged over ranks, as nccl-tests does by default (-a 1);
@@ -25,6 +25,7 @@ struct sweep_job {
     struct ch5_job base; /* first: see chapter5.h */
     struct costmodel model;
     uint64_t wrong;
+    uint64_t bad_checks; /* nccl-tests' "Out of bounds values": checks (rank x row x place) with a wrong element */
     double last_time_s; /* the last row's out-of-place time */
     FILE *csv;
 };
@@ -98,10 +99,14 @@ static void sweep_format_time(double us, char *buf, size_t len)
 static void sweep_header(const struct sweep_job *j, int world)
 {
     const struct ch5_opts *o = j->base.opt;
+    char timeout[24] = "none"; /* --timeout=0: no watchdog, blocking MPI calls */
+    if (o->timeout_s != COMM_NO_TIMEOUT)
+        snprintf(timeout, sizeof timeout, "%g s", o->timeout_s > 0 ? o->timeout_s : COMM_DEFAULT_TIMEOUT_S);
     printf("# backend %s  world %d  algo %s  minBytes %llu  maxBytes %llu  step: %llu(factor)  warmup iters: %d  "
-           "iters: %d  check: %d\n",
+           "iters: %d  check: %d  timeout: %s\n",
            o->backend, world, comm_algo_name(j->base.algo), (unsigned long long)o->min_bytes,
-           (unsigned long long)o->max_bytes, (unsigned long long)o->step_factor, o->warmup, o->iters, o->check);
+           (unsigned long long)o->max_bytes, (unsigned long long)o->step_factor, o->warmup, o->iters, o->check,
+           timeout);
     char gamma[48] = "0 (adding costs no more than copying here)";
     if (j->model.gamma_s_per_b > 0)
         snprintf(gamma, sizeof gamma, "%.3f GB/s", 1e-9 / j->model.gamma_s_per_b);
@@ -136,14 +141,15 @@ static int sweep_row(struct sweep_job *j, comm_t *c, void *send, void *recv, voi
         (rc = sweep_count_wrong(c, host, recv, count, o->op, &wrong[1])) < 0)
         return rc;
     double agg[4] = {t[0], t[1], 0, 0};
-    double wr[2] = {(double)wrong[0], (double)wrong[1]};
+    double wr[3] = {(double)wrong[0], (double)wrong[1], (double)(wrong[0] > 0) + (wrong[1] > 0)};
     if ((rc = sweep_host_allreduce(c, scratch, agg, 2, COMM_AVG)) < 0 ||
-        (rc = sweep_host_allreduce(c, scratch, wr, 2, COMM_SUM)) < 0)
+        (rc = sweep_host_allreduce(c, scratch, wr, 3, COMM_SUM)) < 0)
         return rc;
     if (comm_rank(c) != 0)
         return 0;
     j->last_time_s = agg[0];
     j->wrong += (uint64_t)(wr[0] + wr[1]);
+    j->bad_checks += (uint64_t)wr[2];
     if (o->quiet)
         return 0;
     double bytes = (double)count * 4, factor = comm_busbw_factor(COMM_ALLREDUCE, W);
@@ -186,6 +192,14 @@ static int sweep_fit_alpha(struct sweep_job *j, comm_t *c, void *buf, void *scra
     return 0;
 }
 
+/* The size after `bytes`, or 0 past max-bytes; never wraps around, however
+ * large the factor. main.c made sure min-bytes >= 4 (one element) and
+ * min <= max, so the table has a row. */
+static uint64_t sweep_next(const struct ch5_opts *o, uint64_t bytes)
+{
+    return bytes > o->max_bytes / o->step_factor ? 0 : bytes * o->step_factor;
+}
+
 static int sweep_rank(struct rank_ctx *ctx)
 {
     struct sweep_job *j = ctx->shared;
@@ -210,23 +224,25 @@ static int sweep_rank(struct rank_ctx *ctx)
 
     progress_t bar;
     uint64_t rows = 0, total = 0;
-    for (uint64_t b = o->min_bytes; b <= o->max_bytes; b *= o->step_factor)
+    for (uint64_t b = o->min_bytes; b; b = sweep_next(o, b))
         total++;
     if (lead)
         progress_begin(&bar, "all-reduce sweep", total);
     double busbw_sum = 0;
-    for (uint64_t bytes = o->min_bytes; rc == 0 && bytes <= o->max_bytes; bytes *= o->step_factor) {
-        size_t count = (size_t)(bytes / 4);
-        if (count > 0)
-            rc = sweep_row(j, c, send, recv, scratch, host, count, &busbw_sum);
-        rows += count > 0;
+    for (uint64_t bytes = o->min_bytes; rc == 0 && bytes; bytes = sweep_next(o, bytes)) {
+        rc = sweep_row(j, c, send, recv, scratch, host, (size_t)(bytes / 4), &busbw_sum);
+        rows++;
         if (lead)
             progress_update(&bar, rows);
     }
     if (lead) {
         progress_end(&bar, rows);
         if (rc == 0) {
-            printf("# Wrong elements       : %llu %s\n", (unsigned long long)j->wrong, j->wrong ? "FAILED" : "OK");
+            /* nccl-tests' summary line, word for word (src/common.cu): its
+             * number counts the checks that found a wrong element, one per
+             * rank, size and place; the #wrong columns count elements */
+            printf("# Out of bounds values : %llu %s\n", (unsigned long long)j->bad_checks,
+                   j->bad_checks ? "FAILED" : "OK");
             printf("# Avg bus bandwidth    : %g\n#\n", rows ? busbw_sum / (2.0 * (double)rows) : 0.0);
         }
     }

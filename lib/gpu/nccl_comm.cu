@@ -573,4 +573,5 @@ const struct comm_backend_ops comm_backend_nccl = {
     nccl_mem_alloc,
     nccl_mem_free,
     nccl_mem_copy,
+    0, /* untimed: never; every NCCL wait has its watchdog (nccl_poll) */
 };

@@ -1,5 +1,7 @@
 /* comm_mpi: the MPI backend (see comm_mpi.h): one process per rank under
- * mpirun, every collective a non-blocking MPI call polled with MPI_Test.
+ * mpirun, every collective a non-blocking MPI call polled with MPI_Test;
+ * without a watchdog (COMM_NO_TIMEOUT) the blocking forms call MPI's
+ * blocking functions (MPI_Allreduce, ...) instead, see mpi_start().
  *
  * Read in this order: the session (MPI_Init once per process, shared with the
  * NCCL backend), mpi_poll() (how a wait becomes a timeout instead of a hang),
@@ -142,9 +144,10 @@ static int mpi_poll(MPI_Request *req, uint64_t deadline_ns, int *timed_out)
     }
 }
 
+/* 0 s: no watchdog (COMM_NO_TIMEOUT), so no deadline */
 static uint64_t mpi_deadline(double timeout_s)
 {
-    return clock_now_ns() + (uint64_t)(timeout_s * 1e9);
+    return timeout_s > 0 ? clock_now_ns() + (uint64_t)(timeout_s * 1e9) : UINT64_MAX;
 }
 
 int comm_mpi_bcast_bytes(void *buf, size_t bytes, int root, double timeout_s)
@@ -175,6 +178,7 @@ int comm_mpi_bcast_bytes(void *buf, size_t bytes, int root, double timeout_s)
 struct mpi_comm {
     MPI_Comm comm;     /* our own duplicate: its collectives match only ours */
     int abort_on_close; /* a collective is stuck in MPI: close must abort */
+    const char *last_call; /* comm_mpi_last_call() */
 };
 
 struct mpi_req {
@@ -287,21 +291,26 @@ static int mpi_overlap(const void *a, size_t na, const void *b, size_t nb)
     return na && nb && x < y + nb && y < x + na;
 }
 
-/* Posts the collective's MPI call. */
-static int mpi_post(comm_t *c, const struct comm_coll_desc *d, struct mpi_req *q)
+/* Calls the collective's MPI function: the non-blocking one (MPI_Iallreduce,
+ * ..., request in q->r), or with `blocking` the blocking one (MPI_Allreduce,
+ * ..., done on return, q->r = MPI_REQUEST_NULL). */
+static int mpi_post(comm_t *c, const struct comm_coll_desc *d, struct mpi_req *q, int blocking)
 {
     MPI_Comm comm = ((struct mpi_comm *)c->impl)->comm;
     MPI_Datatype t = mpi_type(d->dtype);
     int n = (int)d->count;
     size_t es = comm_dtype_size(d->dtype), bytes = d->count * es;
     const void *send = d->sendbuf == d->recvbuf ? MPI_IN_PLACE : d->sendbuf;
+    q->r = MPI_REQUEST_NULL;
     switch (d->coll) {
     case COMM_ALLREDUCE:
-        q->call = "MPI_Iallreduce";
-        return MPI_Iallreduce(send, d->recvbuf, n, t, MPI_SUM, comm, &q->r);
+        q->call = blocking ? "MPI_Allreduce" : "MPI_Iallreduce";
+        return blocking ? MPI_Allreduce(send, d->recvbuf, n, t, MPI_SUM, comm)
+                        : MPI_Iallreduce(send, d->recvbuf, n, t, MPI_SUM, comm, &q->r);
     case COMM_BROADCAST:
-        q->call = "MPI_Ibcast";
-        return MPI_Ibcast(d->recvbuf, n, t, d->root, comm, &q->r);
+        q->call = blocking ? "MPI_Bcast" : "MPI_Ibcast";
+        return blocking ? MPI_Bcast(d->recvbuf, n, t, d->root, comm)
+                        : MPI_Ibcast(d->recvbuf, n, t, d->root, comm, &q->r);
     case COMM_REDUCE_SCATTER: {
         /* NCCL's in-place form (recv inside send) is not MPI's (MPI_IN_PLACE
          * leaves the result at the start of the buffer, over block 0), so an
@@ -312,20 +321,43 @@ static int mpi_post(comm_t *c, const struct comm_coll_desc *d, struct mpi_req *q
                 return MPI_ERR_NO_MEM;
             out = q->tmp;
         }
-        q->call = "MPI_Ireduce_scatter_block";
-        return MPI_Ireduce_scatter_block(d->sendbuf, out, n, t, MPI_SUM, comm, &q->r);
+        q->call = blocking ? "MPI_Reduce_scatter_block" : "MPI_Ireduce_scatter_block";
+        return blocking ? MPI_Reduce_scatter_block(d->sendbuf, out, n, t, MPI_SUM, comm)
+                        : MPI_Ireduce_scatter_block(d->sendbuf, out, n, t, MPI_SUM, comm, &q->r);
     }
     case COMM_ALLGATHER:
         /* here the conventions agree: in place means my block of recvbuf */
         send = (const char *)d->recvbuf + (size_t)c->rank * bytes == d->sendbuf && bytes ? MPI_IN_PLACE : d->sendbuf;
-        q->call = "MPI_Iallgather";
-        return MPI_Iallgather(send, n, t, d->recvbuf, n, t, comm, &q->r);
+        q->call = blocking ? "MPI_Allgather" : "MPI_Iallgather";
+        return blocking ? MPI_Allgather(send, n, t, d->recvbuf, n, t, comm)
+                        : MPI_Iallgather(send, n, t, d->recvbuf, n, t, comm, &q->r);
     default:
-        q->call = "MPI_Ibarrier";
-        return MPI_Ibarrier(comm, &q->r);
+        q->call = blocking ? "MPI_Barrier" : "MPI_Ibarrier";
+        return blocking ? MPI_Barrier(comm) : MPI_Ibarrier(comm, &q->r);
     }
 }
 
+/* After MPI finished the collective: the in-place copy, the average's
+ * division, the result check; frees q. */
+static int mpi_complete(comm_t *c, const struct comm_coll_desc *d, struct mpi_req *q)
+{
+    if (q->tmp)
+        memcpy(d->recvbuf, q->tmp, d->count * comm_dtype_size(d->dtype));
+    free(q->tmp);
+    free(q);
+    if (d->op == COMM_AVG && (d->coll == COMM_ALLREDUCE || d->coll == COMM_REDUCE_SCATTER))
+        comm_reduce_divide(d->dtype, d->recvbuf, d->count, c->world);
+    size_t bytes;
+    if (c->check == COMM_CHECK_RESULTS && comm_checks_result_bytes(d, c->world, &bytes))
+        return comm_checks_results(c, d, comm_checksum(d->recvbuf, bytes), mpi_exchange);
+    return 0;
+}
+
+/* Without a watchdog (c->timeout_s == 0, COMM_NO_TIMEOUT) a blocking
+ * collective (comm_allreduce, ...) calls MPI's blocking function directly and
+ * completes inside start(): the same call path as a plain MPI program, so
+ * `make bench` compares against MPI_Allreduce itself. With a timeout, or for
+ * comm_*_start, it posts the non-blocking call and wait() polls it. */
 static int mpi_start(comm_t *c, comm_request_t *req)
 {
     const struct comm_coll_desc *d = &req->desc;
@@ -341,13 +373,22 @@ static int mpi_start(comm_t *c, comm_request_t *req)
     struct mpi_req *q = calloc(1, sizeof *q);
     if (!q)
         return err_set(ERR_NOMEM, "mpi: rank %d: cannot allocate a request", c->rank);
-    int rc = mpi_post(c, d, q);
+    int blocking = req->blocking && c->timeout_s == 0;
+    int rc = mpi_post(c, d, q, blocking);
+    ((struct mpi_comm *)c->impl)->last_call = q->call;
     if (rc != MPI_SUCCESS) {
         ((struct mpi_comm *)c->impl)->abort_on_close = 1;
         mpi_fail(rc, q->call ? q->call : "MPI", c->rank, comm_coll_describe(d, desc, sizeof desc));
         free(q->tmp);
         free(q);
         return ERR_IO;
+    }
+    if (blocking) {
+        req->status = mpi_complete(c, d, q);
+        if (req->status < 0)
+            snprintf(req->err_buf, sizeof req->err_buf, "%s", err_msg());
+        req->done = 1;
+        return 0;
     }
     req->impl = q;
     return 0;
@@ -356,27 +397,24 @@ static int mpi_start(comm_t *c, comm_request_t *req)
 static int mpi_wait(comm_t *c, comm_request_t *req)
 {
     struct mpi_req *q = req->impl;
-    const struct comm_coll_desc *d = &req->desc;
-    int rc = mpi_finish(c, &q->r, q->call, d, "");
+    int rc = mpi_finish(c, &q->r, q->call, &req->desc, "");
     if (rc < 0) {
         /* q->tmp may still be written by the posted call: keep it until MPI_Abort */
         free(q);
         return rc;
     }
-    if (q->tmp)
-        memcpy(d->recvbuf, q->tmp, d->count * comm_dtype_size(d->dtype));
-    free(q->tmp);
-    free(q);
-    if (d->op == COMM_AVG && (d->coll == COMM_ALLREDUCE || d->coll == COMM_REDUCE_SCATTER))
-        comm_reduce_divide(d->dtype, d->recvbuf, d->count, c->world);
-    size_t bytes;
-    if (c->check == COMM_CHECK_RESULTS && comm_checks_result_bytes(d, c->world, &bytes))
-        return comm_checks_results(c, d, comm_checksum(d->recvbuf, bytes), mpi_exchange);
-    return 0;
+    return mpi_complete(c, &req->desc, q);
+}
+
+const char *comm_mpi_last_call(const comm_t *c)
+{
+    const char *call = ((const struct mpi_comm *)c->impl)->last_call;
+    return call ? call : "";
 }
 
 const struct comm_backend_ops comm_backend_mpi = {
     .name = "mpi",
+    .untimed = 1,
     .launch_resolve = mpi_launch_resolve,
     .open = mpi_open,
     .close = mpi_close,

@@ -59,6 +59,12 @@ void comm_mpi_session_end(int abort_job);
  * the session's end aborts it. */
 int comm_mpi_bcast_bytes(void *buf, size_t bytes, int root, double timeout_s);
 
+/* The MPI function that c's last collective called ("MPI_Allreduce",
+ * "MPI_Iallreduce", ...; "" before the first), so a test can tell the
+ * blocking path (no watchdog) from the polled one. c must be an mpi
+ * communicator. */
+const char *comm_mpi_last_call(const comm_t *c);
+
 #ifdef __cplusplus
 }
 #endif
