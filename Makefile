@@ -78,7 +78,7 @@ $(BUILD)/obj/lib/mpi/%.o: lib/mpi/%.c $(BUILD)/config.mk
 	$(CC) $(CPPFLAGS) $(MPI_CFLAGS) $(CFLAGS) $(WARN) -c -o $@ $<
 $(BUILD)/obj/lib/gpu/%.o: lib/gpu/%.cu $(BUILD)/config.mk
 	@mkdir -p $(@D)
-	$(NVCC) $(CPPFLAGS) $(NVCCFLAGS) -c -o $@ $<
+	$(NVCC) $(CPPFLAGS) $(NVCCFLAGS) -MD -MF $(@:.o=.d) -c -o $@ $<
 $(LIB): $(CORE_OBJS)
 	@rm -f $@; ar rcs $@ $^
 $(BUILD)/libddp_mpi.a: $(MPI_OBJS)
