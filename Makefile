@@ -32,8 +32,9 @@ $(BUILD)/config.mk: mk/features.sh
 	@mkdir -p $(BUILD)
 	@sh mk/features.sh > $@.tmp && mv $@.tmp $@
 
-features: ## print which optional features are found, and what a missing one turns off
-	@sh mk/features.sh > /dev/null
+features: ## detect features again (after installing a package) and print one line each
+	@mkdir -p $(BUILD)
+	@sh mk/features.sh > $(BUILD)/config.mk.tmp && mv $(BUILD)/config.mk.tmp $(BUILD)/config.mk
 
 ifeq ($(HAVE_MPI),1)
   CPPFLAGS += -DHAVE_MPI=1
@@ -99,6 +100,7 @@ chapter-$(call chapter_num,$(1)): $(BUILD)/chapter-$(call chapter_num,$(1))
 .PHONY: chapter-$(call chapter_num,$(1))
 endef
 $(foreach d,$(CHAPTER_DIRS),$(eval $(call chapter_rules,$(d))))
+# chapter-%: ## build and run chapter N's program on its defaults; ARGS='--help' and others pass through
 
 # ---- tests: tests/test_*.c -> build/tests/test_* -----------------------------
 HARNESS_OBJS := $(BUILD)/obj/tests/harness/check.o $(BUILD)/obj/tests/harness/isolate.o
@@ -115,8 +117,9 @@ tests: all $(TEST_BINS)
 FUZZ_SECONDS ?= 30
 FUZZ_TARGETS := $(patsubst tests/fuzz/%.c,$(BUILD)/fuzz/%,$(wildcard tests/fuzz/fuzz_*.c))
 $(BUILD)/fuzz/%: tests/fuzz/%.c $(CORE_SRCS) $(wildcard lib/*.h sim/*.h)
+	@[ "$(HAVE_CLANG_FUZZER)" = 1 ] || { echo "make fuzz needs clang with libFuzzer: apt-get install clang libclang-rt-14-dev, then make features" >&2; exit 1; }
 	@mkdir -p $(@D)
-	clang -g -O1 -std=c11 -D_GNU_SOURCE -Ilib -Isim -fsanitize=fuzzer,address,undefined -o $@ $< $(CORE_SRCS) $(filter-out -pthread,$(LDLIBS)) -pthread
+	clang -g -O1 -std=c11 -D_GNU_SOURCE -Ilib -Isim $(WARN) -fsanitize=fuzzer,address,undefined -o $@ $< $(CORE_SRCS) $(filter-out -pthread,$(LDLIBS)) -pthread
 fuzz-build: $(FUZZ_TARGETS)
 fuzz: $(FUZZ_TARGETS) ## run every libFuzzer target for FUZZ_SECONDS (default 30) each
 	@for t in $(FUZZ_TARGETS); do \
@@ -140,7 +143,9 @@ lab-%: $(LIB) $(BACKEND_ARCHIVES) ## grade lab N: make lab-N [IMPL=ref|student|s
 lab-skeletons: ## regenerate every lab's learner file from the reference (overwrites your work!)
 	@bash labs/lab.sh --write-skeletons
 bench: all ## run every chapter's benchmarks; each prints its ratio against a peer or limit
-	@for d in $(CHAPTER_DIRS); do [ -x $$d/bench.sh ] && BUILD=$(BUILD) $$d/bench.sh || true; done
+	@failed=""; for d in $(CHAPTER_DIRS); do \
+	    [ -x $$d/bench.sh ] || continue; BUILD=$(BUILD) $$d/bench.sh || failed="$$failed $$d"; done; \
+	    [ -z "$$failed" ] || { echo "bench: these benchmarks failed to run:$$failed" >&2; exit 1; }
 plots: all ## run each chapter's plotted experiment: CSV, PNG and SVG into notebooks-out/
 	@for n in $(CHAPTERS); do \
 	    if ls chapters/*$$n-*/plot.gp >/dev/null 2>&1; then ./$(BUILD)/chapter-$$n --plot || exit 1; fi; done
@@ -153,7 +158,7 @@ clean: ## remove build/ and generated notebooks-out/ (keeps notebooks-out/refere
 	find notebooks-out -mindepth 1 -maxdepth 1 ! -name reference -exec rm -rf {} +
 help: ## list the entry points
 	@echo "make targets:"
-	@grep -hE '^[a-z%-]+:.*## ' $(MAKEFILE_LIST) | sed -E 's/^([a-z%-]+):.*## /  \1\t/' | sed 's/%/N/' | expand -t 18
+	@grep -hE '^(# )?[a-z%-]+:.*## ' $(MAKEFILE_LIST) | sed -E 's/^(# )?([a-z%-]+):.*## /  \2\t/' | sed 's/%/N/' | expand -t 18
 	@echo "variables: BUILD=dir  SAN=address,undefined  WITH_CUDA=0  WITH_MPI=0  ARGS='...' (for chapter-N)"
 
 .PHONY: all tests test check tsan bench plots demo clean help features fuzz fuzz-build lab-skeletons test-gpu

@@ -54,6 +54,7 @@ struct batch_dynamic {
     struct batch_dynamic_options opt;
     uint64_t epoch;
     int ready;
+    struct sampler_repeat repeat;
     sampler_seq_t items;       /* every placed index, batch after batch */
     struct batch_span *spans;  /* the epoch's batches, padding repeats at the end */
     uint64_t span_count, span_cap;
@@ -175,6 +176,7 @@ static void batch_dynamic_clear(batch_dynamic_t *d)
 int batch_dynamic_begin(batch_dynamic_t *d)
 {
     batch_dynamic_clear(d);
+    sampler_repeat_check(&d->repeat, "dynamic batch sampler", d->opt.rank, d->epoch, d->opt.shuffle);
     const struct batch_dynamic_options *o = &d->opt;
     const uint64_t n = dataset_info(d->ds)->length, epoch_seed = o->seed + d->epoch;
     uint64_t buffer = o->sort_size > UINT64_MAX / o->world ? UINT64_MAX : o->sort_size * o->world;
@@ -248,6 +250,8 @@ int64_t batch_dynamic_get(const batch_dynamic_t *d, uint64_t step, uint64_t *out
         out[k] = sampler_seq_at(&d->items, b->first + k);
     return (int64_t)b->count;
 }
+
+int batch_dynamic_warned(const batch_dynamic_t *d) { return d->repeat.warned; }
 
 struct batch_dynamic_stats batch_dynamic_stats(const batch_dynamic_t *d) { return d->stats; }
 

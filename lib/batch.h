@@ -88,8 +88,10 @@ int batch_dynamic_create(const dataset_t *ds, const struct batch_dynamic_options
 void batch_dynamic_set_epoch(batch_dynamic_t *d, uint64_t epoch);
 
 /* Builds the epoch's batch list (every rank computes the same one). Reads
- * every record's length with dataset_length_of(). 0, or the dataset's error
- * naming the record, or ERR_NOMEM. */
+ * every record's length with dataset_length_of(). Like sampler_begin(), warns
+ * once on stderr (per sampler) when a shuffled epoch is begun twice without a
+ * new set_epoch() value. 0, or the dataset's error naming the record, or
+ * ERR_NOMEM. */
 int batch_dynamic_begin(batch_dynamic_t *d);
 
 /* Steps left for this rank from start_step: the same on every rank. */
@@ -99,6 +101,9 @@ uint64_t batch_dynamic_len(const batch_dynamic_t *d);
  * out[0 .. max_samples) and returns their count; ERR_RANGE past the end,
  * ERR_STATE before batch_dynamic_begin(). */
 int64_t batch_dynamic_get(const batch_dynamic_t *d, uint64_t step, uint64_t *out);
+
+/* 1 once this sampler has printed its "same order again" warning, else 0. */
+int batch_dynamic_warned(const batch_dynamic_t *d);
 
 /* The current epoch's totals (zero before batch_dynamic_begin()). */
 struct batch_dynamic_stats batch_dynamic_stats(const batch_dynamic_t *d);

@@ -8,6 +8,7 @@
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 int cli_parse_u64(const char *flag, const char *text, uint64_t *out)
 {
@@ -78,7 +79,11 @@ int cli_parse_bytes(const char *flag, const char *text, uint64_t *out)
 
 int cli_parse_seed(const char *flag, const char *text, uint64_t *out)
 {
-    if (text && text[0] == '-') {
+    const char *digits = text && text[0] == '-' ? text + 1 : text;
+    if (!digits || !*digits || digits[strspn(digits, "0123456789")])
+        return err_set(ERR_ARG, "--%s: expected an integer from -2^63 to 2^64-1 (negative allowed), got '%s'", flag,
+                       text ? text : "");
+    if (text[0] == '-') {
         int64_t v;
         int rc = cli_parse_i64(flag, text, &v);
         if (rc)

@@ -4,6 +4,8 @@
 
 #include "error.h"
 
+#include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -39,20 +41,48 @@ const struct dataset_info *dataset_info(const dataset_t *ds) { return &ds->info;
 
 const char *dataset_name(const dataset_t *ds) { return ds->name; }
 
+/* The one range check of every read. `position` is the index's place in a
+ * batch, named in the message, or -1 outside a batch. */
+static int dataset_check_index(const dataset_t *ds, uint64_t index, int64_t position)
+{
+    if (index < ds->info.length)
+        return 0;
+    char at[48] = "";
+    if (position >= 0)
+        snprintf(at, sizeof at, " at position %lld of the batch", (long long)position);
+    return err_set(ERR_RANGE, "%s: record %llu%s is out of range (the dataset has %llu records)", ds->name,
+                   (unsigned long long)index, at, (unsigned long long)ds->info.length);
+}
+
 int dataset_read(const dataset_t *ds, uint64_t index, void *dst, uint64_t cap, struct dataset_record *rec)
 {
-    if (index >= ds->info.length)
-        return err_set(ERR_RANGE, "%s: record %llu is out of range (the dataset has %llu records)", ds->name,
-                       (unsigned long long)index, (unsigned long long)ds->info.length);
-    return ds->ops->read(ds, index, dst, cap, rec);
+    int rc = dataset_check_index(ds, index, -1);
+    return rc < 0 ? rc : ds->ops->read(ds, index, dst, cap, rec);
+}
+
+int dataset_read_batch(const dataset_t *ds, const uint64_t *indices, uint32_t count, void *dst, uint64_t stride,
+                       struct dataset_record *recs)
+{
+    for (uint32_t i = 0; i < count; i++) {
+        int rc = dataset_check_index(ds, indices[i], i);
+        if (rc < 0)
+            return rc;
+    }
+    if (ds->ops->read_batch)
+        return ds->ops->read_batch(ds, indices, count, dst, stride, recs);
+    uint8_t *row = dst;
+    for (uint32_t i = 0; i < count; i++, row += stride) {
+        int rc = ds->ops->read(ds, indices[i], row, stride, &recs[i]);
+        if (rc < 0)
+            return err_wrap(rc, "position %u of the batch", i);
+    }
+    return 0;
 }
 
 int dataset_length_of(const dataset_t *ds, uint64_t index, uint64_t *length)
 {
-    if (index >= ds->info.length)
-        return err_set(ERR_RANGE, "%s: record %llu is out of range (the dataset has %llu records)", ds->name,
-                       (unsigned long long)index, (unsigned long long)ds->info.length);
-    return ds->ops->length_of(ds, index, length);
+    int rc = dataset_check_index(ds, index, -1);
+    return rc < 0 ? rc : ds->ops->length_of(ds, index, length);
 }
 
 void dataset_close(dataset_t *ds)

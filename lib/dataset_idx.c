@@ -498,6 +498,31 @@ static int idx_read(const dataset_t *ds, uint64_t index, void *dst, uint64_t cap
     return 0;
 }
 
+/* dataset_read_batch(): one tight loop of copies, with the format checks done
+ * once for the batch instead of once per record. Consecutive records' cache
+ * misses are independent, so the core overlaps them by itself; the fewer
+ * instructions between two records' loads, the more records it keeps in
+ * flight. Measured (chapter 1's README, "Measured"): 1.3-1.4x the same copies
+ * made through the per-record read op. Software prefetch of the records 4, 8
+ * or 16 positions ahead added nothing measurable on top, so there is none. */
+static int idx_read_batch(const dataset_t *ds, const uint64_t *indices, uint32_t count, void *dst, uint64_t stride,
+                          struct dataset_record *recs)
+{
+    const struct idx *x = ds->impl;
+    uint64_t n = x->images.record_bytes;
+    if (count > 0 && n > stride)
+        return err_set(ERR_RANGE, "%s: record %llu at position 0 of the batch has %llu bytes, a row only %llu",
+                       ds->name, (unsigned long long)indices[0], (unsigned long long)n, (unsigned long long)stride);
+    const uint8_t *base = x->images.bytes + x->images.header_bytes;
+    uint8_t *row = dst;
+    for (uint32_t i = 0; i < count; i++, row += stride) {
+        memcpy(row, base + indices[i] * n, n);
+        recs[i].bytes = recs[i].length = n;
+        recs[i].label = x->label_of ? x->label_of[indices[i]] : -1;
+    }
+    return 0;
+}
+
 static int idx_length_of(const dataset_t *ds, uint64_t index, uint64_t *length)
 {
     (void)index;
@@ -514,7 +539,8 @@ static void idx_close(dataset_t *ds)
     free(ds);
 }
 
-static const struct dataset_ops idx_ops = {idx_read, idx_length_of, idx_close};
+static const struct dataset_ops idx_ops = {
+    .read = idx_read, .read_batch = idx_read_batch, .length_of = idx_length_of, .close = idx_close};
 
 static int idx_open_labels(struct idx *x, const char *path)
 {

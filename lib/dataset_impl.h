@@ -7,6 +7,10 @@
 
 struct dataset_ops {
     int (*read)(const dataset_t *ds, uint64_t index, void *dst, uint64_t cap, struct dataset_record *rec);
+    /* Optional: dataset_read_batch() with every index already checked. NULL:
+     * dataset.c loops over read. */
+    int (*read_batch)(const dataset_t *ds, const uint64_t *indices, uint32_t count, void *dst, uint64_t stride,
+                      struct dataset_record *recs);
     int (*length_of)(const dataset_t *ds, uint64_t index, uint64_t *length);
     void (*close)(dataset_t *ds);
 };

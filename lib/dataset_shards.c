@@ -81,7 +81,7 @@ static void shards_close(dataset_t *ds)
     free(ds);
 }
 
-static const struct dataset_ops shards_ops = {shards_read, shards_length_of, shards_close};
+static const struct dataset_ops shards_ops = {.read = shards_read, .length_of = shards_length_of, .close = shards_close};
 
 /* "variable-size records" or "784-byte records (28x28)", for messages. */
 static const char *shards_describe(const struct dataset_info *info, char *buf, size_t len)

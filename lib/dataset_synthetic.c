@@ -55,7 +55,7 @@ static void synthetic_close(dataset_t *ds)
     free(ds);
 }
 
-static const struct dataset_ops synthetic_ops = {synthetic_read, synthetic_length_of, synthetic_close};
+static const struct dataset_ops synthetic_ops = {.read = synthetic_read, .length_of = synthetic_length_of, .close = synthetic_close};
 
 int dataset_synthetic_open(const struct dataset_options *opt, dataset_t **out)
 {

@@ -98,7 +98,7 @@ struct loader_options {
     uint32_t max_batch;       /* the most samples a batch may have (sizes labels and lengths) */
     uint64_t slot_bytes;      /* data bytes per slot; 0: max_batch × the dataset's max_record_bytes */
     int out_of_order;         /* deliver batches as they finish (PyTorch's in_order=False) */
-    double timeout_s;         /* 0: wait forever; else loader_next() fails after this long without its batch */
+    double timeout_s;         /* 0: wait forever; else loader_next() fails after this long without its batch (at most 1e6) */
     uint64_t seed;            /* base seed of every transform's randomness */
     loader_collate_fn collate; /* NULL: loader_collate_stack */
     void *collate_user;
@@ -138,12 +138,15 @@ struct loader_stats {
     uint64_t slot_bytes;     /* bytes of one slot (data, labels and lengths) */
     uint64_t memory_bytes;   /* slots × slot_bytes: all the batch memory the loader holds */
     uint32_t max_busy_slots; /* the most slots filling, ready or held at once (≤ slots) */
+    uint32_t ready_slots;    /* now: finished batches waiting for loader_next() (the prefetched depth) */
 };
 
 /* Allocates the ring and starts the workers. `ds` must outlive the loader.
- * Returns 0 and sets *out, or ERR_ARG (bad option, variable-length records
- * with the stacking collate), ERR_NOMEM (a slot allocation failed; nothing
- * leaks), ERR_IO (a thread could not start), with err_msg() saying which. */
+ * Returns 0 and sets *out, or ERR_ARG (a bad option: timeout_s NaN, negative
+ * or over 1e6 s; a slot whose layout or ring size overflows 64 bits, named
+ * "slot_bytes"; variable-length records with the stacking collate), ERR_NOMEM
+ * (a slot allocation failed; nothing leaks), ERR_IO (a thread could not
+ * start), with err_msg() saying which. */
 int loader_open(const dataset_t *ds, const struct loader_options *opt, loader_t **out);
 
 /* Starts an epoch. If the previous epoch is unfinished (the trainer broke out
@@ -196,7 +199,8 @@ uint64_t loader_sample_seed(uint64_t base, uint64_t epoch, uint64_t index);
 int loader_read_sample(struct loader_job *job, uint32_t i, void *dst, uint64_t cap, struct dataset_record *rec);
 
 /* The default collate: fixed-size records stacked row after row (stride =
- * record size), like torch.stack in PyTorch's default_collate. */
+ * record size), like torch.stack in PyTorch's default_collate. The batch is
+ * read with one dataset_read_batch(), then transformed sample by sample. */
 int loader_collate_stack(void *user, struct loader_job *job);
 
 /* Variable-length records: every row is padded with zeros to the batch's

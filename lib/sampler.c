@@ -36,10 +36,8 @@ struct sampler {
     struct sampler_options opt;
     uint64_t num_samples; /* per rank; total_size = num_samples x world */
     uint64_t epoch;
-    uint64_t last_begun_epoch; /* the epoch sampler_begin() last ran for, when begun */
-    int begun;                 /* sampler_begin() has run at least once */
-    int ready;                 /* ... and since the last sampler_set_epoch() */
-    int warned;
+    int ready;                  /* sampler_begin() has run since the last sampler_set_epoch() */
+    struct sampler_repeat repeat;
     sampler_seq_t view;         /* SAMPLER_TORCH: this rank's indices */
     sampler_feistel_t feistel;  /* SAMPLER_FEISTEL: this epoch's bijection */
 };
@@ -295,23 +293,24 @@ void sampler_set_epoch(sampler_t *s, uint64_t epoch)
     s->ready = 0;
 }
 
-/* The seeds' "forgot set_epoch" trap: PyTorch silently repeats the order. */
-static void sampler_warn_repeat(sampler_t *s)
+int sampler_repeat_check(struct sampler_repeat *r, const char *who, uint32_t rank, uint64_t epoch, int shuffle)
 {
-    if (s->begun && s->last_begun_epoch == s->epoch && s->opt.shuffle && !s->warned) {
+    int warn = r->begun && r->last_epoch == epoch && shuffle && !r->warned;
+    if (warn) {
         fprintf(stderr,
-                "sampler: warning: rank %u: the order of epoch %llu was asked for again without set_epoch(); "
+                "%s: warning: rank %u: the order of epoch %llu was asked for again without set_epoch(); "
                 "every such epoch sees the same order (call set_epoch(epoch) before each epoch)\n",
-                s->opt.rank, (unsigned long long)s->epoch);
-        s->warned = 1;
+                who, rank, (unsigned long long)epoch);
+        r->warned = 1;
     }
-    s->begun = 1;
-    s->last_begun_epoch = s->epoch;
+    r->begun = 1;
+    r->last_epoch = epoch;
+    return warn;
 }
 
 int sampler_begin(sampler_t *s)
 {
-    sampler_warn_repeat(s);
+    sampler_repeat_check(&s->repeat, "sampler", s->opt.rank, s->epoch, s->opt.shuffle);
     const uint64_t n = s->opt.size;
     if (s->opt.mode == SAMPLER_FEISTEL) {
         sampler_feistel_init(&s->feistel, n, s->opt.seed + s->epoch);
@@ -374,7 +373,7 @@ int sampler_get(const sampler_t *s, uint64_t k, uint64_t *index)
 
 const sampler_seq_t *sampler_view(const sampler_t *s) { return s->opt.mode == SAMPLER_TORCH ? &s->view : NULL; }
 
-int sampler_warned(const sampler_t *s) { return s->warned; }
+int sampler_warned(const sampler_t *s) { return s->repeat.warned; }
 
 void sampler_destroy(sampler_t *s)
 {

@@ -110,6 +110,20 @@ const sampler_seq_t *sampler_view(const sampler_t *s);
 /* 1 once this sampler has printed its "same order again" warning, else 0. */
 int sampler_warned(const sampler_t *s);
 
+/* The "forgot set_epoch" trap, shared by every sampler that shuffles by
+ * seed + epoch (this one and lib/batch.h's): PyTorch silently repeats the
+ * order. Zero-initialised; one per sampler, hence one per rank. */
+struct sampler_repeat {
+    uint64_t last_epoch; /* the epoch begun last, when begun */
+    int begun, warned;
+};
+
+/* Notes that `epoch` is being begun. The first time a shuffled epoch is begun
+ * right after itself (no new set_epoch() value in between), prints one
+ * warning on stderr naming `who`, the rank and the epoch, and returns 1;
+ * otherwise 0. */
+int sampler_repeat_check(struct sampler_repeat *r, const char *who, uint32_t rank, uint64_t epoch, int shuffle);
+
 /* Frees everything. NULL is allowed. */
 void sampler_destroy(sampler_t *s);
 

@@ -18,9 +18,9 @@ probe_lib() { # $1 header, $2 -l flag: can we compile and link against it?
         "$CC" -x c - -o /dev/null "$2" >/dev/null 2>&1
 }
 if probe_lib zlib.h -lz; then say zlib "found"
-else say zlib "NOT FOUND: gzipped IDX files cannot be read"; missing="$missing zlib1g-dev"; fi
+else say zlib "NOT FOUND (required: it reads gzipped datasets)"; missing="$missing zlib1g-dev"; fi
 if probe_lib jansson.h -ljansson; then say jansson "found"
-else say jansson "NOT FOUND: JSONL length fields cannot be parsed"; missing="$missing libjansson-dev"; fi
+else say jansson "NOT FOUND (required: it parses JSONL length fields)"; missing="$missing libjansson-dev"; fi
 
 # CUDA + NCCL. The toolkit keeps libnccl.so in lib/, not lib64/, so look in both.
 cuda_home=""
@@ -56,9 +56,8 @@ if command -v clang >/dev/null 2>&1 &&
     have_clang=1; say clang "found, with libFuzzer"
 else say clang "not found (or no libFuzzer): make fuzz is off (apt-get install clang libclang-rt-14-dev)"; fi
 
-torch=0
 if [ -x /usr/bin/python3 ] && /usr/bin/python3 -c 'import torch' >/dev/null 2>&1; then
-    torch=1; say pytorch "found: $(/usr/bin/python3 -c 'import torch; print(torch.__version__)')"
+    say pytorch "found: $(/usr/bin/python3 -c 'import torch; print(torch.__version__)')"
 else say pytorch "not found: cross-checks and benchmarks against PyTorch are skipped (apt-get install python3-torch)"; fi
 
 if [ -n "$missing" ]; then
@@ -71,6 +70,5 @@ echo "HAVE_CUDA := $have_cuda"
 echo "HAVE_NCCL := $have_nccl"
 echo "HAVE_MPI := $have_mpi"
 echo "HAVE_CLANG_FUZZER := $have_clang"
-echo "HAVE_TORCH := $torch"
 echo "CUDA_HOME := $cuda_home"
 echo "NCCL_LIBDIR := ${nccl_lib:-}"

@@ -10,6 +10,8 @@ t_out feistel_passes "PASS:" "$ch2" --sampler=feistel --size=1001 --world=6 --dr
 t_out dynamic_passes "PASS:" "$ch2" --sampler=dynamic --size=3000 --world=3 --epochs=2
 t_out dynamic_example_batches_pass "PASS:" "$ch2" --sampler=dynamic --size=999 --world=5 --batch-type=example \
     --budget=8 --start-step=2
+t_out drop_last_keeps_the_first_total "1000 distinct: the first 1000 of the order, 3 dropped" "$ch2" --size=1003 --world=4 \
+    --drop-last --epochs=2
 t_out padding_is_counted "the padding adds 2" "$ch2" --size=10 --world=4 --epochs=1
 t_out no_shuffle_keeps_order "same order" "$ch2" --size=50 --world=3 --no-shuffle --epochs=2
 t_fail forgotten_set_epoch_fails 1 "without set_epoch()" "$ch2" --size=100 --world=2 --no-set-epoch
@@ -35,3 +37,15 @@ t_fail missing_value 2 "--size" "$ch2" --size
 t_out small_budget_caps_length "PASS:" "$ch2" --sampler=dynamic --size=500 --budget=600 --epochs=1
 t_fail bad_budget 2 "--max-token-length" "$ch2" --sampler=dynamic --budget=100 --max-token-length=101
 t_fail missing_data 1 "no-such-file" "$ch2" --data=no-such-file.jsonl
+
+# --length-field: five records of 5 tokens and five of 500 by their "n" field (by bytes the
+# second five are the shorter ones); with a budget of 100 the long ones are skipped.
+for i in 0 1 2 3 4; do echo '{"n": 5, "text": "aaaa"}'; done > "$T_TMP/lengths.jsonl"
+for i in 5 6 7 8 9; do echo '{"n": 500, "text": "b"}'; done >> "$T_TMP/lengths.jsonl"
+t_out length_field_batches_by_field "0 1 2 3 4" "$ch2" --sampler=dynamic --data="$T_TMP/lengths.jsonl" \
+    --length-field=n --budget=100 --world=1 --no-shuffle --print-indices
+t_out length_field_check_passes "PASS:" "$ch2" --sampler=dynamic --data="$T_TMP/lengths.jsonl" --length-field=n \
+    --budget=100 --world=2 --epochs=2
+t_fail length_field_needs_data 2 "--length-field" "$ch2" --length-field=n
+t_fail bad_seed_text 2 "expected an integer from -2^63 to 2^64-1 (negative allowed), got 'abc'" "$ch2" --seed=abc
+t_out negative_seed_printed_signed "seed -1, shuffled" "$ch2" --seed=-1 --size=100 --epochs=1

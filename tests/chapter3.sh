@@ -1,5 +1,6 @@
 # chapter3.sh: build/chapter-3 as a user drives it: --help, strict flags, a
-# runtime error, --bench on synthetic data (its last line), a tiny experiment.
+# runtime error, --bench on synthetic data (its last line), a tiny experiment
+# (its CSV consistent with itself), no training step, JSONL records.
 source tests/lib.sh
 C3="$BUILD/chapter-3"
 
@@ -20,3 +21,31 @@ t_out experiment_small "STARVING" "$C3" --data=synthetic --workers=0,2 --work-us
     --step-ms=2 --out="$T_TMP/out"
 if [ -s "$T_TMP/out/loader_sweep.csv" ] && [ "$(wc -l < "$T_TMP/out/loader_sweep.csv")" = 5 ]; then t_pass experiment_csv
 else t_failed experiment_csv "expected a header and 4 rows in $T_TMP/out/loader_sweep.csv"; fi
+# Every row of the CSV agrees with itself: step = compute + wait, data-wait =
+# wait / step, and the verdict is data-wait above 10 %.
+bad=$(awk -F, 'NR > 1 { d = $6 - $9 - $10; f = $6 > 0 ? $10 / $6 - $7 : 0
+    if (d < -0.001 || d > 0.001 || f < -0.001 || f > 0.001 || $12 != ($7 > 0.1)) print }' "$T_TMP/out/loader_sweep.csv")
+if [ "$(head -n 1 "$T_TMP/out/loader_sweep.csv" | cut -d, -f6,9-12)" = "step_ms,compute_ms,wait_ms,nominal_step_ms,starving" ] &&
+    [ -z "$bad" ]; then t_pass experiment_csv_consistent
+else t_failed experiment_csv_consistent "header or rows disagree: $(head -n 1 "$T_TMP/out/loader_sweep.csv") $bad"; fi
+t_out step_zero "no training step" "$C3" --data=synthetic --workers=0 --work-us=0 --batches=2 --step-ms=0 \
+    --out="$T_TMP/out0"
+
+# List flags: an empty value is a usage error, not skipped.
+t_fail empty_list_value 2 "--work-us: expected a comma-separated list of values, got '1,,2'" "$C3" --work-us=1,,2
+t_fail trailing_comma 2 "--workers: expected a comma-separated list of values, got '1,'" "$C3" --workers=1,
+
+# Variable-length records (JSONL, as --help offers) batch with the padding collate.
+for i in $(seq 1 40); do printf '{"text": "%*s"}\n' "$((i * 3))" x; done > "$T_TMP/small.jsonl"
+t_out jsonl_experiment "-> 0 us/sample:" "$C3" --data="$T_TMP/small.jsonl" --workers=0,2 --work-us=0 --batches=3 \
+    --batch=8 --step-ms=1 --out="$T_TMP/outj"
+t_run "$C3" --bench --data="$T_TMP/small.jsonl" --batch=8 --workers=2
+last=$(printf '%s\n' "$T_OUT" | tail -n 1)
+if [ "$T_STATUS" = 0 ] && [[ $last == bench:\ data=jsonl:*samples/s=*data-wait=* ]]; then t_pass jsonl_bench
+else t_failed jsonl_bench "status $T_STATUS, last line: $last"; fi
+
+# An experiment that fails prints no table first.
+t_fail experiment_error_no_table 1 "chapter-3: " "$C3" --data=synthetic --workers=0 --work-us=0 --batches=2 \
+    --out=/dev/null/out
+if grep -q "steps of\|decode" <<<"$T_OUT"; then t_failed experiment_error_no_table_printed "printed: $T_OUT"
+else t_pass experiment_error_no_table_printed; fi

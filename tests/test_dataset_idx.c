@@ -3,8 +3,8 @@
  * Golden records of the real Fashion-MNIST (when the Debian package is
  * installed), round trips through dataset_idx_write(), plain and gzipped files
  * giving the same bytes, the gzip cache being reused, and rebuilt when stale
- * or cut short, concurrent readers, and a heap that does not grow with the
- * number of records read. Bad files are tested from the command line in
+ * or cut short, batch reads equal to record reads, concurrent
+ * readers, and a heap that does not grow with the number of records read. Bad files are tested from the command line in
  * tests/dataset_bad_input.sh.
  */
 #include "check.h"
@@ -17,6 +17,7 @@
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
 #include <zlib.h>
@@ -142,6 +143,80 @@ TEST(write_then_read_round_trips)
     CHECK_ERR(dataset_read(idx, 1000, small, sizeof small, &rec), ERR_RANGE, "record 1000 is out of range");
     dataset_close(idx);
     dataset_close(syn);
+}
+
+/* dataset_read_batch() of `count` indices with rows `stride` bytes apart gives
+ * each row exactly what dataset_read() gives, and leaves the bytes of a row
+ * past its record as they were (0xA5). */
+static void check_batch_matches_reads(const dataset_t *ds, const uint64_t *idx, uint32_t count, uint64_t stride)
+{
+    uint64_t n = dataset_info(ds)->record_bytes;
+    uint8_t *rows = malloc(count * stride), one[784];
+    struct dataset_record *recs = malloc(count * sizeof *recs);
+    CHECK(rows && recs && n <= sizeof one);
+    memset(rows, 0xA5, count * stride);
+    CHECK_OK(dataset_read_batch(ds, idx, count, rows, stride, recs));
+    for (uint32_t i = 0; i < count; i++) {
+        struct dataset_record rec;
+        CHECK_OK(dataset_read(ds, idx[i], one, sizeof one, &rec));
+        CHECK_EQ_U64(recs[i].bytes, rec.bytes);
+        CHECK_EQ_U64(recs[i].length, rec.length);
+        CHECK_EQ(recs[i].label, rec.label);
+        CHECK_MSG(memcmp(rows + i * stride, one, n) == 0, "row %u (record %llu) differs from dataset_read()", i,
+                  (unsigned long long)idx[i]);
+        for (uint64_t b = n; b < stride; b++)
+            CHECK_MSG(rows[i * stride + b] == 0xA5, "row %u: byte %llu past the record was written", i,
+                      (unsigned long long)b);
+    }
+    free(rows);
+    free(recs);
+}
+
+static dataset_t *open_idx_pair(const char *name, uint64_t records)
+{
+    dataset_t *ds;
+    CHECK_OK(dataset_open(write_idx_pair(name, records), NULL, &ds));
+    return ds;
+}
+
+TEST(batch_read_equals_one_record_at_a_time)
+{
+    dataset_t *ds = open_idx_pair("batch", 1000);
+    /* 300 indices in a scrambled order, with repeats and both ends. */
+    uint64_t idx[300];
+    for (uint32_t i = 0; i < 300; i++)
+        idx[i] = (i * 7919u + 13u) % 1000;
+    idx[0] = 999;
+    idx[299] = 0;
+    check_batch_matches_reads(ds, idx, 300, 784);      /* rows packed, as collate stacks them */
+    check_batch_matches_reads(ds, idx, 300, 784 + 17); /* rows wider than the record */
+    check_batch_matches_reads(ds, idx + 5, 1, 784);    /* a batch of one */
+    CHECK_OK(dataset_read_batch(ds, NULL, 0, NULL, 784, NULL)); /* count 0 touches nothing */
+    dataset_close(ds);
+}
+
+TEST(batch_read_refuses_before_writing_anything)
+{
+    dataset_t *ds = open_idx_pair("batchbad", 100);
+    uint64_t idx[20];
+    for (uint32_t i = 0; i < 20; i++)
+        idx[i] = i * 5;
+    idx[13] = 100; /* one past the end, in the middle of the batch */
+    uint8_t rows[20 * 784];
+    struct dataset_record recs[20];
+    memset(rows, 0xA5, sizeof rows);
+    memset(recs, 0xA5, sizeof recs);
+    CHECK_ERR(dataset_read_batch(ds, idx, 20, rows, 784, recs), ERR_RANGE,
+              "idx:batchbad-images-idx3-ubyte: record 100 at position 13 of the batch is out of range "
+              "(the dataset has 100 records)");
+    idx[13] = 13;
+    CHECK_ERR(dataset_read_batch(ds, idx, 20, rows, 700, recs), ERR_RANGE,
+              "record 0 at position 0 of the batch has 784 bytes, a row only 700");
+    for (size_t b = 0; b < sizeof rows; b++)
+        CHECK_MSG(rows[b] == 0xA5, "byte %zu of the rows was written by a refused batch", b);
+    for (size_t b = 0; b < sizeof recs; b++)
+        CHECK_MSG(((const uint8_t *)recs)[b] == 0xA5, "byte %zu of recs was written by a refused batch", b);
+    dataset_close(ds);
 }
 
 TEST(plain_and_gzipped_give_identical_bytes)

@@ -336,6 +336,47 @@ TEST(shards_one_global_index_over_files)
     dataset_close(ds);
 }
 
+/* JSONL has no read_batch of its own: dataset_read_batch() loops over its
+ * reads, with the same contract as IDX's prefetching one. */
+TEST(jsonl_batch_read_falls_back_to_record_reads)
+{
+    const char *path = tmp_path("batch.jsonl");
+    write_file(path, "{\"a\":1}\n{\"bb\":22}\n{\"ccc\":333}\n{\"d\":4}\n");
+    dataset_t *ds = open_jsonl(path, NULL);
+    const char *want[4] = {"{\"a\":1}", "{\"bb\":22}", "{\"ccc\":333}", "{\"d\":4}"};
+    const uint64_t idx[5] = {2, 0, 3, 1, 2};
+    char rows[5][16];
+    struct dataset_record recs[5];
+    memset(rows, '#', sizeof rows);
+    CHECK_OK(dataset_read_batch(ds, idx, 5, rows, sizeof rows[0], recs));
+    for (int i = 0; i < 5; i++) {
+        CHECK_EQ_U64(recs[i].bytes, strlen(want[idx[i]]));
+        CHECK_EQ_U64(recs[i].length, recs[i].bytes);
+        CHECK_EQ(recs[i].label, -1);
+        CHECK_MSG(memcmp(rows[i], want[idx[i]], recs[i].bytes) == 0, "row %d: got '%.*s'", i, (int)recs[i].bytes,
+                  rows[i]);
+        CHECK_EQ(rows[i][recs[i].bytes], '#'); /* the rest of the row is left as it was */
+    }
+    /* An index past the end is refused before anything is read. */
+    const uint64_t bad[3] = {0, 4, 1};
+    memset(rows, '#', sizeof rows);
+    CHECK_ERR(dataset_read_batch(ds, bad, 3, rows, sizeof rows[0], recs), ERR_RANGE,
+              "record 4 at position 1 of the batch is out of range");
+    CHECK_EQ(rows[0][0], '#');
+    /* A record too long for its row: the rows before it are read, it and the
+     * rows after it are not. */
+    const uint64_t longer[3] = {0, 2, 3}; /* record 2 has 11 bytes */
+    CHECK_ERR(dataset_read_batch(ds, longer, 3, rows, 10, recs), ERR_RANGE,
+              "position 1 of the batch: jsonl:");
+    CHECK_CONTAINS(err_msg(), "batch.jsonl: record 2 has 11 bytes, the buffer only 10");
+    CHECK(memcmp(rows[0], want[0], strlen(want[0])) == 0);
+    const char *after = (const char *)rows + 10;
+    for (int b = 0; b < 20; b++)
+        CHECK_MSG(after[b] == '#', "byte %d after the failing row's start was written", b);
+    CHECK_OK(dataset_read_batch(ds, NULL, 0, NULL, 0, NULL));
+    dataset_close(ds);
+}
+
 TEST(shards_must_agree_and_exist)
 {
     const char *a = tmp_path("t0.jsonl");

@@ -27,6 +27,9 @@ TEST(cli_rejects_junk_and_reads_sizes)
     CHECK_EQ_U64(v, UINT64_MAX);
     CHECK_OK(cli_parse_seed("seed", "18446744073709551615", &v));
     CHECK_EQ_U64(v, UINT64_MAX);
+    CHECK_ERR(cli_parse_seed("seed", "abc", &v), ERR_ARG, "expected an integer from -2^63 to 2^64-1 (negative allowed)");
+    CHECK_ERR(cli_parse_seed("seed", "-", &v), ERR_ARG, "negative allowed");
+    CHECK_ERR(cli_parse_seed("seed", "12x", &v), ERR_ARG, "negative allowed");
 }
 
 TEST(synthetic_is_deterministic_and_bounded)

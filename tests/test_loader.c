@@ -2,15 +2,21 @@
  *
  * Every index exactly once and in order whatever the worker count and the
  * per-sample delays; out of order the same multiset; augmentation identical
- * across worker counts; a failing sample and a stuck sample named with their
- * batch and worker; stopping mid-epoch and restarting; the memory bound; the
- * padding collate and explicit (token-budget) batches. No assertion here is
- * about durations: the delays only shuffle the thread timing.
+ * across worker counts and between IDX's batched reads and per-record reads;
+ * a failing sample and a stuck sample named with their batch and worker;
+ * stopping mid-epoch and restarting; the memory bound; the padding collate and
+ * explicit (token-budget) batches; a later batch overtaking a blocked one out
+ * of order; options that overflow or make no sense. No assertion here is about
+ * durations: the delays only shuffle the thread timing, and every wait is for
+ * an event (a gate, a slot count), not for a clock.
  */
 #include "augment.h"
+#include "dataset_idx.h"
 #include "loader_fixture.h"
 
+#include <math.h>
 #include <stdatomic.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 
@@ -89,6 +95,11 @@ TEST(out_of_order_delivers_the_same_multiset)
     dataset_close(ds);
 }
 
+/* Batch 0 is held on a gate until a later batch has been delivered: out of
+ * order must hand out that later batch; in order would wait for ever. */
+TEST(out_of_order_a_later_batch_overtakes_a_blocked_one) { fixture_check_overtaking(2); }
+TEST(out_of_order_overtakes_with_many_workers) { fixture_check_overtaking(5); }
+
 /* One epoch's images with the flip, as one buffer in epoch order. */
 static uint8_t *flipped_epoch(const dataset_t *ds, uint32_t workers, uint64_t epoch, const uint64_t *idx, uint64_t n)
 {
@@ -144,6 +155,31 @@ TEST(augmentation_is_identical_across_worker_counts)
     dataset_close(ds);
 }
 
+/* The stacking collate reads a batch with dataset_read_batch(): IDX's own
+ * batch loop, then the transform row by row, must give what synthetic's
+ * per-record reads give for the same records. */
+TEST(idx_batched_reads_collate_like_record_reads)
+{
+    const uint64_t n = 200;
+    dataset_t *syn = fixture_dataset(n, 784, 784), *idx_ds;
+    char path[4096];
+    snprintf(path, sizeof path, "%s/loader-images-idx3-ubyte", check_tmpdir());
+    CHECK_OK(dataset_idx_write(syn, 28, 28, path, NULL));
+    CHECK_OK(dataset_open(path, NULL, &idx_ds));
+    uint64_t *idx = fixture_shuffled(n, 6);
+    uint8_t *ref = flipped_epoch(syn, 0, 0, idx, n);
+    uint32_t counts[] = {0, 3};
+    for (int k = 0; k < 2; k++) {
+        uint8_t *got = flipped_epoch(idx_ds, counts[k], 0, idx, n);
+        CHECK_MSG(memcmp(ref, got, n * 784) == 0, "IDX with %u workers collates differently", counts[k]);
+        free(got);
+    }
+    free(ref);
+    free(idx);
+    dataset_close(idx_ds);
+    dataset_close(syn);
+}
+
 static atomic_int bad_worker = -2;
 static const uint64_t bad_index = 123;
 
@@ -156,11 +192,12 @@ static int transform_fails_on_bad(void *user, const struct loader_sample *s, voi
     return err_set(ERR_FORMAT, "corrupt image header");
 }
 
-static void run_failing_sample(uint32_t workers)
+static void run_failing_sample(uint32_t workers, int out_of_order)
 {
     const uint64_t n = 300, bs = 10;
     dataset_t *ds = fixture_dataset(n, 24, 24);
     struct loader_options opt = fixture_options(workers, bs, transform_fails_on_bad);
+    opt.out_of_order = out_of_order;
     loader_t *L;
     CHECK_OK(loader_open(ds, &opt, &L));
     uint64_t *idx = fixture_shuffled(n, 9);
@@ -176,7 +213,10 @@ static void run_failing_sample(uint32_t workers)
         loader_release(L, b);
         got++;
     }
-    CHECK_EQ_U64(got, pos / bs); /* every batch before the bad one, then the error */
+    if (out_of_order) /* whatever finished before the bad batch was picked, never all of them */
+        CHECK(got < n / bs);
+    else
+        CHECK_EQ_U64(got, pos / bs); /* every batch before the bad one, then the error */
     CHECK_EQ(rc, ERR_FORMAT);
     char want[128];
     snprintf(want, sizeof want, "batch %llu of epoch 4: sample %llu (position %llu) on ", (unsigned long long)(pos / bs),
@@ -202,8 +242,10 @@ static void run_failing_sample(uint32_t workers)
     dataset_close(ds);
 }
 
-TEST(failing_sample_is_reported_with_index_and_worker) { run_failing_sample(3); }
-TEST(failing_sample_is_reported_without_workers) { run_failing_sample(0); }
+TEST(failing_sample_is_reported_with_index_and_worker) { run_failing_sample(3, 0); }
+TEST(failing_sample_is_reported_without_workers) { run_failing_sample(0, 0); }
+TEST(failing_sample_is_reported_out_of_order) { run_failing_sample(3, 1); }
+TEST(failing_sample_is_reported_out_of_order_without_workers) { run_failing_sample(0, 1); }
 
 static atomic_int stuck_worker = -2;
 static const uint64_t stuck_index = 42;
@@ -236,10 +278,14 @@ TEST(stuck_sample_trips_the_timeout_naming_batch_and_worker)
     struct loader_batch *b;
     int rc;
     uint64_t got = 0;
-    /* Batches 0..3 come (they are not stuck); wait for the stuck one to be held
-     * by its worker first, so the timeout cannot fire before anyone claimed it. */
+    /* Batches 0..3 come (they are not stuck). Wait for the stuck batch to be
+     * held by its worker, and for every other slot of the ring (6: batches
+     * 0..3 and 5) to be finished, so the 1 s timeout can only fire on batch 4,
+     * however slowly the other workers ran. */
     while (atomic_load(&stuck_worker) < 0)
         clock_sleep_ns(1000000);
+    for (struct loader_stats st = {0}; st.ready_slots < 5; clock_sleep_ns(1000000))
+        loader_stats(L, &st);
     while ((rc = loader_next(L, &b)) == 1) {
         loader_release(L, b);
         got++;
@@ -251,6 +297,51 @@ TEST(stuck_sample_trips_the_timeout_naming_batch_and_worker)
     CHECK_CONTAINS(err_msg(), "batch 4 is late");
     CHECK_CONTAINS(err_msg(), want);
     loader_close(L); /* the stuck transform sees loader_stopping() and returns */
+    dataset_close(ds);
+}
+
+TEST(open_rejects_sizes_that_overflow)
+{
+    dataset_t *ds = fixture_dataset(10, 24, 24);
+    /* A slot_bytes near 2^64 once wrapped to a tiny slot while collate was told
+     * it had slot_bytes: a heap overflow on the first batch. */
+    uint64_t bad[] = {UINT64_MAX, UINT64_MAX - 10, UINT64_MAX - 63, UINT64_MAX & ~(uint64_t)63,
+                      UINT64_MAX - 2 * 8 * 8 - 62};
+    for (int i = 0; i < 5; i++) {
+        struct loader_options opt = fixture_options(2, 8, NULL);
+        opt.slot_bytes = bad[i];
+        loader_t *L = NULL;
+        CHECK_ERR(loader_open(ds, &opt, &L), ERR_ARG, "slot_bytes");
+        CHECK(L == NULL);
+    }
+    struct loader_options opt = fixture_options(8, 8, NULL); /* 16 slots × 2^61: the ring overflows */
+    opt.slot_bytes = (uint64_t)1 << 61;
+    CHECK_ERR(loader_open(ds, &opt, &(loader_t *){0}), ERR_ARG, "slot_bytes");
+    dataset_close(ds);
+    /* The default slot, max_batch × max_record_bytes, overflows too. */
+    ds = fixture_dataset(10, (uint64_t)1 << 60, (uint64_t)1 << 60);
+    opt = fixture_options(1, 16, NULL);
+    CHECK_ERR(loader_open(ds, &opt, &(loader_t *){0}), ERR_ARG, "slot_bytes");
+    dataset_close(ds);
+}
+
+TEST(open_rejects_timeouts_that_make_no_sense)
+{
+    dataset_t *ds = fixture_dataset(10, 24, 24);
+    double bad[] = {NAN, -NAN, INFINITY, -INFINITY, -1, -1e-9, 1e300, 1e6 + 1};
+    for (int i = 0; i < 8; i++) {
+        struct loader_options opt = fixture_options(1, 8, NULL);
+        opt.timeout_s = bad[i];
+        CHECK_ERR(loader_open(ds, &opt, &(loader_t *){0}), ERR_ARG, "timeout_s");
+    }
+    double good[] = {0, 1e-3, 1e6};
+    for (int i = 0; i < 3; i++) {
+        struct loader_options opt = fixture_options(1, 8, NULL);
+        opt.timeout_s = good[i];
+        loader_t *L;
+        CHECK_OK(loader_open(ds, &opt, &L));
+        loader_close(L);
+    }
     dataset_close(ds);
 }
 

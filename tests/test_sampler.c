@@ -12,6 +12,7 @@
 
 #include <stdio.h>
 #include <stdlib.h>
+#include <unistd.h>
 
 /* ---- helpers ------------------------------------------------------------------ */
 
@@ -243,11 +244,47 @@ TEST(sampler_rejects_bad_arguments)
     sampler_destroy(s);
 }
 
+/* Sends stderr to a file of the test's directory; returns the real stderr's
+ * descriptor for stderr_restore(). */
+static int stderr_capture(char *path, size_t cap)
+{
+    fflush(stderr);
+    int saved = dup(STDERR_FILENO);
+    CHECK(saved >= 0);
+    snprintf(path, cap, "%s/stderr.txt", check_tmpdir());
+    CHECK(freopen(path, "w", stderr) != NULL);
+    return saved;
+}
+
+/* Puts the real stderr back (so that a failing CHECK is seen) and reads what
+ * was captured into text. */
+static void stderr_restore(int saved, const char *path, char *text, size_t cap)
+{
+    fflush(stderr);
+    CHECK(dup2(saved, STDERR_FILENO) == STDERR_FILENO);
+    close(saved);
+    FILE *f = fopen(path, "r");
+    CHECK(f);
+    size_t got = fread(text, 1, cap - 1, f);
+    text[got] = '\0';
+    fclose(f);
+}
+
+/* Exactly one warning line, starting with who, that names the trap. */
+static void check_one_warning(const char *text, const char *who)
+{
+    char head[64];
+    snprintf(head, sizeof head, "%s: warning: rank ", who);
+    const char *at = strstr(text, head);
+    CHECK_MSG(at == text, "stderr does not start with '%s': '%s'", head, text);
+    CHECK_CONTAINS(text, "without set_epoch()");
+    CHECK_MSG(strstr(at + 1, head) == NULL, "more than one warning: '%s'", text);
+}
+
 TEST(sampler_warns_once_without_set_epoch)
 {
-    char path[512];
-    snprintf(path, sizeof path, "%s/warn.txt", check_tmpdir());
-    CHECK(freopen(path, "w", stderr) != NULL);
+    char path[512], text[1024];
+    int saved = stderr_capture(path, sizeof path);
     struct sampler_options o;
     sampler_options_default(&o);
     o.size = 100;
@@ -259,18 +296,12 @@ TEST(sampler_warns_once_without_set_epoch)
     CHECK_OK(sampler_begin(s));
     CHECK_EQ(sampler_warned(s), 0);
     CHECK_OK(sampler_begin(s)); /* epoch 1 again: the trap */
-    CHECK_EQ(sampler_warned(s), 1);
+    int warned = sampler_warned(s);
     sampler_set_epoch(s, 1);
     CHECK_OK(sampler_begin(s)); /* set_epoch with the same value is no new epoch; still one warning */
-    fflush(stderr);
-    FILE *f = fopen(path, "r");
-    CHECK(f);
-    char text[1024] = {0};
-    size_t got = fread(text, 1, sizeof text - 1, f);
-    fclose(f);
-    CHECK(got > 0);
-    CHECK_CONTAINS(text, "without set_epoch()");
-    CHECK(strstr(strstr(text, "set_epoch") + 1, "sampler: warning") == NULL);
+    stderr_restore(saved, path, text, sizeof text);
+    CHECK_EQ(warned, 1);
+    check_one_warning(text, "sampler");
     sampler_destroy(s);
 }
 
@@ -420,6 +451,78 @@ TEST(batch_dynamic_properties)
     dataset_close(ds);
 }
 
+/* The whole epoch's batch list, in deal order, from an independent Python
+ * reference of the dynamic sampler (torch.randperm for the order, Python's
+ * stable sort per buffer, "grow while longest x (count + 1) <= budget and
+ * count < max_samples", repeats drawn with random64() % real from an MT19937
+ * seeded with seed + epoch) over open_lengths(60, 5, 60), whose lengths are
+ * 28 19 9 60 40 26 38 26 11 59 60 27 48 25 41 52 34 45 16 47 7 29 11 39 12 14
+ * 38 44 23 38 56 51 16 25 47 47 22 44 49 10 37 37 49 35 48 12 43 37 43 39 37 8
+ * 29 39 17 60 31 18 51 45. Rank r's step s must be global batch s x W + r. */
+struct dynamic_golden {
+    uint64_t seed, epoch, budget, max_samples, max_token_length;
+    enum batch_type type;
+    uint64_t batches, padded, skipped;
+    int64_t want[20][8]; /* each batch ends with -1 */
+};
+
+static const struct dynamic_golden dynamic_goldens[] = {
+    /* W=4, sort_size 4 (buffers of 16), 5 records over 55 skipped, 17 batches + 3 repeats */
+    {9, 1, 150, 6, 55, BATCH_TOKEN, 20, 3, 5,
+     {{20, 24, 13, 33, 52, -1}, {16, 41, 14, -1}, {48, 46, 17, -1}, {59, 44, 38, -1}, {51, 2, 39, 22, 7, -1},
+      {11, 43, 47, -1}, {29, 37, 34, -1}, {42, 58, -1}, {54, 57, 36, 28, 21, -1}, {56, 40, 26, -1},
+      {53, 23, 49, -1}, {4, 19, 35, -1}, {12, 31, -1}, {8, 45, 25, 32, 18, 1, -1}, {5, 0, 50, -1}, {6, 27, -1},
+      {15, -1}, {11, 43, 47, -1}, {53, 23, 49, -1}, {15, -1}}},
+    /* W=4, 7 records per batch by count: 11 batches + 1 repeat */
+    {5, 0, 7, 7, 0, BATCH_EXAMPLE, 12, 1, 0,
+     {{51, 2, 39, 24, 54, 1, 7, -1}, {11, 16, 40, 23, 48, 35, 31, -1}, {10, 3, -1}, {8, 45, 32, 13, 0, 21, 56, -1},
+      {43, 49, 14, 27, 37, 59, 19, -1}, {34, 38, -1}, {22, 25, 18, 36, 5, 52, 41, -1},
+      {26, 6, 4, 46, 44, 42, 30, -1}, {9, 55, -1}, {20, 57, 28, 33, 47, 50, 29, -1}, {53, 17, 12, 58, 15, -1},
+      {10, 3, -1}}},
+};
+
+TEST(batch_dynamic_matches_reference)
+{
+    dataset_t *ds = open_lengths(60, 5, 60);
+    for (size_t c = 0; c < sizeof dynamic_goldens / sizeof dynamic_goldens[0]; c++) {
+        const struct dynamic_golden *g = &dynamic_goldens[c];
+        struct batch_dynamic_options o;
+        batch_dynamic_options_default(&o);
+        o.world = 4;
+        o.seed = g->seed;
+        o.sort_size = 4;
+        o.budget = g->budget;
+        o.max_samples = g->max_samples;
+        o.max_token_length = g->max_token_length;
+        o.type = g->type;
+        for (uint32_t r = 0; r < o.world; r++) {
+            o.rank = r;
+            batch_dynamic_t *d;
+            CHECK_OK(batch_dynamic_create(ds, &o, &d));
+            batch_dynamic_set_epoch(d, g->epoch);
+            CHECK_OK(batch_dynamic_begin(d));
+            struct batch_dynamic_stats st = batch_dynamic_stats(d);
+            CHECK_EQ_U64(st.batches, g->batches);
+            CHECK_EQ_U64(st.padded_batches, g->padded);
+            CHECK_EQ_U64(st.skipped, g->skipped);
+            CHECK_EQ_U64(batch_dynamic_len(d), g->batches / o.world);
+            for (uint64_t step = 0; step < batch_dynamic_len(d); step++) {
+                const int64_t *want = g->want[step * o.world + r];
+                uint64_t got[8];
+                int64_t count = batch_dynamic_get(d, step, got);
+                int64_t k = 0;
+                while (want[k] >= 0 && k < count && got[k] == (uint64_t)want[k])
+                    k++;
+                CHECK_MSG(k == count && want[k] < 0,
+                          "case %zu rank %u step %llu: batch differs from the reference at entry %lld", c, r,
+                          (unsigned long long)step, (long long)k);
+            }
+            batch_dynamic_destroy(d);
+        }
+    }
+    dataset_close(ds);
+}
+
 TEST(batch_dynamic_resumes_at_start_step)
 {
     const uint64_t n = 3000;
@@ -474,6 +577,40 @@ TEST(batch_dynamic_rejects_bad_options)
     CHECK_OK(batch_dynamic_create(ds, &o, &d));
     uint64_t out[256];
     CHECK_ERR(batch_dynamic_get(d, 0, out), ERR_STATE, "batch_dynamic_begin");
+    batch_dynamic_destroy(d);
+    dataset_close(ds);
+}
+
+TEST(batch_dynamic_warns_once_without_set_epoch)
+{
+    char path[512], text[1024];
+    int saved = stderr_capture(path, sizeof path);
+    dataset_t *ds = open_lengths(200, 5, 30);
+    struct batch_dynamic_options o;
+    batch_dynamic_options_default(&o);
+    batch_dynamic_t *d;
+    CHECK_OK(batch_dynamic_create(ds, &o, &d));
+    CHECK_OK(batch_dynamic_begin(d));
+    batch_dynamic_set_epoch(d, 1);
+    CHECK_OK(batch_dynamic_begin(d));
+    CHECK_EQ(batch_dynamic_warned(d), 0);
+    stderr_restore(saved, path, text, sizeof text);
+    CHECK_MSG(text[0] == '\0', "a warning with a new epoch each time: '%s'", text);
+    saved = stderr_capture(path, sizeof path);
+    CHECK_OK(batch_dynamic_begin(d)); /* epoch 1 again: the trap */
+    int warned = batch_dynamic_warned(d);
+    batch_dynamic_set_epoch(d, 1);
+    CHECK_OK(batch_dynamic_begin(d)); /* the same value is no new epoch; still one warning */
+    stderr_restore(saved, path, text, sizeof text);
+    CHECK_EQ(warned, 1);
+    check_one_warning(text, "dynamic batch sampler");
+    batch_dynamic_destroy(d);
+    dataset_close(ds);
+    o.shuffle = 0; /* without shuffle every epoch is the same order anyway: nothing to warn about */
+    CHECK_OK(batch_dynamic_create(ds = open_lengths(200, 5, 30), &o, &d));
+    CHECK_OK(batch_dynamic_begin(d));
+    CHECK_OK(batch_dynamic_begin(d));
+    CHECK_EQ(batch_dynamic_warned(d), 0);
     batch_dynamic_destroy(d);
     dataset_close(ds);
 }

@@ -4,6 +4,7 @@
 # ratio: random reads from mmapped IDX against memcpy. The machine is printed
 # first, since none of the numbers means anything without it.
 set -euo pipefail
+case "${1:-}" in -h|--help) sed -n '2,/^[^#]/s/^# \{0,1\}//p' "$0"; exit 0 ;; esac
 cd "$(dirname "$0")/../.."
 BUILD=${BUILD:-build}
 model=$(sed -n 's/^model name[[:space:]]*: //p' /proc/cpuinfo 2>/dev/null | head -n 1)

@@ -62,7 +62,7 @@ static const struct {
     const char *what;
     int (*run)(const struct bench_options *opt);
 } ch1_benches[] = {
-    {"idx", "random reads of records from mmapped IDX, against memcpy", bench_idx},
+    {"idx", "random reads of records from mmapped IDX, one and a batch at a time, against memcpy", bench_idx},
     {"jsonl", "JSONL offset-index build in MB/s, against wc -l", bench_jsonl},
 };
 #define CH1_BENCHES (sizeof ch1_benches / sizeof ch1_benches[0])

@@ -19,6 +19,7 @@ struct ch2_config {
     uint64_t epoch;                    /* --print-indices */
     uint64_t epochs;                   /* the check */
     int set_epoch;                     /* 0: --no-set-epoch, the classic bug */
+    int seed_negative;                 /* --seed was typed negative: print seeds signed, as Python does */
 };
 
 /* The partition check on cfg->dist.world rank threads over `ds`; prints the

@@ -45,6 +45,8 @@ static void ch2_usage(const char *prog)
            "                          dynamic (token-budget batches). Default: distributed, then dynamic\n"
            "  --data=SPEC             dataset: a path (IDX, .jsonl) or 'synthetic' (default:\n"
            "                          Fashion-MNIST when installed, else synthetic)\n"
+           "  --length-field=NAME     JSONL: the integer field that gives a record's length (default:\n"
+           "                          its bytes); the dynamic sampler batches by it\n"
            "  --size=N                use a synthetic dataset of N records\n"
            "  --world=W               ranks (default 4)\n"
            "  --rank=R                the rank for --print-indices and --bench (default 0)\n"
@@ -74,14 +76,15 @@ static void ch2_usage(const char *prog)
 }
 
 enum {
-    OPT_SAMPLER = 256, OPT_DATA, OPT_SIZE, OPT_WORLD, OPT_RANK, OPT_SEED, OPT_EPOCH, OPT_EPOCHS, OPT_NO_SHUFFLE,
-    OPT_DROP_LAST, OPT_NO_SET_EPOCH, OPT_RANDPERM, OPT_PRINT, OPT_BENCH, OPT_BUDGET, OPT_BATCH_TYPE,
+    OPT_SAMPLER = 256, OPT_DATA, OPT_LENGTH_FIELD, OPT_SIZE, OPT_WORLD, OPT_RANK, OPT_SEED, OPT_EPOCH, OPT_EPOCHS,
+    OPT_NO_SHUFFLE, OPT_DROP_LAST, OPT_NO_SET_EPOCH, OPT_RANDPERM, OPT_PRINT, OPT_BENCH, OPT_BUDGET, OPT_BATCH_TYPE,
     OPT_SORT_SIZE, OPT_MAX_SAMPLES, OPT_MAX_TOKEN_LENGTH, OPT_START_STEP, OPT_MIN_LENGTH, OPT_MAX_LENGTH, OPT_HELP,
 };
 
 static const struct option ch2_options[] = {
     {"sampler", required_argument, 0, OPT_SAMPLER},
     {"data", required_argument, 0, OPT_DATA},
+    {"length-field", required_argument, 0, OPT_LENGTH_FIELD},
     {"size", required_argument, 0, OPT_SIZE},
     {"world", required_argument, 0, OPT_WORLD},
     {"rank", required_argument, 0, OPT_RANK},
@@ -131,7 +134,7 @@ static int ch2_parse_u32(const char *flag, const char *text, uint32_t min, uint3
 }
 
 struct ch2_flags {
-    const char *data;
+    const char *data, *length_field;
     uint64_t size, min_length, max_length;
     int size_set, max_token_length_set, print, bench;
     int sampler_set; /* --sampler given: check that one; else distributed, then dynamic */
@@ -152,10 +155,14 @@ static int ch2_parse(int argc, char **argv, struct ch2_config *cfg, struct ch2_f
             fl->sampler_set = 1;
             break;
         case OPT_DATA: fl->data = optarg; break;
+        case OPT_LENGTH_FIELD: fl->length_field = optarg; break;
         case OPT_SIZE: rc = cli_parse_u64("size", optarg, &fl->size); fl->size_set = 1; break;
         case OPT_WORLD: rc = ch2_parse_u32("world", optarg, 1, &cfg->dist.world); break;
         case OPT_RANK: rc = ch2_parse_u32("rank", optarg, 0, &cfg->dist.rank); break;
-        case OPT_SEED: rc = cli_parse_seed("seed", optarg, &cfg->dist.seed); break;
+        case OPT_SEED:
+            rc = cli_parse_seed("seed", optarg, &cfg->dist.seed);
+            cfg->seed_negative = optarg[0] == '-';
+            break;
         case OPT_EPOCH: rc = cli_parse_u64("epoch", optarg, &cfg->epoch); break;
         case OPT_EPOCHS: rc = cli_parse_u64("epochs", optarg, &cfg->epochs); break;
         case OPT_NO_SHUFFLE: cfg->dist.shuffle = 0; break;
@@ -192,6 +199,8 @@ static int ch2_parse(int argc, char **argv, struct ch2_config *cfg, struct ch2_f
     }
     if (rc == 0 && optind < argc)
         rc = err_set(ERR_ARG, "unexpected argument '%s'", argv[optind]);
+    if (rc == 0 && fl->length_field && !fl->data)
+        rc = err_set(ERR_ARG, "--length-field: needs --data=FILE.jsonl, whose records have fields");
     if (rc == 0 && cfg->dist.rank >= cfg->dist.world)
         rc = err_set(ERR_ARG, "--rank: %u is not below --world=%u", cfg->dist.rank, cfg->dist.world);
     if (rc == 0 && (fl->min_length == 0 || fl->min_length > fl->max_length))
@@ -229,6 +238,7 @@ static int ch2_open_dataset(const struct ch2_config *cfg, const struct ch2_flags
     dataset_options_default(&opt);
     if (fl->size_set)
         opt.synthetic_records = fl->size;
+    opt.length_field = fl->length_field;
     if (cfg->sampler == CH2_DYNAMIC) {
         opt.synthetic_min_bytes = fl->min_length;
         opt.synthetic_bytes = fl->max_length;

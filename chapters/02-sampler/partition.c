@@ -96,6 +96,17 @@ static void ch2_print_view(uint32_t rank, const uint64_t *idx, uint64_t count, c
     putchar('\n');
 }
 
+/* A seed as Python shows it: signed when --seed was typed negative (-1 is
+ * the bit pattern 2^64 - 1 here). */
+static const char *ch2_seed_text(const struct ch2_config *cfg, uint64_t seed, char buf[24])
+{
+    if (cfg->seed_negative)
+        snprintf(buf, 24, "%lld", (long long)(int64_t)seed);
+    else
+        snprintf(buf, 24, "%llu", (unsigned long long)seed);
+    return buf;
+}
+
 /* Positions where two sequences of the same length differ. */
 static uint64_t ch2_differences(const uint64_t *a, const uint64_t *b, uint64_t count)
 {
@@ -141,12 +152,38 @@ static int ch2_rank_distributed(struct rank_ctx *ctx)
     return rc;
 }
 
+/* drop_last keeps the first `total` entries of the epoch's order and drops
+ * the rest: how many of those first entries some rank received. The order is
+ * recomputed here from the options alone (randperm, the Feistel bijection, or
+ * 0 .. n-1), independently of the ranks' split. */
+static int ch2_kept_prefix(const struct ch2_dist_run *run, uint64_t e, const struct ch2_tally *t, uint64_t total,
+                           uint64_t *kept)
+{
+    const struct sampler_options *o = &run->opt;
+    const uint64_t key = o->seed + (run->cfg->set_epoch ? e : 0);
+    sampler_seq_t order = {0};
+    sampler_feistel_t f;
+    int rc = 0;
+    if (o->shuffle && o->mode == SAMPLER_TORCH)
+        rc = sampler_randperm(o->size, key, o->randperm, &order);
+    else if (o->shuffle)
+        sampler_feistel_init(&f, o->size, key);
+    *kept = 0;
+    for (uint64_t k = 0; rc == 0 && k < total; k++) {
+        uint64_t index = order.count ? sampler_seq_at(&order, k) : o->shuffle ? sampler_feistel_at(&f, k) : k;
+        *kept += t->count[index] > 0;
+    }
+    sampler_seq_free(&order);
+    return rc;
+}
+
 static int ch2_check_epoch(const struct ch2_dist_run *run, uint64_t e, struct ch2_tally *t, struct ch2_verdicts *v)
 {
     const struct sampler_options *o = &run->opt;
     const uint64_t world = o->world, n = o->size, total = run->len * world;
-    printf("epoch %llu: generator seeded with seed + epoch = %llu%s\n", (unsigned long long)e,
-           (unsigned long long)(o->seed + (run->cfg->set_epoch ? e : 0)),
+    char seed[24];
+    printf("epoch %llu: generator seeded with seed + epoch = %s%s\n", (unsigned long long)e,
+           ch2_seed_text(run->cfg, o->seed + (run->cfg->set_epoch ? e : 0), seed),
            run->cfg->set_epoch ? "" : " (set_epoch() was never called)");
     int rc = ch2_tally_reset(t, n);
     uint64_t unequal = 0;
@@ -169,9 +206,17 @@ static int ch2_check_epoch(const struct ch2_dist_run *run, uint64_t e, struct ch
     uint64_t padding = o->drop_last ? 0 : total - n;
     ch2_verdict(v, repeats == padding, "disjoint", "%llu repeats; the padding adds %llu", (unsigned long long)repeats,
                 (unsigned long long)padding);
-    uint64_t want = o->drop_last ? total : n;
-    ch2_verdict(v, covered == want, "coverage", "%llu distinct indices of %llu%s", (unsigned long long)covered,
-                (unsigned long long)n, o->drop_last ? ", the rest dropped" : "");
+    if (o->drop_last) {
+        uint64_t kept;
+        if ((rc = ch2_kept_prefix(run, e, t, total, &kept)) < 0)
+            return rc;
+        ch2_verdict(v, covered == total && kept == total, "coverage",
+                    "%llu distinct: the first %llu of the order, %llu dropped", (unsigned long long)covered,
+                    (unsigned long long)kept, (unsigned long long)(n - total));
+    } else {
+        ch2_verdict(v, covered == n, "coverage", "%llu distinct indices of %llu", (unsigned long long)covered,
+                    (unsigned long long)n);
+    }
     if (e > 0) {
         uint64_t diff = 0;
         for (uint64_t r = 0; r < world; r++) {
@@ -199,11 +244,12 @@ int ch2_check_distributed(const struct ch2_config *cfg, const dataset_t *ds)
     run.len = sampler_len(probe);
     sampler_destroy(probe);
     const uint64_t world = run.opt.world, slots = cfg->epochs * world;
-    printf("chapter 2: %s on %llu rank threads over %s (%llu records), seed %llu, %s, %s\n",
+    char seed[24];
+    printf("chapter 2: %s on %llu rank threads over %s (%llu records), seed %s, %s, %s\n",
            cfg->sampler == CH2_FEISTEL ? "the Feistel sampler (O(1) memory, not PyTorch's order)"
                                        : "DistributedSampler",
            (unsigned long long)world, dataset_name(ds), (unsigned long long)run.opt.size,
-           (unsigned long long)run.opt.seed, run.opt.shuffle ? "shuffled" : "not shuffled",
+           ch2_seed_text(cfg, run.opt.seed, seed), run.opt.shuffle ? "shuffled" : "not shuffled",
            run.opt.drop_last ? "drop_last" : "padded");
     run.got = calloc(slots, sizeof *run.got);
     run.lens = calloc(slots, sizeof *run.lens);
@@ -419,10 +465,11 @@ int ch2_check_dynamic(const struct ch2_config *cfg, const dataset_t *ds)
 {
     const struct batch_dynamic_options *o = &cfg->dyn;
     const uint64_t world = o->world, slots = cfg->epochs * world;
-    printf("chapter 2: the token-budget batch sampler on %llu rank threads over %s (%llu records), seed %llu,\n"
+    char seed[24];
+    printf("chapter 2: the token-budget batch sampler on %llu rank threads over %s (%llu records), seed %s,\n"
            "  budget %llu %s, at most %llu records a batch, buffers of %llu x %llu records sorted by length%s\n",
            (unsigned long long)world, dataset_name(ds), (unsigned long long)dataset_info(ds)->length,
-           (unsigned long long)o->seed, (unsigned long long)o->budget, o->type == BATCH_TOKEN ? "tokens" : "records",
+           ch2_seed_text(cfg, o->seed, seed), (unsigned long long)o->budget, o->type == BATCH_TOKEN ? "tokens" : "records",
            (unsigned long long)o->max_samples, (unsigned long long)o->sort_size, (unsigned long long)world,
            o->start_step ? ", resumed" : "");
     struct ch2_dyn_run run = {.cfg = cfg, .ds = ds, .got = calloc(slots, sizeof *run.got)};

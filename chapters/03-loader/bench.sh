@@ -12,6 +12,7 @@
 #     Target: at least 0.5 of memcpy.
 # BUILD names the build directory (default build).
 set -euo pipefail
+case "${1:-}" in -h|--help) sed -n '2,/^[^#]/s/^# \{0,1\}//p' "$0"; exit 0 ;; esac
 cd "$(dirname "$0")/../.."
 BUILD=${BUILD:-build}
 C3="$BUILD/chapter-3"

@@ -76,21 +76,29 @@ static void ch3_usage(FILE *to)
             "  --help           this text\n");
 }
 
-/* Parses "0,1,2" into out[]; ERR_ARG naming the flag on junk or too many values. */
+/* Parses "0,1,2" into out[]; ERR_ARG naming the flag on junk, an empty value
+ * ("1,,2", "1,", ",1": strtok would silently skip it) or too many values. */
 static int ch3_parse_list(const char *flag, const char *text, uint64_t *out, int *n)
 {
     char buf[256];
     if (snprintf(buf, sizeof buf, "%s", text) >= (int)sizeof buf)
         return err_set(ERR_ARG, "--%s: list too long", flag);
     *n = 0;
-    for (char *save, *tok = strtok_r(buf, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
+    for (char *tok = buf, *comma;; tok = comma + 1) {
+        comma = strchr(tok, ',');
+        if (comma)
+            *comma = '\0';
+        if (*tok == '\0')
+            return err_set(ERR_ARG, "--%s: expected a comma-separated list of values, got '%s' (an empty value)",
+                           flag, text);
         if (*n == CH3_MAX_LIST)
             return err_set(ERR_ARG, "--%s: at most %d values", flag, CH3_MAX_LIST);
         int rc = cli_parse_u64(flag, tok, &out[(*n)++]);
         if (rc)
             return rc;
+        if (!comma)
+            return 0;
     }
-    return *n ? 0 : err_set(ERR_ARG, "--%s: expected a comma-separated list, got '%s'", flag, text);
 }
 
 static int ch3_parse(int argc, char **argv, struct ch3_args *a)
@@ -213,6 +221,10 @@ struct ch3_run {
     int out_of_order;
     struct loader_stats st; /* of the last epoch */
     double samples_per_s, bytes_per_s, wait_fraction; /* over all epochs */
+    /* Per step, over all epochs: the trainer's whole step, the part spent in
+     * loader_next(), and the rest (its compute: the nominal step plus however
+     * long the sleep overslept on a busy machine). step = wait + compute. */
+    double step_s, wait_s, compute_s;
 };
 
 /* Loads warmup + epochs epochs of the first `count` samples of the order,
@@ -226,6 +238,8 @@ static int ch3_run_loader(const dataset_t *ds, const struct ch3_args *a, struct 
     opt.prefetch = (uint32_t)a->prefetch;
     opt.max_batch = (uint32_t)a->batch;
     opt.out_of_order = r->out_of_order;
+    if (dataset_info(ds)->record_bytes == 0) /* JSONL: rows padded to the batch's longest record */
+        opt.collate = loader_collate_pad;
     if (r->work_ns) {
         opt.transform = ch3_decode;
         opt.transform_user = &r->work_ns;
@@ -239,7 +253,7 @@ static int ch3_run_loader(const dataset_t *ds, const struct ch3_args *a, struct 
         loader_close(L);
         return err_set(ERR_NOMEM, "out of memory for %llu indices", (unsigned long long)r->count);
     }
-    double elapsed = 0, wait = 0, samples = 0, bytes = 0;
+    double elapsed = 0, wait = 0, samples = 0, bytes = 0, batches = 0;
     for (uint64_t e = 0; rc == 0 && e < r->warmup + r->epochs; e++) {
         struct loader_epoch ep = {.epoch = e, .indices = idx, .count = r->count, .batch_size = (uint32_t)a->batch};
         rc = loader_start_epoch(L, &ep);
@@ -257,10 +271,14 @@ static int ch3_run_loader(const dataset_t *ds, const struct ch3_args *a, struct 
         wait += r->st.wait_s;
         samples += (double)r->st.samples;
         bytes += (double)r->st.bytes;
+        batches += (double)r->st.batches;
     }
     r->samples_per_s = elapsed > 0 ? samples / elapsed : 0;
     r->bytes_per_s = elapsed > 0 ? bytes / elapsed : 0;
     r->wait_fraction = elapsed > 0 ? wait / elapsed : 0;
+    r->step_s = batches > 0 ? elapsed / batches : 0;
+    r->wait_s = batches > 0 ? wait / batches : 0;
+    r->compute_s = r->step_s - r->wait_s;
     free(idx);
     loader_close(L);
     return rc;
@@ -322,6 +340,25 @@ static int ch3_bench(const dataset_t *ds, const struct ch3_args *a)
     return 0;
 }
 
+/* The table's and the CSV's headers, written once the first setting ran, so
+ * that a run failing on its first setting prints no half-made table and
+ * leaves no empty CSV. Returns the CSV, or NULL (err_msg() says why). */
+static FILE *ch3_table_begin(const dataset_t *ds, const struct ch3_args *a, uint64_t count, long cores,
+                             const char *csv_path)
+{
+    FILE *csv = plot_csv_open(csv_path);
+    if (!csv)
+        return NULL;
+    fprintf(csv, "work_us,workers,slots,memory_bytes,samples_per_s,step_ms,wait_fraction,max_wait_ms,compute_ms,"
+                 "wait_ms,nominal_step_ms,starving\n");
+    printf("%s: %llu steps of %llu samples, a nominal training step of %.1f ms, prefetch %llu, %ld CPU cores\n",
+           dataset_name(ds), (unsigned long long)(count / a->batch), (unsigned long long)a->batch,
+           (double)a->step_us / 1000, (unsigned long long)a->prefetch, cores);
+    printf("\n%8s %8s %6s %10s %11s %9s %9s %9s %10s %9s\n", "decode", "workers", "slots", "memory", "samples/s",
+           "step", "compute", "wait", "data-wait", "");
+    return csv;
+}
+
 /* The lesson: workers × decode cost against a fixed step. */
 static int ch3_experiment(const dataset_t *ds, const struct ch3_args *a)
 {
@@ -329,9 +366,6 @@ static int ch3_experiment(const dataset_t *ds, const struct ch3_args *a)
     if (count > n)
         count = n - n % a->batch ? n - n % a->batch : n;
     long cores = sysconf(_SC_NPROCESSORS_ONLN);
-    printf("%s: %llu steps of %llu samples, a training step of %.1f ms, prefetch %llu, %ld CPU cores\n",
-           dataset_name(ds), (unsigned long long)(count / a->batch), (unsigned long long)a->batch,
-           (double)a->step_us / 1000, (unsigned long long)a->prefetch, cores);
     /* Touch every record once, so the first setting does not pay the mapping's
      * page faults alone (a real trainer pays them in its first epoch only). */
     uint8_t *scratch = malloc(dataset_info(ds)->max_record_bytes);
@@ -347,41 +381,46 @@ static int ch3_experiment(const dataset_t *ds, const struct ch3_args *a)
     char csv_path[4200], out_path[4200];
     snprintf(csv_path, sizeof csv_path, "%s/loader_sweep.csv", a->out_dir);
     snprintf(out_path, sizeof out_path, "%s/loader_sweep", a->out_dir);
-    FILE *csv = plot_csv_open(csv_path);
-    if (!csv)
-        return ERR_IO;
-    fprintf(csv, "work_us,workers,slots,memory_bytes,samples_per_s,step_ms,wait_fraction,max_wait_ms\n");
-    printf("\n%8s %8s %6s %10s %11s %9s %10s %9s\n", "decode", "workers", "slots", "memory", "samples/s",
-           "step", "data-wait", "");
+    FILE *csv = NULL;
     progress_t prog;
     progress_begin(&prog, "sweep", (uint64_t)a->nwork * a->nworkers);
-    int rc = 0;
+    int rc = 0, overslept = 0;
     for (int w = 0; rc == 0 && w < a->nwork; w++) {
         int enough = -1, relapse = -1; /* the first worker count that feeds, the first after it that starves */
         for (int k = 0; rc == 0 && k < a->nworkers; k++) {
             struct ch3_run r = {.workers = (uint32_t)a->workers[k], .work_ns = a->work_us[w] * 1000,
                                 .step_ns = a->step_us * 1000, .count = count, .epochs = 1};
             rc = ch3_run_loader(ds, a, &r);
+            if (rc == 0 && !csv && !(csv = ch3_table_begin(ds, a, count, cores, csv_path)))
+                rc = ERR_IO;
             if (rc)
                 break;
-            double step_ms = (double)a->batch / r.samples_per_s * 1e3;
+            /* data-wait = wait / step = wait / (wait + compute): the verdict,
+             * the table and the CSV all come from these three numbers. */
             int starving = r.wait_fraction > CH3_STARVING;
             if (!starving && enough < 0)
                 enough = (int)r.workers;
             else if (starving && enough >= 0 && relapse < 0)
                 relapse = (int)r.workers;
-            printf("%5llu us %8u %6u %6.1f MiB %11.0f %6.2f ms %9.1f%% %9s\n", (unsigned long long)a->work_us[w],
-                   r.workers, r.st.slots, (double)r.st.memory_bytes / (1 << 20), r.samples_per_s, step_ms,
-                   100 * r.wait_fraction, starving ? "STARVING" : "fed");
-            fprintf(csv, "%llu,%u,%u,%llu,%.1f,%.4f,%.4f,%.4f\n", (unsigned long long)a->work_us[w], r.workers,
-                    r.st.slots, (unsigned long long)r.st.memory_bytes, r.samples_per_s, step_ms, r.wait_fraction,
-                    r.st.max_wait_s * 1e3);
+            /* The sleep standing in for the GPU overslept by more than 10 %. */
+            overslept |= a->step_us && r.compute_s * 1e6 > 1.1 * (double)a->step_us + 100;
+            printf("%5llu us %8u %6u %6.1f MiB %11.0f %6.2f ms %6.2f ms %6.2f ms %9.1f%% %9s\n",
+                   (unsigned long long)a->work_us[w], r.workers, r.st.slots, (double)r.st.memory_bytes / (1 << 20),
+                   r.samples_per_s, r.step_s * 1e3, r.compute_s * 1e3, r.wait_s * 1e3, 100 * r.wait_fraction,
+                   !a->step_us ? "no step" : starving ? "STARVING" : "fed");
+            fprintf(csv, "%llu,%u,%u,%llu,%.1f,%.4f,%.4f,%.4f,%.4f,%.4f,%.4f,%d\n", (unsigned long long)a->work_us[w],
+                    r.workers, r.st.slots, (unsigned long long)r.st.memory_bytes, r.samples_per_s, r.step_s * 1e3,
+                    r.wait_fraction, r.st.max_wait_s * 1e3, r.compute_s * 1e3, r.wait_s * 1e3,
+                    (double)a->step_us / 1e3, starving);
             progress_update(&prog, (uint64_t)w * a->nworkers + k + 1);
         }
         if (rc)
             break;
         double need = (double)(a->work_us[w] * a->batch) / (double)(a->step_us ? a->step_us : 1);
-        if (enough >= 0 && relapse >= 0)
+        if (a->step_us == 0)
+            printf("  -> %llu us/sample: no training step, so the trainer only ever waits for data: read samples/s\n\n",
+                   (unsigned long long)a->work_us[w]);
+        else if (enough >= 0 && relapse >= 0)
             printf("  -> %llu us/sample: fed by %d worker%s, starving again at %d: more workers than cores\n"
                    "     take CPU from the trainer (decode needs %.1f cores' worth per step, this machine has %ld)\n\n",
                    (unsigned long long)a->work_us[w], enough, enough == 1 ? "" : "s", relapse, need, cores);
@@ -393,11 +432,19 @@ static int ch3_experiment(const dataset_t *ds, const struct ch3_args *a)
                    "this machine has %ld)\n\n", (unsigned long long)a->work_us[w], need, cores);
     }
     progress_end(&prog, (uint64_t)a->nwork * a->nworkers);
-    fclose(csv);
+    if (csv)
+        fclose(csv);
     if (rc)
         return rc;
+    printf("step = the trainer's time per step = compute + wait. compute is the simulated step as measured: above\n"
+           "the nominal %.1f ms when its sleep oversleeps. data-wait = wait / step: above %.0f %%, STARVING.\n",
+           (double)a->step_us / 1000, 100 * CH3_STARVING);
+    if (overslept)
+        printf("(some steps took over 10 %% more than the nominal %.1f ms: when its sleep ended, the trainer's\n"
+               "thread waited for a core the workers or other programs held; that time is compute, not data-wait)\n",
+               (double)a->step_us / 1000);
     printf("memory: the ring holds max(workers,1) x prefetch slots of batch x record bytes; it grows with\n"
-           "workers, not with the dataset. data-wait = time the trainer waited for a batch / its total time.\n");
+           "workers, not with the dataset.\n");
     printf("wrote %s\n", csv_path);
     rc = plot_render("chapters/03-loader/plot.gp", csv_path, out_path);
     if (rc == ERR_UNSUPPORTED) {

@@ -7,6 +7,7 @@
 # 2. Against Open MPI: chapters/05-allreduce/bench_mpi.sh, when present (the MPI
 #    backend's own script: MPI_Allreduce with 4 processes, same size, same run).
 set -euo pipefail
+case "${1:-}" in -h|--help) sed -n '2,/^[^#]/s/^# \{0,1\}//p' "$0"; exit 0 ;; esac
 cd "$(dirname "$0")/../.."
 BUILD=${BUILD:-build}
 

@@ -12,6 +12,7 @@
 # Target (issue 5): the simulator at least 1.5x faster. Prints PASS or MISS;
 # a MISS is a finding, not a failure of `make bench`.
 set -euo pipefail
+case "${1:-}" in -h|--help) sed -n '2,/^[^#]/s/^# \{0,1\}//p' "$0"; exit 0 ;; esac
 cd "$(dirname "$0")/../.."
 BUILD=${BUILD:-build}
 TARGET=1.5

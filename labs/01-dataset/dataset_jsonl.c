@@ -454,7 +454,7 @@ static void jsonl_close(dataset_t *ds)
     free(ds);
 }
 
-static const struct dataset_ops jsonl_ops = {jsonl_read, jsonl_length_of, jsonl_close};
+static const struct dataset_ops jsonl_ops = {.read = jsonl_read, .length_of = jsonl_length_of, .close = jsonl_close};
 
 int dataset_jsonl_open(const char *path, const struct dataset_options *opt, dataset_t **out)
 {

@@ -10,7 +10,7 @@
 
 #include <stdlib.h>
 
-#define MAX_RANKS 8
+#define MAX_RANKS 16
 #define MAX_LEN 8
 
 /* list(DistributedSampler(range(n), num_replicas=world, rank=r, shuffle=...,
@@ -34,6 +34,10 @@ static const struct torch_case drop_last_cases[] = {
 static const struct torch_case padding_cases[] = {
     {3, 5, 0, 0, 0, 0, 1, {{0}, {1}, {2}, {0}, {1}}},
     {5, 8, (1ull << 32) + 5, 1, 1, 0, 1, {{0}, {2}, {1}, {3}, {4}, {0}, {2}, {1}}},
+    /* padding > n: the order repeats more than once (here 3 and 5 times) */
+    {2, 7, 0, 0, 1, 0, 1, {{0}, {1}, {0}, {1}, {0}, {1}, {0}}},
+    {2, 7, (1ull << 32) + 3, 5, 1, 0, 1, {{1}, {0}, {1}, {0}, {1}, {0}, {1}}},
+    {3, 16, 7, 2, 1, 0, 1, {{1}, {0}, {2}, {1}, {0}, {2}, {1}, {0}, {2}, {1}, {0}, {2}, {1}, {0}, {2}, {1}}},
 };
 
 static sampler_t *make(uint64_t n, uint32_t world, uint32_t rank, uint64_t seed, int shuffle, int drop_last)

@@ -1,8 +1,9 @@
 /* grade: lab 3's grader (`make lab-3`). It drives the loader built from the
  * learner's labs/03-loader/loader.c and checks what the two exercise regions
- * must guarantee: batches in order, every sample exactly once, never more than
- * `slots` batches of memory in flight, an error delivered at its batch, and a
- * clean stop. Each test runs in its own process with a time limit, so a
+ * must guarantee: batches in order (or, out of order, a finished batch handed
+ * out while an earlier one is still stuck), every sample exactly once, never
+ * more than `slots` batches of memory in flight, an error delivered at its
+ * batch, and a clean stop. Each test runs in its own process with a time limit, so a
  * deadlock in the ring is a failed test, not a hung grader.
  */
 #include "grader.h"
@@ -55,6 +56,9 @@ static void order_one_worker(void) { grade_epochs(1, 0, 300, 8, 2); }
 static void order_many_workers(void) { grade_epochs(4, 0, 600, 7, 2); }
 static void caller_thread(void) { grade_epochs(0, 0, 200, 9, 2); }
 static void out_of_order(void) { grade_epochs(3, 1, 500, 8, 1); }
+/* Batch 0 blocks until a later batch was delivered: only a real out-of-order
+ * pick gets past the first batch (see fixture_check_overtaking). */
+static void out_of_order_overtakes(void) { fixture_check_overtaking(3); }
 
 static void memory_bound(void)
 {
@@ -146,6 +150,7 @@ static const struct grade_test tests[] = {
     {"order-many-workers", 20, 30, order_many_workers},
     {"caller-thread", 10, 20, caller_thread},
     {"out-of-order", 10, 20, out_of_order},
+    {"out-of-order-overtakes", 10, 20, out_of_order_overtakes},
     {"memory-bound", 20, 30, memory_bound},
     {"error-at-its-batch", 10, 20, error_at_its_batch},
     {"shutdown-and-restart", 20, 30, shutdown_and_restart},

@@ -57,6 +57,7 @@
 #define LOADER_SLOT_ALIGN 4096
 #define LOADER_MAX_WORKERS 1024
 #define LOADER_MAX_PREFETCH 1024
+#define LOADER_MAX_TIMEOUT_S 1e6
 
 enum slot_state { SLOT_FREE, SLOT_FILLING, SLOT_READY, SLOT_FAILED, SLOT_HELD };
 
@@ -71,6 +72,7 @@ struct loader_slot {
     struct loader_batch view;
     void *mem;               /* the allocator's block: data, then labels and lengths */
     uint64_t *indices;       /* a copy of the batch's indices, valid while HELD */
+    struct dataset_record *recs; /* what dataset_read_batch() says of each row (the stacking collate) */
 };
 
 struct loader_worker {
@@ -84,6 +86,7 @@ struct loader {
     struct loader_options opt;
     uint32_t nslots;
     uint64_t data_bytes;     /* data region of a slot */
+    uint64_t labels_offset;  /* where labels start in a slot (then lengths) */
     uint64_t alloc_bytes;    /* the whole slot: data, labels, lengths */
     struct loader_slot *slots;
     struct loader_worker *workers;
@@ -166,32 +169,74 @@ int loader_stopping(const loader_t *L) { return atomic_load_explicit(&L->stoppin
 
 /* ---- collate ----------------------------------------------------------------- */
 
-int loader_read_sample(struct loader_job *job, uint32_t i, void *dst, uint64_t cap, struct dataset_record *rec)
+/* Marks sample i as the one this worker is on (a timeout names it); refuses
+ * once the loader is stopping. */
+static int loader_enter_sample(struct loader_job *job, uint32_t i)
 {
     struct loader *L = job->loader;
     struct loader_slot *slot = &L->slots[job->out->slot];
     uint64_t index = job->indices[i];
     atomic_store_explicit(&slot->index, index, memory_order_relaxed);
     atomic_store_explicit(&slot->position, i, memory_order_relaxed);
-    char name[32];
     if (loader_stopping(L))
         return err_set(ERR_STATE, "sample %llu: abandoned, the loader is stopping", (unsigned long long)index);
-    int rc = dataset_read(job->ds, index, dst, cap, rec);
-    if (rc == 0 && L->opt.transform) {
-        struct loader_sample s = {
-            .index = index,
-            .epoch = job->epoch,
-            .batch = job->batch,
-            .position = i,
-            .worker = job->worker,
-            .seed = loader_sample_seed(L->opt.seed, job->epoch, index),
-            .loader = L,
-        };
-        rc = L->opt.transform(L->opt.transform_user, &s, dst, rec->bytes);
+    return 0;
+}
+
+/* Applies the transform, if there is one, to sample i, read into dst. */
+static int loader_transform_sample(struct loader_job *job, uint32_t i, void *dst, const struct dataset_record *rec)
+{
+    struct loader *L = job->loader;
+    if (!L->opt.transform)
+        return 0;
+    struct loader_sample s = {
+        .index = job->indices[i],
+        .epoch = job->epoch,
+        .batch = job->batch,
+        .position = i,
+        .worker = job->worker,
+        .seed = loader_sample_seed(L->opt.seed, job->epoch, job->indices[i]),
+        .loader = L,
+    };
+    return L->opt.transform(L->opt.transform_user, &s, dst, rec->bytes);
+}
+
+static int loader_sample_failed(const struct loader_job *job, uint32_t i, int rc)
+{
+    char name[32];
+    return err_wrap(rc, "sample %llu (position %u) on %s", (unsigned long long)job->indices[i], i,
+                    worker_name(job->worker, name));
+}
+
+int loader_read_sample(struct loader_job *job, uint32_t i, void *dst, uint64_t cap, struct dataset_record *rec)
+{
+    int rc = loader_enter_sample(job, i);
+    if (rc == 0)
+        rc = dataset_read(job->ds, job->indices[i], dst, cap, rec);
+    if (rc == 0)
+        rc = loader_transform_sample(job, i, dst, rec);
+    return rc < 0 ? loader_sample_failed(job, i, rc) : 0;
+}
+
+/* loader_read_sample() for the whole job at once: one dataset_read_batch()
+ * into rows `stride` bytes apart (IDX copies them in one tight loop), then
+ * the transform of each row. recs[i] describes row i. */
+static int loader_read_samples(struct loader_job *job, uint8_t *data, uint64_t stride, struct dataset_record *recs)
+{
+    int rc = job->count ? loader_enter_sample(job, 0) : 0;
+    if (rc == 0)
+        rc = dataset_read_batch(job->ds, job->indices, job->count, data, stride, recs);
+    if (rc < 0) {
+        char name[32];
+        return err_wrap(rc, "on %s", worker_name(job->worker, name));
     }
-    if (rc < 0)
-        return err_wrap(rc, "sample %llu (position %u) on %s", (unsigned long long)index, i,
-                        worker_name(job->worker, name));
+    for (uint32_t i = 0; i < job->count && job->loader->opt.transform; i++) {
+        rc = loader_enter_sample(job, i);
+        if (rc == 0)
+            rc = loader_transform_sample(job, i, data + i * stride, &recs[i]);
+        if (rc < 0)
+            return loader_sample_failed(job, i, rc);
+    }
     return 0;
 }
 
@@ -207,14 +252,13 @@ int loader_collate_stack(void *user, struct loader_job *job)
         return err_set(ERR_RANGE, "batch %llu: %u records of %llu bytes do not fit a slot of %llu bytes",
                        (unsigned long long)job->batch, job->count, (unsigned long long)rb,
                        (unsigned long long)job->cap);
-    uint8_t *data = b->data;
+    struct dataset_record *recs = job->loader->slots[b->slot].recs;
+    int rc = loader_read_samples(job, b->data, rb, recs);
+    if (rc < 0)
+        return rc;
     for (uint32_t i = 0; i < job->count; i++) {
-        struct dataset_record rec;
-        int rc = loader_read_sample(job, i, data + i * rb, rb, &rec);
-        if (rc < 0)
-            return rc;
-        b->labels[i] = rec.label;
-        b->lengths[i] = rec.bytes;
+        b->labels[i] = recs[i].label;
+        b->lengths[i] = recs[i].bytes;
     }
     b->stride = rb;
     b->bytes = rb * job->count;
@@ -226,7 +270,8 @@ int loader_collate_pad(void *user, struct loader_job *job)
     (void)user;
     struct loader_batch *b = job->out;
     uint8_t *data = b->data;
-    /* Pass 1: records packed end to end (we do not know the longest yet). */
+    /* Pass 1: records packed end to end (we do not know the longest yet), one
+     * read at a time, since no fixed stride describes packed rows. */
     uint64_t used = 0, longest = 0;
     for (uint32_t i = 0; i < job->count; i++) {
         struct dataset_record rec;
@@ -379,6 +424,7 @@ static void loader_free(struct loader *L)
             if (L->slots[i].mem)
                 L->opt.allocator.free(L->opt.allocator.user, L->slots[i].mem, L->alloc_bytes);
             free(L->slots[i].indices);
+            free(L->slots[i].recs);
         }
     }
     free(L->slots);
@@ -393,10 +439,6 @@ static void loader_free(struct loader *L)
 
 static int loader_alloc_slots(struct loader *L)
 {
-    /* Labels and lengths sit after the data, 64-byte aligned, in the same block,
-     * so a pinned allocator pins them too. */
-    uint64_t data = (L->data_bytes + 63) & ~(uint64_t)63;
-    L->alloc_bytes = data + 2 * (uint64_t)L->opt.max_batch * sizeof(uint64_t);
     L->slots = calloc(L->nslots, sizeof *L->slots);
     if (!L->slots)
         return err_set(ERR_NOMEM, "loader: out of memory for %u slots", L->nslots);
@@ -404,14 +446,35 @@ static int loader_alloc_slots(struct loader *L)
         struct loader_slot *s = &L->slots[i];
         s->mem = L->opt.allocator.alloc(L->opt.allocator.user, L->alloc_bytes);
         s->indices = malloc(L->opt.max_batch * sizeof *s->indices);
-        if (!s->mem || !s->indices)
+        s->recs = malloc(L->opt.max_batch * sizeof *s->recs);
+        if (!s->mem || !s->indices || !s->recs)
             return err_set(ERR_NOMEM, "loader: cannot allocate slot %u of %u (%llu bytes each)", i, L->nslots,
                            (unsigned long long)L->alloc_bytes);
         s->view.data = s->mem;
-        s->view.labels = (int64_t *)((uint8_t *)s->mem + data);
+        s->view.labels = (int64_t *)((uint8_t *)s->mem + L->labels_offset);
         s->view.lengths = (uint64_t *)(s->view.labels + L->opt.max_batch);
         s->view.slot = i;
     }
+    return 0;
+}
+
+/* The slot's layout: data_bytes of data, then labels and lengths (max_batch
+ * each), 64-byte aligned, in the same block so a pinned allocator pins them
+ * too; and the whole ring. Every step is checked: a slot_bytes near 2^64 must
+ * not wrap to a tiny slot while collate is told it has slot_bytes. Returns 0
+ * with *labels_offset and *alloc_bytes set, or ERR_ARG naming slot_bytes. */
+static int loader_slot_layout(uint64_t data_bytes, uint32_t max_batch, uint32_t nslots, uint64_t *labels_offset,
+                              uint64_t *alloc_bytes)
+{
+    uint64_t aligned, tables, total, ring;
+    if (__builtin_add_overflow(data_bytes, 63, &aligned) ||
+        __builtin_mul_overflow((uint64_t)max_batch, 2 * sizeof(uint64_t), &tables) ||
+        __builtin_add_overflow(aligned & ~(uint64_t)63, tables, &total) ||
+        __builtin_mul_overflow(total, (uint64_t)nslots, &ring))
+        return err_set(ERR_ARG, "loader: slot_bytes %llu with max_batch %u and %u slots overflows 64 bits "
+                       "(data, labels, lengths and alignment)", (unsigned long long)data_bytes, max_batch, nslots);
+    *labels_offset = aligned & ~(uint64_t)63;
+    *alloc_bytes = total;
     return 0;
 }
 
@@ -428,15 +491,20 @@ int loader_open(const dataset_t *ds, const struct loader_options *opt, loader_t 
                        "(use loader_collate_pad)", dataset_name(ds));
     if (opt->prefetch > LOADER_MAX_PREFETCH)
         return err_set(ERR_ARG, "loader: prefetch %u is more than %d", opt->prefetch, LOADER_MAX_PREFETCH);
-    if (opt->timeout_s < 0)
-        return err_set(ERR_ARG, "loader: the timeout must not be negative");
+    /* 1e6 s (11.6 days): beyond that a timeout is a typo; it also keeps the
+     * conversion to nanoseconds in range (1e300 s is undefined behaviour). */
+    if (!(opt->timeout_s >= 0 && opt->timeout_s <= LOADER_MAX_TIMEOUT_S))
+        return err_set(ERR_ARG, "loader: timeout_s %g is not 0 (no timeout) to %g seconds", opt->timeout_s,
+                       LOADER_MAX_TIMEOUT_S);
     uint64_t data_bytes = opt->slot_bytes;
-    if (data_bytes == 0) {
-        if (info->max_record_bytes > UINT64_MAX / 2 / opt->max_batch)
-            return err_set(ERR_ARG, "loader: %u records of %llu bytes overflow a slot", opt->max_batch,
-                           (unsigned long long)info->max_record_bytes);
-        data_bytes = opt->max_batch * info->max_record_bytes;
-    }
+    if (data_bytes == 0 && __builtin_mul_overflow((uint64_t)opt->max_batch, info->max_record_bytes, &data_bytes))
+        return err_set(ERR_ARG, "loader: slot_bytes: %u records of %llu bytes overflow 64 bits", opt->max_batch,
+                       (unsigned long long)info->max_record_bytes);
+    uint32_t nslots = (opt->workers ? opt->workers : 1) * (opt->prefetch ? opt->prefetch : LOADER_DEFAULT_PREFETCH);
+    uint64_t labels_offset = 0, alloc_bytes = 0;
+    int rc = loader_slot_layout(data_bytes, opt->max_batch, nslots, &labels_offset, &alloc_bytes);
+    if (rc)
+        return rc;
 
     struct loader *L = calloc(1, sizeof *L);
     if (!L)
@@ -447,8 +515,10 @@ int loader_open(const dataset_t *ds, const struct loader_options *opt, loader_t 
         L->opt.prefetch = LOADER_DEFAULT_PREFETCH;
     if (!L->opt.allocator.alloc)
         L->opt.allocator = (struct loader_allocator){loader_default_alloc, loader_default_free, NULL};
-    L->nslots = (opt->workers ? opt->workers : 1) * L->opt.prefetch;
+    L->nslots = nslots;
     L->data_bytes = data_bytes;
+    L->labels_offset = labels_offset;
+    L->alloc_bytes = alloc_bytes;
     pthread_mutex_init(&L->mu, NULL);
     pthread_cond_init(&L->work_cv, NULL);
     pthread_condattr_t attr;
@@ -457,7 +527,7 @@ int loader_open(const dataset_t *ds, const struct loader_options *opt, loader_t 
     pthread_cond_init(&L->done_cv, &attr);
     pthread_condattr_destroy(&attr);
 
-    int rc = loader_alloc_slots(L);
+    rc = loader_alloc_slots(L);
     if (rc == 0 && opt->workers) {
         L->workers = calloc(opt->workers, sizeof *L->workers);
         if (!L->workers)
@@ -736,6 +806,9 @@ void loader_release(loader_t *L, struct loader_batch *b)
 void loader_stats(loader_t *L, struct loader_stats *st)
 {
     pthread_mutex_lock(&L->mu);
+    uint32_t ready = 0;
+    for (uint32_t i = 0; i < L->nslots; i++)
+        ready += L->slots[i].state == SLOT_READY;
     double elapsed = (double)(L->last_ns - L->start_ns) * 1e-9;
     *st = (struct loader_stats){
         .batches = L->got_batches,
@@ -751,6 +824,7 @@ void loader_stats(loader_t *L, struct loader_stats *st)
         .slot_bytes = L->alloc_bytes,
         .memory_bytes = (uint64_t)L->nslots * L->alloc_bytes,
         .max_busy_slots = L->max_busy,
+        .ready_slots = ready,
     };
     pthread_mutex_unlock(&L->mu);
 }

@@ -1,0 +1,67 @@
+/* test_isolate: the promise every unit test and lab grader rests on: code under
+ * test that loops forever, crashes or fails a CHECK becomes a failed test with
+ * a reason, and the run goes on (tests/harness/isolate.c). */
+#include "check.h"
+#include "isolate.h"
+
+#include <signal.h>
+#include <stdlib.h>
+#include <stdio.h>
+#include <unistd.h>
+
+static void loops_forever(void)
+{
+    for (;;)
+        pause();
+}
+
+/* A failed assert(). (Not SIGSEGV: ASan and TSan catch that one and exit with
+ * their own report instead of dying by the signal.) */
+static void crashes(void) { abort(); }
+
+static void fails_a_check(void) { CHECK_EQ(6 * 7, 41); }
+
+static void says_two_lines_then_exits_3(void)
+{
+    fprintf(stderr, "first line\nsecond line\n");
+    _exit(3);
+}
+
+static void passes(void) {}
+
+TEST(isolate_turns_a_hang_into_a_timeout)
+{
+    char reason[256];
+    CHECK_EQ(isolate_run(loops_forever, 1, reason, sizeof reason), 0);
+    CHECK_STR(reason, "timed out after 1 s");
+}
+
+TEST(isolate_names_the_signal_of_a_crash)
+{
+    char reason[256];
+    CHECK_EQ(isolate_run(crashes, 10, reason, sizeof reason), 0);
+    CHECK_STR(reason, "killed by SIGABRT");
+}
+
+TEST(isolate_carries_the_failed_check_and_how_the_child_ended)
+{
+    char reason[512];
+    CHECK_EQ(isolate_run(fails_a_check, 10, reason, sizeof reason), 0);
+    CHECK_CONTAINS(reason, "6 * 7: expected 41, got 42");
+    CHECK_CONTAINS(reason, "[exited with status 1]");
+    CHECK_EQ(isolate_run(says_two_lines_then_exits_3, 10, reason, sizeof reason), 0);
+    CHECK_STR(reason, "first line\nsecond line [exited with status 3]");
+}
+
+TEST(isolate_passes_a_test_that_returns)
+{
+    char reason[64];
+    CHECK_EQ(isolate_run(passes, 10, reason, sizeof reason), 1);
+}
+
+TEST(isolate_keeps_a_long_reason_within_its_buffer)
+{
+    char reason[8];
+    CHECK_EQ(isolate_run(says_two_lines_then_exits_3, 10, reason, sizeof reason), 0);
+    CHECK_EQ(strlen(reason), 7);
+}
