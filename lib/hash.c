@@ -25,13 +25,14 @@ uint64_t hash_fnv1a_words(uint64_t h, const void *p, size_t n)
     return hash_fnv1a(h, b + i, n - i);
 }
 
-uint64_t hash_splitmix64(uint64_t x)
+uint64_t hash_mix64(uint64_t x)
 {
-    x += HASH_SPLITMIX64_GAMMA;
     x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull; /* Stafford's "Mix13" constants, as in Vigna's splitmix64.c */
     x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
     return x ^ (x >> 31);
 }
+
+uint64_t hash_splitmix64(uint64_t x) { return hash_mix64(x + HASH_SPLITMIX64_GAMMA); }
 
 uint64_t hash_splitmix64_next(uint64_t *state)
 {

@@ -32,8 +32,11 @@ uint64_t hash_fnv1a(uint64_t h, const void *p, size_t n);
  * memory speed. Never fails. */
 uint64_t hash_fnv1a_words(uint64_t h, const void *p, size_t n);
 
-/* splitmix64's output for state `x`: x + 0x9e3779b97f4a7c15 through its
- * finaliser. A pure function, so f(seed ^ f(i)) names record i of a seeded
+/* splitmix64's finaliser alone (two multiply-xorshift rounds): a bijection
+ * of 64-bit words that spreads every input bit over the output. Never fails. */
+uint64_t hash_mix64(uint64_t x);
+
+/* splitmix64's output for state `x`: hash_mix64(x + 0x9e3779b97f4a7c15). A pure function, so f(seed ^ f(i)) names record i of a seeded
  * stream without any state. */
 uint64_t hash_splitmix64(uint64_t x);
 

@@ -41,3 +41,9 @@ TEST(hash_splitmix64_stream)
     CHECK_EQ_U64(hash_splitmix64_next(&state), 0x06c45d188009454full);
     CHECK_EQ_U64(hash_splitmix64(0), 0xe220a8397b1dcdafull);
 }
+
+TEST(hash_mix64_is_splitmix64_without_the_increment)
+{
+    CHECK_EQ_U64(hash_mix64(0x9e3779b97f4a7c15ull), 0xe220a8397b1dcdafull);
+    CHECK_EQ_U64(hash_mix64(0), 0); /* a bijection that fixes 0: why splitmix64 adds first */
+}
