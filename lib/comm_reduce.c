@@ -5,6 +5,7 @@
 #include "comm_backend.h"
 
 #include "error.h"
+#include "hash.h"
 
 #include <stdio.h>
 #include <string.h>
@@ -50,19 +51,10 @@ void comm_reduce_divide(enum comm_dtype dtype, void *buf, size_t count, int worl
 
 uint64_t comm_checksum(const void *buf, size_t bytes)
 {
-    /* FNV-1a's offset basis and prime (from the FNV reference), applied to
-     * 8-byte words rather than bytes: the check runs after every collective,
-     * so it must go at memory speed; any flipped bit still changes the sum. */
-    const unsigned char *p = buf;
-    uint64_t h = 0xcbf29ce484222325ull, w;
-    size_t i = 0;
-    for (; i + 8 <= bytes; i += 8) {
-        memcpy(&w, p + i, 8);
-        h = (h ^ w) * 0x100000001b3ull;
-    }
-    for (; i < bytes; i++)
-        h = (h ^ p[i]) * 0x100000001b3ull;
-    return h;
+    /* FNV-1a over 8-byte words rather than bytes: the check runs after every
+     * collective, so it must go at memory speed; any flipped bit still
+     * changes the sum. */
+    return hash_fnv1a_words(HASH_FNV1A_BASIS, buf, bytes);
 }
 
 void comm_fingerprint_of(const struct comm_coll_desc *d, struct comm_fingerprint *fp)

@@ -17,8 +17,10 @@
  */
 #include "dataset_idx.h"
 
+#include "cache_dir.h"
 #include "dataset_impl.h"
 #include "error.h"
+#include "hash.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -155,18 +157,9 @@ static int idx_tmp_finish(int fd, const char *tmp, const char *final, int rc)
 
 /* ---- the gzip cache ------------------------------------------------------ */
 
-/* FNV-1a, 64 bits (Fowler, Noll, Vo): names a source path in a shared cache directory. */
-static uint64_t idx_fnv1a(const char *s)
-{
-    uint64_t h = 0xcbf29ce484222325ull;
-    for (; *s; s++)
-        h = (h ^ (uint8_t)*s) * 0x100000001b3ull;
-    return h;
-}
-
 /* Where the decompressed copy of `path` lives: beside it when its directory
- * is writable, else in $XDG_CACHE_HOME/ddp-datapath (default ~/.cache, as the
- * XDG Base Directory Specification says). Never under /usr, even for root:
+ * is writable, else in the user's cache directory (cache_dir.h), named after
+ * the source's full path (its FNV-1a). Never beside it under /usr, even for root:
  * the FHS (3.0, section 4.1) makes /usr read-only, package-managed data, which
  * is where Debian's dataset-fashion-mnist installs. */
 static int idx_cache_path(const char *path, char *out, size_t cap)
@@ -184,29 +177,15 @@ static int idx_cache_path(const char *path, char *out, size_t cap)
         return 0;
     }
     char root[PATH_MAX];
-    const char *xdg = getenv("XDG_CACHE_HOME"), *home = getenv("HOME");
-    if (xdg && xdg[0] == '/')
-        snprintf(root, sizeof root, "%s", xdg);
-    else if (home && *home)
-        snprintf(root, sizeof root, "%s/.cache", home);
-    else
-        return err_set(ERR_IO, "%s: its directory is not writable and neither XDG_CACHE_HOME nor HOME is set: "
-                               "nowhere to put its decompressed cache", path);
+    int rc = cache_dir_create(root, sizeof root);
+    if (rc < 0)
+        return err_wrap(rc, "%s: its directory is not writable, and no cache directory for its decompressed copy",
+                        path);
     *slash = '/'; /* the hash names the full source path */
-    int n = snprintf(out, cap, "%s/ddp-datapath/%s-%016llx" IDX_CACHE_SUFFIX, root, base,
-                     (unsigned long long)idx_fnv1a(real));
-    if (n >= (int)cap)
+    if (snprintf(out, cap, "%s/%s-%016llx" IDX_CACHE_SUFFIX, root, base,
+                 (unsigned long long)hash_fnv1a(HASH_FNV1A_BASIS, real, strlen(real))) >= (int)cap)
         return err_set(ERR_ARG, "%s: cache path too long", path);
-    /* mkdir -p of the two levels we may have to create */
-    if (mkdir(root, 0755) != 0 && errno != EEXIST)
-        return err_set(ERR_IO, "%s: cannot create the cache directory: %s", root, strerror(errno));
-    char *leaf = strrchr(out, '/');
-    *leaf = '\0';
-    int rc = mkdir(out, 0755) != 0 && errno != EEXIST
-                 ? err_set(ERR_IO, "%s: cannot create the cache directory: %s", out, strerror(errno))
-                 : 0;
-    *leaf = '/';
-    return rc;
+    return 0;
 }
 
 /* 1 when the cache open on `fd` is complete and was built from the source
@@ -327,7 +306,7 @@ static int idx_file_map_gzip(struct idx_file *f, int fd, const struct stat *st, 
         return rc;
     snprintf(f->where, sizeof f->where, "%s (decompressed)", f->path);
     for (int attempt = 0;; attempt++) {
-        int cfd = open(f->cache, O_RDONLY | O_CLOEXEC);
+        int cfd = open(f->cache, O_RDONLY | O_CLOEXEC | O_NONBLOCK); /* a FIFO there must not block us */
         uint64_t data_bytes = 0;
         if (cfd >= 0 && idx_cache_fresh(cfd, st, &data_bytes)) {
             /* The mapping never has length 0: the header is always there. */
@@ -357,7 +336,10 @@ static int idx_file_map(struct idx_file *f, const char *path, int *built)
     if (snprintf(f->path, sizeof f->path, "%s", path) >= (int)sizeof f->path)
         return err_set(ERR_ARG, "%.200s...: path too long", path);
     snprintf(f->where, sizeof f->where, "%s", path);
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    /* O_NONBLOCK: opening a FIFO for reading would wait for a writer forever;
+     * this way it opens at once and fails the S_ISREG test below. On a regular
+     * file the flag changes nothing (reads of files never block in its sense). */
+    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
     if (fd < 0)
         return err_set(ERR_IO, "%s: cannot open: %s", path, strerror(errno));
     struct stat st;

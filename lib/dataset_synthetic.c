@@ -8,6 +8,7 @@
 #include "dataset_impl.h"
 
 #include "error.h"
+#include "hash.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -18,19 +19,10 @@ struct synthetic {
     uint64_t min_bytes, max_bytes;
 };
 
-/* splitmix64's finaliser (Steele, Lea, Flood 2014): a cheap, well-mixed hash. */
-static uint64_t synthetic_mix(uint64_t x)
-{
-    x += 0x9e3779b97f4a7c15ull;
-    x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
-    x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
-    return x ^ (x >> 31);
-}
-
 static uint64_t synthetic_bytes_of(const struct synthetic *s, uint64_t index)
 {
     uint64_t span = s->max_bytes - s->min_bytes + 1;
-    return span == 1 ? s->max_bytes : s->min_bytes + synthetic_mix(s->seed ^ synthetic_mix(index)) % span;
+    return span == 1 ? s->max_bytes : s->min_bytes + hash_splitmix64(s->seed ^ hash_splitmix64(index)) % span;
 }
 
 static int synthetic_read(const dataset_t *ds, uint64_t index, void *dst, uint64_t cap, struct dataset_record *rec)
@@ -41,13 +33,13 @@ static int synthetic_read(const dataset_t *ds, uint64_t index, void *dst, uint64
         return err_set(ERR_RANGE, "%s: record %llu has %llu bytes, the buffer only %llu", ds->name,
                        (unsigned long long)index, (unsigned long long)bytes, (unsigned long long)cap);
     uint8_t *out = dst;
-    uint64_t state = synthetic_mix(s->seed + 0x51ed270b27u) ^ index;
+    uint64_t state = hash_splitmix64(s->seed + 0x51ed270b27u) ^ index;
     for (uint64_t i = 0; i < bytes; i += 8) {
-        uint64_t word = synthetic_mix(state + i);
+        uint64_t word = hash_splitmix64(state + i);
         memcpy(out + i, &word, bytes - i < 8 ? bytes - i : 8);
     }
     rec->bytes = rec->length = bytes;
-    rec->label = (int64_t)(synthetic_mix(index ^ ~s->seed) % 10);
+    rec->label = (int64_t)(hash_splitmix64(index ^ ~s->seed) % 10);
     return 0;
 }
 

@@ -5,6 +5,7 @@ set -euo pipefail
 source "$(dirname "$0")/lib.sh"
 ch1="$BUILD/chapter-1"
 export XDG_CACHE_HOME=$T_TMP/cache TMPDIR=$T_TMP
+unset DDP_CACHE_DIR # it would come first (lib/cache_dir.h)
 fashion=/usr/share/datasets/fashion-mnist/train-images-idx3-ubyte.gz
 
 t_out help "usage: chapter-1" "$ch1" --help

@@ -42,6 +42,9 @@ cp "$d/payload.gz" "$d/damaged.gz"
 printf '\xff\xff\xff\xff\xff\xff\xff\xff' | dd of="$d/damaged.gz" bs=1 seek=20 conv=notrunc status=none
 gzip -c "$d/mid-record" > "$d/mid-record.gz"
 rm "$d/noise"
+# FIFOs: one as data, one where fifo-cache.gz's decompressed cache goes
+mkfifo "$d/a-fifo" "$d/fifo-cache.gz.ddpcache"
+gzip -c "$d/ok-images-idx3-ubyte" > "$d/fifo-cache.gz"
 
 sums() { (cd "$d" && find . -type f ! -name '*.ddpcache' | sort | xargs sha256sum); }
 before=$(sums)
@@ -71,6 +74,13 @@ bad label_out_of_range range-images-idx3-ubyte "$d/range-labels-idx1-ubyte: byte
 bad_file gzip_cut_short cut.gz "corrupt gzip stream: it ends early, at compressed byte 30"
 bad_file gzip_damaged damaged.gz "corrupt gzip stream at compressed byte"
 bad gzip_bad_content mid-record.gz "$d/mid-record.gz (decompressed): truncated at record 1 (byte 20)"
+# A FIFO opened for reading waits for a writer: as data, and as the gzip cache
+# left in the cache's place, it must be refused or replaced at once. The short
+# time limit turns a hang into a FAIL (status 124). (sums() skips them: -type f.)
+T_TIMEOUT=20 bad_file fifo a-fifo "not a regular file"
+T_TIMEOUT=20 t_out fifo_as_gzip_cache_is_rebuilt "all 3 records OK" "$ch1" --data="$d/fifo-cache.gz" --check
+if [ -f "$d/fifo-cache.gz.ddpcache" ]; then t_pass fifo_cache_replaced
+else t_failed fifo_cache_replaced "$d/fifo-cache.gz.ddpcache is still not a regular file"; fi
 ok=$d/ok-images-idx3-ubyte
 t_fail get_past_the_end 1 "idx:ok-images-idx3-ubyte: record 3 is out of range (the dataset has 3 records)" \
     "$ch1" --data="$ok" --get=3

@@ -7,10 +7,6 @@ source tests/lib.sh
 
 ch1="$BUILD/chapter-1"
 d="$T_TMP"
-if ! "$ch1" --help 2>/dev/null | grep -q -- --length-field; then
-    t_skip all "$ch1 has no --length-field flag yet (chapters/01-dataset/main.c)"
-    exit 0
-fi
 
 printf '{"num_tokens":3,"text":"a b c"}\n\n{"num_tokens":2,"text":"d e"}\r\n{"num_tokens":1,"text":"f"}' > "$d/good.jsonl"
 printf '{"num_tokens":1}\n\n{"num_tokens":2,}\n' > "$d/badline.jsonl"
@@ -43,6 +39,19 @@ t_fail missing_file 1 "chapter-1: $d/absent.jsonl: cannot open" "$ch1" --data="$
 t_fail directory 1 "dir.jsonl: not a regular file (a directory)" "$ch1" --data="$d/dir.jsonl" --check
 t_fail empty_file 1 "empty.jsonl: the file is empty" "$ch1" --data="$d/empty.jsonl" --check
 t_fail only_blank_lines 1 "blank.jsonl: no records" "$ch1" --data="$d/blank.jsonl" --check
+
+# A FIFO opened for reading waits for a writer: as data, and as the sidecar
+# index left in the index's place, it must be refused or replaced at once. The
+# short time limit turns a hang into a FAIL (status 124). (In their own
+# directory, so that sums() never reads one.)
+mkdir "$d/fifo"
+mkfifo "$d/fifo/data.jsonl"
+T_TIMEOUT=20 t_fail fifo_as_data 1 "data.jsonl: not a regular file (a FIFO)" "$ch1" --data="$d/fifo/data.jsonl" --check
+cp "$d/good.jsonl" "$d/fifo/indexed.jsonl"
+mkfifo "$d/fifo/indexed.jsonl.offsets"
+T_TIMEOUT=20 t_out fifo_as_index_is_rebuilt "check:" "$ch1" --data="$d/fifo/indexed.jsonl" --check
+if [ -f "$d/fifo/indexed.jsonl.offsets" ]; then t_pass fifo_index_replaced
+else t_failed fifo_index_replaced "$d/fifo/indexed.jsonl.offsets is still not a regular file"; fi
 
 # Indices past the end.
 t_fail out_of_range 1 "record 3 is out of range (the dataset has 3 records)" "$ch1" --data="$d/good.jsonl" --get=3

@@ -12,6 +12,7 @@
 #include "clock.h"
 #include "dataset.h"
 #include "error.h"
+#include "hash.h"
 #include "loader.h"
 
 #include <stdatomic.h>
@@ -31,13 +32,6 @@ static inline dataset_t *fixture_dataset(uint64_t records, uint64_t min_bytes, u
     return ds;
 }
 
-static inline uint64_t fixture_mix(uint64_t x)
-{
-    x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
-    x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
-    return x ^ (x >> 31);
-}
-
 /* A permutation of 0..n-1 (Fisher-Yates on a fixed hash), as a sampler gives. */
 static inline uint64_t *fixture_shuffled(uint64_t n, uint64_t seed)
 {
@@ -45,7 +39,7 @@ static inline uint64_t *fixture_shuffled(uint64_t n, uint64_t seed)
     for (uint64_t i = 0; i < n; i++)
         p[i] = i;
     for (uint64_t i = n - 1; i > 0; i--) {
-        uint64_t j = fixture_mix(seed + i) % (i + 1), t = p[i];
+        uint64_t j = hash_mix64(seed + i) % (i + 1), t = p[i];
         p[i] = p[j];
         p[j] = t;
     }
@@ -57,7 +51,7 @@ static inline uint64_t *fixture_shuffled(uint64_t n, uint64_t seed)
 static inline int fixture_delay(void *user, const struct loader_sample *s, void *data, uint64_t bytes)
 {
     (void)user, (void)data, (void)bytes;
-    uint64_t r = fixture_mix(s->index * 31 + s->epoch);
+    uint64_t r = hash_mix64(s->index * 31 + s->epoch);
     if (r % 4 == 0)
         clock_sleep_ns(r % 300000);
     return 0;

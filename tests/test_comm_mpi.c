@@ -21,6 +21,7 @@
 #include "comm.h"
 #include "comm_backend.h"
 #include "error.h"
+#include "hash.h"
 #ifdef HAVE_MPI
 #include "mpi/comm_mpi.h"
 #endif
@@ -65,10 +66,7 @@ static comm_t *test_open(enum comm_check check, double timeout_s)
  * SplitMix64 of (r, i)), so the order of additions shows in the bits. */
 static double test_value(int r, size_t i)
 {
-    uint64_t z = ((uint64_t)r << 40 ^ (uint64_t)i) + 0x9e3779b97f4a7c15ull; /* SplitMix64 (Steele et al.) */
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-    z ^= z >> 31;
+    uint64_t z = hash_splitmix64((uint64_t)r << 40 ^ (uint64_t)i);
     return ((double)(z % 2000001u) - 1000000.0) / (double)(1u << (z >> 60));
 }
 

@@ -30,6 +30,7 @@ static void use_test_cache_dir(void)
     char dir[512];
     snprintf(dir, sizeof dir, "%s/xdg-cache", check_tmpdir());
     setenv("XDG_CACHE_HOME", dir, 1);
+    unsetenv("DDP_CACHE_DIR"); /* it would come first (lib/cache_dir.h) */
 }
 
 static dataset_t *open_synthetic(uint64_t records)

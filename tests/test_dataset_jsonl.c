@@ -265,6 +265,22 @@ TEST(jsonl_corrupt_index_body_is_an_error_not_a_crash)
     dataset_close(ds);
 }
 
+/* Opening a FIFO for reading waits for a writer: it must fail at once instead,
+ * as data and as the sidecar index someone left in the index's place. */
+TEST(jsonl_fifo_is_refused_not_waited_on)
+{
+    const char *fifo = tmp_path("fifo.jsonl");
+    CHECK_EQ(mkfifo(fifo, 0600), 0);
+    CHECK_ERR(open_jsonl_rc(fifo, NULL), ERR_IO, "fifo.jsonl: not a regular file (a FIFO)");
+    const char *path = tmp_path("fifo_index.jsonl");
+    write_counting_file(path, 0, 3);
+    CHECK_EQ(mkfifo(tmp_path("fifo_index.jsonl.offsets"), 0600), 0);
+    check_counting_file(path, 0, 3); /* rebuilt over the FIFO */
+    struct stat st;
+    CHECK_EQ(stat(tmp_path("fifo_index.jsonl.offsets"), &st), 0);
+    CHECK(S_ISREG(st.st_mode));
+}
+
 TEST(jsonl_index_goes_to_the_cache_when_it_cannot_go_beside)
 {
     const char *path = tmp_path("cached.jsonl");

@@ -16,6 +16,7 @@
 #include "dataset.h"
 #include "dataset_idx.h"
 #include "error.h"
+#include "hash.h"
 #include "plot.h"
 
 #include <stdio.h>
@@ -30,16 +31,12 @@
 #define BENCH_COPY_BYTES (64u << 20) /* memcpy buffers, far larger than any last-level cache */
 #define BENCH_TARGET 5e6             /* records/s per core: issue 2's target */
 
-/* splitmix64 (Steele, Lea, Flood 2014): one multiply-xorshift step per index. */
+/* splitmix64's stream (hash.h) from `seed`: one multiply-xorshift step per index. */
 void bench_fill_indices(uint64_t *idx, size_t n, uint64_t length, uint64_t seed)
 {
     uint64_t s = seed;
-    for (size_t i = 0; i < n; i++) {
-        uint64_t z = (s += 0x9e3779b97f4a7c15ull);
-        z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-        z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-        idx[i] = (z ^ (z >> 31)) % length;
-    }
+    for (size_t i = 0; i < n; i++)
+        idx[i] = hash_splitmix64_next(&s) % length;
 }
 
 static int bench_cmp_double(const void *a, const void *b)

@@ -23,6 +23,7 @@
 #include "clock.h"
 #include "dataset.h"
 #include "error.h"
+#include "hash.h"
 #include "plot.h"
 #include "progress.h"
 
@@ -42,17 +43,12 @@
 #define STREAM_BUF (1u << 20) /* the streaming reader's one buffer */
 #define RECORD_MAX 4096u      /* generated lines are shorter than this */
 
-/* splitmix64 (Steele, Lea, Flood 2014): the generator of the corpus and of the
- * random indices; the same seed gives the same file and the same reads. */
-static uint64_t mix(uint64_t x)
+/* splitmix64 (hash.h) generates the corpus and the random indices; the same
+ * seed gives the same file and the same reads. */
+static uint64_t random_index(uint64_t seed, uint64_t k, uint64_t lines)
 {
-    x += 0x9e3779b97f4a7c15ull;
-    x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
-    x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
-    return x ^ (x >> 31);
+    return hash_splitmix64(seed ^ hash_splitmix64(k + 1)) % lines;
 }
-
-static uint64_t random_index(uint64_t seed, uint64_t k, uint64_t lines) { return mix(seed ^ mix(k + 1)) % lines; }
 
 /* ---- the corpus --------------------------------------------------------------- */
 
@@ -68,12 +64,12 @@ static const char *const words[] = {
 /* Writes line `id` (with its newline) into out; returns its length. */
 static size_t corpus_line(uint64_t seed, uint64_t id, char *out)
 {
-    uint64_t r = mix(seed ^ mix(id));
+    uint64_t r = hash_splitmix64(seed ^ hash_splitmix64(id));
     unsigned n = 4 + (unsigned)(r % 33); /* 4 to 36 words: ~150-byte lines, like short chat turns */
     char text[RECORD_MAX];
     size_t t = 0;
     for (unsigned w = 0; w < n; w++) {
-        r = mix(r);
+        r = hash_splitmix64(r);
         const char *word = words[r % WORD_COUNT];
         size_t len = strlen(word);
         if (w)
@@ -138,14 +134,6 @@ struct strategy {
     long (*read)(void *state, uint64_t index, char *buf);
 };
 
-static uint64_t fnv(uint64_t h, const void *p, size_t n)
-{
-    const unsigned char *b = p;
-    for (size_t i = 0; i < n; i++)
-        h = (h ^ b[i]) * 0x100000001b3ull;
-    return h;
-}
-
 static void rss_now(uint64_t *anon_kib, uint64_t *file_kib)
 {
     FILE *f = fopen("/proc/self/status", "r");
@@ -176,7 +164,7 @@ static void strategy_measure(const struct strategy *s, const char *path, uint64_
         return;
     }
     r->first_sample_s = clock_now_s() - t0;
-    r->agree_hash = fnv(0xcbf29ce484222325ull, buf, (size_t)len);
+    r->agree_hash = hash_fnv1a(HASH_FNV1A_BASIS, buf, (size_t)len);
     double t1 = clock_now_s(), now = t1;
     uint64_t k = 1;
     for (; k < READ_MAX && (k < AGREE_READS || now - t1 < READ_BUDGET_S); k++) {
@@ -187,7 +175,7 @@ static void strategy_measure(const struct strategy *s, const char *path, uint64_
             return;
         }
         if (k < AGREE_READS)
-            r->agree_hash = fnv(r->agree_hash, buf, (size_t)len);
+            r->agree_hash = hash_fnv1a(r->agree_hash, buf, (size_t)len);
         if ((k & 63) == 0 || k < 1024)
             now = clock_now_s();
     }

@@ -6,8 +6,8 @@
  * record per line; to read line i without scanning the file we need where it
  * starts. That answer is built once, by one memchr() pass over the mmapped
  * data, and written beside the data as `<data>.offsets` (or, when the data's
- * directory is not writable, under $DDP_CACHE_DIR, else $XDG_CACHE_HOME/ddp,
- * else ~/.cache/ddp). Every later open mmaps that index: opening a
+ * directory is not writable, in the user's cache directory: cache_dir.h says
+ * which). Every later open mmaps that index: opening a
  * 200-million-line file costs two mmap() calls, and the kernel's page cache,
  * not our heap, holds whatever is read.
  *
@@ -51,8 +51,9 @@
  */
 #include "dataset_impl.h"
 
+#include "cache_dir.h"
 #include "error.h"
-#include "plot.h"
+#include "hash.h"
 #include "progress.h"
 
 #include <errno.h>
@@ -95,17 +96,6 @@ struct jsonl {
     unsigned words; /* uint64 words per entry: 1, or 2 with lengths */
     char index_path[4096];
 };
-
-/* FNV-1a, 64 bits (Fowler, Noll, Vo): a tiny, well-spread hash; enough to
- * tell two files or two field names apart, not a defence against an attacker. */
-static uint64_t jsonl_fnv(uint64_t h, const void *p, uint64_t n)
-{
-    const unsigned char *b = p;
-    for (uint64_t i = 0; i < n; i++)
-        h = (h ^ b[i]) * 0x100000001b3ull;
-    return h;
-}
-#define JSONL_FNV_BASIS 0xcbf29ce484222325ull
 
 static int jsonl_is_space(char c) { return c == ' ' || c == '\t' || c == '\r' || c == '\n'; }
 
@@ -224,7 +214,7 @@ static int jsonl_scan(struct jsonl_builder *b, const char *data, uint64_t size)
 
 static void jsonl_header_seal(struct jsonl_header *h)
 {
-    h->header_checksum = jsonl_fnv(JSONL_FNV_BASIS, h, offsetof(struct jsonl_header, header_checksum));
+    h->header_checksum = hash_fnv1a(HASH_FNV1A_BASIS, h, offsetof(struct jsonl_header, header_checksum));
 }
 
 static int jsonl_write_all_at(int fd, const void *p, size_t n, off_t at)
@@ -303,7 +293,7 @@ static int jsonl_build(const char *path, const char *data, const char *field, st
  * truncated or foreign (rebuild it), negative only for an mmap failure. */
 static int jsonl_index_map(struct jsonl *j, const char *index_path, const struct jsonl_header *want)
 {
-    int fd = open(index_path, O_RDONLY | O_CLOEXEC);
+    int fd = open(index_path, O_RDONLY | O_CLOEXEC | O_NONBLOCK); /* a FIFO planted here must not block us */
     if (fd < 0)
         return 0;
     struct stat st;
@@ -315,7 +305,7 @@ static int jsonl_index_map(struct jsonl *j, const char *index_path, const struct
         uint64_t entry_bytes = words * sizeof(uint64_t);
         uint64_t body = (uint64_t)st.st_size - sizeof h;
         ok = memcmp(h.magic, JSONL_MAGIC, 8) == 0 && h.version == JSONL_VERSION &&
-             h.header_checksum == jsonl_fnv(JSONL_FNV_BASIS, &h, offsetof(struct jsonl_header, header_checksum)) &&
+             h.header_checksum == hash_fnv1a(HASH_FNV1A_BASIS, &h, offsetof(struct jsonl_header, header_checksum)) &&
              h.flags == (want->flags) && h.data_size == want->data_size &&
              h.data_mtime_ns == want->data_mtime_ns && h.data_checksum == want->data_checksum &&
              h.field_hash == want->field_hash && h.count > 0 && h.max_record_bytes <= h.data_size &&
@@ -346,49 +336,32 @@ static int jsonl_index_map(struct jsonl *j, const char *index_path, const struct
     return 1;
 }
 
-/* The index's two homes: beside the data, then a per-user cache directory
- * (for data in a read-only directory), named after the data's real path. */
-static int jsonl_index_paths(const char *path, char beside[4096], char cached[4096])
+/* The index's second home, for data in a read-only directory: the user's
+ * cache directory `dir`, under a name made from the data's real path. */
+static int jsonl_cached_path(const char *path, const char *dir, char cached[4096])
 {
-    if (snprintf(beside, 4096, "%s.offsets", path) >= 4096)
-        return err_set(ERR_ARG, "%s: path too long", path);
-    char real[4096], dir[4096];
-    const char *env = getenv("DDP_CACHE_DIR"), *xdg = getenv("XDG_CACHE_HOME"), *home = getenv("HOME");
-    if (env && *env)
-        snprintf(dir, sizeof dir, "%s", env);
-    else if (xdg && *xdg)
-        snprintf(dir, sizeof dir, "%s/ddp", xdg);
-    else
-        snprintf(dir, sizeof dir, "%s/.cache/ddp", home && *home ? home : "/tmp");
+    char real[4096];
     if (!realpath(path, real))
         snprintf(real, sizeof real, "%s", path);
     const char *base = strrchr(real, '/');
     base = base ? base + 1 : real;
     if (snprintf(cached, 4096, "%s/%016llx-%s.offsets", dir,
-                 (unsigned long long)jsonl_fnv(JSONL_FNV_BASIS, real, strlen(real)), base) >= 4096)
+                 (unsigned long long)hash_fnv1a(HASH_FNV1A_BASIS, real, strlen(real)), base) >= 4096)
         return err_set(ERR_ARG, "%s: cache path too long", path);
     return 0;
 }
 
-static int jsonl_cache_dir_of(const char *cached)
-{
-    char dir[4096];
-    snprintf(dir, sizeof dir, "%s", cached);
-    char *slash = strrchr(dir, '/');
-    if (slash)
-        *slash = '\0';
-    return plot_mkdir(dir);
-}
-
 static int jsonl_index_open(struct jsonl *j, const char *path, const char *field, struct jsonl_header *want)
 {
-    char beside[4096], cached[4096];
-    int rc = jsonl_index_paths(path, beside, cached);
-    if (rc < 0)
-        return rc;
-    const char *homes[2] = {beside, cached};
-    for (int i = 0; i < 2; i++) {
-        rc = jsonl_index_map(j, homes[i], want);
+    char beside[4096], dir[4096], cached[4096];
+    if (snprintf(beside, sizeof beside, "%s.offsets", path) >= (int)sizeof beside)
+        return err_set(ERR_ARG, "%s: path too long", path);
+    int rc = jsonl_index_map(j, beside, want);
+    if (rc != 0)
+        return rc < 0 ? rc : 0;
+    /* A cache directory that cannot be named is only a problem when we must build there. */
+    if (cache_dir_path(dir, sizeof dir) == 0 && jsonl_cached_path(path, dir, cached) == 0) {
+        rc = jsonl_index_map(j, cached, want);
         if (rc != 0)
             return rc < 0 ? rc : 0;
     }
@@ -397,7 +370,9 @@ static int jsonl_index_open(struct jsonl *j, const char *path, const char *field
     if (rc == ERR_IO && access(path, F_OK) == 0) {
         char first[1024];
         snprintf(first, sizeof first, "%s", err_msg());
-        rc = jsonl_cache_dir_of(cached);
+        rc = cache_dir_create(dir, sizeof dir);
+        if (rc == 0)
+            rc = jsonl_cached_path(path, dir, cached);
         if (rc == 0)
             rc = jsonl_build(path, j->data, field, want, cached);
         if (rc < 0)
@@ -484,7 +459,10 @@ static const struct dataset_ops jsonl_ops = {.read = jsonl_read, .length_of = js
 int dataset_jsonl_open(const char *path, const struct dataset_options *opt, dataset_t **out)
 {
     *out = NULL;
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    /* O_NONBLOCK: opening a FIFO (or a device) for reading would wait for a
+     * writer forever; this way it opens at once and fails the S_ISREG test.
+     * On a regular file the flag changes nothing, and we only mmap it. */
+    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
     if (fd < 0)
         return err_set(ERR_IO, "%s: cannot open: %s", path, strerror(errno));
     struct stat st;
@@ -495,7 +473,8 @@ int dataset_jsonl_open(const char *path, const struct dataset_options *opt, data
     }
     if (!S_ISREG(st.st_mode)) {
         close(fd);
-        return err_set(ERR_IO, "%s: not a regular file%s", path, S_ISDIR(st.st_mode) ? " (a directory)" : "");
+        return err_set(ERR_IO, "%s: not a regular file%s", path,
+                       S_ISDIR(st.st_mode) ? " (a directory)" : S_ISFIFO(st.st_mode) ? " (a FIFO)" : "");
     }
     if (st.st_size == 0) {
         close(fd);
@@ -528,8 +507,8 @@ int dataset_jsonl_open(const char *path, const struct dataset_options *opt, data
     want.data_size = j->data_size;
     want.data_mtime_ns = (uint64_t)st.st_mtim.tv_sec * 1000000000ull + (uint64_t)st.st_mtim.tv_nsec;
     uint64_t check = j->data_size < JSONL_CHECK_BYTES ? j->data_size : JSONL_CHECK_BYTES;
-    want.data_checksum = jsonl_fnv(jsonl_fnv(JSONL_FNV_BASIS, j->data, check), j->data + j->data_size - check, check);
-    want.field_hash = field ? jsonl_fnv(JSONL_FNV_BASIS, field, strlen(field)) : 0;
+    want.data_checksum = hash_fnv1a(hash_fnv1a(HASH_FNV1A_BASIS, j->data, check), j->data + j->data_size - check, check);
+    want.field_hash = field ? hash_fnv1a(HASH_FNV1A_BASIS, field, strlen(field)) : 0;
 
     int rc = jsonl_index_open(j, path, field, &want);
     if (rc < 0) {

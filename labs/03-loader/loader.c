@@ -41,6 +41,7 @@
 
 #include "clock.h"
 #include "error.h"
+#include "hash.h"
 
 #include <assert.h>
 #include <errno.h>
@@ -145,16 +146,13 @@ static const char *worker_name(int worker, char buf[32])
 
 uint64_t loader_sample_seed(uint64_t base, uint64_t epoch, uint64_t index)
 {
-    /* splitmix64's finaliser (Steele, Lea, Flood 2014), applied in a chain so
-     * that (base, epoch, index) and (base, index, epoch) differ. */
+    /* splitmix64's finaliser (hash.h), applied in a chain so that
+     * (base, epoch, index) and (base, index, epoch) differ; each link folds
+     * the next part in as boost::hash_combine does (golden-ratio constant). */
     uint64_t x = base;
     uint64_t parts[2] = {epoch, index};
-    for (int i = 0; i < 2; i++) {
-        x ^= parts[i] + 0x9e3779b97f4a7c15ull + (x << 6) + (x >> 2);
-        x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
-        x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
-        x ^= x >> 31;
-    }
+    for (int i = 0; i < 2; i++)
+        x = hash_mix64(x ^ (parts[i] + 0x9e3779b97f4a7c15ull + (x << 6) + (x >> 2)));
     return x;
 }
 
