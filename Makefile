@@ -56,7 +56,7 @@ ifeq ($(HAVE_CUDA),1)
     GPU_SRCS := $(filter-out lib/gpu/nccl_%,$(GPU_SRCS))
   endif
   GPU_OBJS := $(patsubst %.cu,$(BUILD)/obj/%.o,$(GPU_SRCS))
-  GPU_LDLIBS += -L$(CUDA_HOME)/lib64 -Wl,-rpath,$(CUDA_HOME)/lib64 -lcudart -lstdc++
+  GPU_LDLIBS += -L$(CUDA_LIBDIR) -Wl,-rpath,$(CUDA_LIBDIR) -lcudart -lstdc++
   ifneq ($(GPU_OBJS),)
     BACKEND_ARCHIVES += $(BUILD)/libddp_gpu.a
   endif

@@ -22,20 +22,37 @@ else say zlib "NOT FOUND (required: it reads gzipped datasets)"; missing="$missi
 if probe_lib jansson.h -ljansson; then say jansson "found"
 else say jansson "NOT FOUND (required: it parses JSONL length fields)"; missing="$missing libjansson-dev"; fi
 
-# CUDA + NCCL. The toolkit keeps libnccl.so in lib/, not lib64/, so look in both.
-cuda_home=""
+# CUDA + NCCL. nvcc on the PATH may be a wrapper script outside the toolkit
+# (Debian-style /usr/local/bin/nvcc), so ask nvcc itself where its toolkit is
+# (the TOP line of --dryrun) instead of guessing from its path. The toolkit may
+# keep its libraries in lib64/ or lib/ (and libnccl.so only in lib/): look in both.
+cuda_home=""; cuda_lib=""; nccl_lib=""
 if [ "${WITH_CUDA:-1}" != 0 ]; then
     nvcc=$(command -v nvcc 2>/dev/null || true)
     [ -z "$nvcc" ] && [ -x /usr/local/cuda/bin/nvcc ] && nvcc=/usr/local/cuda/bin/nvcc
-    [ -n "$nvcc" ] && cuda_home=$(dirname "$(dirname "$(readlink -f "$nvcc")")")
+    if [ -n "$nvcc" ]; then
+        top=$("$nvcc" --dryrun -c -x cu /dev/null -o /dev/null 2>&1 | sed -n 's/^#\$ TOP=//p' | head -n 1)
+        [ -n "$top" ] && cuda_home=$(cd "$top" 2>/dev/null && pwd -P)
+    fi
 fi
+first_dir_with() { # $1 file name, then directories: print the first that holds it
+    want=$1; shift
+    for d in "$@"; do [ -e "$d/$want" ] && { echo "$d"; return; }; done
+}
 have_cuda=0; have_nccl=0
 if [ -n "$cuda_home" ]; then
+    cuda_lib=$(first_dir_with libcudart.so "$cuda_home/lib64" "$cuda_home/lib")
+fi
+if [ -n "$cuda_lib" ] && [ -e "$cuda_home/include/cuda_runtime.h" ]; then
     have_cuda=1
     say cuda "found: $("$nvcc" --version | tail -n 1) in $cuda_home"
-    for d in lib64 lib; do [ -e "$cuda_home/$d/libnccl.so" ] && nccl_lib="$cuda_home/$d"; done
-    if [ -n "${nccl_lib:-}" ] && [ -e "$cuda_home/include/nccl.h" ]; then have_nccl=1; say nccl "found in $nccl_lib"
-    else say nccl "not found: --backend=nccl is off"; fi
+    nccl_lib=$(first_dir_with libnccl.so "$cuda_home/lib64" "$cuda_home/lib")
+    if [ -n "$nccl_lib" ] && [ -e "$cuda_home/include/nccl.h" ]; then have_nccl=1; say nccl "found in $nccl_lib"
+    else say nccl "not found in $cuda_home/lib64 or lib: --backend=nccl is off"; fi
+elif [ -n "$cuda_home" ]; then
+    say cuda "nvcc found, but no libcudart.so and cuda_runtime.h in $cuda_home: GPU code is not built"
+    say nccl "not found (needs CUDA): --backend=nccl is off"
+    cuda_home=""
 else
     say cuda "not found: GPU code is not built; every chapter runs in the simulator"
     say nccl "not found (needs CUDA): --backend=nccl is off"
@@ -71,4 +88,5 @@ echo "HAVE_NCCL := $have_nccl"
 echo "HAVE_MPI := $have_mpi"
 echo "HAVE_CLANG_FUZZER := $have_clang"
 echo "CUDA_HOME := $cuda_home"
-echo "NCCL_LIBDIR := ${nccl_lib:-}"
+echo "CUDA_LIBDIR := $cuda_lib"
+echo "NCCL_LIBDIR := $nccl_lib"

@@ -11,9 +11,10 @@ prog=$BUILD/chapter-5
 small=(--backend=nccl --min-bytes=4 --max-bytes=4K --iters=1 --warmup=0 --timeout=10)
 
 # A GPU build that silently turned itself off would make every check below a
-# skip. So where the toolkit is (found as mk/features.sh finds it: nvcc on
-# PATH or /usr/local/cuda/bin/nvcc, NCCL's library and header beside it), the
-# plain build must have NCCL and the GPU archive. Debian 12 packages no NCCL,
+# skip. So where the toolkit is (nvcc on PATH or /usr/local/cuda/bin/nvcc,
+# which may be a wrapper script: nvcc --dryrun names its real toolkit; NCCL's
+# library and header in that toolkit), the plain build must have NCCL and the
+# GPU archive. Debian 12 packages no NCCL,
 # so a fresh Debian machine takes the "not built" branch; this project's CI
 # machine has CUDA and NCCL in /usr/local/cuda and must build them.
 nvcc=$(command -v nvcc 2>/dev/null || true)
@@ -23,7 +24,8 @@ if [ "${SUITE:-plain}" != plain ]; then
 elif [ "${WITH_CUDA:-1}" = 0 ] || [ -z "$nvcc" ]; then
     t_skip gpu_build "no nvcc on this machine (or WITH_CUDA=0): GPU code is not built"
 else
-    cuda_home=$(dirname "$(dirname "$(readlink -f "$nvcc")")")
+    cuda_home=$("$nvcc" --dryrun -c -x cu /dev/null -o /dev/null 2>&1 | sed -n 's/^#\$ TOP=//p' | head -n 1)
+    cuda_home=$(cd "${cuda_home:-/nonexistent}" 2>/dev/null && pwd -P)
     if { [ -e "$cuda_home/lib/libnccl.so" ] || [ -e "$cuda_home/lib64/libnccl.so" ]; } &&
         [ -e "$cuda_home/include/nccl.h" ]; then
         if ! grep -q 'HAVE_NCCL := 1' "$BUILD/config.mk" 2>/dev/null; then
