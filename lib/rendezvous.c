@@ -48,6 +48,28 @@ static int rdv_env_int(const char *name, int lo, int hi, int fallback, int *out)
     return 0;
 }
 
+/* The rendezvous port (see struct rendezvous_env in rendezvous.h). */
+static int rdv_env_port(struct rendezvous_env *e)
+{
+    const char *own = getenv("DDP_RENDEZVOUS_PORT");
+    if (own && *own) {
+        e->port_why = "DDP_RENDEZVOUS_PORT";
+        return rdv_env_int("DDP_RENDEZVOUS_PORT", 1, 65535, -1, &e->port);
+    }
+    const char *agent_store = getenv("TORCHELASTIC_USE_AGENT_STORE");
+    if (agent_store && strcmp(agent_store, "True") == 0) {
+        if (e->master_port == 65535)
+            return err_set(ERR_ARG, "MASTER_PORT=65535 leaves no next port for the rendezvous (torchrun's agent "
+                           "holds MASTER_PORT); set DDP_RENDEZVOUS_PORT");
+        e->port = e->master_port + 1;
+        e->port_why = "MASTER_PORT + 1, as torchrun's agent serves its own store on MASTER_PORT";
+        return 0;
+    }
+    e->port = e->master_port;
+    e->port_why = "MASTER_PORT";
+    return 0;
+}
+
 int rendezvous_env_read(struct rendezvous_env *out)
 {
     memset(out, 0, sizeof *out);
@@ -66,7 +88,7 @@ int rendezvous_env_read(struct rendezvous_env *out)
         return err_set(ERR_ARG, "MASTER_ADDR is %zu characters long; at most %zu", strlen(addr),
                        sizeof out->master_addr - 1);
     strcpy(out->master_addr, addr);
-    return 0;
+    return rdv_env_port(out);
 }
 
 /* ---- bytes on the wire ------------------------------------------------------- */
@@ -370,11 +392,14 @@ int rendezvous_fetch(const char *addr, int port, int rank, int world, void *blob
 int rendezvous_bcast(const struct rendezvous_env *env, void *blob, size_t bytes, double timeout_s)
 {
     if (env->rank != 0)
-        return rendezvous_fetch(env->master_addr, env->master_port, env->rank, env->world, blob, bytes, timeout_s);
+        return rendezvous_fetch(env->master_addr, env->port, env->rank, env->world, blob, bytes, timeout_s);
     if (env->world == 1)
         return 0;
     rendezvous_t *r;
-    int rc = rendezvous_listen(NULL, env->master_port, &r);
+    int rc = rendezvous_listen(NULL, env->port, &r);
+    if (rc == ERR_IO) /* most often: torchrun's agent or another job holds the port */
+        return err_wrap(rc, "rendezvous port %d, from %s (if another process holds it, set DDP_RENDEZVOUS_PORT "
+                        "to a free port for every rank)", env->port, env->port_why);
     if (rc < 0)
         return rc;
     rc = rendezvous_serve(r, env->world, blob, bytes, timeout_s);

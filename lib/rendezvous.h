@@ -26,18 +26,27 @@ extern "C" {
 
 /* The torchrun launch environment. Its variable names and meanings are
  * torchrun's (torch.distributed.run): RANK and WORLD_SIZE over the whole job,
- * LOCAL_RANK on this node, MASTER_ADDR:MASTER_PORT where rank 0 listens. */
+ * LOCAL_RANK on this node, MASTER_ADDR:MASTER_PORT where rank 0 is reached.
+ *
+ * `port` is where our rank 0 listens, which is not always MASTER_PORT: with
+ * torchrun's default (static) rendezvous the agent on node 0 already serves
+ * its own TCPStore on MASTER_PORT and tells the workers so with
+ * TORCHELASTIC_USE_AGENT_STORE=True (torch/distributed/elastic/agent/server/
+ * local_elastic_agent.py). We do not speak TCPStore's protocol, so we take
+ * the next port. DDP_RENDEZVOUS_PORT overrides both. */
 struct rendezvous_env {
     int rank, world, local_rank;
     char master_addr[256];
     int master_port;
+    int port;             /* where the rendezvous happens */
+    const char *port_why; /* how `port` was chosen, for messages */
 };
 
 /* Reads RANK, WORLD_SIZE, LOCAL_RANK (default: RANK), MASTER_ADDR and
- * MASTER_PORT (1..65535). All but LOCAL_RANK are required, as in torch's
- * env:// initialization. Returns 0, or ERR_ARG naming the variable that is
- * missing or malformed, or the inconsistency ("RANK=4 is not below
- * WORLD_SIZE=4"). */
+ * MASTER_PORT (1..65535), and picks the rendezvous port as above. All but
+ * LOCAL_RANK are required, as in torch's env:// initialization. Returns 0,
+ * or ERR_ARG naming the variable that is missing or malformed, or the
+ * inconsistency ("RANK=4 is not below WORLD_SIZE=4"). */
 int rendezvous_env_read(struct rendezvous_env *out);
 
 typedef struct rendezvous rendezvous_t;
@@ -69,9 +78,10 @@ void rendezvous_close(rendezvous_t *r);
  * us: its reason), ERR_IO (connection lost mid-way). */
 int rendezvous_fetch(const char *addr, int port, int rank, int world, void *blob, size_t bytes, double timeout_s);
 
-/* Both sides in one call: rank 0 listens on every interface at env->
- * master_port and serves blob; the others fetch it from
- * env->master_addr:master_port. Returns what those return. */
+/* Both sides in one call: rank 0 listens on every interface at env->port
+ * and serves blob; the others fetch it from env->master_addr:port. Returns
+ * what those return; a port rank 0 cannot take is reported with env->
+ * port_why and the DDP_RENDEZVOUS_PORT way out. */
 int rendezvous_bcast(const struct rendezvous_env *env, void *blob, size_t bytes, double timeout_s);
 
 #ifdef __cplusplus

@@ -60,6 +60,53 @@ TEST(rendezvous_env_errors_name_the_variable)
     CHECK_ERR(rendezvous_env_read(&e), ERR_ARG, "WORLD_SIZE='0'");
 }
 
+/* Where rank 0 listens: MASTER_PORT, unless torchrun's agent holds it
+ * (TORCHELASTIC_USE_AGENT_STORE=True: the next port) or DDP_RENDEZVOUS_PORT
+ * says otherwise. */
+TEST(rendezvous_env_port_steps_around_torchruns_store)
+{
+    struct rendezvous_env e;
+    env_set("1", "2", NULL, "127.0.0.1", "29500");
+    unsetenv("DDP_RENDEZVOUS_PORT");
+    unsetenv("TORCHELASTIC_USE_AGENT_STORE");
+    CHECK_OK(rendezvous_env_read(&e));
+    CHECK_EQ(e.port, 29500);
+    setenv("TORCHELASTIC_USE_AGENT_STORE", "False", 1); /* torchrun --standalone: MASTER_PORT is free */
+    CHECK_OK(rendezvous_env_read(&e));
+    CHECK_EQ(e.port, 29500);
+    setenv("TORCHELASTIC_USE_AGENT_STORE", "True", 1);
+    CHECK_OK(rendezvous_env_read(&e));
+    CHECK_EQ(e.master_port, 29500);
+    CHECK_EQ(e.port, 29501);
+    CHECK_CONTAINS(e.port_why, "torchrun's agent");
+    setenv("DDP_RENDEZVOUS_PORT", "41000", 1);
+    CHECK_OK(rendezvous_env_read(&e));
+    CHECK_EQ(e.port, 41000);
+    setenv("DDP_RENDEZVOUS_PORT", "0", 1);
+    CHECK_ERR(rendezvous_env_read(&e), ERR_ARG, "DDP_RENDEZVOUS_PORT='0'");
+    unsetenv("DDP_RENDEZVOUS_PORT");
+    env_set("1", "2", NULL, "127.0.0.1", "65535");
+    CHECK_ERR(rendezvous_env_read(&e), ERR_ARG, "MASTER_PORT=65535 leaves no next port");
+}
+
+/* A port that is taken is reported with how it was chosen and the way out. */
+TEST(rendezvous_taken_port_names_the_way_out)
+{
+    rendezvous_t *holder; /* plays torchrun's agent */
+    CHECK_OK(rendezvous_listen(NULL, 0, &holder));
+    char port[16];
+    snprintf(port, sizeof port, "%d", rendezvous_port(holder));
+    env_set("0", "2", NULL, "127.0.0.1", port);
+    unsetenv("DDP_RENDEZVOUS_PORT");
+    unsetenv("TORCHELASTIC_USE_AGENT_STORE");
+    struct rendezvous_env e;
+    CHECK_OK(rendezvous_env_read(&e));
+    unsigned char id[ID_BYTES];
+    CHECK_ERR(rendezvous_bcast(&e, id, ID_BYTES, 1), ERR_IO, "Address already in use");
+    CHECK_CONTAINS(err_msg(), "from MASTER_PORT (if another process holds it, set DDP_RENDEZVOUS_PORT");
+    rendezvous_close(holder);
+}
+
 /* ---- exchanges over loopback ------------------------------------------------------ */
 
 struct peer {

@@ -37,6 +37,11 @@ struct ch5_job {
     comm_world_t *world;  /* thread backends: set by ch5_run_ranks */
 };
 
+/* --launch-check (launch_check.c): this process is one rank started
+ * torchrun-style; meet rank 0 over the TCP rendezvous within timeout_s and
+ * print the token it sent. 0 or ERR_*. */
+int ch5_launch_check(double timeout_s);
+
 /* Runs `fn` on every rank of job->opt->backend: W threads for a thread-mode
  * backend (creating the world with `faults`), or this process as one rank
  * under mpirun / torchrun. Returns 0 or the first failure, with err_msg() =

@@ -7,6 +7,7 @@
  *   build/chapter-5 --demo=timeout|crash|uneven|mismatch|flip   one failure story; exits 1 with the diagnosis
  *   build/chapter-5 --fault=kill:2@3          a training loop with your own faults (sim/faults.h)
  *   mpirun -np 4 build/chapter-5 --backend=mpi      the same table with one process per rank
+ *   torchrun --no_python --nproc_per_node=4 build/chapter-5 --launch-check   can every rank reach rank 0?
  *
  * Read first: README.md beside this file; then lib/comm.h.
  */
@@ -56,11 +57,16 @@ static void usage(FILE *f)
             "  --demo=NAME|all          timeout, crash, uneven, mismatch, flip: run one story, exit 1\n"
             "  --fault=SPEC             faults on a 2-epoch training loop, e.g. kill:2@3, delay:1@2:3000,\n"
             "                           skip:3@4, flip:1@2 (KIND:RANK@COLLECTIVE[:MS], comma-separated)\n"
+            "launching:\n"
+            "  --launch-check           ranks started torchrun-style (RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT):\n"
+            "                           meet rank 0 over the TCP rendezvous and print its token; no GPU needed\n"
+            "                           (the port: MASTER_PORT, +1 under torchrun's agent, or DDP_RENDEZVOUS_PORT)\n"
             "  --help                   this text\n");
 }
 
 enum { OPT_BACKEND = 256, OPT_WORLD, OPT_MIN, OPT_MAX, OPT_STEP, OPT_ALGO, OPT_OP, OPT_ITERS, OPT_WARMUP, OPT_CHECK,
-       OPT_TIMEOUT, OPT_PLOT, OPT_MEMBOUND, OPT_ALPHA, OPT_BETA, OPT_GAMMA, OPT_CORES, OPT_DEMO, OPT_FAULT };
+       OPT_TIMEOUT, OPT_PLOT, OPT_MEMBOUND, OPT_ALPHA, OPT_BETA, OPT_GAMMA, OPT_CORES, OPT_DEMO, OPT_FAULT,
+       OPT_LAUNCH_CHECK };
 
 static int parse_algo(const char *text, struct ch5_opts *opt)
 {
@@ -128,11 +134,12 @@ int main(int argc, char **argv)
         {"memory-bound", no_argument, 0, OPT_MEMBOUND}, {"alpha-us", required_argument, 0, OPT_ALPHA},
         {"beta-gbps", required_argument, 0, OPT_BETA},  {"gamma-gbps", required_argument, 0, OPT_GAMMA},
         {"cores", required_argument, 0, OPT_CORES},     {"demo", required_argument, 0, OPT_DEMO},
-        {"fault", required_argument, 0, OPT_FAULT},     {"help", no_argument, 0, 'h'},
+        {"fault", required_argument, 0, OPT_FAULT},     {"launch-check", no_argument, 0, OPT_LAUNCH_CHECK},
+        {"help", no_argument, 0, 'h'},
         {0, 0, 0, 0},
     };
     const char *demo = NULL;
-    int plot = 0, membound = 0, sizes_given = 0;
+    int plot = 0, membound = 0, sizes_given = 0, launch_check = 0;
     char csv_path[256], plot_path[256];
     double beta = 0, gamma = 0;
     uint64_t v;
@@ -199,6 +206,7 @@ int main(int argc, char **argv)
             break;
         case OPT_DEMO: demo = optarg; break;
         case OPT_FAULT: opt.fault = optarg; break;
+        case OPT_LAUNCH_CHECK: launch_check = 1; break;
         case 'h': usage(stdout); return 0;
         case ':': /* opterr = 0: the messages are ours, naming the option */
             err_set(ERR_ARG, "option '%s' needs a value (%s=VALUE)", argv[optind - 1], argv[optind - 1]);
@@ -213,6 +221,17 @@ int main(int argc, char **argv)
     if (optind < argc) {
         err_set(ERR_ARG, "unexpected argument '%s'", argv[optind]);
         return cli_fail(argv[0]);
+    }
+    if (launch_check) {
+        if (opt.timeout_s == COMM_NO_TIMEOUT) {
+            err_set(ERR_ARG, "--launch-check needs a timeout above 0 (a rank that never comes must be named)");
+            return cli_fail(argv[0]);
+        }
+        if (ch5_launch_check(opt.timeout_s > 0 ? opt.timeout_s : COMM_DEFAULT_TIMEOUT_S) < 0) {
+            fprintf(stderr, "chapter-5: %s\n", err_msg());
+            return 1;
+        }
+        return 0;
     }
     if (opt.timeout_s == COMM_NO_TIMEOUT && strcmp(opt.backend, "mpi") != 0) {
         err_set(ERR_ARG, "--timeout=0 (no watchdog) is for --backend=mpi only; %s always has one", opt.backend);

@@ -1,0 +1,44 @@
+/* launch_check: `chapter-5 --launch-check`, for ranks started torchrun-style.
+ * Before any collective, every rank must reach rank 0; most multi-node hangs
+ * at start-up ("NCCL timeout at init") are this step failing: a wrong
+ * MASTER_ADDR, a closed port, a WORLD_SIZE that differs between nodes. This
+ * check runs the same TCP rendezvous the NCCL backend uses for its id
+ * (lib/rendezvous.c), with a token from rank 0 in place of the id, so it
+ * needs no GPU: every rank prints the token it got, and they must agree. */
+#include "chapter5.h"
+
+#include "clock.h"
+#include "error.h"
+#include "hash.h"
+#include "rendezvous.h"
+
+#include <stdint.h>
+#include <stdio.h>
+#include <unistd.h>
+
+int ch5_launch_check(double timeout_s)
+{
+    struct rendezvous_env env;
+    int rc = rendezvous_env_read(&env);
+    if (rc < 0)
+        return err_wrap(rc, "--launch-check is for ranks started torchrun-style");
+    if (env.rank == 0 && env.world > 1)
+        printf("rank 0 of %d: listening on port %d (%s), waiting %g s for %d rank(s)\n", env.world, env.port,
+               env.port_why, timeout_s, env.world - 1);
+    fflush(stdout);
+    unsigned char token[8] = {0}; /* rank 0's, different every run: proof that the bytes came from it */
+    if (env.rank == 0) {
+        uint64_t t = hash_splitmix64(clock_now_ns() ^ (uint64_t)getpid() << 32);
+        for (int i = 0; i < 8; i++)
+            token[i] = (unsigned char)(t >> (8 * i));
+    }
+    if ((rc = rendezvous_bcast(&env, token, sizeof token, timeout_s)) < 0)
+        return err_wrap(rc, "rank %d of %d", env.rank, env.world);
+    printf("rank %d of %d (local rank %d): reached rank 0 at %s:%d, token ", env.rank, env.world, env.local_rank,
+           env.master_addr, env.port);
+    for (int i = 0; i < 8; i++)
+        printf("%02x", token[i]);
+    printf("\n");
+    fflush(stdout);
+    return 0;
+}
