@@ -3,7 +3,7 @@
 # (no GPU needed). Started by a real torchrun (Debian's python3-torch) in both
 # of its rendezvous modes: the default (static) one, whose agent already serves
 # its TCPStore on MASTER_PORT, so our rank 0 must step to the next port; and
-# --standalone, where MASTER_PORT is free. Then by hand, as Slurm or a shell
+# c10d (what --standalone uses), where MASTER_PORT is free. Then by hand, as Slurm or a shell
 # loop would set the variables; then the failures: a rank that never comes,
 # a port that is taken, no launcher variables at all.
 . "$(dirname "$0")/lib.sh"
@@ -57,7 +57,7 @@ fi
 torchrun=(/usr/bin/python3 -m torch.distributed.run --redirects=9:1 --tee=9:1 --no_python --nproc_per_node=3)
 if ! /usr/bin/python3 -c 'import torch.distributed.run' >/dev/null 2>&1; then
     t_skip torchrun.static "no torch.distributed.run (apt-get install python3-torch)"
-    t_skip torchrun.standalone "no torch.distributed.run (apt-get install python3-torch)"
+    t_skip torchrun.c10d "no torch.distributed.run (apt-get install python3-torch)"
 else
     port=$(free_port)
     t_run "${torchrun[@]}" --master_port="$port" "$prog" --launch-check --timeout=30
@@ -65,8 +65,11 @@ else
     if [ "$T_STATUS" = 0 ] && ! grep -qF "rank 0 of 3: listening on port $((port + 1)) (MASTER_PORT + 1" <<<"$T_OUT"; then
         t_failed torchrun.static_port "expected rank 0 on MASTER_PORT + 1 = $((port + 1)): $T_OUT"
     else t_pass torchrun.static_port; fi
-    t_run "${torchrun[@]}" --standalone "$prog" --launch-check --timeout=30
-    check_ranks torchrun.standalone 3
+    # --standalone is c10d on localhost:29400; a free port instead keeps this
+    # test clear of anything else on the machine that uses torchrun's default
+    t_run "${torchrun[@]}" --rdzv_backend=c10d --rdzv_endpoint="127.0.0.1:$(free_port)" --rdzv_id=launch-check \
+        "$prog" --launch-check --timeout=30
+    check_ranks torchrun.c10d 3
 fi
 
 # ---- by hand: N processes, started in reverse so rank 0 comes last ---------------
