@@ -155,7 +155,7 @@ test-gpu: all ## the GPU paths, on a machine with an NVIDIA GPU
 	@bash tests/run --suite=gpu
 clean: ## remove build/ and generated notebooks-out/ (keeps notebooks-out/reference/)
 	rm -rf build
-	find notebooks-out -mindepth 1 -maxdepth 1 ! -name reference -exec rm -rf {} +
+	[ ! -d notebooks-out ] || find notebooks-out -mindepth 1 -maxdepth 1 ! -name reference -exec rm -rf {} +
 help: ## list the entry points
 	@echo "make targets:"
 	@grep -hE '^(# )?[a-z%-]+:.*## ' $(MAKEFILE_LIST) | sed -E 's/^(# )?([a-z%-]+):.*## /  \2\t/' | sed 's/%/N/' | expand -t 18

@@ -10,6 +10,14 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+int plot_paths(const char *dir, const char *name, char csv[PLOT_PATH_MAX], char out[PLOT_PATH_MAX])
+{
+    if (snprintf(csv, PLOT_PATH_MAX, "%s/%s.csv", dir, name) >= PLOT_PATH_MAX ||
+        snprintf(out, PLOT_PATH_MAX, "%s/%s", dir, name) >= PLOT_PATH_MAX)
+        return err_set(ERR_ARG, "output directory too long (%zu characters): %.60s...", strlen(dir), dir);
+    return 0;
+}
+
 int plot_mkdir(const char *dir)
 {
     char path[4096];

@@ -22,7 +22,7 @@ T_TIMEOUT=30 t_fail zero_bytes 2 "--min-bytes: must be at least 4 (one float32 e
 T_TIMEOUT=30 t_fail less_than_an_element 2 "--min-bytes: must be at least 4" $P --min-bytes=3 --max-bytes=3
 t_fail step_factor_one 2 "--step-factor: must be at least 2, got 1" $P --step-factor=1
 t_fail plot_min_past_its_max 2 "--min-bytes (33554432) is larger than --max-bytes (16777216)" \
-    $P --plot --min-bytes=32M
+    $P --plot --min-bytes=32M --out="$T_TMP/plot"
 # a factor so large that size x factor wraps around 2^64: one row, then stop
 T_TIMEOUT=60 t_out huge_step_factor "# Out of bounds values : 0 OK" \
     $P --world=2 --min-bytes=4K --max-bytes=8K --step-factor=18446744073709551615 --iters=1 --warmup=0

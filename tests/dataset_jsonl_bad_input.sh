@@ -78,9 +78,12 @@ t_fail shards_out_of_range 1 "record 4 is out of range (the dataset has 4 record
     "$ch1" --data="$d/good.jsonl,$d/second.jsonl" --get=4
 
 # The lesson's experiment on a small corpus: every strategy reads the same bytes.
-t_out experiment_strategies_agree "index (reuse)" env TMPDIR="$d/work" "$ch1" --experiment --lines=3000
+# Its CSV goes to --out, never over the real plot in notebooks-out/.
+t_out experiment_strategies_agree "index (reuse)" env TMPDIR="$d/work" "$ch1" --experiment --lines=3000 --out="$d/out"
 if grep -q "NO" <<<"$T_OUT"; then t_failed experiment_no_disagreement "$(grep NO <<<"$T_OUT")"
 else t_pass experiment_no_disagreement; fi
+if [ "$(grep -c ',3000,' "$d/out/jsonl_strategies.csv" 2>/dev/null)" = 4 ]; then t_pass experiment_csv_in_out
+else t_failed experiment_csv_in_out "expected 4 rows (one per strategy) of 3000 lines in $d/out/jsonl_strategies.csv"; fi
 
 # Nothing above may have modified a data file.
 if [ "$(sums)" = "$before" ]; then t_pass inputs_unchanged

@@ -414,9 +414,9 @@ int experiment_run(const struct experiment_options *opt)
     }
     print_extrapolation(lines, (uint64_t)st.st_size, r);
 
-    char csv[4096], out[4096];
-    snprintf(csv, sizeof csv, "%s/jsonl_strategies.csv", opt->out_dir);
-    snprintf(out, sizeof out, "%s/jsonl_strategies", opt->out_dir);
+    char csv[PLOT_PATH_MAX], out[PLOT_PATH_MAX];
+    if (plot_paths(opt->out_dir, "jsonl_strategies", csv, out) < 0)
+        return err_wrap(ERR_ARG, "--out");
     FILE *f = plot_csv_open(csv);
     if (!f)
         return ERR_IO;

@@ -47,6 +47,7 @@ struct ch1_args {
     const char *bench;    /* NULL, "all", or a name from ch1_benches */
     uint64_t lines, seed;
     const char *length_field;
+    const char *out_dir;  /* --out: the experiment's CSV, PNG and SVG */
 };
 
 /* The JSONL index build, against wc -l (experiment.c owns the generated file). */
@@ -87,7 +88,8 @@ static void ch1_usage(FILE *to)
             "                       exit 0, or 1 with the first problem\n"
             "  --experiment, --plot the lesson's experiment: a generated JSONL file read three ways\n"
             "                       (load everything, chunks, mmap + offset index); table, CSV and\n"
-            "                       plot into " CH1_OUT_DIR "/\n"
+            "                       plot into --out\n"
+            "  --out=DIR            where the experiment's CSV, PNG and SVG go (default " CH1_OUT_DIR ")\n"
             "  --lines=N            lines of the experiment's JSONL file (default %u)\n"
             "  --seed=S             seed of the random reads and the generated data (default 0)\n"
             "  --length-field=NAME  JSONL: the integer field that gives a record's length\n"
@@ -102,7 +104,8 @@ static void ch1_usage(FILE *to)
 
 static int ch1_parse(int argc, char **argv, struct ch1_args *a)
 {
-    enum { OPT_DATA = 1, OPT_GET, OPT_CHECK, OPT_EXPERIMENT, OPT_LINES, OPT_SEED, OPT_LENGTH, OPT_BENCH, OPT_HELP };
+    enum { OPT_DATA = 1, OPT_GET, OPT_CHECK, OPT_EXPERIMENT, OPT_LINES, OPT_SEED, OPT_LENGTH, OPT_BENCH, OPT_OUT,
+           OPT_HELP };
     static const struct option longopts[] = {
         {"data", required_argument, NULL, OPT_DATA},
         {"get", required_argument, NULL, OPT_GET},
@@ -113,10 +116,11 @@ static int ch1_parse(int argc, char **argv, struct ch1_args *a)
         {"seed", required_argument, NULL, OPT_SEED},
         {"length-field", required_argument, NULL, OPT_LENGTH},
         {"bench", optional_argument, NULL, OPT_BENCH},
+        {"out", required_argument, NULL, OPT_OUT},
         {"help", no_argument, NULL, OPT_HELP},
         {NULL, 0, NULL, 0},
     };
-    *a = (struct ch1_args){.lines = EXPERIMENT_DEFAULT_LINES};
+    *a = (struct ch1_args){.lines = EXPERIMENT_DEFAULT_LINES, .out_dir = CH1_OUT_DIR};
     int c;
     opterr = 0;
     while ((c = getopt_long(argc, argv, "", longopts, NULL)) != -1) {
@@ -134,6 +138,7 @@ static int ch1_parse(int argc, char **argv, struct ch1_args *a)
         case OPT_SEED: rc = cli_parse_seed("seed", optarg, &a->seed); break;
         case OPT_LENGTH: a->length_field = optarg; break;
         case OPT_BENCH: a->bench = optarg ? optarg : "all"; break;
+        case OPT_OUT: a->out_dir = optarg; break;
         case OPT_HELP: ch1_usage(stdout); exit(0);
         default:
             rc = err_set(ERR_ARG, "unknown or incomplete option '%s'", argv[optind - 1]);
@@ -426,7 +431,7 @@ static int ch1_experiment(const struct ch1_args *a)
     struct experiment_options opt = {
         .lines = a->lines,
         .work_dir = ch1_work_dir(work, sizeof work),
-        .out_dir = CH1_OUT_DIR,
+        .out_dir = a->out_dir,
         .seed = a->seed,
     };
     return experiment_run(&opt);

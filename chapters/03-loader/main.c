@@ -378,9 +378,9 @@ static int ch3_experiment(const dataset_t *ds, const struct ch3_args *a)
         }
     }
     free(scratch);
-    char csv_path[4200], out_path[4200];
-    snprintf(csv_path, sizeof csv_path, "%s/loader_sweep.csv", a->out_dir);
-    snprintf(out_path, sizeof out_path, "%s/loader_sweep", a->out_dir);
+    char csv_path[PLOT_PATH_MAX], out_path[PLOT_PATH_MAX];
+    if (plot_paths(a->out_dir, "loader_sweep", csv_path, out_path) < 0)
+        return err_wrap(ERR_ARG, "--out");
     FILE *csv = NULL;
     progress_t prog;
     progress_begin(&prog, "sweep", (uint64_t)a->nwork * a->nworkers);

@@ -25,6 +25,8 @@
 #include <string.h>
 #include <unistd.h>
 
+#define CH5_OUT_DIR "notebooks-out/chapter-5"
+
 static void usage(FILE *f)
 {
     fprintf(f,
@@ -46,7 +48,8 @@ static void usage(FILE *f)
             "  --timeout=SECONDS        per-collective watchdog timeout, at most 1e6 (default 30; demos use 1);\n"
             "                           0 = no watchdog (mpi only: blocking MPI_Allreduce, as make bench runs it)\n"
             "  --plot                   all algorithms (1K..16M, factor 4 unless given): CSV, PNG, SVG\n"
-            "                           notebooks-out/chapter-5/{allreduce,busbw}-BACKEND.*\n"
+            "                           {allreduce,busbw}-BACKEND.* in --out\n"
+            "  --out=DIR                where --plot writes (default " CH5_OUT_DIR ")\n"
             "  --memory-bound           sim ring all-reduce against memcpy bandwidth (make bench)\n"
             "cost model (alpha-beta-gamma, printed beside the measurements):\n"
             "  --alpha-us=US            latency per message (default: fitted from a 4-byte all-reduce)\n"
@@ -66,7 +69,7 @@ static void usage(FILE *f)
 
 enum { OPT_BACKEND = 256, OPT_WORLD, OPT_MIN, OPT_MAX, OPT_STEP, OPT_ALGO, OPT_OP, OPT_ITERS, OPT_WARMUP, OPT_CHECK,
        OPT_TIMEOUT, OPT_PLOT, OPT_MEMBOUND, OPT_ALPHA, OPT_BETA, OPT_GAMMA, OPT_CORES, OPT_DEMO, OPT_FAULT,
-       OPT_LAUNCH_CHECK };
+       OPT_LAUNCH_CHECK, OPT_OUT };
 
 static int parse_algo(const char *text, struct ch5_opts *opt)
 {
@@ -135,12 +138,12 @@ int main(int argc, char **argv)
         {"beta-gbps", required_argument, 0, OPT_BETA},  {"gamma-gbps", required_argument, 0, OPT_GAMMA},
         {"cores", required_argument, 0, OPT_CORES},     {"demo", required_argument, 0, OPT_DEMO},
         {"fault", required_argument, 0, OPT_FAULT},     {"launch-check", no_argument, 0, OPT_LAUNCH_CHECK},
-        {"help", no_argument, 0, 'h'},
+        {"out", required_argument, 0, OPT_OUT},         {"help", no_argument, 0, 'h'},
         {0, 0, 0, 0},
     };
-    const char *demo = NULL;
+    const char *demo = NULL, *out_dir = CH5_OUT_DIR;
     int plot = 0, membound = 0, sizes_given = 0, launch_check = 0;
-    char csv_path[256], plot_path[256];
+    char csv_path[PLOT_PATH_MAX], plot_path[PLOT_PATH_MAX];
     double beta = 0, gamma = 0;
     uint64_t v;
     int c;
@@ -207,6 +210,7 @@ int main(int argc, char **argv)
         case OPT_DEMO: demo = optarg; break;
         case OPT_FAULT: opt.fault = optarg; break;
         case OPT_LAUNCH_CHECK: launch_check = 1; break;
+        case OPT_OUT: out_dir = optarg; break;
         case 'h': usage(stdout); return 0;
         case ':': /* opterr = 0: the messages are ours, naming the option */
             err_set(ERR_ARG, "option '%s' needs a value (%s=VALUE)", argv[optind - 1], argv[optind - 1]);
@@ -293,8 +297,14 @@ int main(int argc, char **argv)
             opt.max_bytes = 16 << 20;
             opt.step_factor = 4;
         }
-        snprintf(csv_path, sizeof csv_path, "notebooks-out/chapter-5/allreduce-%s.csv", opt.backend);
-        snprintf(plot_path, sizeof plot_path, "notebooks-out/chapter-5/busbw-%s", opt.backend);
+        char name[64], unused[PLOT_PATH_MAX];
+        snprintf(name, sizeof name, "allreduce-%s", opt.backend);
+        int rc = plot_paths(out_dir, name, csv_path, unused);
+        snprintf(name, sizeof name, "busbw-%s", opt.backend);
+        if (rc < 0 || plot_paths(out_dir, name, unused, plot_path) < 0) {
+            err_wrap(ERR_ARG, "--out");
+            return cli_fail(argv[0]);
+        }
         opt.csv_path = csv_path;
     }
     if (membound) /* one size: the largest */
