@@ -29,6 +29,13 @@ static void says_two_lines_then_exits_3(void)
 
 static void passes(void) {}
 
+/* A learner's stub that ends the process "successfully" half-way. */
+static void exits_0_before_its_end(void)
+{
+    _exit(0);
+    CHECK_EQ(1, 2); /* never reached: the test's verdict must not be a pass */
+}
+
 TEST(isolate_turns_a_hang_into_a_timeout)
 {
     char reason[256];
@@ -57,6 +64,13 @@ TEST(isolate_passes_a_test_that_returns)
 {
     char reason[64];
     CHECK_EQ(isolate_run(passes, 10, reason, sizeof reason), 1);
+}
+
+TEST(isolate_fails_a_test_that_exits_0_before_returning)
+{
+    char reason[256];
+    CHECK_EQ(isolate_run(exits_0_before_its_end, 10, reason, sizeof reason), 0);
+    CHECK_CONTAINS(reason, "exited with status 0 before the test returned");
 }
 
 TEST(isolate_keeps_a_long_reason_within_its_buffer)

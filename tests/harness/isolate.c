@@ -34,9 +34,11 @@ static void isolate_describe(int status, int timed_out, unsigned timeout_s, char
 
 int isolate_run(void (*fn)(void), unsigned timeout_s, char *reason, size_t reason_len)
 {
-    int fds[2];
+    /* fds: the child's stderr. returned: one byte the child writes only when
+     * fn() came back, so code that calls exit(0) half-way cannot pass. */
+    int fds[2], returned[2];
     reason[0] = '\0';
-    if (pipe(fds) != 0) {
+    if (pipe(fds) != 0 || pipe(returned) != 0) {
         snprintf(reason, reason_len, "pipe: %s", strerror(errno));
         return 0;
     }
@@ -49,13 +51,18 @@ int isolate_run(void (*fn)(void), unsigned timeout_s, char *reason, size_t reaso
     if (pid == 0) {
         setpgid(0, 0); /* one group, so a timeout also kills what the test started */
         close(fds[0]);
+        close(returned[0]);
         dup2(fds[1], STDERR_FILENO);
         close(fds[1]);
+        fcntl(returned[1], F_SETFD, FD_CLOEXEC);
         fn();
         fflush(NULL);
+        if (write(returned[1], "R", 1) != 1)
+            _exit(1);
         _exit(0);
     }
     close(fds[1]);
+    close(returned[1]);
     fcntl(fds[0], F_SETFL, O_NONBLOCK);
 
     size_t used = 0;
@@ -86,14 +93,21 @@ int isolate_run(void (*fn)(void), unsigned timeout_s, char *reason, size_t reaso
         }
     }
     close(fds[0]);
+    char token = 0;
+    int came_back = !timed_out && read(returned[0], &token, 1) == 1 && token == 'R';
+    close(returned[0]);
     reason[used] = '\0';
     while (used > 0 && (reason[used - 1] == '\n' || reason[used - 1] == ' '))
         reason[--used] = '\0';
-    if (!timed_out && WIFEXITED(status) && WEXITSTATUS(status) == 0)
+    int exited_0 = !timed_out && WIFEXITED(status) && WEXITSTATUS(status) == 0;
+    if (exited_0 && came_back)
         return 1;
 
-    char ending[64];
-    isolate_describe(status, timed_out, timeout_s, ending, sizeof ending);
+    char ending[96];
+    if (exited_0) /* exit(0) or _exit(0) before the test's end */
+        snprintf(ending, sizeof ending, "exited with status 0 before the test returned (exit() in the code under test?)");
+    else
+        isolate_describe(status, timed_out, timeout_s, ending, sizeof ending);
     if (used == 0)
         snprintf(reason, reason_len, "%s", ending);
     else if (used + strlen(ending) + 4 < reason_len)

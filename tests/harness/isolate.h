@@ -12,8 +12,9 @@
 #include <stddef.h>
 #include <stdio.h>
 
-/* Runs fn() in a child with stderr captured. Returns 1 if it exited 0 within
- * `timeout_s` seconds, else 0 with `reason` (a NUL-terminated text of at most
+/* Runs fn() in a child with stderr captured. Returns 1 if fn() returned
+ * and the child then exited 0 within `timeout_s` seconds (a child that calls
+ * exit(0) before fn() returns fails), else 0 with `reason` (a NUL-terminated text of at most
  * reason_len bytes) saying why: the captured stderr and how the child ended. */
 int isolate_run(void (*fn)(void), unsigned timeout_s, char *reason, size_t reason_len);
 
