@@ -103,7 +103,7 @@ $(foreach d,$(CHAPTER_DIRS),$(eval $(call chapter_rules,$(d))))
 # chapter-%: ## build and run chapter N's program on its defaults; ARGS='--help' and others pass through
 
 # ---- tests: tests/test_*.c -> build/tests/test_* -----------------------------
-HARNESS_OBJS := $(BUILD)/obj/tests/harness/check.o $(BUILD)/obj/tests/harness/isolate.o
+HARNESS_OBJS := $(patsubst %.c,$(BUILD)/obj/%.o,$(wildcard tests/harness/*.c))
 TEST_BINS := $(patsubst tests/%.c,$(BUILD)/tests/%,$(wildcard tests/test_*.c))
 $(BUILD)/obj/tests/%.o: CPPFLAGS += -Itests/harness
 $(BUILD)/tests/%: tests/%.c $(HARNESS_OBJS) $(ALL_LIBS)

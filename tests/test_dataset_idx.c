@@ -11,9 +11,9 @@
 #include "dataset.h"
 #include "dataset_idx.h"
 #include "error.h"
+#include "heap.h"
 
 #include <fcntl.h>
-#include <malloc.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -396,28 +396,17 @@ TEST(concurrent_readers_see_the_same_records)
     dataset_close(ref);
 }
 
-#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
-#define HEAP_IS_MALLOCS_OWN 0
-#elif defined(__has_feature)
-#if __has_feature(address_sanitizer) || __has_feature(thread_sanitizer)
-#define HEAP_IS_MALLOCS_OWN 0
-#endif
-#endif
-#ifndef HEAP_IS_MALLOCS_OWN
-#define HEAP_IS_MALLOCS_OWN 1
-#endif
-
 /* Heap bytes in use after opening `path`, minus before (the dataset's own heap). */
 static size_t heap_of_open(const char *path, dataset_t **ds)
 {
-    size_t before = mallinfo2().uordblks;
+    size_t before = heap_in_use();
     CHECK_OK(dataset_open(path, NULL, ds));
-    return mallinfo2().uordblks - before;
+    return heap_in_use() - before;
 }
 
 TEST(heap_does_not_grow_with_records)
 {
-    if (!HEAP_IS_MALLOCS_OWN) {
+    if (!heap_measurable()) {
         printf("skipped: a sanitizer replaces malloc, so mallinfo2 says nothing\n");
         return;
     }
@@ -436,10 +425,10 @@ TEST(heap_does_not_grow_with_records)
         /* ... and reading every record allocates nothing */
         uint8_t img[784];
         struct dataset_record rec;
-        size_t before = mallinfo2().uordblks;
+        size_t before = heap_in_use();
         for (uint64_t i = 0; i < 20000; i++)
             CHECK_OK(dataset_read(ds, i, img, sizeof img, &rec));
-        CHECK_EQ_U64(mallinfo2().uordblks, before);
+        CHECK_EQ_U64(heap_in_use(), before);
         dataset_close(ds);
     }
 }
