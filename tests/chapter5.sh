@@ -81,6 +81,10 @@ t_fail demo_uneven 1 "rank 3: exited (closed its communicator); last completed c
 t_fail demo_mismatch 1 "(differs: count)" $P --demo=mismatch
 t_fail demo_flip 1 "rank 1's result differs from rank 0's" $P --demo=flip
 t_fail fault_kill 1 "arrived: ranks 0, 2" $P --world=3 --fault=kill:1@2 --timeout=1
+# a ten-minute straggler and a 1 s watchdog: done within T_TIMEOUT only if the
+# watchdog both fires on time and wakes the sleeping rank
+t_fail fault_delay_ends_with_the_watchdog 1 "rank 1: sleeping in an injected delay of 600000 ms" \
+    $P --world=3 --fault=delay:1@2:600000 --timeout=1
 t_out fault_flip_unchecked_goes_unnoticed "the job finished" $P --fault=flip:1@2 --timeout=1
 t_out memory_bound_prints_the_ratio "ratio" $P --memory-bound --max-bytes=1M
 t_out lesson_exits_zero "every fault demo failed the way it should" $P
