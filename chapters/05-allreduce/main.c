@@ -142,7 +142,7 @@ int main(int argc, char **argv)
         {0, 0, 0, 0},
     };
     const char *demo = NULL, *out_dir = CH5_OUT_DIR;
-    int plot = 0, membound = 0, sizes_given = 0, launch_check = 0;
+    int plot = 0, membound = 0, sizes_given = 0, launch_check = 0, world_given = 0;
     char csv_path[PLOT_PATH_MAX], plot_path[PLOT_PATH_MAX];
     double beta = 0, gamma = 0;
     uint64_t v;
@@ -157,6 +157,7 @@ int main(int argc, char **argv)
             if (rc == 0 && (v < 1 || v > 64))
                 rc = err_set(ERR_ARG, "--world: must be 1 .. 64, got %s", optarg);
             opt.world = (int)v;
+            world_given = 1;
             break;
         case OPT_MIN:
             rc = cli_parse_bytes("min-bytes", optarg, &opt.min_bytes);
@@ -272,6 +273,11 @@ int main(int argc, char **argv)
     if (comm_launch_resolve(opt.backend, COMM_LAUNCH_AUTO, &launch) < 0) {
         fprintf(stderr, "chapter-5: %s\n", err_msg());
         return 1;
+    }
+    if (world_given && launch != COMM_LAUNCH_THREADS) {
+        err_set(ERR_ARG, "--world=%d: this process is one rank of a job its launcher started (mpirun -np W, "
+                "torchrun --nproc_per_node=W): the launcher sets the world, not --world", opt.world);
+        return cli_fail(argv[0]);
     }
     /* each rank holds a send, a receive and a checking buffer of max-bytes: refuse what
      * cannot fit rather than be killed by the OOM killer halfway through the table */

@@ -128,7 +128,10 @@ static int sweep_row(struct sweep_job *j, comm_t *c, void *send, void *recv, voi
     int rc, W = comm_world(c);
     double t[2];
     uint64_t wrong[2];
-    /* out of place, then in place (recv reduced onto itself: values grow, which float32 absorbs) */
+    /* out of place, then in place (recv reduced onto itself: with sum, every
+     * element grows W-fold per call and reaches inf after ~128/log2(W) calls;
+     * the time does not depend on the values, and #wrong below is measured
+     * on fresh input) */
     if ((rc = sweep_fill(c, host, send, count)) < 0 ||
         (rc = sweep_time(c, send, recv, count, o->op, o->warmup, o->iters, &t[0])) < 0 ||
         (rc = sweep_time(c, recv, recv, count, o->op, o->warmup, o->iters, &t[1])) < 0)
