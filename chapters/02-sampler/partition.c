@@ -379,6 +379,69 @@ static int ch2_same_batches(const struct ch2_batches *a, const uint64_t *items, 
            memcmp(a->items, items, ch2_items_in(a, steps) * sizeof *items) == 0;
 }
 
+/* Records the sampler had to skip, counted here from the lengths rather than
+ * taken from its statistics: longer than max_token_length, whose 0 means the
+ * token budget (token batches) or no limit. */
+static int ch2_count_too_long(const struct ch2_dyn_run *run, uint64_t *too_long)
+{
+    const struct batch_dynamic_options *o = &run->cfg->dyn;
+    uint64_t limit = o->max_token_length ? o->max_token_length : o->type == BATCH_TOKEN ? o->budget : UINT64_MAX;
+    *too_long = 0;
+    for (uint64_t i = 0; i < dataset_info(run->ds)->length; i++) {
+        uint64_t length;
+        int rc = dataset_length_of(run->ds, i, &length);
+        if (rc < 0)
+            return rc;
+        *too_long += length > limit;
+    }
+    return 0;
+}
+
+/* Disjoint apart from padding, checked from the batches alone: every batch
+ * either holds only records no earlier batch had, or is an exact copy of the
+ * batch that first held its first record (a padding repeat). Counts those
+ * copies, the records in them, and the batches that break the rule. */
+static int ch2_count_copies(const struct ch2_batches *all, uint64_t world, uint64_t n, uint64_t *copies,
+                            uint64_t *copied_records, uint64_t *overlapping)
+{
+    uint64_t total = 0;
+    for (uint64_t r = 0; r < world; r++)
+        total += all[r].steps;
+    const uint64_t none = UINT64_MAX;
+    uint64_t *owner = malloc((n ? n : 1) * sizeof *owner);         /* record -> first batch holding it */
+    const uint64_t **start = malloc((total ? total : 1) * sizeof *start); /* batch -> its records */
+    uint64_t *size = malloc((total ? total : 1) * sizeof *size);
+    if (!owner || !start || !size) {
+        free(owner), free(start), free(size);
+        return err_set(ERR_NOMEM, "cannot allocate the copy check of %llu batches", (unsigned long long)total);
+    }
+    for (uint64_t i = 0; i < n; i++)
+        owner[i] = none;
+    *copies = *copied_records = *overlapping = 0;
+    uint64_t g = 0;
+    for (uint64_t r = 0; r < world; r++) {
+        const uint64_t *idx = all[r].items;
+        for (uint64_t s = 0; s < all[r].steps; idx += all[r].sizes[s], s++, g++) {
+            uint64_t m = all[r].sizes[s], seen = 0;
+            start[g] = idx, size[g] = m;
+            for (uint64_t k = 0; k < m; k++)
+                seen += idx[k] < n && owner[idx[k]] != none;
+            if (seen == 0) {
+                for (uint64_t k = 0; k < m; k++)
+                    if (idx[k] < n)
+                        owner[idx[k]] = g;
+            } else if (seen == m && size[owner[idx[0]]] == m &&
+                       memcmp(start[owner[idx[0]]], idx, m * sizeof *idx) == 0) {
+                ++*copies, *copied_records += m;
+            } else {
+                ++*overlapping;
+            }
+        }
+    }
+    free(owner), free(start), free(size);
+    return 0;
+}
+
 static int ch2_check_dynamic_epoch(const struct ch2_dyn_run *run, uint64_t e, struct ch2_tally *t,
                                    struct ch2_verdicts *v)
 {
@@ -406,20 +469,30 @@ static int ch2_check_dynamic_epoch(const struct ch2_dyn_run *run, uint64_t e, st
         if (rc == 0)
             rc = ch2_check_budgets(run, b, &bad, &real, &padded);
     }
+    uint64_t too_long = 0, copies = 0, copied = 0, overlapping = 0;
+    if (rc == 0 && (rc = ch2_count_too_long(run, &too_long)) == 0 && o->start_step == 0)
+        rc = ch2_count_copies(all, world, n, &copies, &copied, &overlapping);
     if (rc < 0)
         return rc;
-    uint64_t covered, repeats, want = n - all[0].stats.skipped;
+    uint64_t covered, repeats, want = n - too_long;
     ch2_tally_sum(t, &covered, &repeats);
     ch2_verdict(v, unequal == 0, "equal steps", "%llu steps on every rank", (unsigned long long)all[0].steps);
     ch2_verdict(v, bad == 0, "budget", "%llu batches over %llu %s or %llu records", (unsigned long long)bad,
                 (unsigned long long)o->budget, o->type == BATCH_TOKEN ? "tokens" : "records",
                 (unsigned long long)o->max_samples);
-    if (o->start_step == 0)
+    ch2_verdict(v, too_long == all[0].stats.skipped, "skipped", "%llu records too long, %llu by the sampler's count",
+                (unsigned long long)too_long, (unsigned long long)all[0].stats.skipped);
+    if (o->start_step == 0) {
+        ch2_verdict(v, overlapping == 0 && copies == all[0].stats.padded_batches && copies < world && repeats == copied,
+                    "disjoint", "%llu overlapping; %llu repeats of %llu padding, %llu records",
+                    (unsigned long long)overlapping, (unsigned long long)copies,
+                    (unsigned long long)all[0].stats.padded_batches, (unsigned long long)copied);
         ch2_verdict(v, covered == want && placed - repeats == want, "coverage",
                     "%llu distinct of %llu kept records; repeats %llu", (unsigned long long)covered,
                     (unsigned long long)want, (unsigned long long)repeats);
-    else
+    } else {
         printf("  %-13s not checked: the run resumed at step %llu\n", "coverage", (unsigned long long)o->start_step);
+    }
     printf("  %-13s %.1f%% of the padded tokens are real ones\n", "efficiency",
            padded ? 100.0 * (double)real / (double)padded : 100.0);
     if (e > 0) {
