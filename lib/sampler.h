@@ -103,10 +103,6 @@ uint64_t sampler_len(const sampler_t *s);
  * sampler_begin() first. 0, or ERR_RANGE when k >= sampler_len(). */
 int sampler_get(const sampler_t *s, uint64_t k, uint64_t *index);
 
-/* This rank's indices for the epoch as one compact array (SAMPLER_TORCH after
- * sampler_begin()); NULL in SAMPLER_FEISTEL mode, which stores none. */
-const sampler_seq_t *sampler_view(const sampler_t *s);
-
 /* 1 once this sampler has printed its "same order again" warning, else 0. */
 int sampler_warned(const sampler_t *s);
 

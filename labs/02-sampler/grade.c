@@ -75,6 +75,8 @@ static void test_num_samples(void)
     static const struct { uint64_t n; uint32_t world; int drop_last; uint64_t want; } t[] = {
         {10, 3, 0, 4}, {10, 3, 1, 3}, {9, 3, 0, 3}, {9, 3, 1, 3}, {0, 4, 0, 0}, {0, 4, 1, 0},
         {3, 5, 0, 1},  {3, 5, 1, 0},  {1, 1, 0, 1}, {60000, 7, 0, 8572}, {60000, 7, 1, 8571},
+        /* n + W - 1 would wrap to 0 here: the README's warning */
+        {UINT64_MAX - 1, 3, 0, 6148914691236517205u}, {UINT64_MAX - 1, 3, 1, 6148914691236517204u},
     };
     for (size_t i = 0; i < sizeof t / sizeof t[0]; i++) {
         sampler_t *s = make(t[i].n, t[i].world, 0, 0, 1, t[i].drop_last);

@@ -359,8 +359,6 @@ int sampler_get(const sampler_t *s, uint64_t k, uint64_t *index)
     return 0;
 }
 
-const sampler_seq_t *sampler_view(const sampler_t *s) { return s->opt.mode == SAMPLER_TORCH ? &s->view : NULL; }
-
 int sampler_warned(const sampler_t *s) { return s->repeat.warned; }
 
 void sampler_destroy(sampler_t *s)
