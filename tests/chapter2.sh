@@ -30,6 +30,7 @@ t_fail bad_lengths 2 "--min-length" "$ch2" --sampler=dynamic --min-length=9 --ma
 t_fail bad_budget_zero 2 "--budget" "$ch2" --sampler=dynamic --budget=0
 t_fail bad_sort_size 2 "--sort-size" "$ch2" --sampler=dynamic --sort-size=0
 t_fail bad_max_samples 2 "--max-samples" "$ch2" --sampler=dynamic --max-samples=0
+t_fail dynamic_has_no_drop_last 2 "--drop-last: the token-budget sampler has none" "$ch2" --sampler=dynamic --drop-last
 t_fail bad_epochs 2 "--epochs" "$ch2" --epochs=0
 t_fail too_many_threads 2 "--world" "$ch2" --world=5000
 t_fail unknown_flag 2 "--frobnicate" "$ch2" --frobnicate

@@ -215,6 +215,9 @@ static int ch2_parse(int argc, char **argv, struct ch2_config *cfg, struct ch2_f
         else
             cfg->dyn.max_token_length = cfg->dyn.budget;
     }
+    if (rc == 0 && cfg->dist.drop_last && fl->sampler_set && cfg->sampler == CH2_DYNAMIC)
+        rc = err_set(ERR_ARG, "--drop-last: the token-budget sampler has none; it pads its batches to a multiple "
+                     "of --world instead");
     if (rc == 0 && (cfg->epochs == 0 || cfg->epochs > CH2_MAX_EPOCHS))
         rc = err_set(ERR_ARG, "--epochs: expected 1 .. %d, got %llu", CH2_MAX_EPOCHS, (unsigned long long)cfg->epochs);
     if (rc == 0 && !fl->print && !fl->bench && cfg->dist.world > CH2_MAX_THREADS)
