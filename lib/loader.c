@@ -528,6 +528,9 @@ int loader_open(const dataset_t *ds, const struct loader_options *opt, loader_t 
     if (!(opt->timeout_s >= 0 && opt->timeout_s <= LOADER_MAX_TIMEOUT_S))
         return err_set(ERR_ARG, "loader: timeout_s %g is not 0 (no timeout) to %g seconds", opt->timeout_s,
                        LOADER_MAX_TIMEOUT_S);
+    if (opt->timeout_s > 0 && opt->workers == 0) /* PyTorch ignores it there; we say so */
+        return err_set(ERR_ARG, "loader: timeout_s %g needs workers: with workers = 0 loader_next() makes the "
+                       "batch itself and has no one to time out", opt->timeout_s);
     uint64_t data_bytes = opt->slot_bytes;
     if (data_bytes == 0 && __builtin_mul_overflow((uint64_t)opt->max_batch, info->max_record_bytes, &data_bytes))
         return err_set(ERR_ARG, "loader: slot_bytes: %u records of %llu bytes overflow 64 bits", opt->max_batch,

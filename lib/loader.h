@@ -98,7 +98,8 @@ struct loader_options {
     uint32_t max_batch;       /* the most samples a batch may have (sizes labels and lengths) */
     uint64_t slot_bytes;      /* data bytes per slot; 0: max_batch × the dataset's max_record_bytes */
     int out_of_order;         /* deliver batches as they finish (PyTorch's in_order=False) */
-    double timeout_s;         /* 0: wait forever; else loader_next() fails after this long without its batch (at most 1e6) */
+    double timeout_s;         /* 0: wait forever; else loader_next() fails after this long without its batch
+                               * (at most 1e6; needs workers >= 1, as PyTorch ignores it at num_workers=0) */
     uint64_t seed;            /* base seed of every transform's randomness */
     loader_collate_fn collate; /* NULL: loader_collate_stack */
     void *collate_user;

@@ -11,6 +11,11 @@ t_fail bad_batch 2 "--batch: expected 1 to 1048576" "$C3" --bench --batch=0
 t_fail bench_one_value 2 "--bench takes one --workers" "$C3" --bench --workers=1,2
 t_fail stray_argument 2 "unexpected argument 'extra'" "$C3" extra
 t_fail missing_data 1 "chapter-3: /nonexistent.idx" "$C3" --bench --data=/nonexistent.idx
+# an IDX file with 0 images: once an endless search for a stride coprime with 0
+printf '\x00\x00\x08\x03\x00\x00\x00\x00\x00\x00\x00\x1c\x00\x00\x00\x1c' > "$T_TMP/empty-images-idx3-ubyte"
+T_TIMEOUT=30 t_fail empty_idx 1 "empty-images-idx3-ubyte: the dataset has 0 records" \
+    "$C3" --bench --data="$T_TMP/empty-images-idx3-ubyte"
+T_TIMEOUT=30 t_fail empty_idx_sweep 1 "the dataset has 0 records" "$C3" --data="$T_TMP/empty-images-idx3-ubyte"
 
 t_run "$C3" --bench --data=synthetic --batch=64 --workers=2 --epochs=2
 last=$(printf '%s\n' "$T_OUT" | tail -n 1)

@@ -334,6 +334,9 @@ TEST(open_rejects_timeouts_that_make_no_sense)
         opt.timeout_s = bad[i];
         CHECK_ERR(loader_open(ds, &opt, &(loader_t *){0}), ERR_ARG, "timeout_s");
     }
+    struct loader_options inline_opt = fixture_options(0, 8, NULL); /* no workers: nobody to time out */
+    inline_opt.timeout_s = 1;
+    CHECK_ERR(loader_open(ds, &inline_opt, &(loader_t *){0}), ERR_ARG, "timeout_s 1 needs workers");
     double good[] = {0, 1e-3, 1e6};
     for (int i = 0; i < 3; i++) {
         struct loader_options opt = fixture_options(1, 8, NULL);

@@ -179,17 +179,24 @@ static int ch3_parse(int argc, char **argv, struct ch3_args *a)
 /* The data: --data, else Fashion-MNIST when it opens, else synthetic 60000x784. */
 static int ch3_open_data(const char *data, dataset_t **ds)
 {
-    if (data)
-        return dataset_open(data, NULL, ds);
-    if (dataset_open(CH3_FASHION_TRAIN, NULL, ds) == 0)
-        return 0;
-    printf("(Fashion-MNIST not found: %s; using synthetic records of the same shape)\n", err_msg());
-    return dataset_open("synthetic", NULL, ds);
+    if (!data) {
+        if (dataset_open(CH3_FASHION_TRAIN, NULL, ds) == 0)
+            return 0;
+        printf("(Fashion-MNIST not found: %s; using synthetic records of the same shape)\n", err_msg());
+        return dataset_open("synthetic", NULL, ds);
+    }
+    int rc = dataset_open(data, NULL, ds);
+    if (rc == 0 && dataset_info(*ds)->length == 0) { /* nothing to batch: say so, rather than run empty steps */
+        dataset_close(*ds);
+        *ds = NULL;
+        return err_set(ERR_ARG, "%s: the dataset has 0 records; the loader needs at least one", data);
+    }
+    return rc;
 }
 
 /* A shuffled order without a sampler: i -> i * stride mod n, stride coprime
  * with n, is a permutation. Chapter 2's DistributedSampler gives the real one;
- * the loader takes indices from anywhere. */
+ * the loader takes indices from anywhere. n >= 1 (ch3_open_data). */
 static uint64_t *ch3_order(uint64_t n, uint64_t count)
 {
     uint64_t stride = 7919, a, b; /* the 1000th prime: spreads neighbours far apart */
