@@ -10,6 +10,7 @@ t_fail bad_workers 2 "--workers: expected a non-negative integer, got 'two'" "$C
 t_fail bad_batch 2 "--batch: expected 1 to 1048576" "$C3" --bench --batch=0
 t_fail bench_one_value 2 "--bench takes one --workers" "$C3" --bench --workers=1,2
 t_fail stray_argument 2 "unexpected argument 'extra'" "$C3" extra
+t_fail batches_too_many 2 "--batches: at most 1073741824" "$C3" --batches=72057594037927936
 t_fail missing_data 1 "chapter-3: /nonexistent.idx" "$C3" --bench --data=/nonexistent.idx
 # an IDX file with 0 images: once an endless search for a stride coprime with 0
 printf '\x00\x00\x08\x03\x00\x00\x00\x00\x00\x00\x00\x1c\x00\x00\x00\x1c' > "$T_TMP/empty-images-idx3-ubyte"

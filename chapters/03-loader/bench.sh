@@ -7,8 +7,10 @@
 #     untimed warm-up epoch then 3 timed ones on both sides. Target: ours is at
 #     least 10x PyTorch's samples/s at every worker count.
 # (b) 64 KiB records (a generated raw IDX file of 1024 x 256x256 bytes), no
-#     decode work: the loader's bytes/s against memcpy of the same records into
-#     a batch buffer by one thread, measured by the same binary in the same run.
+#     decode work: the loader's bytes/s against one thread's memcpy of as many
+#     records of that size, in the same order, from a copy in memory into a
+#     batch buffer, measured by the same binary in the same run. Best of 3
+#     such pairs for each (this shared machine swings 2x between runs).
 #     Target: at least 0.5 of memcpy.
 # BUILD names the build directory (default build).
 set -euo pipefail
@@ -36,7 +38,11 @@ else
     for k in 0 1 2 4; do
         ours=$("$C3" --bench --data="$FMNIST" --batch=256 --workers=$k --warmup=1 --epochs="$EPOCHS" | tail -n 1 | field 'samples/s')
         torch=$(/usr/bin/python3 chapters/03-loader/torch_loader.py --data="$FMNIST" --batch=256 --workers=$k \
-            --epochs="$EPOCHS" 2>/dev/null | field 'samples/s')
+            --epochs="$EPOCHS" 2>"$tmp/torch.err" | field 'samples/s') || true
+        if [ -z "$torch" ]; then
+            echo "torch_loader.py failed with $k workers: $(tail -n 3 "$tmp/torch.err")" >&2
+            exit 1
+        fi
         r=$(ratio "$ours" "$torch")
         printf '%-8s %16.0f %16.0f %7sx %12s\n' "$k" "$ours" "$torch" "$r" "$(meets "$r" 10)"
     done
@@ -47,12 +53,16 @@ echo "== chapter 3 bench (b): 64 KiB records, no decode: loader bytes/s vs memcp
 big="$tmp/big-images-idx3-ubyte"
 # IDX header: magic 0x00000803 (unsigned bytes, 3 dims), then 1024 x 256 x 256, big-endian.
 { printf '\x00\x00\x08\x03\x00\x00\x04\x00\x00\x00\x01\x00\x00\x00\x01\x00'; head -c $((1024 * 65536)) /dev/urandom; } > "$big"
-echo "data: 1024 records of 65536 bytes (64 MiB), batch 64, 1 warm-up + $EPOCHS timed epochs"
+echo "data: 1024 records of 65536 bytes (64 MiB), batch 64, 1 warm-up + $EPOCHS timed epochs, best of 3 runs"
 printf '%-8s %14s %14s %8s %12s\n' workers "loader MB/s" "memcpy MB/s" ratio ">= 0.5?"
+best() { awk -v a="$1" -v b="$2" 'BEGIN { print (a + 0 > b + 0 ? a : b) }'; }
 for k in 0 1 2; do
-    line=$("$C3" --bench --data="$big" --batch=64 --workers=$k --warmup=1 --epochs="$EPOCHS" --memcpy | tail -n 1)
-    ours=$(field 'MB/s' <<<"$line")
-    mem=$(field 'memcpy-MB/s' <<<"$line")
+    ours=0 mem=0
+    for trial in 1 2 3; do
+        line=$("$C3" --bench --data="$big" --batch=64 --workers=$k --warmup=1 --epochs="$EPOCHS" --memcpy | tail -n 1)
+        ours=$(best "$ours" "$(field 'MB/s' <<<"$line")")
+        mem=$(best "$mem" "$(field 'memcpy-MB/s' <<<"$line")")
+    done
     r=$(awk -v a="$ours" -v b="$mem" 'BEGIN { printf "%.2f", (b > 0 ? a / b : 0) }')
     printf '%-8s %14.0f %14.0f %8s %12s\n' "$k" "$ours" "$mem" "$r" "$(meets "$r" 0.5)"
 done
