@@ -20,10 +20,10 @@ int augment_hflip(void *user, const struct loader_sample *s, void *data, uint64_
     uint8_t *px = data;
     for (uint32_t r = 0; r < h->rows; r++) {
         uint8_t *row = px + (uint64_t)r * h->cols;
-        for (uint32_t a = 0, b = h->cols - 1; a < b; a++, b--) {
+        for (uint32_t a = 0, b = h->cols; b > a + 1; a++, b--) { /* swap a and b - 1; cols 0 is no work */
             uint8_t t = row[a];
-            row[a] = row[b];
-            row[b] = t;
+            row[a] = row[b - 1];
+            row[b - 1] = t;
         }
     }
     return 0;

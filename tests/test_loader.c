@@ -155,6 +155,24 @@ TEST(augmentation_is_identical_across_worker_counts)
     dataset_close(ds);
 }
 
+/* The flip itself, on images too small to hide an off-by-one: each row
+ * reversed whole (odd and even widths), and 0-pixel rows left alone. */
+TEST(hflip_reverses_every_row)
+{
+    struct loader_sample s = {.index = 0, .seed = 0};
+    struct augment_hflip odd = {.rows = 2, .cols = 5, .p = 1.0}, even = {.rows = 1, .cols = 4, .p = 1.0};
+    uint8_t a[10] = {1, 2, 3, 4, 5, 6, 7, 8, 9, 10}, b[4] = {1, 2, 3, 4};
+    CHECK_OK(augment_hflip(&odd, &s, a, sizeof a));
+    CHECK(memcmp(a, (uint8_t[]){5, 4, 3, 2, 1, 10, 9, 8, 7, 6}, sizeof a) == 0);
+    CHECK_OK(augment_hflip(&even, &s, b, sizeof b));
+    CHECK(memcmp(b, (uint8_t[]){4, 3, 2, 1}, sizeof b) == 0);
+    struct augment_hflip empty = {.rows = 3, .cols = 0, .p = 1.0};
+    uint8_t guard = 7;
+    CHECK_OK(augment_hflip(&empty, &s, &guard, 0));
+    CHECK_EQ(guard, 7);
+    CHECK_ERR(augment_hflip(&odd, &s, a, 9), ERR_FORMAT, "sample 0 has 9 bytes, not a 2x5 image");
+}
+
 /* The stacking collate reads a batch with dataset_read_batch(): IDX's own
  * batch loop, then the transform row by row, must give what synthetic's
  * per-record reads give for the same records. */
