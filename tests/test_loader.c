@@ -522,32 +522,39 @@ static int collate_label_sum(void *user, struct loader_job *job)
 TEST(custom_collate_and_holding_every_slot)
 {
     dataset_t *ds = fixture_dataset(64, 24, 24);
-    atomic_int calls = 0;
-    struct loader_options opt = fixture_options(2, 8, NULL);
-    opt.prefetch = 1;
-    opt.collate = collate_label_sum;
-    opt.collate_user = &calls;
-    loader_t *L;
-    CHECK_OK(loader_open(ds, &opt, &L));
-    uint64_t idx[64];
-    for (int i = 0; i < 64; i++)
-        idx[i] = (uint64_t)i;
-    struct loader_epoch e = {.epoch = 0, .indices = idx, .count = 64, .batch_size = 8};
-    CHECK_ERR(loader_next(L, &(struct loader_batch *){0}), ERR_STATE, "no epoch started");
-    CHECK_OK(loader_start_epoch(L, &e));
-    struct loader_batch *a, *b, *c;
-    CHECK_EQ(loader_next(L, &a), 1);
-    CHECK_EQ(loader_next(L, &b), 1);
-    int64_t sum = 0, got;
-    for (uint32_t i = 0; i < a->count; i++)
-        sum += a->labels[i];
-    memcpy(&got, a->data, sizeof got);
-    CHECK_EQ(got, sum);
-    /* Two slots, both held: waiting for batch 2 would never end. */
-    CHECK_ERR(loader_next(L, &c), ERR_STATE, "release batches");
-    loader_release(L, a);
-    loader_release(L, b);
-    loader_close(L);
-    CHECK(atomic_load(&calls) >= 2);
+    /* in order the message names the batch; out of order it counts deliveries */
+    static const char *const held[2] = {"epoch 0: batch 2 needs a slot the caller still holds",
+                                        "epoch 0: the next batch (2 delivered) needs a slot the caller still holds"};
+    for (int out_of_order = 0; out_of_order < 2; out_of_order++) {
+        atomic_int calls = 0;
+        struct loader_options opt = fixture_options(2, 8, NULL);
+        opt.prefetch = 1;
+        opt.collate = collate_label_sum;
+        opt.collate_user = &calls;
+        opt.out_of_order = out_of_order;
+        loader_t *L;
+        CHECK_OK(loader_open(ds, &opt, &L));
+        uint64_t idx[64];
+        for (int i = 0; i < 64; i++)
+            idx[i] = (uint64_t)i;
+        struct loader_epoch e = {.epoch = 0, .indices = idx, .count = 64, .batch_size = 8};
+        CHECK_ERR(loader_next(L, &(struct loader_batch *){0}), ERR_STATE, "no epoch started");
+        CHECK_OK(loader_start_epoch(L, &e));
+        struct loader_batch *a, *b, *c;
+        CHECK_EQ(loader_next(L, &a), 1);
+        CHECK_EQ(loader_next(L, &b), 1);
+        int64_t sum = 0, got;
+        for (uint32_t i = 0; i < a->count; i++)
+            sum += a->labels[i];
+        memcpy(&got, a->data, sizeof got);
+        CHECK_EQ(got, sum);
+        /* Two slots, both held: waiting for batch 2 would never end. */
+        CHECK_ERR(loader_next(L, &c), ERR_STATE, "release batches");
+        CHECK_CONTAINS(err_msg(), held[out_of_order]);
+        loader_release(L, a);
+        loader_release(L, b);
+        loader_close(L);
+        CHECK(atomic_load(&calls) >= 2);
+    }
     dataset_close(ds);
 }

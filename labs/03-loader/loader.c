@@ -663,6 +663,15 @@ int loader_start_epoch(loader_t *L, const struct loader_epoch *e)
 
 /* ---- the trainer's side -------------------------------------------------------- */
 
+/* The batch loader_next() waits for, for messages: "batch 7" in order; out
+ * of order next_deliver counts deliveries, so "the next batch (7 delivered)". */
+static const char *loader_next_name(const struct loader *L, char *buf, size_t len)
+{
+    snprintf(buf, len, L->opt.out_of_order ? "the next batch (%llu delivered)" : "batch %llu",
+             (unsigned long long)L->next_deliver);
+    return buf;
+}
+
 /* The ERR_TIMEOUT message: which batch is late and who holds it. mu held. */
 static int loader_timeout_error(struct loader *L, double waited_s)
 {
@@ -675,11 +684,11 @@ static int loader_timeout_error(struct loader *L, double waited_s)
         if (L->opt.out_of_order ? (!late || s->batch < late->batch) : s->batch == L->next_deliver)
             late = s;
     }
-    char name[32];
+    char name[48];
     if (!late)
-        return err_set(ERR_TIMEOUT, "epoch %llu: batch %llu is late: not ready after %.3g s, and no worker has "
+        return err_set(ERR_TIMEOUT, "epoch %llu: %s is late: not ready after %.3g s, and no worker has "
                        "started it (all %u slots are busy or held)", (unsigned long long)L->epoch,
-                       (unsigned long long)L->next_deliver, waited_s, L->nslots);
+                       loader_next_name(L, name, sizeof name), waited_s, L->nslots);
     return err_set(ERR_TIMEOUT, "epoch %llu: batch %llu is late: no batch after %.3g s; %s holds it, on sample "
                    "%llu (position %u of %u) for %.3g s", (unsigned long long)L->epoch,
                    (unsigned long long)late->batch, waited_s, worker_name(late->view.worker, name),
@@ -749,9 +758,10 @@ int loader_next(loader_t *L, struct loader_batch **out)
         }
         /* Nothing to claim with no workers means the caller holds the slot. */
         if (L->opt.workers == 0 || loader_caller_blocks(L)) {
-            rc = err_set(ERR_STATE, "epoch %llu: batch %llu needs a slot the caller still holds (all %u slots are "
+            char next[48];
+            rc = err_set(ERR_STATE, "epoch %llu: %s needs a slot the caller still holds (all %u slots are "
                          "held or the next one is): release batches with loader_release",
-                         (unsigned long long)L->epoch, (unsigned long long)L->next_deliver, L->nslots);
+                         (unsigned long long)L->epoch, loader_next_name(L, next, sizeof next), L->nslots);
             goto out;
         }
         if (!deadline) {
