@@ -125,7 +125,7 @@ fuzz: $(FUZZ_TARGETS) ## run every libFuzzer target for FUZZ_SECONDS (default 30
 	@for t in $(FUZZ_TARGETS); do \
 	    mkdir -p $(BUILD)/fuzz/corpus-$$(basename $$t); \
 	    echo "fuzz: $$t for $(FUZZ_SECONDS) s"; \
-	    $$t -max_total_time=$(FUZZ_SECONDS) -print_final_stats=0 $(BUILD)/fuzz/corpus-$$(basename $$t) tests/fuzz/seeds/$$(basename $$t) 2>$(BUILD)/fuzz/$$(basename $$t).log \
+	    $$t -max_total_time=$(FUZZ_SECONDS) -print_final_stats=0 -artifact_prefix=$(BUILD)/fuzz/ $(BUILD)/fuzz/corpus-$$(basename $$t) tests/fuzz/seeds/$$(basename $$t) 2>$(BUILD)/fuzz/$$(basename $$t).log \
 	        || { tail -n 40 $(BUILD)/fuzz/$$(basename $$t).log; exit 1; }; \
 	    echo "fuzz: $$(basename $$t): no crash in $(FUZZ_SECONDS) s"; \
 	done

@@ -62,8 +62,14 @@ int plot_render(const char *script, const char *csv, const char *out)
 {
     if (!plot_have_gnuplot())
         return err_set(ERR_UNSUPPORTED, "gnuplot is not installed: %s not rendered (data in %s)", out, csv);
-    char vars[8192];
-    snprintf(vars, sizeof vars, "csv='%s'; out='%s'", csv, out);
+    if (access(script, R_OK) != 0)
+        return err_set(ERR_IO, "%s: cannot read the plot script: %s (run from the repository root)", script,
+                       strerror(errno));
+    if (strchr(csv, '\'') || strchr(out, '\'')) /* they go to gnuplot inside '...' */
+        return err_set(ERR_ARG, "%s: a quote (') in an output path cannot be passed to gnuplot", out);
+    char vars[2 * PLOT_PATH_MAX + 32];
+    if (snprintf(vars, sizeof vars, "csv='%s'; out='%s'", csv, out) >= (int)sizeof vars)
+        return err_set(ERR_ARG, "%s: output path too long for gnuplot", out);
     pid_t pid = fork();
     if (pid < 0)
         return err_set(ERR_IO, "fork for gnuplot: %s", strerror(errno));

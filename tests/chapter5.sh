@@ -87,4 +87,12 @@ t_fail fault_delay_ends_with_the_watchdog 1 "rank 1: sleeping in an injected del
     $P --world=3 --fault=delay:1@2:600000 --timeout=1
 t_out fault_flip_unchecked_goes_unnoticed "the job finished" $P --fault=flip:1@2 --timeout=1
 t_out memory_bound_prints_the_ratio "ratio" $P --memory-bound --max-bytes=1M
+# --plot away from the repository root: the plot script is named, not a gnuplot error
+if command -v gnuplot >/dev/null 2>&1; then
+    t_fail plot_outside_the_repository 1 "chapters/05-allreduce/plot.gp: cannot read the plot script" \
+        sh -c 'cd "$1" && exec "$2" --plot --out=out --max-bytes=4K --iters=1 --warmup=0 --algo=ring' sh \
+        "$T_TMP" "$(cd "$(dirname "$P")" && pwd)/chapter-5"
+else
+    t_skip plot_outside_the_repository "gnuplot is not installed"
+fi
 t_out lesson_exits_zero "every fault demo failed the way it should" $P
