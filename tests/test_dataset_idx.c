@@ -90,10 +90,8 @@ static void check_same_records(const dataset_t *a, const dataset_t *b)
 
 TEST(fashion_mnist_golden_records)
 {
-    if (access(FASHION_DIR "/train-images-idx3-ubyte.gz", R_OK) != 0) {
-        printf("skipped: Fashion-MNIST is not installed (apt-get install dataset-fashion-mnist)\n");
-        return;
-    }
+    if (access(FASHION_DIR "/train-images-idx3-ubyte.gz", R_OK) != 0)
+        CHECK_SKIP("Fashion-MNIST is not installed (apt-get install dataset-fashion-mnist)");
     use_test_cache_dir();
     dataset_t *ds;
     CHECK_OK(dataset_open(FASHION_DIR "/train-images-idx3-ubyte.gz", NULL, &ds));
@@ -406,10 +404,8 @@ static size_t heap_of_open(const char *path, dataset_t **ds)
 
 TEST(heap_does_not_grow_with_records)
 {
-    if (!heap_measurable()) {
-        printf("skipped: a sanitizer replaces malloc, so mallinfo2 says nothing\n");
-        return;
-    }
+    if (!heap_measurable())
+        CHECK_SKIP("a sanitizer replaces malloc, so mallinfo2 says nothing");
     char small[512], gz[600];
     snprintf(small, sizeof small, "%s", write_idx_pair("heap-small", 100));
     char *path = write_idx_pair("heap", 20000);

@@ -397,10 +397,8 @@ TEST(shards_must_agree_and_exist)
 
 TEST(jsonl_heap_does_not_grow_with_records_or_reads)
 {
-    if (!heap_measurable()) {
-        puts("skipped: sanitizers replace malloc, mallinfo2 sees nothing");
-        return;
-    }
+    if (!heap_measurable())
+        CHECK_SKIP("a sanitizer replaces malloc, so mallinfo2 says nothing");
     const char *small = tmp_path("heap_small.jsonl"), *large = tmp_path("heap_large.jsonl");
     write_counting_file(small, 0, 10);
     write_counting_file(large, 0, 200000);

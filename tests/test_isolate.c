@@ -29,6 +29,8 @@ static void says_two_lines_then_exits_3(void)
 
 static void passes(void) {}
 
+static void skips(void) { CHECK_SKIP("no %s here", "GPU"); }
+
 /* A learner's stub that ends the process "successfully" half-way. */
 static void exits_0_before_its_end(void)
 {
@@ -71,6 +73,14 @@ TEST(isolate_fails_a_test_that_exits_0_before_returning)
     char reason[256];
     CHECK_EQ(isolate_run(exits_0_before_its_end, 10, reason, sizeof reason), 0);
     CHECK_CONTAINS(reason, "exited with status 0 before the test returned");
+}
+
+/* The runner turns this reason into "PASS name (skipped: no GPU here)". */
+TEST(isolate_passes_a_skip_with_its_reason)
+{
+    char reason[64];
+    CHECK_EQ(isolate_run(skips, 10, reason, sizeof reason), 1);
+    CHECK_STR(reason, "skipped: no GPU here");
 }
 
 TEST(isolate_keeps_a_long_reason_within_its_buffer)

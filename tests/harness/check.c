@@ -62,7 +62,10 @@ int main(int argc, char **argv)
             continue;
         static char reason[16384];
         if (isolate_run(check_tests[i].fn, timeout_s, reason, sizeof reason)) {
-            printf("PASS %s.%s\n", prog, check_tests[i].name);
+            if (strncmp(reason, "skipped: ", 9) == 0) /* check_skip() said why */
+                printf("PASS %s.%s (%s)\n", prog, check_tests[i].name, reason);
+            else
+                printf("PASS %s.%s\n", prog, check_tests[i].name);
         } else {
             printf("FAIL %s.%s: ", prog, check_tests[i].name);
             isolate_print_reason(stdout, reason, " | ");

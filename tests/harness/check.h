@@ -18,6 +18,16 @@ void check_register(const char *name, void (*fn)(void));
 _Noreturn void check_fail(const char *file, int line, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 
+/* Says why a test cannot run here (a sanitizer build, a missing package);
+ * the test then returns, and the runner prints "PASS prog.name (skipped:
+ * why)" so a skip is never mistaken for a check that ran. Use CHECK_SKIP. */
+void check_skip(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+#define CHECK_SKIP(...)             \
+    do {                            \
+        check_skip(__VA_ARGS__);    \
+        return;                     \
+    } while (0)
+
 /* The run's temporary directory (created on first use, removed at exit by the
  * runner), for tests that write files. */
 const char *check_tmpdir(void);

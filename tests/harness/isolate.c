@@ -141,6 +141,17 @@ void check_fail(const char *file, int line, const char *fmt, ...)
     _exit(1);
 }
 
+void check_skip(const char *fmt, ...)
+{
+    va_list ap;
+    fputs("skipped: ", stderr);
+    va_start(ap, fmt);
+    vfprintf(stderr, fmt, ap);
+    va_end(ap);
+    fputc('\n', stderr);
+    fflush(stderr);
+}
+
 const char *check_tmpdir(void)
 {
     if (!isolate_dir[0]) {
