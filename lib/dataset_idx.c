@@ -569,8 +569,7 @@ int dataset_idx_open(const char *path, const struct dataset_options *opt, datase
         idx_close(ds);
         return rc;
     }
-    const char *base = strrchr(path, '/');
-    snprintf(ds->name, sizeof ds->name, "idx:%s", base ? base + 1 : path);
+    snprintf(ds->name, sizeof ds->name, "idx:%s", path); /* the path as given, as JSONL's: unambiguous */
     ds->info = (struct dataset_info){
         .kind = DATASET_IDX,
         .length = im->count,

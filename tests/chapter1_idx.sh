@@ -19,7 +19,7 @@ if [ -r "$fashion" ]; then
     if [ "$T_STATUS" = 0 ] && grep -q "opened again" <<<"$T_OUT" && ! grep -q "decompressed into" <<<"$T_OUT"; then
         t_pass second_run_uses_the_cache
     else t_failed second_run_uses_the_cache "status $T_STATUS: $(head -n 8 <<<"$T_OUT")"; fi
-    t_out fashion_get_0 "record 0 of idx:train-images-idx3-ubyte.gz: 784 bytes, label 9 Ankle boot" "$ch1" --get=0
+    t_out fashion_get_0 "fashion-mnist/train-images-idx3-ubyte.gz: 784 bytes, label 9 Ankle boot" "$ch1" --get=0
     t_out fashion_check "all 60000 records OK (sizes, labels 0..9)" "$ch1" --check
     # the cache of the installed files went to XDG_CACHE_HOME, not /usr
     if ls "$XDG_CACHE_HOME"/ddp-datapath/train-images-idx3-ubyte.gz-*.ddpcache >/dev/null 2>&1; then

@@ -82,11 +82,11 @@ T_TIMEOUT=20 t_out fifo_as_gzip_cache_is_rebuilt "all 3 records OK" "$ch1" --dat
 if [ -f "$d/fifo-cache.gz.ddpcache" ]; then t_pass fifo_cache_replaced
 else t_failed fifo_cache_replaced "$d/fifo-cache.gz.ddpcache is still not a regular file"; fi
 ok=$d/ok-images-idx3-ubyte
-t_fail get_past_the_end 1 "idx:ok-images-idx3-ubyte: record 3 is out of range (the dataset has 3 records)" \
+t_fail get_past_the_end 1 "idx:$ok: record 3 is out of range (the dataset has 3 records)" \
     "$ch1" --data="$ok" --get=3
 t_fail get_not_a_number 2 "--get: expected a non-negative integer, got 'x'" "$ch1" --data="$ok" --get=x
 t_out good_file_checks "all 3 records OK (sizes, labels 0..9)" "$ch1" --data="$ok" --check
-t_out good_file_get "record 2 of idx:ok-images-idx3-ubyte: 4 bytes, label 3" "$ch1" --data="$ok" --get=2
+t_out good_file_get "record 2 of idx:$ok: 4 bytes, label 3" "$ch1" --data="$ok" --get=2
 
 after=$(sums)
 if [ "$before" = "$after" ]; then t_pass inputs_unchanged

@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # bench.sh: chapter 1's benchmarks, run by `make bench` (BUILD in the env).
 # Every figure comes with its limit or peer measured in the same run, and the
-# ratio: random reads from mmapped IDX against memcpy. The machine is printed
-# first, since none of the numbers means anything without it.
+# ratio: random reads from mmapped IDX against memcpy, and the JSONL index
+# build against `wc -l` on the same file. The machine is printed first, since
+# none of the numbers means anything without it.
 set -euo pipefail
 case "${1:-}" in -h|--help) sed -n '2,/^[^#]/s/^# \{0,1\}//p' "$0"; exit 0 ;; esac
 cd "$(dirname "$0")/../.."
