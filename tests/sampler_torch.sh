@@ -4,7 +4,7 @@
 # 10^6; W = 1 .. 16 and every rank; drop_last and shuffle on and off; seeds -1,
 # 2^32+5, 2^63-1, -2^63; epochs above 0). Needs Debian's python3-torch, which
 # only /usr/bin/python3 imports; runs in the plain suite only.
-source tests/lib.sh
+. "$(dirname "$0")/lib.sh"
 if [ "${SUITE:-plain}" != plain ]; then t_skip torch_cross_check "runs in the plain suite only"; exit 0; fi
 if ! /usr/bin/python3 -c 'import torch' 2>/dev/null; then
     t_skip torch_cross_check "Debian's python3-torch is not installed"; exit 0

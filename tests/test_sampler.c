@@ -452,8 +452,9 @@ TEST(batch_dynamic_properties)
 }
 
 /* The whole epoch's batch list, in deal order, from an independent Python
- * reference of the dynamic sampler (torch.randperm for the order, Python's
- * stable sort per buffer, "grow while longest x (count + 1) <= budget and
+ * model of the dynamic sampler (tests/dynamic_reference.py, which
+ * tests/dynamic_reference.sh also runs live: torch.randperm for the order,
+ * Python's stable sort per buffer, "grow while longest x (count + 1) <= budget and
  * count < max_samples", repeats drawn with random64() % real from an MT19937
  * seeded with seed + epoch) over open_lengths(60, 5, 60), whose lengths are
  * 28 19 9 60 40 26 38 26 11 59 60 27 48 25 41 52 34 45 16 47 7 29 11 39 12 14
