@@ -88,3 +88,12 @@ else t_failed experiment_csv_in_out "expected 4 rows (one per strategy) of 3000 
 # Nothing above may have modified a data file.
 if [ "$(sums)" = "$before" ]; then t_pass inputs_unchanged
 else t_failed inputs_unchanged "a data file changed: $(diff <(echo "$before") <(sums) | head -n 4)"; fi
+
+# The index build on a long file says where it is (forced on: stderr is not a terminal here),
+# and stays quiet by default in a log.
+seq 1 50000 | sed 's/.*/{"v":&}/' > "$d/long.jsonl"
+t_out progress_when_asked "building the offset index [" env DDP_PROGRESS=1 "$ch1" --data="$d/long.jsonl" --check
+rm -f "$d/long.jsonl.offsets"
+t_run "$ch1" --data="$d/long.jsonl" --check
+if grep -q "building the offset index" <<<"$T_OUT"; then t_failed progress_quiet_in_logs "printed: $T_OUT"
+else t_pass progress_quiet_in_logs; fi
