@@ -7,36 +7,19 @@
 # to 100 per rank, shuffle on and off, resumed start steps. Needs Debian's
 # python3-torch (only /usr/bin/python3 imports it); plain suite only.
 . "$(dirname "$0")/lib.sh"
-if [ "${SUITE:-plain}" != plain ]; then t_skip torch_model "runs in the plain suite only"; exit 0; fi
-if ! /usr/bin/python3 -c 'import torch' 2>/dev/null; then
-    t_skip torch_model "Debian's python3-torch is not installed"; exit 0
-fi
-
 exp="$T_TMP/expected"
-mkdir -p "$exp"
-if ! /usr/bin/python3 tests/dynamic_reference.py "$exp" 2>"$T_TMP/py.log"; then
-    t_failed model "tests/dynamic_reference.py failed: $(tail -n 3 "$T_TMP/py.log")"; exit 0
-fi
+t_python_expected torch_model tests/dynamic_reference.py "$exp" || exit 0
 
 declare -A bad
 cases=()
 while read -r name case data w rank seed epoch sort budget max_samples max_len type shuffle start; do
     [ "$rank" = 0 ] && cases+=("$case:W=$w,seed=$seed,epoch=$epoch,sort=$sort,budget=$budget,max_samples=$max_samples,max_len=$max_len,$type,shuffle=$shuffle,start=$start")
-    [ -n "${bad[$case]:-}" ] && continue
     flags=(--sampler=dynamic --data="$data" --length-field=len --world="$w" --rank="$rank" --seed="$seed"
            --epoch="$epoch" --sort-size="$sort" --budget="$budget" --max-samples="$max_samples"
            --max-token-length="$max_len" --batch-type="$type" --start-step="$start" --print-indices)
     [ "$shuffle" = 0 ] && flags+=(--no-shuffle)
-    if ! "$BUILD/chapter-2" "${flags[@]}" > "$T_TMP/got" 2>"$T_TMP/err"; then
-        bad[$case]="rank $rank: chapter-2 ${flags[*]} failed: $(head -c 300 "$T_TMP/err")"
-    elif ! cmp -s "$T_TMP/got" "$exp/$name"; then
-        bad[$case]="rank $rank: chapter-2 ${flags[*]} differs from the model: $(diff "$T_TMP/got" "$exp/$name" | head -n 4 | tr '\n' ' ')"
-    fi
+    t_case_compare "$case" "rank $rank (against the model)" "$exp/$name" "$BUILD/chapter-2" "${flags[@]}"
 done < "$exp/manifest"
 
-for c in "${cases[@]}"; do
-    case=${c%%:*}
-    if [ -n "${bad[$case]:-}" ]; then t_failed "model_case_$case" "${c#*:}: ${bad[$case]}"
-    else t_pass "model_case_$case"; fi
-done
+t_case_verdicts model_case
 [ ${#cases[@]} = 40 ] || t_failed model_case_count "expected 40 configurations, got ${#cases[@]}"

@@ -9,6 +9,10 @@
 #                                           stderr+stdout contain NEEDLE
 #   t_out  NAME NEEDLE CMD...               exits 0 and output contains NEEDLE
 #   t_skip NAME WHY                         counted as passed, says why skipped
+#   t_python_expected NAME SCRIPT DIR       the expected side of a PyTorch
+#                                           cross-check (see below)
+#   t_case_compare ID WHAT EXPECTED CMD...  one rank of a configuration
+#   t_case_verdicts PREFIX                  one verdict per configuration
 BUILD=${BUILD:-build}
 T_SCRIPT=$(basename "${BASH_SOURCE[1]:-$0}" .sh)
 T_TMP=$(mktemp -d "${TMPDIR:-/tmp}/ddp-sh-XXXXXX")
@@ -50,4 +54,44 @@ t_fail() {
     elif [ "$want" != nonzero ] && [ "$T_STATUS" != "$want" ]; then t_failed "$name" "expected exit $want, got $T_STATUS from: $*; output: $(printf '%s' "$T_OUT" | tail -n 3)"
     elif ! grep -qF -- "$needle" <<<"$T_OUT"; then t_failed "$name" "expected a message containing '$needle', got: $(printf '%s' "$T_OUT" | tail -n 3)"
     else t_pass "$name"; fi
+}
+
+# The PyTorch cross-checks (sampler_torch.sh, dynamic_reference.sh) replay
+# configurations a Python script wrote the expected answers of. They run in
+# the plain suite only, with Debian's torch (only /usr/bin/python3 has it).
+# t_python_expected runs SCRIPT DIR; it returns 1, having said why, when the
+# check cannot or did not get its expected side.
+t_python_expected() {
+    local name=$1 script=$2 dir=$3
+    if [ "${SUITE:-plain}" != plain ]; then t_skip "$name" "runs in the plain suite only"; return 1; fi
+    if ! /usr/bin/python3 -c 'import torch' 2>/dev/null; then
+        t_skip "$name" "Debian's python3-torch is not installed"; return 1
+    fi
+    mkdir -p "$dir"
+    if ! /usr/bin/python3 "$script" "$dir" 2>"$T_TMP/py.log"; then
+        t_failed "$name" "$script failed: $(tail -n 3 "$T_TMP/py.log")"; return 1
+    fi
+}
+
+# Runs CMD unless configuration ID already differs; records in bad[ID] (as
+# "WHAT: ...") that it failed or that its output is not the file EXPECTED.
+t_case_compare() {
+    local id=$1 what=$2 expected=$3; shift 3
+    [ -n "${bad[$id]:-}" ] && return 0
+    if ! "$@" > "$T_TMP/got" 2>"$T_TMP/err"; then
+        bad[$id]="$what: ${*#"$BUILD/"} failed: $(head -c 300 "$T_TMP/err")"
+    elif ! cmp -s "$T_TMP/got" "$expected"; then
+        bad[$id]="$what: ${*#"$BUILD/"} differs: $(diff "$T_TMP/got" "$expected" | head -n 4 | tr '\n' ' ')"
+    fi
+}
+
+# One PASS or FAIL per configuration: the caller fills the array `cases` with
+# "ID:description" and the associative array `bad` with ID -> what differed.
+t_case_verdicts() {
+    local prefix=$1 c id
+    for c in "${cases[@]}"; do
+        id=${c%%:*}
+        if [ -n "${bad[$id]:-}" ]; then t_failed "${prefix}_$id" "${c#*:}: ${bad[$id]}"
+        else t_pass "${prefix}_$id"; fi
+    done
 }
