@@ -86,6 +86,8 @@ t_fail fault_kill 1 "arrived: ranks 0, 2" $P --world=3 --fault=kill:1@2 --timeou
 t_fail fault_delay_ends_with_the_watchdog 1 "rank 1: sleeping in an injected delay of 600000 ms" \
     $P --world=3 --fault=delay:1@2:600000 --timeout=1
 t_out fault_flip_unchecked_goes_unnoticed "the job finished" $P --fault=flip:1@2 --timeout=1
+t_out fault_past_the_loop_is_named "note: kill:1@9 never fires: the loop runs collectives #1 .. #6" \
+    $P --fault=kill:1@9 --timeout=1
 t_out memory_bound_prints_the_ratio "ratio" $P --memory-bound --max-bytes=1M
 # --plot away from the repository root: the plot script is named, not a gnuplot error
 if command -v gnuplot >/dev/null 2>&1; then

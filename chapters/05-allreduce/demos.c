@@ -14,9 +14,11 @@
 
 #include "clock.h"
 #include "error.h"
+#include "faults.h"
 #include "ranks.h"
 
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #define TRAIN_EPOCHS 2
@@ -165,6 +167,17 @@ int ch5_fault_run(const struct ch5_opts *opt)
            "(collective #k = epoch (k-1)/%d+1, step (k-1)%%%d+1); --fault=%s, timeout %g s\n",
            opt->world, TRAIN_EPOCHS, TRAIN_STEPS, TRAIN_GRADIENT, TRAIN_STEPS, TRAIN_STEPS, opt->fault,
            opt->timeout_s > 0 ? opt->timeout_s : COMM_DEFAULT_TIMEOUT_S);
+    struct fault *faults; /* a fault past the loop's last collective would pass unnoticed: say so */
+    int nfaults;
+    if (faults_parse(opt->fault, opt->world, &faults, &nfaults) == 0) {
+        for (int i = 0; i < nfaults; i++) {
+            char what[48];
+            if (faults[i].seq > TRAIN_EPOCHS * TRAIN_STEPS)
+                printf("note: %s never fires: the loop runs collectives #1 .. #%d\n",
+                       fault_describe(&faults[i], what, sizeof what), TRAIN_EPOCHS * TRAIN_STEPS);
+        }
+        free(faults);
+    }
     fflush(stdout);
     int rc = ch5_run_ranks(&j.base, opt->fault, train_rank);
     if (rc == 0)
