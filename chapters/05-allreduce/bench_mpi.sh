@@ -26,8 +26,19 @@ if ! command -v mpirun >/dev/null 2>&1 || ! grep -q 'HAVE_MPI := 1' "$BUILD/conf
 fi
 
 args=(--min-bytes=64M --max-bytes=64M --iters=10 --warmup=3)
-# the one data row of the table: out-of-place time (us) and busbw, in-place time and busbw
-row() { awk '!/^#/ && NF >= 12 { print $6, $8, $10, $12; exit }'; }
+# the one data row of the table: out-of-place time (us) and busbw, in-place time
+# and busbw; a row with wrong elements (#wrong, columns 9 and 13) is no time at all
+row() { awk '!/^#/ && NF >= 13 { if ($9 != 0 || $13 != 0) { print "wrong"; exit 1 } print $6, $8, $10, $12; exit }'; }
+# runs one side and prints its row; a failed run or a wrong result fails (the
+# caller stops the bench)
+measure() { # what, command...
+    local what=$1 out line; shift
+    if ! out=$("$@"); then echo "bench_mpi: $what failed: $*" >&2; exit 1; fi
+    if ! line=$(row <<<"$out") || [ -z "$line" ]; then
+        echo "bench_mpi: $what gave wrong elements or no table: $(grep -v '^#' <<<"$out" | head -n 3)" >&2; exit 1
+    fi
+    echo "$line"
+}
 
 cores=$(nproc)
 echo "# 64 MiB float32 all-reduce, world 4; $cores online cores$( [ "$cores" -lt 4 ] &&
@@ -41,10 +52,13 @@ best() { awk -v a="$1" -v b="$2" 'BEGIN { print (b == "" || a + 0 < b + 0) ? a :
 sim_best="" mpi_best=""
 printf '%-8s %-34s %12s %10s %14s %10s\n' "round" "" "time (us)" "busbw" "in-place (us)" "busbw"
 for ((i = 1; i <= ROUNDS; i++)); do
-    read -r t bw ti bwi < <("$BUILD/chapter-5" --backend=sim --world=4 --algo=ring "${args[@]}" | row)
+    line=$(measure "the simulator" "$BUILD/chapter-5" --backend=sim --world=4 --algo=ring "${args[@]}") || exit 1
+    read -r t bw ti bwi <<<"$line"
     printf '%-8s %-34s %12s %10s %14s %10s\n' "$i" "sim ring, 4 threads" "$t" "$bw" "$ti" "$bwi"
     sim_best=$(best "$t" "$sim_best")
-    read -r t bw ti bwi < <(mpirun --oversubscribe -np 4 "$BUILD/chapter-5" --backend=mpi --timeout=0 "${args[@]}" | row)
+    line=$(measure "Open MPI" mpirun --oversubscribe -np 4 "$BUILD/chapter-5" --backend=mpi --timeout=0 \
+        "${args[@]}") || exit 1
+    read -r t bw ti bwi <<<"$line"
     printf '%-8s %-34s %12s %10s %14s %10s\n' "$i" "MPI_Allreduce, 4 processes" "$t" "$bw" "$ti" "$bwi"
     mpi_best=$(best "$t" "$mpi_best")
 done
