@@ -8,17 +8,45 @@
 
 /* ---- fixed-size batches: torch.utils.data.BatchSampler ---------------------- */
 
-int batch_sampler_init(batch_sampler_t *b, const sampler_t *src, uint64_t batch_size, int drop_last)
+static uint64_t stream_sampler_len(const void *self) { return sampler_len(self); }
+
+static int stream_sampler_get(const void *self, uint64_t k, uint64_t *index) { return sampler_get(self, k, index); }
+
+struct index_stream index_stream_of_sampler(const sampler_t *s)
+{
+    return (struct index_stream){.len = stream_sampler_len, .get = stream_sampler_get, .self = s};
+}
+
+static uint64_t stream_array_len(const void *self) { return ((const struct index_array *)self)->count; }
+
+static int stream_array_get(const void *self, uint64_t k, uint64_t *index)
+{
+    const struct index_array *a = self;
+    if (k >= a->count)
+        return err_set(ERR_RANGE, "index stream: position %llu is past the %llu indices of the array",
+                       (unsigned long long)k, (unsigned long long)a->count);
+    *index = a->indices[k];
+    return 0;
+}
+
+struct index_stream index_stream_of_array(const struct index_array *a)
+{
+    return (struct index_stream){.len = stream_array_len, .get = stream_array_get, .self = a};
+}
+
+int batch_sampler_init(batch_sampler_t *b, struct index_stream src, uint64_t batch_size, int drop_last)
 {
     if (batch_size == 0)
         return err_set(ERR_ARG, "batch sampler: batch_size must be at least 1");
+    if (!src.len || !src.get)
+        return err_set(ERR_ARG, "batch sampler: the index stream has no len or get");
     *b = (batch_sampler_t){.src = src, .batch_size = batch_size, .drop_last = drop_last};
     return 0;
 }
 
 uint64_t batch_sampler_len(const batch_sampler_t *b)
 {
-    uint64_t n = sampler_len(b->src);
+    uint64_t n = b->src.len(b->src.self);
     return n / b->batch_size + (!b->drop_last && n % b->batch_size != 0);
 }
 
@@ -27,10 +55,10 @@ int64_t batch_sampler_get(const batch_sampler_t *b, uint64_t batch, uint64_t *ou
     if (batch >= batch_sampler_len(b))
         return err_set(ERR_RANGE, "batch sampler: batch %llu is past the %llu batches of an epoch",
                        (unsigned long long)batch, (unsigned long long)batch_sampler_len(b));
-    uint64_t n = sampler_len(b->src), first = batch * b->batch_size;
+    uint64_t n = b->src.len(b->src.self), first = batch * b->batch_size;
     uint64_t count = n - first < b->batch_size ? n - first : b->batch_size;
     for (uint64_t k = 0; k < count; k++) {
-        int rc = sampler_get(b->src, first + k, &out[k]);
+        int rc = b->src.get(b->src.self, first + k, &out[k]);
         if (rc < 0)
             return rc;
     }

@@ -3,7 +3,8 @@
  * Where it sits: after the sampler (lib/sampler.h), before the loader
  * (chapter 3), which fetches and collates one batch at a time. Two kinds:
  *
- *   batch_sampler_*  torch.utils.data.BatchSampler over a sampler's indices:
+ *   batch_sampler_*  torch.utils.data.BatchSampler over any index stream (a
+ *                    sampler's indices, an array):
  *                    batch_size indices per batch, the last one short unless
  *                    drop_last. batch_size is per rank (per GPU): the global
  *                    batch is batch_size x world.
@@ -28,14 +29,34 @@
 
 /* ---- fixed-size batches --------------------------------------------------- */
 
+/* Any stream of indices a batch sampler can group, as PyTorch's BatchSampler
+ * takes any Sampler: its length, and its k-th index (0, or a negative ERR_*). */
+struct index_stream {
+    uint64_t (*len)(const void *self);
+    int (*get)(const void *self, uint64_t k, uint64_t *index);
+    const void *self;
+};
+
+/* A DistributedSampler's indices for its current epoch (s must outlive it). */
+struct index_stream index_stream_of_sampler(const sampler_t *s);
+
+/* An array of indices in a fixed order: a subset, a hand-made order, a
+ * sampler's output saved earlier (a must outlive the stream). */
+struct index_array {
+    const uint64_t *indices;
+    uint64_t count;
+};
+struct index_stream index_stream_of_array(const struct index_array *a);
+
 typedef struct batch_sampler {
-    const sampler_t *src;
+    struct index_stream src;
     uint64_t batch_size;
     int drop_last;
 } batch_sampler_t;
 
-/* Wraps `src` (which must outlive *b). ERR_ARG when batch_size is 0. */
-int batch_sampler_init(batch_sampler_t *b, const sampler_t *src, uint64_t batch_size, int drop_last);
+/* Groups `src`'s indices (its `self` must outlive *b). ERR_ARG when
+ * batch_size is 0 or the stream has no len or get. */
+int batch_sampler_init(batch_sampler_t *b, struct index_stream src, uint64_t batch_size, int drop_last);
 
 /* len(BatchSampler): the number of batches per epoch. */
 uint64_t batch_sampler_len(const batch_sampler_t *b);

@@ -31,6 +31,27 @@ t_fail bad_budget_zero 2 "--budget" "$ch2" --sampler=dynamic --budget=0
 t_fail bad_sort_size 2 "--sort-size" "$ch2" --sampler=dynamic --sort-size=0
 t_fail bad_max_samples 2 "--max-samples" "$ch2" --sampler=dynamic --max-samples=0
 t_fail dynamic_has_no_drop_last 2 "--drop-last: the token-budget sampler has none" "$ch2" --sampler=dynamic --drop-last
+t_fail batch_size_needs_print 2 "--batch-size: groups what --print-indices prints" "$ch2" --batch-size=4
+t_fail batch_size_zero 2 "--batch-size: must be at least 1" "$ch2" --print-indices --batch-size=0
+
+# --batch-size: the batches DataLoader(batch_size=B, sampler=DistributedSampler(...)) gives, as
+# torch's BatchSampler makes them (plain suite, when Debian's torch is there)
+if [ "${SUITE:-plain}" = plain ] && /usr/bin/python3 -c 'import torch' 2>/dev/null; then
+    for cfg in "10 3 1 3 0 0" "1001 4 3 32 5 1" "7 8 6 2 1 0"; do
+        read -r n w r b e drop <<<"$cfg"
+        want=$(/usr/bin/python3 -c "
+from torch.utils.data import DistributedSampler, BatchSampler
+s = DistributedSampler(range($n), num_replicas=$w, rank=$r, seed=0, drop_last=bool($drop)); s.set_epoch($e)
+for batch in BatchSampler(s, $b, False): print(' '.join(map(str, batch)))")
+        flags=(--size="$n" --world="$w" --rank="$r" --epoch="$e" --print-indices --batch-size="$b")
+        [ "$drop" = 1 ] && flags+=(--drop-last)
+        t_run "$ch2" "${flags[@]}"
+        if [ "$T_STATUS" = 0 ] && [ "$T_OUT" = "$want" ]; then t_pass "batches_equal_torch.n$n.w$w.b$b"
+        else t_failed "batches_equal_torch.n$n.w$w.b$b" "chapter-2 ${flags[*]} gave '$(head -c 200 <<<"$T_OUT")', torch '$(head -c 200 <<<"$want")'"; fi
+    done
+else
+    t_skip batches_equal_torch "needs Debian's python3-torch, plain suite"
+fi
 t_fail bad_epochs 2 "--epochs" "$ch2" --epochs=0
 t_fail too_many_threads 2 "--world" "$ch2" --world=5000
 t_fail unknown_flag 2 "--frobnicate" "$ch2" --frobnicate

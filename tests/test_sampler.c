@@ -349,8 +349,9 @@ TEST(batch_sampler_fixed_sizes)
     CHECK_OK(sampler_create(&o, &s));
     CHECK_OK(sampler_begin(s)); /* rank 0 of 3: [4, 5, 0, 2] */
     batch_sampler_t b;
-    CHECK_ERR(batch_sampler_init(&b, s, 0, 0), ERR_ARG, "batch_size");
-    CHECK_OK(batch_sampler_init(&b, s, 3, 0));
+    CHECK_ERR(batch_sampler_init(&b, index_stream_of_sampler(s), 0, 0), ERR_ARG, "batch_size");
+    CHECK_ERR(batch_sampler_init(&b, (struct index_stream){0}, 3, 0), ERR_ARG, "no len or get");
+    CHECK_OK(batch_sampler_init(&b, index_stream_of_sampler(s), 3, 0));
     CHECK_EQ(batch_sampler_len(&b), 2);
     uint64_t out[3];
     CHECK_EQ(batch_sampler_get(&b, 0, out), 3);
@@ -359,9 +360,28 @@ TEST(batch_sampler_fixed_sizes)
     CHECK_EQ(batch_sampler_get(&b, 1, out), 1);
     CHECK_EQ(out[0], 2);
     CHECK_ERR(batch_sampler_get(&b, 2, out), ERR_RANGE, "batch 2");
-    CHECK_OK(batch_sampler_init(&b, s, 3, 1));
+    CHECK_OK(batch_sampler_init(&b, index_stream_of_sampler(s), 3, 1));
     CHECK_EQ(batch_sampler_len(&b), 1);
     sampler_destroy(s);
+}
+
+/* Any stream, as PyTorch's BatchSampler takes any Sampler: here an array,
+ * BatchSampler([9, 7, 5, 3, 1, 0, 2], batch_size=3, drop_last=False). */
+TEST(batch_sampler_over_an_array)
+{
+    const uint64_t order[] = {9, 7, 5, 3, 1, 0, 2};
+    struct index_array a = {order, 7};
+    batch_sampler_t b;
+    CHECK_OK(batch_sampler_init(&b, index_stream_of_array(&a), 3, 0));
+    CHECK_EQ(batch_sampler_len(&b), 3);
+    uint64_t out[3];
+    CHECK_EQ(batch_sampler_get(&b, 1, out), 3);
+    CHECK(out[0] == 3 && out[1] == 1 && out[2] == 0);
+    CHECK_EQ(batch_sampler_get(&b, 2, out), 1);
+    CHECK_EQ(out[0], 2);
+    CHECK_OK(batch_sampler_init(&b, index_stream_of_array(&a), 3, 1));
+    CHECK_EQ(batch_sampler_len(&b), 2);
+    CHECK_ERR(batch_sampler_get(&b, 2, out), ERR_RANGE, "batch 2 is past the 2 batches");
 }
 
 static dataset_t *open_lengths(uint64_t records, uint64_t min, uint64_t max)

@@ -18,6 +18,7 @@ struct ch2_config {
     struct batch_dynamic_options dyn;  /* dynamic (rank set per thread) */
     uint64_t epoch;                    /* --print-indices */
     uint64_t epochs;                   /* the check */
+    uint64_t batch_size;               /* --batch-size: --print-indices prints batches; 0: indices */
     int set_epoch;                     /* 0: --no-set-epoch, the classic bug */
     int seed_negative;                 /* --seed was typed negative: print seeds signed, as Python does */
 };

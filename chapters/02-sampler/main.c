@@ -60,6 +60,8 @@ static void ch2_usage(const char *prog)
            "                          N) or inside-out\n"
            "  --print-indices         print rank R's indices of epoch E, one per line (dynamic: one\n"
            "                          batch per line)\n"
+           "  --batch-size=B          with --print-indices: B indices per line, the batches\n"
+           "                          DataLoader(batch_size=B, sampler=DistributedSampler(...)) gives\n"
            "  --bench                 time rank R's epoch, PyTorch-exact vs Feistel, with peak memory\n"
            "\n"
            "dynamic sampler:\n"
@@ -79,6 +81,7 @@ enum {
     OPT_SAMPLER = 256, OPT_DATA, OPT_LENGTH_FIELD, OPT_SIZE, OPT_WORLD, OPT_RANK, OPT_SEED, OPT_EPOCH, OPT_EPOCHS,
     OPT_NO_SHUFFLE, OPT_DROP_LAST, OPT_NO_SET_EPOCH, OPT_RANDPERM, OPT_PRINT, OPT_BENCH, OPT_BUDGET, OPT_BATCH_TYPE,
     OPT_SORT_SIZE, OPT_MAX_SAMPLES, OPT_MAX_TOKEN_LENGTH, OPT_START_STEP, OPT_MIN_LENGTH, OPT_MAX_LENGTH, OPT_HELP,
+    OPT_BATCH_SIZE,
 };
 
 static const struct option ch2_options[] = {
@@ -96,6 +99,7 @@ static const struct option ch2_options[] = {
     {"no-set-epoch", no_argument, 0, OPT_NO_SET_EPOCH},
     {"randperm", required_argument, 0, OPT_RANDPERM},
     {"print-indices", no_argument, 0, OPT_PRINT},
+    {"batch-size", required_argument, 0, OPT_BATCH_SIZE},
     {"bench", no_argument, 0, OPT_BENCH},
     {"budget", required_argument, 0, OPT_BUDGET},
     {"batch-type", required_argument, 0, OPT_BATCH_TYPE},
@@ -173,6 +177,10 @@ static int ch2_parse(int argc, char **argv, struct ch2_config *cfg, struct ch2_f
                 cfg->dist.randperm = (enum sampler_randperm)choice;
             break;
         case OPT_PRINT: fl->print = 1; break;
+        case OPT_BATCH_SIZE:
+            if ((rc = cli_parse_u64("batch-size", optarg, &cfg->batch_size)) == 0 && cfg->batch_size == 0)
+                rc = err_set(ERR_ARG, "--batch-size: must be at least 1");
+            break;
         case OPT_BENCH: fl->bench = 1; break;
         case OPT_BUDGET: rc = cli_parse_u64("budget", optarg, &cfg->dyn.budget); break;
         case OPT_BATCH_TYPE:
@@ -215,6 +223,9 @@ static int ch2_parse(int argc, char **argv, struct ch2_config *cfg, struct ch2_f
         else
             cfg->dyn.max_token_length = cfg->dyn.budget;
     }
+    if (rc == 0 && cfg->batch_size && (!fl->print || cfg->sampler == CH2_DYNAMIC))
+        rc = err_set(ERR_ARG, "--batch-size: groups what --print-indices prints for the distributed sampler "
+                     "(the token-budget sampler makes its own batches)");
     if (rc == 0 && cfg->dist.drop_last && fl->sampler_set && cfg->sampler == CH2_DYNAMIC)
         rc = err_set(ERR_ARG, "--drop-last: the token-budget sampler has none; it pads its batches to a multiple "
                      "of --world instead");
@@ -266,6 +277,14 @@ static char *ch2_utoa(uint64_t n, char *end)
     return end;
 }
 
+/* One batch on one line, indices separated by spaces. */
+static void ch2_print_batch(const uint64_t *batch, int64_t count)
+{
+    for (int64_t k = 0; k < count; k++)
+        printf(k ? " %llu" : "%llu", (unsigned long long)batch[k]);
+    putchar('\n');
+}
+
 static int ch2_print_distributed(const struct ch2_config *cfg, uint64_t size)
 {
     struct sampler_options opt = cfg->dist;
@@ -276,6 +295,23 @@ static int ch2_print_distributed(const struct ch2_config *cfg, uint64_t size)
     if (rc == 0) {
         sampler_set_epoch(s, cfg->epoch);
         rc = sampler_begin(s);
+    }
+    if (rc == 0 && cfg->batch_size) { /* DataLoader(batch_size=B, sampler=...): BatchSampler's batches */
+        batch_sampler_t b;
+        uint64_t *batch = NULL;
+        if ((rc = batch_sampler_init(&b, index_stream_of_sampler(s), cfg->batch_size, 0)) == 0 &&
+            !(batch = malloc(cfg->batch_size * sizeof *batch)))
+            rc = err_set(ERR_NOMEM, "cannot allocate a batch of %llu indices", (unsigned long long)cfg->batch_size);
+        for (uint64_t i = 0; rc == 0 && i < batch_sampler_len(&b); i++) {
+            int64_t count = batch_sampler_get(&b, i, batch);
+            if (count < 0)
+                rc = (int)count;
+            else
+                ch2_print_batch(batch, count);
+        }
+        free(batch);
+        sampler_destroy(s);
+        return rc;
     }
     char line[24];
     for (uint64_t k = 0; rc == 0 && k < sampler_len(s); k++) {
@@ -306,9 +342,7 @@ static int ch2_print_dynamic(const struct ch2_config *cfg, const dataset_t *ds)
             rc = (int)count;
             break;
         }
-        for (int64_t k = 0; k < count; k++)
-            printf(k ? " %llu" : "%llu", (unsigned long long)batch[k]);
-        putchar('\n');
+        ch2_print_batch(batch, count);
     }
     free(batch);
     batch_dynamic_destroy(d);
