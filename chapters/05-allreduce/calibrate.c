@@ -103,7 +103,7 @@ void ch5_calibrate(struct ch5_opts *opt, FILE *out)
 /* Trials of the bound and of the all-reduce: the machine is shared, and
  * other people's work only ever slows either side down, so the best of a few
  * trials is the fairest figure for both. */
-#define CAL_TRIALS 3
+#define CAL_TRIALS 7
 
 int ch5_memory_bound(struct ch5_opts *opt)
 {
