@@ -12,8 +12,8 @@
 
 int plot_paths(const char *dir, const char *name, char csv[PLOT_PATH_MAX], char out[PLOT_PATH_MAX])
 {
-    if (snprintf(csv, PLOT_PATH_MAX, "%s/%s.csv", dir, name) >= PLOT_PATH_MAX ||
-        snprintf(out, PLOT_PATH_MAX, "%s/%s", dir, name) >= PLOT_PATH_MAX)
+    if ((csv && snprintf(csv, PLOT_PATH_MAX, "%s/%s.csv", dir, name) >= PLOT_PATH_MAX) ||
+        (out && snprintf(out, PLOT_PATH_MAX, "%s/%s", dir, name) >= PLOT_PATH_MAX))
         return err_set(ERR_ARG, "output directory too long (%zu characters): %.60s...", strlen(dir), dir);
     return 0;
 }

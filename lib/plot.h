@@ -12,7 +12,8 @@
 #include <stdio.h>
 
 /* The files of one plot in `dir` (a chapter's --out): csv = dir/NAME.csv,
- * out = dir/NAME (plot_render's OUT). 0, or ERR_ARG when they do not fit in
+ * out = dir/NAME (plot_render's OUT); either may be NULL when the CSV and the
+ * picture are named differently. 0, or ERR_ARG when a path does not fit in
  * PLOT_PATH_MAX. */
 #define PLOT_PATH_MAX 4096
 int plot_paths(const char *dir, const char *name, char csv[PLOT_PATH_MAX], char out[PLOT_PATH_MAX]);

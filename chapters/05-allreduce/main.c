@@ -303,11 +303,11 @@ int main(int argc, char **argv)
             opt.max_bytes = 16 << 20;
             opt.step_factor = 4;
         }
-        char name[64], unused[PLOT_PATH_MAX];
+        char name[64];
         snprintf(name, sizeof name, "allreduce-%s", opt.backend);
-        int rc = plot_paths(out_dir, name, csv_path, unused);
+        int rc = plot_paths(out_dir, name, csv_path, NULL);
         snprintf(name, sizeof name, "busbw-%s", opt.backend);
-        if (rc < 0 || plot_paths(out_dir, name, unused, plot_path) < 0) {
+        if (rc < 0 || plot_paths(out_dir, name, NULL, plot_path) < 0) {
             err_wrap(ERR_ARG, "--out");
             return cli_fail(argv[0]);
         }
