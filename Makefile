@@ -1,9 +1,9 @@
 # Makefile: every entry point of the project. `make help` lists them.
 #
-# Layout it builds (see README.md): lib/ and sim/ into build/libddp.a; lib/mpi/
-# (Open MPI) and lib/gpu/ (CUDA, NCCL) into their own archives when found;
-# chapters/NN-name/main.c into build/chapter-N; tests/test_*.c into
-# build/tests/; labs are built and graded by labs/lab.sh. Nothing here names a
+# Layout it builds (see README.md): lib/*/ and sim/ into build/libddp.a;
+# lib/comm/mpi/ (Open MPI) and the .cu files (CUDA, NCCL) into their own
+# archives when found; chapters/NN-name/main.c into build/chapter-N;
+# tests/unit/test_*.c into build/tests/unit/; labs are built and graded by labs/lab.sh. Nothing here names a
 # chapter, lab or test: drop a directory or file in place and it is picked up.
 
 .DEFAULT_GOAL := all
@@ -14,7 +14,7 @@ OPT ?= -O2
 SAN ?=
 CFLAGS ?= $(OPT) -g
 WARN := -Wall -Wextra -Werror
-CPPFLAGS := -D_GNU_SOURCE -Ilib -Isim $(CPPFLAGS)
+CPPFLAGS := -D_GNU_SOURCE -Ilib -I. $(CPPFLAGS)
 LDLIBS := -lz -ljansson -lm -pthread $(LDLIBS)
 ifneq ($(SAN),)
   CFLAGS += -fsanitize=$(SAN) -fno-sanitize-recover=all -fno-omit-frame-pointer
@@ -40,7 +40,7 @@ ifeq ($(HAVE_MPI),1)
   CPPFLAGS += -DHAVE_MPI=1
   MPI_CFLAGS := $(shell mpicc --showme:compile)
   MPI_LDLIBS := $(shell mpicc --showme:link)
-  MPI_OBJS := $(patsubst %.c,$(BUILD)/obj/%.o,$(wildcard lib/mpi/*.c))
+  MPI_OBJS := $(patsubst %.c,$(BUILD)/obj/%.o,$(wildcard lib/comm/mpi/*.c))
   BACKEND_ARCHIVES += $(BUILD)/libddp_mpi.a
   LDLIBS += $(MPI_LDLIBS)
 endif
@@ -48,12 +48,12 @@ ifeq ($(HAVE_CUDA),1)
   CPPFLAGS += -DHAVE_CUDA=1
   NVCC := $(CUDA_HOME)/bin/nvcc
   NVCCFLAGS ?= -O2 -g -std=c++17 -Xcompiler -Wall,-Wextra,-Werror
-  GPU_SRCS := $(wildcard lib/gpu/*.cu)
+  GPU_SRCS := $(shell find lib -name '*.cu' | sort)
   ifeq ($(HAVE_NCCL),1)
     CPPFLAGS += -DHAVE_NCCL=1
     GPU_LDLIBS := -L$(NCCL_LIBDIR) -Wl,-rpath,$(NCCL_LIBDIR) -lnccl
   else
-    GPU_SRCS := $(filter-out lib/gpu/nccl_%,$(GPU_SRCS))
+    GPU_SRCS := $(filter-out lib/comm/nccl/%,$(GPU_SRCS))
   endif
   GPU_OBJS := $(patsubst %.cu,$(BUILD)/obj/%.o,$(GPU_SRCS))
   GPU_LDLIBS += -L$(CUDA_LIBDIR) -Wl,-rpath,$(CUDA_LIBDIR) -lcudart -lstdc++
@@ -64,7 +64,8 @@ ifeq ($(HAVE_CUDA),1)
 endif
 
 # ---- the library ------------------------------------------------------------
-CORE_SRCS := $(wildcard lib/*.c sim/*.c)
+CORE_SRCS := $(sort $(filter-out lib/comm/mpi/%,$(shell find lib -name '*.c')) $(wildcard sim/*.c))
+CORE_HDRS := $(shell find lib sim -name '*.h')
 CORE_OBJS := $(CORE_SRCS:%.c=$(BUILD)/obj/%.o)
 LIB := $(BUILD)/libddp.a
 # The backends call into the core and the core into the backends: list it twice.
@@ -73,10 +74,10 @@ ALL_LIBS := $(LIB) $(BACKEND_ARCHIVES) $(LIB)
 $(BUILD)/obj/%.o: %.c $(BUILD)/config.mk
 	@mkdir -p $(@D)
 	$(CC) $(CPPFLAGS) $(CFLAGS) $(WARN) -c -o $@ $<
-$(BUILD)/obj/lib/mpi/%.o: lib/mpi/%.c $(BUILD)/config.mk
+$(BUILD)/obj/lib/comm/mpi/%.o: lib/comm/mpi/%.c $(BUILD)/config.mk
 	@mkdir -p $(@D)
 	$(CC) $(CPPFLAGS) $(MPI_CFLAGS) $(CFLAGS) $(WARN) -c -o $@ $<
-$(BUILD)/obj/lib/gpu/%.o: lib/gpu/%.cu $(BUILD)/config.mk
+$(BUILD)/obj/%.o: %.cu $(BUILD)/config.mk
 	@mkdir -p $(@D)
 	$(NVCC) $(CPPFLAGS) $(NVCCFLAGS) -MD -MF $(@:.o=.d) -c -o $@ $<
 $(LIB): $(CORE_OBJS)
@@ -102,9 +103,9 @@ endef
 $(foreach d,$(CHAPTER_DIRS),$(eval $(call chapter_rules,$(d))))
 # chapter-%: ## build and run chapter N's program on its defaults; ARGS='--help' and others pass through
 
-# ---- tests: tests/test_*.c -> build/tests/test_* -----------------------------
+# ---- tests: tests/unit/test_*.c -> build/tests/unit/test_* ---------------
 HARNESS_OBJS := $(patsubst %.c,$(BUILD)/obj/%.o,$(wildcard tests/harness/*.c))
-TEST_BINS := $(patsubst tests/%.c,$(BUILD)/tests/%,$(wildcard tests/test_*.c))
+TEST_BINS := $(patsubst tests/%.c,$(BUILD)/tests/%,$(wildcard tests/unit/test_*.c))
 $(BUILD)/obj/tests/%.o: CPPFLAGS += -Itests/harness
 $(BUILD)/tests/%: tests/%.c $(HARNESS_OBJS) $(ALL_LIBS)
 	@mkdir -p $(@D)
@@ -116,10 +117,10 @@ tests: all $(TEST_BINS)
 # ---- fuzzing: tests/fuzz/fuzz_*.c, clang + libFuzzer ------------------------
 FUZZ_SECONDS ?= 30
 FUZZ_TARGETS := $(patsubst tests/fuzz/%.c,$(BUILD)/fuzz/%,$(wildcard tests/fuzz/fuzz_*.c))
-$(BUILD)/fuzz/%: tests/fuzz/%.c $(CORE_SRCS) $(wildcard lib/*.h sim/*.h)
+$(BUILD)/fuzz/%: tests/fuzz/%.c $(CORE_SRCS) $(CORE_HDRS)
 	@[ "$(HAVE_CLANG_FUZZER)" = 1 ] || { echo "make fuzz needs clang with libFuzzer: apt-get install clang libclang-rt-14-dev, then make features" >&2; exit 1; }
 	@mkdir -p $(@D)
-	clang -g -O1 -std=c11 -D_GNU_SOURCE -Ilib -Isim $(WARN) -fsanitize=fuzzer,address,undefined -o $@ $< $(CORE_SRCS) $(filter-out -pthread,$(LDLIBS)) -pthread
+	clang -g -O1 -std=c11 -D_GNU_SOURCE -Ilib -I. $(WARN) -fsanitize=fuzzer,address,undefined -o $@ $< $(CORE_SRCS) $(filter-out -pthread,$(LDLIBS)) -pthread
 fuzz-build: $(FUZZ_TARGETS)
 fuzz: $(FUZZ_TARGETS) ## run every libFuzzer target for FUZZ_SECONDS (default 30) each
 	@for t in $(FUZZ_TARGETS); do \

@@ -7,7 +7,7 @@
 #   labs/lab.sh --regions N           list lab N's exercise regions
 #
 # A lab lives in labs/NN-name/: README.md, grade.c, and one learner file per
-# module, named like its reference in lib/ or sim/. The learner file is that
+# module, named like its reference under lib/ or sim/. The learner file is that
 # reference with its LAB regions stubbed (labs/labgen.awk). Make passes CC,
 # CFLAGS, CPPFLAGS, LDFLAGS, LDLIBS, BUILD and BACKEND_ARCHIVES.
 set -euo pipefail
@@ -23,8 +23,9 @@ lab_dir() { # lab number -> its directory
 learner_files() { ls "$1"/*.c | grep -v '/grade\.c$'; }
 reference_of() { # learner file -> reference module
     local base; base=$(basename "$1")
-    for d in lib sim; do [ -f "$d/$base" ] && { echo "$d/$base"; return; }; done
-    echo "lab.sh: $1 has no reference module lib/$base or sim/$base" >&2; exit 2
+    local ref; ref=$(find lib sim -name "$base" | head -n 1)
+    [ -n "$ref" ] && { echo "$ref"; return; }
+    echo "lab.sh: $1 has no reference module named $base under lib/ or sim/" >&2; exit 2
 }
 generate() { # reference readme [only] -> learner file on stdout
     awk -v src="$1" -v readme="$2" -v only="${3:-}" -f labs/labgen.awk "$1"

@@ -7,7 +7,7 @@
 #ifndef DDP_LAB_TODO_H
 #define DDP_LAB_TODO_H
 
-#include "error.h"
+#include "base/error.h"
 
 #include <stdio.h>
 #include <string.h>

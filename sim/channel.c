@@ -1,7 +1,7 @@
 /* channel: bounded slot queues between simulated ranks (see channel.h). */
-#include "channel.h"
+#include "sim/channel.h"
 
-#include "error.h"
+#include "base/error.h"
 
 #include <errno.h>
 #include <stdlib.h>

@@ -32,7 +32,7 @@ typedef struct channel {
 } channel_t;
 
 /* Initializes a condition variable whose timed waits take CLOCK_MONOTONIC
- * deadlines (clock_now_ns() times, lib/clock.h), immune to wall-clock jumps;
+ * deadlines (clock_now_ns() times, lib/base/clock.h), immune to wall-clock jumps;
  * every wait of the simulator uses one. */
 void channel_cond_init(pthread_cond_t *cond);
 

@@ -2,10 +2,10 @@
  * every collective starts with, the watchdog, the fingerprint and result
  * checks, and the faults (see comm_sim.h for the path of one collective;
  * comm_sim_algos.c moves the bytes). */
-#include "comm_sim.h"
+#include "sim/comm_sim.h"
 
-#include "clock.h"
-#include "error.h"
+#include "base/clock.h"
+#include "base/error.h"
 
 #include <errno.h>
 #include <stdarg.h>

@@ -1,6 +1,6 @@
 /* comm_sim: the thread simulator's communicator (backend "sim"), chapter 5.
  *
- * Where it sits: behind lib/comm.h, for programs whose ranks are threads of
+ * Where it sits: behind lib/comm/comm.h, for programs whose ranks are threads of
  * one process. Read comm.h first; this header is what the simulator's own
  * files share (comm_sim.c: worlds, rendezvous, watchdog, fingerprint and
  * result checks, faults; comm_sim_algos.c: how the bytes move), plus the few
@@ -21,9 +21,9 @@
 #ifndef DDP_COMM_SIM_H
 #define DDP_COMM_SIM_H
 
-#include "channel.h"
-#include "comm_backend.h"
-#include "faults.h"
+#include "sim/channel.h"
+#include "comm/comm_backend.h"
+#include "sim/faults.h"
 
 #include <pthread.h>
 #include <stdatomic.h>

@@ -1,5 +1,5 @@
 /* comm_sim_algos: how the simulator moves a collective's bytes: ring
- * (reduce-scatter then all-gather, lib/ring_schedule.h), binomial tree and
+ * (reduce-scatter then all-gather, sim/ring_schedule.h), binomial tree and
  * naive all-reduce, ring-pipelined broadcast, and the ring phases alone for
  * reduce-scatter and all-gather (see comm_sim.h for where this sits).
  *
@@ -10,11 +10,11 @@
  * results are the same bits on every run; and each algorithm ends by
  * distributing one rank's finished values, so every rank ends bit-identical.
  */
-#include "comm_sim.h"
+#include "sim/comm_sim.h"
 
-#include "clock.h"
-#include "error.h"
-#include "ring_schedule.h"
+#include "base/clock.h"
+#include "base/error.h"
+#include "sim/ring_schedule.h"
 
 #include <stdlib.h>
 #include <string.h>

@@ -1,8 +1,8 @@
 /* faults: the --fault= grammar and its lookup (see faults.h). */
-#include "faults.h"
+#include "sim/faults.h"
 
-#include "cli.h"
-#include "error.h"
+#include "base/cli.h"
+#include "base/error.h"
 
 #include <stdio.h>
 #include <stdlib.h>

@@ -1,7 +1,7 @@
 /* ranks: start, join and report W rank threads (see ranks.h). */
-#include "ranks.h"
+#include "sim/ranks.h"
 
-#include "error.h"
+#include "base/error.h"
 
 #include <pthread.h>
 #include <stdatomic.h>

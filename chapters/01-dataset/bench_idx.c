@@ -13,11 +13,11 @@
  */
 #include "bench.h"
 
-#include "dataset.h"
-#include "dataset_idx.h"
-#include "error.h"
-#include "hash.h"
-#include "plot.h"
+#include "dataset/dataset.h"
+#include "dataset/dataset_idx.h"
+#include "base/error.h"
+#include "base/hash.h"
+#include "base/plot.h"
 
 #include <stdio.h>
 #include <stdlib.h>

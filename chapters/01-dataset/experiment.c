@@ -10,7 +10,7 @@
  *                 array: what `lines = open(f).readlines()` does in Python
  *   streaming     a fixed 1 MiB buffer and a forward scan; random access
  *                 means rescanning from the start
- *   index (build) lib/dataset_jsonl.c, no index yet: one scan builds it,
+ *   index (build) lib/dataset/dataset_jsonl.c, no index yet: one scan builds it,
  *                 then reads are mmapped lookups
  *   index (reuse) the same, the index already on disk: open is two mmaps
  *
@@ -20,12 +20,12 @@
  */
 #include "experiment.h"
 
-#include "clock.h"
-#include "dataset.h"
-#include "error.h"
-#include "hash.h"
-#include "plot.h"
-#include "progress.h"
+#include "base/clock.h"
+#include "dataset/dataset.h"
+#include "base/error.h"
+#include "base/hash.h"
+#include "base/plot.h"
+#include "base/progress.h"
 
 #include <errno.h>
 #include <fcntl.h>

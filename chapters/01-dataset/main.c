@@ -2,7 +2,7 @@
  *
  * Where it sits: the first program of the course (read
  * chapters/01-dataset/README.md alongside). It opens a dataset through
- * lib/dataset.h (Fashion-MNIST when installed, else the synthetic stand-in),
+ * lib/dataset/dataset.h (Fashion-MNIST when installed, else the synthetic stand-in),
  * shows what the open cost and what is on disk, and reads random records the
  * way a loader worker does. The flags look at one record (--get), validate
  * every record (--check), run the lesson's JSONL experiment (--experiment,
@@ -12,12 +12,12 @@
 #include "bench.h"
 #include "experiment.h"
 
-#include "cli.h"
-#include "clock.h"
-#include "dataset.h"
-#include "dataset_idx.h"
-#include "error.h"
-#include "progress.h"
+#include "base/cli.h"
+#include "base/clock.h"
+#include "dataset/dataset.h"
+#include "dataset/dataset_idx.h"
+#include "base/error.h"
+#include "base/progress.h"
 
 #include <ctype.h>
 #include <getopt.h>

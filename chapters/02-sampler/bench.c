@@ -8,8 +8,8 @@
  */
 #include "chapter.h"
 
-#include "clock.h"
-#include "error.h"
+#include "base/clock.h"
+#include "base/error.h"
 
 #include <stdio.h>
 #include <sys/resource.h>

@@ -4,9 +4,9 @@
 #ifndef CH2_CHAPTER_H
 #define CH2_CHAPTER_H
 
-#include "batch.h"
-#include "dataset.h"
-#include "sampler.h"
+#include "sampler/batch.h"
+#include "dataset/dataset.h"
+#include "sampler/sampler.h"
 
 #include <stdint.h>
 

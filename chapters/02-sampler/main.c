@@ -9,15 +9,15 @@
  * --print-indices is a contract with PyTorch: it prints exactly
  *     list(DistributedSampler(range(N), num_replicas=W, rank=R, shuffle=...,
  *                             seed=S, drop_last=...))   after set_epoch(E)
- * one index per line (tests/sampler_torch.sh checks it against torch).
+ * one index per line (tests/crosscheck/sampler_torch.sh checks it against torch).
  *
- * Read lib/sampler.h and lib/batch.h for the modules; partition.c for the
+ * Read lib/sampler/sampler.h and lib/sampler/batch.h for the modules; partition.c for the
  * checks; bench.c for --bench. The lesson is README.md next to this file.
  */
 #include "chapter.h"
 
-#include "cli.h"
-#include "error.h"
+#include "base/cli.h"
+#include "base/error.h"
 
 #include <getopt.h>
 #include <stdio.h>

@@ -5,8 +5,8 @@
  */
 #include "chapter.h"
 
-#include "error.h"
-#include "ranks.h"
+#include "base/error.h"
+#include "sim/ranks.h"
 
 #include <stdarg.h>
 #include <stdio.h>

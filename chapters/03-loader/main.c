@@ -4,21 +4,21 @@
  * Where it sits: the third program of the course (read
  * chapters/03-loader/README.md alongside). It opens a dataset (Fashion-MNIST
  * when installed, else the synthetic stand-in of the same shape), puts
- * lib/loader.h's ring of worker threads in front of it, and plays a trainer
+ * lib/loader/loader.h's ring of worker threads in front of it, and plays a trainer
  * whose step takes --step-ms (the GPU's compute: the trainer's thread only
  * waits). Each sample costs --work-us of CPU to "decode" (a spin in a per-sample
  * transform, like a JPEG decode would). The default run sweeps the number of
  * workers against that cost: table, CSV, PNG and SVG. --bench loads whole
  * epochs as fast as it can and prints samples/s, MB/s and the data-wait.
- * The logic lives in lib/loader.c; this file teaches and measures.
+ * The logic lives in lib/loader/loader.c; this file teaches and measures.
  */
-#include "cli.h"
-#include "clock.h"
-#include "dataset.h"
-#include "error.h"
-#include "loader.h"
-#include "plot.h"
-#include "progress.h"
+#include "base/cli.h"
+#include "base/clock.h"
+#include "dataset/dataset.h"
+#include "base/error.h"
+#include "loader/loader.h"
+#include "base/plot.h"
+#include "base/progress.h"
 
 #include <getopt.h>
 #include <stdio.h>

@@ -7,7 +7,7 @@
 #   sim   4 rank threads in one process, ring over bounded channels;
 #   mpi   4 processes under `mpirun --oversubscribe -np 4`, the mpi backend
 #         with --timeout=0 (no watchdog): every all-reduce is one blocking
-#         MPI_Allreduce, as a plain MPI program calls it (lib/mpi/comm_mpi.c,
+#         MPI_Allreduce, as a plain MPI program calls it (lib/comm/mpi/comm_mpi.c,
 #         mpi_start), Open MPI choosing its own algorithm. With a timeout the
 #         backend would post MPI_Iallreduce and poll it with MPI_Test instead.
 # Each side runs ROUNDS times (default 3), alternating, and keeps its best.

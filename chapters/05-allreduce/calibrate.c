@@ -12,10 +12,10 @@
  */
 #include "chapter5.h"
 
-#include "clock.h"
-#include "comm_backend.h"
-#include "comm_sim.h"
-#include "error.h"
+#include "base/clock.h"
+#include "comm/comm_backend.h"
+#include "sim/comm_sim.h"
+#include "base/error.h"
 
 #include <pthread.h>
 #include <stdlib.h>

@@ -4,8 +4,8 @@
 #ifndef DDP_CHAPTER5_H
 #define DDP_CHAPTER5_H
 
-#include "comm.h"
-#include "costmodel.h"
+#include "comm/comm.h"
+#include "comm/costmodel.h"
 
 #include <stdint.h>
 #include <stdio.h>

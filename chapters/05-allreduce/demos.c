@@ -12,10 +12,10 @@
  */
 #include "chapter5.h"
 
-#include "clock.h"
-#include "error.h"
-#include "faults.h"
-#include "ranks.h"
+#include "base/clock.h"
+#include "base/error.h"
+#include "sim/faults.h"
+#include "sim/ranks.h"
 
 #include <stdio.h>
 #include <stdlib.h>

@@ -3,14 +3,14 @@
  * at start-up ("NCCL timeout at init") are this step failing: a wrong
  * MASTER_ADDR, a closed port, a WORLD_SIZE that differs between nodes. This
  * check runs the same TCP rendezvous the NCCL backend uses for its id
- * (lib/rendezvous.c), with a token from rank 0 in place of the id, so it
+ * (lib/comm/rendezvous.c), with a token from rank 0 in place of the id, so it
  * needs no GPU: every rank prints the token it got, and they must agree. */
 #include "chapter5.h"
 
-#include "clock.h"
-#include "error.h"
-#include "hash.h"
-#include "rendezvous.h"
+#include "base/clock.h"
+#include "base/error.h"
+#include "base/hash.h"
+#include "comm/rendezvous.h"
 
 #include <stdint.h>
 #include <stdio.h>

@@ -9,15 +9,15 @@
  *   mpirun -np 4 build/chapter-5 --backend=mpi      the same table with one process per rank
  *   torchrun --no_python --nproc_per_node=4 build/chapter-5 --launch-check   can every rank reach rank 0?
  *
- * Read first: README.md beside this file; then lib/comm.h.
+ * Read first: README.md beside this file; then lib/comm/comm.h.
  */
 #include "chapter5.h"
 
-#include "cli.h"
-#include "error.h"
-#include "faults.h"
-#include "plot.h"
-#include "ranks.h"
+#include "base/cli.h"
+#include "base/error.h"
+#include "sim/faults.h"
+#include "base/plot.h"
+#include "sim/ranks.h"
 
 #include <getopt.h>
 #include <stdio.h>

@@ -10,11 +10,11 @@
  */
 #include "chapter5.h"
 
-#include "clock.h"
-#include "error.h"
-#include "plot.h"
-#include "progress.h"
-#include "ranks.h"
+#include "base/clock.h"
+#include "base/error.h"
+#include "base/plot.h"
+#include "base/progress.h"
+#include "sim/ranks.h"
 
 #include <math.h>
 #include <stdio.h>

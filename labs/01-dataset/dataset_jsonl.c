@@ -1,4 +1,4 @@
-/* Lab file generated from lib/dataset_jsonl.c by labs/labgen.awk: write the LAB regions (see labs/01-dataset/README.md). */
+/* Lab file generated from lib/dataset/dataset_jsonl.c by labs/labgen.awk: write the LAB regions (see labs/01-dataset/README.md). */
 #include "lab_todo.h"
 /* dataset_jsonl: JSON Lines by index, through a sidecar offset index (chapter 1).
  *
@@ -49,12 +49,12 @@
  * kernel answers a read past the new end with SIGBUS); replace it by renaming
  * a new file over it instead, and the next open rebuilds the index.
  */
-#include "dataset_impl.h"
+#include "dataset/dataset_impl.h"
 
-#include "cache_dir.h"
-#include "error.h"
-#include "hash.h"
-#include "progress.h"
+#include "dataset/cache_dir.h"
+#include "base/error.h"
+#include "base/hash.h"
+#include "base/progress.h"
 
 #include <errno.h>
 #include <fcntl.h>

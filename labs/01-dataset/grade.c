@@ -3,8 +3,8 @@
  * it (region record-lookup). Each test writes a small JSONL file, opens it
  * through dataset.h as any loader would, and compares every record with what
  * the file holds. Read labs/01-dataset/README.md first. */
-#include "dataset.h"
-#include "error.h"
+#include "dataset/dataset.h"
+#include "base/error.h"
 #include "grader.h"
 
 #include <fcntl.h>

@@ -1,12 +1,12 @@
 /* grade.c: lab 2, the rank split of DistributedSampler (`make lab-2`).
  *
- * Your lib/sampler.c regions are graded against vectors printed by PyTorch
+ * Your lib/sampler/sampler.c regions are graded against vectors printed by PyTorch
  * 1.13's torch.utils.data.DistributedSampler (after set_epoch), then against
  * the properties every correct split has. Read labs/02-sampler/README.md. */
 #include "grader.h"
 
-#include "error.h"
-#include "sampler.h"
+#include "base/error.h"
+#include "sampler/sampler.h"
 
 #include <stdlib.h>
 

@@ -1,4 +1,4 @@
-/* Lab file generated from lib/sampler.c by labs/labgen.awk: write the LAB regions (see labs/02-sampler/README.md). */
+/* Lab file generated from lib/sampler/sampler.c by labs/labgen.awk: write the LAB regions (see labs/02-sampler/README.md). */
 #include "lab_todo.h"
 /* sampler: DistributedSampler, index for index, and its O(1)-memory cousin
  * (see sampler.h). PyTorch's version, torch/utils/data/distributed.py:
@@ -10,10 +10,10 @@
  *
  * The LAB regions (lab 2) are exactly those four steps.
  */
-#include "sampler.h"
+#include "sampler/sampler.h"
 
-#include "error.h"
-#include "rng.h"
+#include "base/error.h"
+#include "base/rng.h"
 
 #include <stdio.h>
 #include <stdlib.h>

@@ -8,7 +8,7 @@
  */
 #include "grader.h"
 
-#include "../../tests/loader_fixture.h"
+#include "loader_fixture.h"
 
 #include <stdio.h>
 

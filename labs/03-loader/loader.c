@@ -1,4 +1,4 @@
-/* Lab file generated from lib/loader.c by labs/labgen.awk: write the LAB regions (see labs/03-loader/README.md). */
+/* Lab file generated from lib/loader/loader.c by labs/labgen.awk: write the LAB regions (see labs/03-loader/README.md). */
 #include "lab_todo.h"
 /* loader: the worker loader of chapter 3 (see loader.h for the contract).
  *
@@ -37,11 +37,11 @@
  * Two condition variables: work_cv (workers: a slot was freed, an epoch began,
  * close) and done_cv (the trainer: a slot finished, or a worker failed).
  */
-#include "loader.h"
+#include "loader/loader.h"
 
-#include "clock.h"
-#include "error.h"
-#include "hash.h"
+#include "base/clock.h"
+#include "base/error.h"
+#include "base/hash.h"
 
 #include <assert.h>
 #include <errno.h>

@@ -7,12 +7,12 @@
  * sends. A schedule that deadlocks hits the communicator's 2 s watchdog and
  * the test fails with its diagnosis.
  */
-#include "comm.h"
-#include "comm_sim.h"
-#include "error.h"
+#include "comm/comm.h"
+#include "sim/comm_sim.h"
+#include "base/error.h"
 #include "grader.h"
-#include "ranks.h"
-#include "ring_schedule.h"
+#include "sim/ranks.h"
+#include "sim/ring_schedule.h"
 
 #include <math.h>
 #include <stdio.h>

@@ -1,8 +1,8 @@
-/* Lab file generated from lib/ring_schedule.c by labs/labgen.awk: write the LAB regions (see labs/05-allreduce/README.md). */
+/* Lab file generated from sim/ring_schedule.c by labs/labgen.awk: write the LAB regions (see labs/05-allreduce/README.md). */
 #include "lab_todo.h"
 /* ring_schedule: the ring all-reduce's schedule (see ring_schedule.h; lab 5
  * asks for the four schedule functions). */
-#include "ring_schedule.h"
+#include "sim/ring_schedule.h"
 
 /* (a mod w) in 0 .. w-1 for any int a, including negative ones. */
 static int ring_mod(int a, int w) { return ((a % w) + w) % w; }

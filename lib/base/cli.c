@@ -1,7 +1,7 @@
 /* cli: strict parsing of flag values (see cli.h). */
-#include "cli.h"
+#include "base/cli.h"
 
-#include "error.h"
+#include "base/error.h"
 
 #include <ctype.h>
 #include <errno.h>

@@ -1,5 +1,5 @@
 /* clock: monotonic time, sleeping and spinning (see clock.h). */
-#include "clock.h"
+#include "base/clock.h"
 
 #include <errno.h>
 #include <time.h>

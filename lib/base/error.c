@@ -1,5 +1,5 @@
 /* error: per-thread error messages behind the ERR_* return codes (see error.h). */
-#include "error.h"
+#include "base/error.h"
 
 #include <stdarg.h>
 #include <stdio.h>

@@ -1,5 +1,5 @@
 /* hash: FNV-1a and splitmix64 (read hash.h first). */
-#include "hash.h"
+#include "base/hash.h"
 
 #include <string.h>
 

@@ -1,7 +1,7 @@
 /* plot: CSV files and gnuplot rendering (see plot.h). */
-#include "plot.h"
+#include "base/plot.h"
 
-#include "error.h"
+#include "base/error.h"
 
 #include <errno.h>
 #include <stdlib.h>

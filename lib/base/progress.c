@@ -1,7 +1,7 @@
 /* progress: a rate-limited one-line bar on stderr (see progress.h). */
-#include "progress.h"
+#include "base/progress.h"
 
-#include "clock.h"
+#include "base/clock.h"
 
 #include <stdio.h>
 #include <stdlib.h>

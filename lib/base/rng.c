@@ -2,7 +2,7 @@
  * are the reference implementation's (Matsumoto and Nishimura, mt19937ar.c):
  * matrix A = 0x9908b0df, tempering masks 0x9d2c5680 / 0xefc60000, and the
  * seeding multiplier 1812433253 (Knuth, TAOCP vol. 2, 3rd ed., p. 106). */
-#include "rng.h"
+#include "base/rng.h"
 
 #include <string.h>
 

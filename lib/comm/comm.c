@@ -1,19 +1,19 @@
 /* comm: the communicator's front (see comm.h): backend lookup by name,
  * argument checks, sequence numbers, the broken state, dispatch to the
  * backend's vtable (comm_backend.h). Nothing here knows how data moves. */
-#include "comm.h"
+#include "comm/comm.h"
 
-#include "comm_backend.h"
-#include "error.h"
+#include "comm/comm_backend.h"
+#include "base/error.h"
 
 /* The backends' headers declare only their vtables: no MPI, CUDA or NCCL
  * header reaches the core. The build defines HAVE_MPI / HAVE_NCCL when it
  * compiled those backends. */
 #ifdef HAVE_MPI
-#include "mpi/comm_mpi.h"
+#include "comm/mpi/comm_mpi.h"
 #endif
 #ifdef HAVE_NCCL
-#include "gpu/nccl_comm.h"
+#include "comm/nccl/comm_nccl.h"
 #endif
 
 #include <stdint.h>

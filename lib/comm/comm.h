@@ -12,9 +12,9 @@
  *           naive algorithms over bounded per-link channels, a watchdog that
  *           names the missing ranks, an always-on fingerprint check, fault
  *           injection. Types: float32, float64, int32, int64.
- *   "mpi"   one process per rank under mpirun (lib/mpi/comm_mpi.c), one node
+ *   "mpi"   one process per rank under mpirun (lib/comm/mpi/comm_mpi.c), one node
  *           or many. Fingerprint check as a debug mode.
- *   "nccl"  one GPU per rank (lib/gpu/nccl_comm.cu): buffers are DEVICE
+ *   "nccl"  one GPU per rank (lib/comm/nccl/comm_nccl.cu): buffers are DEVICE
  *           pointers, collectives are ordered on a CUDA stream.
  *
  * A backend that was not built (no HAVE_MPI / HAVE_NCCL) answers
@@ -66,7 +66,7 @@ enum comm_dtype {
  * so every rank gets the same bits. nccl: ncclAvg, which for floats scales
  * each input by 1/W before summing (NCCL's ncclDevPreMulSum, src/enqueue.cc),
  * so its last bit can differ from sum-then-divide when W is not a power of two
- * (lib/gpu/nccl_comm.h). */
+ * (lib/comm/nccl/comm_nccl.h). */
 enum comm_op { COMM_SUM, COMM_AVG, COMM_OP_COUNT };
 
 /* The collectives. Counts follow NCCL's conventions (see comm_allreduce_start

@@ -1,11 +1,11 @@
 /* comm_backend: what a communicator backend implements (sim, mpi, nccl).
  *
- * Where it sits: between lib/comm.c (the front: argument checks, sequence
+ * Where it sits: between lib/comm/comm.c (the front: argument checks, sequence
  * numbers, the broken state, dispatch) and the backends:
  *
  *   sim/comm_sim.c          comm_backend_sim   (always built)
- *   lib/mpi/comm_mpi.c      comm_backend_mpi   (when HAVE_MPI)
- *   lib/gpu/nccl_comm.cu    comm_backend_nccl  (when HAVE_NCCL; extern "C")
+ *   lib/comm/mpi/comm_mpi.c      comm_backend_mpi   (when HAVE_MPI)
+ *   lib/comm/nccl/comm_nccl.cu    comm_backend_nccl  (when HAVE_NCCL; extern "C")
  *
  * The front has already checked every argument a backend receives: the
  * backend never sees a NULL buffer with count > 0, an out-of-range root or an
@@ -19,7 +19,7 @@
 #ifndef DDP_COMM_BACKEND_H
 #define DDP_COMM_BACKEND_H
 
-#include "comm.h"
+#include "comm/comm.h"
 
 #include <stddef.h>
 #include <stdint.h>
@@ -129,8 +129,8 @@ struct comm_world_base {
 };
 
 /* The backends' vtables. The sim's is always built. The others are
- * declared by their own small headers, lib/mpi/comm_mpi.h (comm_backend_mpi)
- * and lib/gpu/nccl_comm.h (comm_backend_nccl), which must not include MPI,
+ * declared by their own small headers, lib/comm/mpi/comm_mpi.h (comm_backend_mpi)
+ * and lib/comm/nccl/comm_nccl.h (comm_backend_nccl), which must not include MPI,
  * CUDA or NCCL headers: comm.c includes them when HAVE_MPI / HAVE_NCCL is
  * set and the header exists, so a tree without a backend's sources still
  * builds and that backend answers ERR_UNSUPPORTED. */

@@ -1,8 +1,8 @@
 /* comm_checks: rank 0's fingerprint and result checksum against everyone's
  * (see comm_checks.h). */
-#include "comm_checks.h"
+#include "comm/comm_checks.h"
 
-#include "error.h"
+#include "base/error.h"
 
 #include <stdlib.h>
 

@@ -4,7 +4,7 @@
  * through MPI_Iallgather, NCCL through device memory); this module is the
  * comparing, so the two backends word their findings the same way.
  *
- * Where it sits: called by lib/mpi/comm_mpi.c and lib/gpu/nccl_comm.cu when
+ * Where it sits: called by lib/comm/mpi/comm_mpi.c and lib/comm/nccl/comm_nccl.cu when
  * comm_t.check asks for it (see enum comm_check in comm.h). The simulator has
  * all ranks in one process and compares in its rendezvous instead.
  *
@@ -13,7 +13,7 @@
 #ifndef DDP_COMM_CHECKS_H
 #define DDP_COMM_CHECKS_H
 
-#include "comm_backend.h"
+#include "comm/comm_backend.h"
 
 #include <stddef.h>
 #include <stdint.h>

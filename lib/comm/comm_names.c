@@ -2,10 +2,10 @@
  * collective and algorithm names, their parsers, the description every
  * message about a collective starts with, and nccl-tests' bus-bandwidth
  * factors. */
-#include "comm.h"
+#include "comm/comm.h"
 
-#include "comm_backend.h"
-#include "error.h"
+#include "comm/comm_backend.h"
+#include "base/error.h"
 
 #include <stdio.h>
 #include <string.h>

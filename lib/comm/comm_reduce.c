@@ -2,10 +2,10 @@
  * comm_backend.h): the element-wise sum in each type, the average's final
  * division, the fingerprint compared before each collective and the checksum
  * compared after it. */
-#include "comm_backend.h"
+#include "comm/comm_backend.h"
 
-#include "error.h"
-#include "hash.h"
+#include "base/error.h"
+#include "base/hash.h"
 
 #include <stdio.h>
 #include <string.h>

@@ -1,5 +1,5 @@
 /* costmodel: alpha-beta-gamma predictions of all-reduce time (see costmodel.h). */
-#include "costmodel.h"
+#include "comm/costmodel.h"
 
 #include <math.h>
 

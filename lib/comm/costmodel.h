@@ -19,7 +19,7 @@
 #ifndef DDP_COSTMODEL_H
 #define DDP_COSTMODEL_H
 
-#include "comm.h"
+#include "comm/comm.h"
 
 struct costmodel {
     double alpha_s;        /* latency per message (segment), seconds */

@@ -2,10 +2,10 @@
  * rendezvous.h). Every socket is non-blocking and every wait is a poll()
  * bounded by one deadline, so a missing rank is a timeout that names it,
  * never a hang. */
-#include "rendezvous.h"
+#include "comm/rendezvous.h"
 
-#include "clock.h"
-#include "error.h"
+#include "base/clock.h"
+#include "base/error.h"
 
 #include <errno.h>
 #include <fcntl.h>

@@ -2,7 +2,7 @@
  * listens on MASTER_ADDR:MASTER_PORT, every other rank connects, and rank 0
  * hands each of them the same bytes (for NCCL: its ncclUniqueId).
  *
- * Where it sits: under the NCCL backend's ENV launch mode (lib/gpu/nccl_comm.cu),
+ * Where it sits: under the NCCL backend's ENV launch mode (lib/comm/nccl/comm_nccl.cu),
  * before any collective exists. It plays the part of PyTorch's TCPStore in
  * init_process_group(init_method="env://"), reduced to the one exchange NCCL
  * needs. Plain TCP sockets; no CUDA, NCCL or MPI.

@@ -1,8 +1,8 @@
 /* cache_dir: the one rule for where rebuildable files go (read cache_dir.h first). */
-#include "cache_dir.h"
+#include "dataset/cache_dir.h"
 
-#include "error.h"
-#include "plot.h"
+#include "base/error.h"
+#include "base/plot.h"
 
 #include <errno.h>
 #include <stdio.h>

@@ -1,8 +1,8 @@
 /* dataset: the format-independent front of chapter 1 (see dataset.h): picks a
  * format from the spec, checks indices once for every format, dispatches. */
-#include "dataset_impl.h"
+#include "dataset/dataset_impl.h"
 
-#include "error.h"
+#include "base/error.h"
 
 #include <stdint.h>
 #include <stdio.h>

@@ -15,12 +15,12 @@
  * device and inode: a source that changed, or a cache cut short, is detected
  * and rebuilt, never used.
  */
-#include "dataset_idx.h"
+#include "dataset/dataset_idx.h"
 
-#include "cache_dir.h"
-#include "dataset_impl.h"
-#include "error.h"
-#include "hash.h"
+#include "dataset/cache_dir.h"
+#include "dataset/dataset_impl.h"
+#include "base/error.h"
+#include "base/hash.h"
 
 #include <errno.h>
 #include <fcntl.h>

@@ -19,7 +19,7 @@
 #ifndef DDP_DATASET_IDX_H
 #define DDP_DATASET_IDX_H
 
-#include "dataset.h"
+#include "dataset/dataset.h"
 
 #include <stdint.h>
 

@@ -3,7 +3,7 @@
 #ifndef DDP_DATASET_IMPL_H
 #define DDP_DATASET_IMPL_H
 
-#include "dataset.h"
+#include "dataset/dataset.h"
 
 struct dataset_ops {
     int (*read)(const dataset_t *ds, uint64_t index, void *dst, uint64_t cap, struct dataset_record *rec);

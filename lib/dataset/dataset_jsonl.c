@@ -47,12 +47,12 @@
  * kernel answers a read past the new end with SIGBUS); replace it by renaming
  * a new file over it instead, and the next open rebuilds the index.
  */
-#include "dataset_impl.h"
+#include "dataset/dataset_impl.h"
 
-#include "cache_dir.h"
-#include "error.h"
-#include "hash.h"
-#include "progress.h"
+#include "dataset/cache_dir.h"
+#include "base/error.h"
+#include "base/hash.h"
+#include "base/progress.h"
 
 #include <errno.h>
 #include <fcntl.h>

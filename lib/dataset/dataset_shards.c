@@ -12,9 +12,9 @@
  * size (and image shape) or all variable-size, and all with labels or all
  * without. A mix is refused at open, naming the shard that differs.
  */
-#include "dataset_impl.h"
+#include "dataset/dataset_impl.h"
 
-#include "error.h"
+#include "base/error.h"
 
 #include <stdio.h>
 #include <stdlib.h>

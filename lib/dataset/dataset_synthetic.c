@@ -5,10 +5,10 @@
  * functions of (seed, i), so every rank and every worker sees the same record
  * without any file, and a test can recompute what a record must contain.
  */
-#include "dataset_impl.h"
+#include "dataset/dataset_impl.h"
 
-#include "error.h"
-#include "hash.h"
+#include "base/error.h"
+#include "base/hash.h"
 
 #include <stdio.h>
 #include <stdlib.h>

@@ -1,7 +1,7 @@
 /* augment: reproducible augmentations (see augment.h). */
-#include "augment.h"
+#include "loader/augment.h"
 
-#include "error.h"
+#include "base/error.h"
 
 int augment_hflip_decision(uint64_t seed, double p)
 {

@@ -11,7 +11,7 @@
 #ifndef DDP_AUGMENT_H
 #define DDP_AUGMENT_H
 
-#include "loader.h"
+#include "loader/loader.h"
 
 #include <stdint.h>
 

@@ -35,11 +35,11 @@
  * Two condition variables: work_cv (workers: a slot was freed, an epoch began,
  * close) and done_cv (the trainer: a slot finished, or a worker failed).
  */
-#include "loader.h"
+#include "loader/loader.h"
 
-#include "clock.h"
-#include "error.h"
-#include "hash.h"
+#include "base/clock.h"
+#include "base/error.h"
+#include "base/hash.h"
 
 #include <assert.h>
 #include <errno.h>

@@ -27,7 +27,7 @@
 #ifndef DDP_LOADER_H
 #define DDP_LOADER_H
 
-#include "dataset.h"
+#include "dataset/dataset.h"
 
 #include <stdint.h>
 

@@ -1,8 +1,8 @@
 /* batch: fixed-size and token-budget batch samplers (see batch.h). */
-#include "batch.h"
+#include "sampler/batch.h"
 
-#include "error.h"
-#include "rng.h"
+#include "base/error.h"
+#include "base/rng.h"
 
 #include <stdlib.h>
 

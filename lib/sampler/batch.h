@@ -1,6 +1,6 @@
 /* batch: grouping indices into the batches a rank trains on (chapter 2).
  *
- * Where it sits: after the sampler (lib/sampler.h), before the loader
+ * Where it sits: after the sampler (lib/sampler/sampler.h), before the loader
  * (chapter 3), which fetches and collates one batch at a time. Two kinds:
  *
  *   batch_sampler_*  torch.utils.data.BatchSampler over any index stream (a
@@ -22,8 +22,8 @@
 #ifndef DDP_BATCH_H
 #define DDP_BATCH_H
 
-#include "dataset.h"
-#include "sampler.h"
+#include "dataset/dataset.h"
+#include "sampler/sampler.h"
 
 #include <stdint.h>
 

@@ -8,10 +8,10 @@
  *
  * The LAB regions (lab 2) are exactly those four steps.
  */
-#include "sampler.h"
+#include "sampler/sampler.h"
 
-#include "error.h"
-#include "rng.h"
+#include "base/error.h"
+#include "base/rng.h"
 
 #include <stdio.h>
 #include <stdlib.h>

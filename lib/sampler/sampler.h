@@ -9,7 +9,7 @@
  * Two modes:
  *   SAMPLER_TORCH    torch.utils.data.DistributedSampler, index for index:
  *                    the epoch's order is torch.randperm(n) drawn from a
- *                    generator seeded with seed + epoch (lib/rng.h), padded
+ *                    generator seeded with seed + epoch (lib/base/rng.h), padded
  *                    or cut to a multiple of the world size, then split
  *                    indices[rank : total : world]. O(n) memory per rank.
  *   SAMPLER_FEISTEL  the same padding and split, but the order is a keyed
@@ -18,7 +18,7 @@
  *                    PyTorch's order; use it when n is too large to permute.
  *
  * Read sampler_create() first, then sampler_begin() / sampler_get().
- * Batching (fixed and token-budget) is in lib/batch.h.
+ * Batching (fixed and token-budget) is in lib/sampler/batch.h.
  */
 #ifndef DDP_SAMPLER_H
 #define DDP_SAMPLER_H
@@ -107,7 +107,7 @@ int sampler_get(const sampler_t *s, uint64_t k, uint64_t *index);
 int sampler_warned(const sampler_t *s);
 
 /* The "forgot set_epoch" trap, shared by every sampler that shuffles by
- * seed + epoch (this one and lib/batch.h's): PyTorch silently repeats the
+ * seed + epoch (this one and lib/sampler/batch.h's): PyTorch silently repeats the
  * order. Zero-initialised; one per sampler, hence one per rank. */
 struct sampler_repeat {
     uint64_t last_epoch; /* the epoch begun last, when begun */

@@ -1,6 +1,6 @@
-# dynamic_reference.py: the expected side of tests/dynamic_reference.sh. An
+# dynamic_reference.py: the expected side of tests/crosscheck/dynamic_reference.sh. An
 # independent Python model of the token-budget batch sampler, written from
-# its rules (chapters/02-sampler/README.md), not from lib/batch.c:
+# its rules (chapters/02-sampler/README.md), not from lib/sampler/batch.c:
 #   1. the order is torch.randperm(n) from a generator seeded with seed + epoch
 #      (DistributedSampler's), or 0 .. n-1 without shuffle;
 #   2. buffers of sort_size x W records of that order; in each, records longer
@@ -15,7 +15,7 @@
 #   5. batch g goes to rank g mod W as its step g / W; start_step drops steps.
 # Writes one file per (configuration, rank), one batch per line, datasets as
 # JSONL with a "len" field, and a manifest. Usage: /usr/bin/python3
-# tests/dynamic_reference.py OUTDIR
+# tests/crosscheck/dynamic_reference.py OUTDIR
 import json
 import os
 import random

@@ -1,14 +1,14 @@
 # dynamic_reference: `chapter-2 --sampler=dynamic --print-indices` equals an
 # independent Python model of the token-budget batch sampler
-# (tests/dynamic_reference.py: written from the rules, with torch.randperm for
+# (tests/crosscheck/dynamic_reference.py: written from the rules, with torch.randperm for
 # the order) on 40 random configurations, every rank: sizes 1 to 5000, W 1 to
 # 8, token and example batches, budgets at and above the longest record,
 # max_token_length skipping records, max_samples 1 to 256, sort buffers of 1
 # to 100 per rank, shuffle on and off, resumed start steps. Needs Debian's
 # python3-torch (only /usr/bin/python3 imports it); plain suite only.
-. "$(dirname "$0")/lib.sh"
+. "$(dirname "$0")/../harness/lib.sh"
 exp="$T_TMP/expected"
-t_python_expected torch_model tests/dynamic_reference.py "$exp" || exit 0
+t_python_expected torch_model tests/crosscheck/dynamic_reference.py "$exp" || exit 0
 
 declare -A bad
 cases=()

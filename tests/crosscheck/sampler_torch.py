@@ -1,8 +1,8 @@
-# sampler_torch.py: the expected side of tests/sampler_torch.sh. Writes, for
+# sampler_torch.py: the expected side of tests/crosscheck/sampler_torch.sh. Writes, for
 # many configurations, what torch.utils.data.DistributedSampler hands every
 # rank, one file per (configuration, rank), and a manifest the shell test
 # replays against `build/chapter-2 --print-indices`. One process, so torch is
-# imported once. Usage: /usr/bin/python3 tests/sampler_torch.py OUTDIR
+# imported once. Usage: /usr/bin/python3 tests/crosscheck/sampler_torch.py OUTDIR
 import os
 import random
 import sys

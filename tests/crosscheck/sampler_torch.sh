@@ -1,12 +1,12 @@
 # sampler_torch.sh: `chapter-2 --print-indices` equals PyTorch's
 # DistributedSampler index for index, on every configuration that
-# tests/sampler_torch.py generates (n = 0, n < W, padding larger than n, n near
+# tests/crosscheck/sampler_torch.py generates (n = 0, n < W, padding larger than n, n near
 # 10^6; W = 1 .. 16 and every rank; drop_last and shuffle on and off; seeds -1,
 # 2^32+5, 2^63-1, -2^63; epochs above 0). Needs Debian's python3-torch, which
 # only /usr/bin/python3 imports; runs in the plain suite only.
-. "$(dirname "$0")/lib.sh"
+. "$(dirname "$0")/../harness/lib.sh"
 exp="$T_TMP/expected"
-t_python_expected torch_cross_check tests/sampler_torch.py "$exp" || exit 0
+t_python_expected torch_cross_check tests/crosscheck/sampler_torch.py "$exp" || exit 0
 
 # One verdict per configuration, naming the first rank that differs.
 declare -A bad

@@ -1,4 +1,4 @@
-/* fuzz_idx_header: libFuzzer target for the IDX reader (lib/dataset_idx.c).
+/* fuzz_idx_header: libFuzzer target for the IDX reader (lib/dataset/dataset_idx.c).
  *
  * The input becomes a file on disk, opened through dataset_open() the way a
  * user's path would be: header parse, dimension arithmetic, the size checks,
@@ -7,7 +7,7 @@
  * the rest as the labels file beside it. Whatever it opens, it reads the first and last
  * record. It must never crash, hang or read out of bounds. `make fuzz`.
  */
-#include "dataset.h"
+#include "dataset/dataset.h"
 
 #include <dirent.h>
 #include <stdint.h>

@@ -1,5 +1,5 @@
 /* fuzz_jsonl_index: libFuzzer target for the JSONL reader and its offset index
- * (lib/dataset_jsonl.c). `make fuzz`.
+ * (lib/dataset/dataset_jsonl.c). `make fuzz`.
  *
  * The first byte of the input picks what the rest becomes:
  *   0  the index file (`fixed.jsonl.offsets`) beside a small valid data file:
@@ -12,7 +12,7 @@
  * Whatever opens, every record is read and its length asked. It must never
  * crash, hang or read out of bounds.
  */
-#include "dataset.h"
+#include "dataset/dataset.h"
 
 #include <stdint.h>
 #include <stdio.h>
@@ -21,7 +21,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#define FUZZ_HEADER_BYTES 72 /* sizeof(struct jsonl_header) in lib/dataset_jsonl.c */
+#define FUZZ_HEADER_BYTES 72 /* sizeof(struct jsonl_header) in lib/dataset/dataset_jsonl.c */
 
 static char fuzz_dir[256];
 static uint8_t *fuzz_index;     /* the fixed data file's whole, valid index */

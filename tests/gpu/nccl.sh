@@ -3,7 +3,7 @@
 #   threads    build/chapter-5 --backend=nccl --world=N --check: nccl-tests'
 #              table with #wrong = 0, counts from 1 element (fewer than N) up;
 #   world 1    the same on one GPU, which must say the all-reduce is a copy;
-#   mpirun     the process-rank tests (tests/test_comm_mpi.c) with
+#   mpirun     the process-rank tests (tests/unit/test_comm_mpi.c) with
 #              COMM_TEST_BACKEND=nccl under mpirun -np N, one job per test
 #              (the unique id travels over MPI), and the chapter's table;
 #   torchrun   N processes with RANK, WORLD_SIZE, LOCAL_RANK, MASTER_ADDR,
@@ -13,7 +13,7 @@
 # every multi-rank check is skipped with that reason, never passed at world 1.
 # Written without a GPU at hand: see the chapter's
 # chapters/05-allreduce/README.md ("What has NOT been run") for what has run where.
-. "$(dirname "$0")/lib.sh"
+. "$(dirname "$0")/../harness/lib.sh"
 
 if [ "$(id -u)" = 0 ]; then export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1; fi
 prog=$BUILD/chapter-5
@@ -35,10 +35,10 @@ else t_skip threads.world_of_several "$one_gpu"; fi
 
 if command -v mpirun >/dev/null 2>&1 && grep -q 'HAVE_MPI := 1' "$BUILD/config.mk"; then
     if [ "$ngpu" -ge 2 ]; then
-        tests=$("$BUILD/tests/test_comm_mpi" --help | sed -n 's/^  \(comm_mpi_[a-z0-9_]*\)$/\1/p')
+        tests=$("$BUILD/tests/unit/test_comm_mpi" --help | sed -n 's/^  \(comm_mpi_[a-z0-9_]*\)$/\1/p')
         for t in $tests; do
             COMM_TEST_BACKEND=nccl COMM_MPI_TEST_ABORT=1 t_ok "mpirun.np$ngpu.${t#comm_mpi_}" \
-                mpirun -np "$ngpu" "$BUILD/tests/test_comm_mpi" "$t"
+                mpirun -np "$ngpu" "$BUILD/tests/unit/test_comm_mpi" "$t"
         done
     else
         t_skip mpirun.collectives "$one_gpu (timeouts, aborts and fingerprints need 2 ranks)"
@@ -64,9 +64,9 @@ if [ $status = 0 ] && grep -qF ": 0 OK" "$T_TMP/rank0.out"; then t_pass torchrun
 else t_failed torchrun.world$ngpu "exit $status; rank 0 said: $(tail -n 5 "$T_TMP/rank0.out")"; fi
 
 # the same under a real torchrun, when this machine has torch (its agent holds
-# MASTER_PORT: the rendezvous must step aside, see lib/rendezvous.h)
+# MASTER_PORT: the rendezvous must step aside, see lib/comm/rendezvous.h)
 if /usr/bin/python3 -c 'import torch.distributed.run' >/dev/null 2>&1; then
-    # --redirects/--tee for a local rank that does not exist: see tests/launch_torchrun.sh
+    # --redirects/--tee for a local rank that does not exist: see tests/mpi/launch_torchrun.sh
     t_out torchrun.real.world$ngpu ": 0 OK" /usr/bin/python3 -m torch.distributed.run --no_python \
         --redirects=9:1 --tee=9:1 \
         --nproc_per_node="$ngpu" --master_port=$((port + 2)) "$prog" "${table[@]}"

@@ -6,7 +6,7 @@
  */
 #include "check.h"
 
-#include "error.h"
+#include "base/error.h"
 #include "isolate.h"
 
 #include <libgen.h>

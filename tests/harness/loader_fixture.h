@@ -1,5 +1,5 @@
-/* loader_fixture: what tests/test_loader.c and the lab 3 grader
- * (labs/03-loader/grade.c) both need to drive lib/loader.h: a synthetic
+/* loader_fixture: what tests/unit/test_loader.c and the lab 3 grader
+ * (labs/03-loader/grade.c) both need to drive lib/loader/loader.h: a synthetic
  * dataset, a shuffled order, delays that scramble the thread timing, a batch
  * checked row by row against fresh reads, out-of-order delivery forced by a
  * gate, and the memory bound checked from outside the loader. Header-only (static functions): the Makefile builds
@@ -9,11 +9,11 @@
 #define DDP_LOADER_FIXTURE_H
 
 #include "check.h"
-#include "clock.h"
-#include "dataset.h"
-#include "error.h"
-#include "hash.h"
-#include "loader.h"
+#include "base/clock.h"
+#include "dataset/dataset.h"
+#include "base/error.h"
+#include "base/hash.h"
+#include "loader/loader.h"
 
 #include <stdatomic.h>
 #include <stdlib.h>

@@ -1,19 +1,19 @@
 # comm_mpi: the MPI backend under a real mpirun, at 2 and 4 processes on
 # localhost (oversubscribed: CI machines may have 2 cores).
 #
-# build/tests/test_comm_mpi holds the checks (see its header): each test runs
+# build/tests/unit/test_comm_mpi holds the checks (see its header): each test runs
 # as its own job, since a process may initialize MPI only once. A job passes
 # when mpirun exits 0, which it does only when every rank passed. The timeout
 # test must instead end the job with MPI_Abort, after rank 0 named the
 # collective it waited for. Last, build/chapter-5 --backend=mpi --check must
 # print nccl-tests' table with no wrong element, with the watchdog and without
 # it (--timeout=0: blocking MPI_Allreduce).
-. "$(dirname "$0")/lib.sh"
+. "$(dirname "$0")/../harness/lib.sh"
 
 # Open MPI refuses to start as root unless told to (tests/run sets these too).
 if [ "$(id -u)" = 0 ]; then export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1; fi
 
-prog=$BUILD/tests/test_comm_mpi
+prog=$BUILD/tests/unit/test_comm_mpi
 if [ "${SUITE:-plain}" != plain ]; then
     t_skip mpirun "the $SUITE suite is built without MPI"
 elif ! command -v mpirun >/dev/null 2>&1; then

@@ -1,12 +1,12 @@
 # launch_torchrun: ranks started torchrun-style meet rank 0 over our TCP
-# rendezvous (lib/rendezvous.c), checked with `build/chapter-5 --launch-check`
+# rendezvous (lib/comm/rendezvous.c), checked with `build/chapter-5 --launch-check`
 # (no GPU needed). Started by a real torchrun (Debian's python3-torch) in both
 # of its rendezvous modes: the default (static) one, whose agent already serves
 # its TCPStore on MASTER_PORT, so our rank 0 must step to the next port; and
 # c10d (what --standalone uses), where MASTER_PORT is free. Then by hand, as
 # Slurm or a shell loop would set the variables; then the failures: a rank
 # that never comes, a port that is taken, no launcher variables at all.
-. "$(dirname "$0")/lib.sh"
+. "$(dirname "$0")/../harness/lib.sh"
 
 prog=$BUILD/chapter-5
 T_TIMEOUT=120

@@ -2,10 +2,10 @@
 # data: the default lesson, --get, --check, --bench's flag handling, usage
 # errors. Caches of the installed Fashion-MNIST go to this test's directory.
 set -euo pipefail
-source "$(dirname "$0")/lib.sh"
+. "$(dirname "$0")/../harness/lib.sh"
 ch1="$BUILD/chapter-1"
 export XDG_CACHE_HOME=$T_TMP/cache TMPDIR=$T_TMP
-unset DDP_CACHE_DIR # it would come first (lib/cache_dir.h)
+unset DDP_CACHE_DIR # it would come first (lib/dataset/cache_dir.h)
 fashion=/usr/share/datasets/fashion-mnist/train-images-idx3-ubyte.gz
 
 t_out help "usage: chapter-1" "$ch1" --help

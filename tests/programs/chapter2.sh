@@ -1,7 +1,7 @@
 # chapter2.sh: build/chapter-2 as a user runs it: the default partition check
 # passes for every sampler, the forgotten set_epoch() fails it with a warning,
 # --help answers, and bad flags exit 2 with a message that names the flag.
-. "$(dirname "$0")/lib.sh"
+. "$(dirname "$0")/../harness/lib.sh"
 ch2="$BUILD/chapter-2"
 
 t_out default_run_passes "PASS:" "$ch2"

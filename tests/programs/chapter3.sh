@@ -1,7 +1,7 @@
 # chapter3.sh: build/chapter-3 as a user drives it: --help, strict flags, a
 # runtime error, --bench on synthetic data (its last line), a tiny experiment
 # (its CSV consistent with itself), no training step, JSONL records.
-. "$(dirname "$0")/lib.sh"
+. "$(dirname "$0")/../harness/lib.sh"
 C3="$BUILD/chapter-3"
 
 t_out help "--workers=LIST" "$C3" --help

@@ -1,7 +1,7 @@
 # chapter5.sh: build/chapter-5 as a user drives it: --help, bad flags, small
 # tables for every algorithm, and each fault demo ending non-zero with the
 # diagnosis that names the rank at fault.
-. "$(dirname "$0")/lib.sh"
+. "$(dirname "$0")/../harness/lib.sh"
 P=$BUILD/chapter-5
 
 t_out help "--min-bytes" $P --help

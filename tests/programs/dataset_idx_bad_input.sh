@@ -4,7 +4,7 @@
 # never crash or hang, and never change an input file. The files are made here,
 # byte by byte, so the test shows exactly what each one contains.
 set -euo pipefail
-source "$(dirname "$0")/lib.sh"
+. "$(dirname "$0")/../harness/lib.sh"
 ch1="$BUILD/chapter-1"
 d=$T_TMP
 

@@ -3,7 +3,7 @@
 # a crash, and the data files never touched. Also the odd-but-valid inputs
 # (CRLF, blank lines, no final newline) and the sidecar index's failure modes
 # (another file's index, a truncated one, a damaged one).
-. "$(dirname "$0")/lib.sh"
+. "$(dirname "$0")/../harness/lib.sh"
 
 ch1="$BUILD/chapter-1"
 d="$T_TMP"

@@ -4,7 +4,7 @@
 # from the reference; the reference scores full marks; the untouched skeleton
 # loses points; and each exercise region, stubbed on its own, loses points,
 # which proves that every region is actually tested by the grader.
-. "$(dirname "$0")/lib.sh"
+. "$(dirname "$0")/../harness/lib.sh"
 [ "${SUITE:-plain}" = plain ] || exit 0
 
 t_ok skeletons_equal_generated bash labs/lab.sh --check-skeletons

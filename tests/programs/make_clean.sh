@@ -2,7 +2,7 @@
 # notebooks-out/, keeps the committed notebooks-out/reference/, and works in a
 # tree that has neither (a fresh clone). Run on a copy of the Makefile in a
 # scratch tree, never on this checkout.
-. "$(dirname "$0")/lib.sh"
+. "$(dirname "$0")/../harness/lib.sh"
 
 tree=$T_TMP/tree
 mkdir -p "$tree/build/obj" "$tree/notebooks-out/chapter-1" "$tree/notebooks-out/reference"

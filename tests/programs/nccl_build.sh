@@ -2,9 +2,9 @@
 # say so; a build with NCCL on a machine without a GPU must say "no CUDA
 # device found" and exit 1, whichever way the ranks were started (threads,
 # torchrun-style variables, mpirun), never crash or hang. On a machine with a
-# GPU this is tests/gpu_nccl.sh's job (make test-gpu). First: where nvcc and
+# GPU this is tests/gpu/nccl.sh's job (make test-gpu). First: where nvcc and
 # NCCL are installed, the build must have used them.
-. "$(dirname "$0")/lib.sh"
+. "$(dirname "$0")/../harness/lib.sh"
 
 if [ "$(id -u)" = 0 ]; then export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1; fi
 prog=$BUILD/chapter-5
@@ -47,7 +47,7 @@ if [ ! -x "$prog" ]; then
 elif ! grep -q 'HAVE_NCCL := 1' "$BUILD/config.mk" 2>/dev/null; then
     t_fail not_built 1 "this build has no NCCL support" "$prog" "${small[@]}"
 elif command -v nvidia-smi >/dev/null 2>&1 && nvidia-smi -L 2>/dev/null | grep -q '^GPU '; then
-    t_skip no_device "this machine has a GPU: make test-gpu runs tests/gpu_nccl.sh"
+    t_skip no_device "this machine has a GPU: make test-gpu runs tests/gpu/nccl.sh"
 else
     t_fail no_device.threads 1 "nccl: no CUDA device found" "$prog" "${small[@]}" --world=2
     t_fail no_device.torchrun 1 "nccl: no CUDA device found" \

@@ -1,9 +1,9 @@
 /* test_cache_dir: lib/cache_dir follows its one rule ($DDP_CACHE_DIR, then an
  * absolute $XDG_CACHE_HOME, then $HOME/.cache, then /tmp/ddp-datapath-<uid>)
  * and creates what it names. */
-#include "cache_dir.h"
+#include "dataset/cache_dir.h"
 #include "check.h"
-#include "error.h"
+#include "base/error.h"
 
 #include <stdio.h>
 #include <stdlib.h>

@@ -1,10 +1,10 @@
-/* test_comm_checks: the process backends' cross-rank checks (lib/comm_checks.c)
+/* test_comm_checks: the process backends' cross-rank checks (lib/comm/comm_checks.c)
  * with a scripted all-gather standing in for MPI or NCCL: what each rank
  * "received" is set by the test, so every mismatch can be staged without
  * running a job. */
 #include "check.h"
-#include "comm_checks.h"
-#include "error.h"
+#include "comm/comm_checks.h"
+#include "base/error.h"
 
 #include <string.h>
 

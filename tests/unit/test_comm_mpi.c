@@ -1,6 +1,6 @@
 /* test_comm_mpi: the backends whose ranks are processes started by mpirun,
- * through lib/comm.h: "mpi" (lib/mpi/comm_mpi.c) always, and "nccl" when
- * tests/gpu_nccl.sh sets COMM_TEST_BACKEND=nccl on a GPU machine (NCCL ranks
+ * through lib/comm/comm.h: "mpi" (lib/comm/mpi/comm_mpi.c) always, and "nccl" when
+ * tests/gpu/nccl.sh sets COMM_TEST_BACKEND=nccl on a GPU machine (NCCL ranks
  * started by mpirun: the unique id travels over MPI). Buffers go through
  * comm_mem_alloc / upload / download, so the same checks run on host and
  * device memory.
@@ -8,8 +8,8 @@
  * Every test opens a communicator in whatever job it finds itself:
  *   - run as a plain unit test (tests/run), each test is a singleton MPI
  *     process: world 1, where every collective must still be exact;
- *   - run by tests/comm_mpi.sh as `mpirun --oversubscribe -np W
- *     build/tests/test_comm_mpi TEST`, one test per job (each test initializes
+ *   - run by tests/mpi/comm_mpi.sh as `mpirun --oversubscribe -np W
+ *     build/tests/unit/test_comm_mpi TEST`, one test per job (each test initializes
  *     and finalizes MPI, which a process may do once), at W = 2 and 4.
  * Each rank checks its own result against a reference computed here from every
  * rank's inputs, and the ranks compare checksums of their results with an
@@ -18,12 +18,12 @@
  * "no MPI support" error.
  */
 #include "check.h"
-#include "comm.h"
-#include "comm_backend.h"
-#include "error.h"
-#include "hash.h"
+#include "comm/comm.h"
+#include "comm/comm_backend.h"
+#include "base/error.h"
+#include "base/hash.h"
 #ifdef HAVE_MPI
-#include "mpi/comm_mpi.h"
+#include "comm/mpi/comm_mpi.h"
 #endif
 
 #include <math.h>
@@ -455,9 +455,9 @@ TEST(comm_mpi_fingerprint_mismatch)
 /* Rank 1 skips a collective that rank 0 waits for: rank 0 times out naming
  * the collective. Under mpi its comm_close() then aborts the job, since MPI
  * cannot cancel the posted call, so the job FAILS by design; only
- * tests/comm_mpi.sh runs this, alone, with COMM_MPI_TEST_ABORT=1, and checks
+ * tests/mpi/comm_mpi.sh runs this, alone, with COMM_MPI_TEST_ABORT=1, and checks
  * the failure and its message. Elsewhere it does nothing. Under nccl,
- * ncclCommAbort ends the collective and the job passes (tests/gpu_nccl.sh). */
+ * ncclCommAbort ends the collective and the job passes (tests/gpu/nccl.sh). */
 TEST(comm_mpi_timeout_aborts)
 {
     if (!getenv("COMM_MPI_TEST_ABORT"))

@@ -1,14 +1,14 @@
-/* test_comm_sim: the thread communicator (lib/comm.h, backend "sim"):
+/* test_comm_sim: the thread communicator (lib/comm/comm.h, backend "sim"):
  * every collective against a reference computed here, for every algorithm,
  * W = 1..8, awkward counts, in place and out of place; every rank
  * bit-identical and every run the same bits; and the diagnoses: the watchdog
  * on each injected fault, fingerprint mismatches, the result check. */
 #include "check.h"
-#include "clock.h"
-#include "comm.h"
-#include "comm_sim.h"
-#include "error.h"
-#include "ranks.h"
+#include "base/clock.h"
+#include "comm/comm.h"
+#include "sim/comm_sim.h"
+#include "base/error.h"
+#include "sim/ranks.h"
 
 #include <math.h>
 #include <stdatomic.h>

@@ -1,16 +1,16 @@
-/* test_dataset_idx: the IDX format (lib/dataset_idx.c).
+/* test_dataset_idx: the IDX format (lib/dataset/dataset_idx.c).
  *
  * Golden records of the real Fashion-MNIST (when the Debian package is
  * installed), round trips through dataset_idx_write(), plain and gzipped files
  * giving the same bytes, the gzip cache being reused, and rebuilt when stale
  * or cut short, batch reads equal to record reads, concurrent
  * readers, and a heap that does not grow with the number of records read. Bad files are tested from the command line in
- * tests/dataset_bad_input.sh.
+ * tests/programs/dataset_idx_bad_input.sh.
  */
 #include "check.h"
-#include "dataset.h"
-#include "dataset_idx.h"
-#include "error.h"
+#include "dataset/dataset.h"
+#include "dataset/dataset_idx.h"
+#include "base/error.h"
 #include "heap.h"
 
 #include <fcntl.h>
@@ -30,7 +30,7 @@ static void use_test_cache_dir(void)
     char dir[512];
     snprintf(dir, sizeof dir, "%s/xdg-cache", check_tmpdir());
     setenv("XDG_CACHE_HOME", dir, 1);
-    unsetenv("DDP_CACHE_DIR"); /* it would come first (lib/cache_dir.h) */
+    unsetenv("DDP_CACHE_DIR"); /* it would come first (lib/dataset/cache_dir.h) */
 }
 
 static dataset_t *open_synthetic(uint64_t records)

@@ -1,11 +1,11 @@
-/* test_dataset_jsonl: the JSONL format and shard lists (lib/dataset_jsonl.c,
- * lib/dataset_shards.c): what a record is (CRLF, blank lines, no final
+/* test_dataset_jsonl: the JSONL format and shard lists (lib/dataset/dataset_jsonl.c,
+ * lib/dataset/dataset_shards.c): what a record is (CRLF, blank lines, no final
  * newline), length fields, the offset index's binding to its data (stale,
  * foreign, truncated, corrupt indexes), the global index over shards, and
  * that reading costs no heap. */
 #include "check.h"
-#include "dataset.h"
-#include "error.h"
+#include "dataset/dataset.h"
+#include "base/error.h"
 #include "heap.h"
 
 #include <fcntl.h>

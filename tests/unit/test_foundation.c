@@ -1,10 +1,10 @@
 /* test_foundation: the house's own pieces: errors, flag parsing, the synthetic
  * dataset's determinism and bounds, rank threads carrying the first failure. */
 #include "check.h"
-#include "cli.h"
-#include "dataset.h"
-#include "error.h"
-#include "ranks.h"
+#include "base/cli.h"
+#include "dataset/dataset.h"
+#include "base/error.h"
+#include "sim/ranks.h"
 
 #include <stdlib.h>
 

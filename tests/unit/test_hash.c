@@ -4,7 +4,7 @@
  * splitmix64.c (also java.util.SplittableRandom's mix); the word-wise checksum
  * value was computed independently (Python, little-endian words). */
 #include "check.h"
-#include "hash.h"
+#include "base/hash.h"
 
 TEST(hash_fnv1a_reference_vectors)
 {

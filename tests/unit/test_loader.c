@@ -1,4 +1,4 @@
-/* test_loader: the worker loader of chapter 3 (lib/loader.c).
+/* test_loader: the worker loader of chapter 3 (lib/loader/loader.c).
  *
  * Every index exactly once and in order whatever the worker count and the
  * per-sample delays; out of order the same multiset; augmentation identical
@@ -10,8 +10,8 @@
  * durations: the delays only shuffle the thread timing, and every wait is for
  * an event (a gate, a slot count), not for a clock.
  */
-#include "augment.h"
-#include "dataset_idx.h"
+#include "loader/augment.h"
+#include "dataset/dataset_idx.h"
 #include "loader_fixture.h"
 
 #include <math.h>

@@ -1,12 +1,12 @@
-/* test_rendezvous: the torchrun-style TCP rendezvous (lib/rendezvous.c), on
+/* test_rendezvous: the torchrun-style TCP rendezvous (lib/comm/rendezvous.c), on
  * the loopback interface only: rank 0 and the other ranks are threads of this
  * process. The environment parser, a 4-rank exchange, ranks that start before
  * rank 0, and each failure named: a rank that never comes, no rank 0, a world
  * mismatch, a rank number used twice, a stray connection. */
 #include "check.h"
-#include "clock.h"
-#include "error.h"
-#include "rendezvous.h"
+#include "base/clock.h"
+#include "base/error.h"
+#include "comm/rendezvous.h"
 
 #include <netinet/in.h>
 #include <pthread.h>

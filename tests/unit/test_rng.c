@@ -5,8 +5,8 @@
  *     torch.randint(0, 2**40, (2,), generator=g)       # random64() % 2^40
  * (randint draws random() for ranges below 2^32 and random64() above). */
 #include "check.h"
-#include "error.h"
-#include "rng.h"
+#include "base/error.h"
+#include "base/rng.h"
 
 TEST(rng_matches_std_mt19937)
 {

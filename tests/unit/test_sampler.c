@@ -1,14 +1,14 @@
 /* test_sampler: lib/sampler and lib/batch. PyTorch's golden vectors (printed
  * by torch 1.13), torch.randperm's two algorithms against plain
  * implementations written here, the Feistel bijection, and the properties of
- * the fixed and token-budget batch samplers. tests/sampler_torch.sh adds the
+ * the fixed and token-budget batch samplers. tests/crosscheck/sampler_torch.sh adds the
  * wide cross-check against a live torch. */
-#include "batch.h"
+#include "sampler/batch.h"
 #include "check.h"
-#include "error.h"
-#include "ranks.h"
-#include "rng.h"
-#include "sampler.h"
+#include "base/error.h"
+#include "sim/ranks.h"
+#include "base/rng.h"
+#include "sampler/sampler.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -472,8 +472,8 @@ TEST(batch_dynamic_properties)
 }
 
 /* The whole epoch's batch list, in deal order, from an independent Python
- * model of the dynamic sampler (tests/dynamic_reference.py, which
- * tests/dynamic_reference.sh also runs live: torch.randperm for the order,
+ * model of the dynamic sampler (tests/crosscheck/dynamic_reference.py, which
+ * tests/crosscheck/dynamic_reference.sh also runs live: torch.randperm for the order,
  * Python's stable sort per buffer, "grow while longest x (count + 1) <= budget and
  * count < max_samples", repeats drawn with random64() % real from an MT19937
  * seeded with seed + epoch) over open_lengths(60, 5, 60), whose lengths are

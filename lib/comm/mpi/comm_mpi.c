@@ -26,11 +26,11 @@
  * with its name, the rank and MPI_Error_string() instead of MPI's default
  * (abort with a generic message).
  */
-#include "comm_mpi.h"
+#include "comm/mpi/comm_mpi.h"
 
-#include "clock.h"
-#include "comm_checks.h"
-#include "error.h"
+#include "base/clock.h"
+#include "comm/comm_checks.h"
+#include "base/error.h"
 
 #include <limits.h>
 #include <mpi.h>

@@ -1,7 +1,7 @@
 /* comm_mpi: the MPI backend of the communicator (backend "mpi"), chapter 5,
  * and the MPI session the NCCL backend borrows to start its ranks.
  *
- * Where it sits: behind lib/comm.h, for CPU ranks that are processes started
+ * Where it sits: behind lib/comm/comm.h, for CPU ranks that are processes started
  * by `mpirun -np W` (Open MPI here; any MPI-3 library should do), on one node
  * or many: mpirun places the processes, this backend only asks MPI who it is.
  * Read comm.h first, then comm_mpi.c from the top.
@@ -14,13 +14,13 @@
  * this is what ncclAvg computes too, so results compare bit for bit).
  *
  * No MPI, CUDA or NCCL header is included here: comm.c includes this file
- * when HAVE_MPI is set, and lib/gpu/nccl_comm.cu uses the session functions
+ * when HAVE_MPI is set, and lib/comm/nccl/comm_nccl.cu uses the session functions
  * below to broadcast its unique id without knowing MPI's types.
  */
 #ifndef DDP_COMM_MPI_H
 #define DDP_COMM_MPI_H
 
-#include "comm_backend.h"
+#include "comm/comm_backend.h"
 
 #include <stddef.h>
 

@@ -18,16 +18,16 @@
  * only difference between the launch modes. NCCL's own variables (NCCL_DEBUG,
  * NCCL_SOCKET_IFNAME, ...) are read by NCCL and pass through untouched.
  */
-#include "nccl_comm.h"
+#include "comm/nccl/comm_nccl.h"
 
-#include "comm_checks.h"
+#include "comm/comm_checks.h"
 extern "C" { /* the core's C headers without C++ guards of their own */
-#include "clock.h"
-#include "error.h"
+#include "base/clock.h"
+#include "base/error.h"
 }
-#include "rendezvous.h"
+#include "comm/rendezvous.h"
 #ifdef HAVE_MPI
-#include "mpi/comm_mpi.h"
+#include "comm/mpi/comm_mpi.h"
 #endif
 
 #include <cuda_runtime.h>

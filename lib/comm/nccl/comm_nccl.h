@@ -1,6 +1,6 @@
 /* nccl_comm: the NCCL backend of the communicator (backend "nccl"), chapter 5.
  *
- * Where it sits: behind lib/comm.h, one rank per GPU; the collectives' buffers
+ * Where it sits: behind lib/comm/comm.h, one rank per GPU; the collectives' buffers
  * are device pointers (comm_mem_alloc / comm_mem_upload give them), and every
  * collective is queued on the communicator's CUDA stream (comm_config.stream,
  * or one it creates). Read comm.h first, then nccl_comm.cu from the top.
@@ -9,11 +9,11 @@
  *   THREADS  one process, a thread per GPU: comm_world_create("nccl") makes
  *            the ncclUniqueId, rank r uses GPU first_device + r;
  *   MPI      one process per GPU under mpirun: rank 0 makes the id and
- *            broadcasts it over MPI (lib/mpi/comm_mpi.h); GPU = node-local
+ *            broadcasts it over MPI (lib/comm/mpi/comm_mpi.h); GPU = node-local
  *            rank. Needs a build with MPI;
  *   ENV      torchrun-style (RANK, WORLD_SIZE, LOCAL_RANK, MASTER_ADDR,
  *            MASTER_PORT): rank 0 hands the id out over TCP
- *            (lib/rendezvous.h); GPU = LOCAL_RANK.
+ *            (lib/comm/rendezvous.h); GPU = LOCAL_RANK.
  * All three work across nodes except THREADS.
  *
  * Types: float32, float64, int32, int64. Average is ncclAvg (NCCL >= 2.10).
@@ -35,7 +35,7 @@
 #ifndef DDP_NCCL_COMM_H
 #define DDP_NCCL_COMM_H
 
-#include "comm_backend.h"
+#include "comm/comm_backend.h"
 
 #ifdef __cplusplus
 extern "C" {
