@@ -16,8 +16,8 @@
 #include "dataset/dataset.h"
 #include "dataset/dataset_idx.h"
 #include "base/error.h"
+#include "base/fsutil.h"
 #include "base/hash.h"
-#include "base/plot.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -60,7 +60,7 @@ static int bench_idx_source(const struct bench_options *opt, char *path, size_t 
         return 0;
     }
     *why = " (generated: synthetic records in Fashion-MNIST's shape)";
-    int rc = plot_mkdir(opt->work_dir);
+    int rc = fsutil_mkdir_p(opt->work_dir);
     if (rc < 0)
         return rc;
     snprintf(path, cap, "%s/bench-images-idx3-ubyte", opt->work_dir);

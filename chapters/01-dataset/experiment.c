@@ -23,6 +23,7 @@
 #include "base/clock.h"
 #include "dataset/dataset.h"
 #include "base/error.h"
+#include "base/fsutil.h"
 #include "base/hash.h"
 #include "base/plot.h"
 #include "base/progress.h"
@@ -86,7 +87,7 @@ static size_t corpus_line(uint64_t seed, uint64_t id, char *out)
  * leaves a short file that a later run would take for the real one. */
 static int corpus_make(uint64_t lines, uint64_t seed, const char *work_dir, char *path, size_t len)
 {
-    int rc = plot_mkdir(work_dir);
+    int rc = fsutil_mkdir_p(work_dir);
     if (rc < 0)
         return rc;
     snprintf(path, len, "%s/jsonl-%llu-%llu.jsonl", work_dir, (unsigned long long)lines, (unsigned long long)seed);

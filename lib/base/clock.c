@@ -1,4 +1,4 @@
-/* clock: monotonic time, sleeping and spinning (see clock.h). */
+/* clock: monotonic time, thread CPU time, sleeping and spinning (see clock.h). */
 #include "base/clock.h"
 
 #include <errno.h>
@@ -12,6 +12,13 @@ uint64_t clock_now_ns(void)
 }
 
 double clock_now_s(void) { return (double)clock_now_ns() * 1e-9; }
+
+uint64_t clock_thread_cpu_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
 
 void clock_sleep_ns(uint64_t ns)
 {

@@ -1,6 +1,6 @@
 /* clock: the one time source of every measurement (loader data-wait, copy and
- * all-reduce timings, benchmark rates). Monotonic, so wall-clock jumps never
- * produce negative durations. */
+ * all-reduce timings, benchmark rates): monotonic wall time, so wall-clock
+ * jumps never produce negative durations, and a thread's own CPU time. */
 #ifndef DDP_CLOCK_H
 #define DDP_CLOCK_H
 
@@ -11,6 +11,11 @@ uint64_t clock_now_ns(void);
 
 /* The same in seconds, as a double, for rates and tables. */
 double clock_now_s(void);
+
+/* CPU time this thread has used, in nanoseconds (CLOCK_THREAD_CPUTIME_ID). A
+ * rate per CPU-second of one thread is what a benchmark on a shared machine
+ * can trust: the wall clock also counts the time other jobs held the core. */
+uint64_t clock_thread_cpu_ns(void);
 
 /* Sleeps for `ns` nanoseconds, resuming after signals. */
 void clock_sleep_ns(uint64_t ns);

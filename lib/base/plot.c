@@ -2,6 +2,7 @@
 #include "base/plot.h"
 
 #include "base/error.h"
+#include "base/fsutil.h"
 
 #include <errno.h>
 #include <stdlib.h>
@@ -18,25 +19,6 @@ int plot_paths(const char *dir, const char *name, char csv[PLOT_PATH_MAX], char 
     return 0;
 }
 
-int plot_mkdir(const char *dir)
-{
-    char path[4096];
-    if (snprintf(path, sizeof path, "%s", dir) >= (int)sizeof path)
-        return err_set(ERR_ARG, "%s: path too long", dir);
-    for (char *p = path + 1;; p++) {
-        if (*p == '/' || *p == '\0') {
-            char saved = *p;
-            *p = '\0';
-            if (mkdir(path, 0777) != 0 && errno != EEXIST)
-                return err_set(ERR_IO, "%s: cannot create directory: %s", path, strerror(errno));
-            if (saved == '\0')
-                break;
-            *p = saved;
-        }
-    }
-    return 0;
-}
-
 FILE *plot_csv_open(const char *path)
 {
     char dir[4096];
@@ -44,7 +26,7 @@ FILE *plot_csv_open(const char *path)
     char *slash = strrchr(dir, '/');
     if (slash) {
         *slash = '\0';
-        if (plot_mkdir(dir) != 0)
+        if (fsutil_mkdir_p(dir) != 0)
             return NULL;
     }
     FILE *f = fopen(path, "w");

@@ -18,9 +18,6 @@
 #define PLOT_PATH_MAX 4096
 int plot_paths(const char *dir, const char *name, char csv[PLOT_PATH_MAX], char out[PLOT_PATH_MAX]);
 
-/* Creates directory `dir` and its parents (mkdir -p). 0 or ERR_IO. */
-int plot_mkdir(const char *dir);
-
 /* Opens `path` for writing a CSV, creating its directory. NULL with err_msg(). */
 FILE *plot_csv_open(const char *path);
 

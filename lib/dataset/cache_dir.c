@@ -2,7 +2,7 @@
 #include "dataset/cache_dir.h"
 
 #include "base/error.h"
-#include "base/plot.h"
+#include "base/fsutil.h"
 
 #include <errno.h>
 #include <stdio.h>
@@ -59,5 +59,5 @@ int cache_dir_create(char *buf, size_t len)
             return err_set(ERR_IO, "%s: cannot create the cache directory: %s", buf, strerror(errno));
         return cache_dir_check_owner(buf);
     }
-    return rc < 0 ? rc : plot_mkdir(buf);
+    return rc < 0 ? rc : fsutil_mkdir_p(buf);
 }
