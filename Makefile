@@ -1,8 +1,8 @@
 # Makefile: every entry point of the project. `make help` lists them.
 #
-# Layout it builds (see README.md): lib/*/ and sim/ into build/libddp.a;
-# lib/comm/mpi/ (Open MPI) and the .cu files (CUDA, NCCL) into their own
-# archives when found; chapters/NN-name/main.c into build/chapter-N;
+# Layout it builds (see README.md): lib/, sim/ and the backends found
+# (lib/comm/mpi/ with Open MPI, the .cu files with CUDA and NCCL) into one
+# archive, build/libddp.a; chapters/NN-name/*.c into build/chapter-N;
 # tests/unit/test_*.c into build/tests/unit/; labs are built and graded by labs/lab.sh. Nothing here names a
 # chapter, lab or test: drop a directory or file in place and it is picked up.
 
@@ -40,8 +40,7 @@ ifeq ($(HAVE_MPI),1)
   CPPFLAGS += -DHAVE_MPI=1
   MPI_CFLAGS := $(shell mpicc --showme:compile)
   MPI_LDLIBS := $(shell mpicc --showme:link)
-  MPI_OBJS := $(patsubst %.c,$(BUILD)/obj/%.o,$(wildcard lib/comm/mpi/*.c))
-  BACKEND_ARCHIVES += $(BUILD)/libddp_mpi.a
+  MPI_OBJS := $(patsubst %.c,$(BUILD)/obj/%.o,$(shell find lib -path '*/mpi/*' -name '*.c' | sort))
   LDLIBS += $(MPI_LDLIBS)
 endif
 ifeq ($(HAVE_CUDA),1)
@@ -57,34 +56,33 @@ ifeq ($(HAVE_CUDA),1)
   endif
   GPU_OBJS := $(patsubst %.cu,$(BUILD)/obj/%.o,$(GPU_SRCS))
   GPU_LDLIBS += -L$(CUDA_LIBDIR) -Wl,-rpath,$(CUDA_LIBDIR) -lcudart -lstdc++
-  ifneq ($(GPU_OBJS),)
-    BACKEND_ARCHIVES += $(BUILD)/libddp_gpu.a
-  endif
   LDLIBS += $(GPU_LDLIBS)
 endif
 
 # ---- the library ------------------------------------------------------------
-CORE_SRCS := $(sort $(filter-out lib/comm/mpi/%,$(shell find lib -name '*.c')) $(wildcard sim/*.c))
+# MPI backends (*/mpi/ folders) are compiled with mpicc's flags, and only when MPI was found.
+CORE_SRCS := $(sort $(shell find lib -name '*.c' -not -path '*/mpi/*') $(wildcard sim/*.c))
 CORE_HDRS := $(shell find lib sim -name '*.h')
 CORE_OBJS := $(CORE_SRCS:%.c=$(BUILD)/obj/%.o)
 LIB := $(BUILD)/libddp.a
-# The backends call into the core and the core into the backends: list it twice.
-ALL_LIBS := $(LIB) $(BACKEND_ARCHIVES) $(LIB)
+# One archive for the core and the backends. The backend table
+# (lib/backend_table.c) refers to the backends and the backends to the core's
+# helpers (comm_coll_describe, comm_reduce_sum): a cycle that archives of their
+# own could only close by listing one of them twice. Inside one archive the
+# linker keeps taking members until nothing more resolves, in any order, and
+# still takes only what a program uses: chapter 1 links no communicator.
+LIB_OBJS := $(CORE_OBJS) $(MPI_OBJS) $(GPU_OBJS)
 
 $(BUILD)/obj/%.o: %.c $(BUILD)/config.mk
 	@mkdir -p $(@D)
 	$(CC) $(CPPFLAGS) $(CFLAGS) $(WARN) -c -o $@ $<
-$(BUILD)/obj/lib/comm/mpi/%.o: lib/comm/mpi/%.c $(BUILD)/config.mk
-	@mkdir -p $(@D)
-	$(CC) $(CPPFLAGS) $(MPI_CFLAGS) $(CFLAGS) $(WARN) -c -o $@ $<
+ifneq ($(MPI_OBJS),)
+$(MPI_OBJS): CPPFLAGS += $(MPI_CFLAGS)
+endif
 $(BUILD)/obj/%.o: %.cu $(BUILD)/config.mk
 	@mkdir -p $(@D)
 	$(NVCC) $(CPPFLAGS) $(NVCCFLAGS) -MD -MF $(@:.o=.d) -c -o $@ $<
-$(LIB): $(CORE_OBJS)
-	@rm -f $@; ar rcs $@ $^
-$(BUILD)/libddp_mpi.a: $(MPI_OBJS)
-	@rm -f $@; ar rcs $@ $^
-$(BUILD)/libddp_gpu.a: $(GPU_OBJS)
+$(LIB): $(LIB_OBJS)
 	@rm -f $@; ar rcs $@ $^
 
 # ---- chapters: chapters/NN-name/*.c (main.c and its helpers) -> build/chapter-N
@@ -94,8 +92,8 @@ CHAPTERS := $(foreach d,$(CHAPTER_DIRS),$(call chapter_num,$(d)))
 CHAPTER_BINS := $(CHAPTERS:%=$(BUILD)/chapter-%)
 
 define chapter_rules
-$(BUILD)/chapter-$(call chapter_num,$(1)): $(wildcard $(1)/*.c) $(ALL_LIBS)
-	$$(CC) $$(CPPFLAGS) -I$(1) $$(CFLAGS) $$(WARN) $$(LDFLAGS) -o $$@ $(wildcard $(1)/*.c) $$(ALL_LIBS) $$(LDLIBS)
+$(BUILD)/chapter-$(call chapter_num,$(1)): $(wildcard $(1)/*.c) $(LIB)
+	$$(CC) $$(CPPFLAGS) -I$(1) $$(CFLAGS) $$(WARN) $$(LDFLAGS) -o $$@ $(wildcard $(1)/*.c) $$(LIB) $$(LDLIBS)
 chapter-$(call chapter_num,$(1)): $(BUILD)/chapter-$(call chapter_num,$(1))
 	./$(BUILD)/chapter-$(call chapter_num,$(1)) $$(ARGS)
 .PHONY: chapter-$(call chapter_num,$(1))
@@ -107,11 +105,11 @@ $(foreach d,$(CHAPTER_DIRS),$(eval $(call chapter_rules,$(d))))
 HARNESS_OBJS := $(patsubst %.c,$(BUILD)/obj/%.o,$(wildcard tests/harness/*.c))
 TEST_BINS := $(patsubst tests/%.c,$(BUILD)/tests/%,$(wildcard tests/unit/test_*.c))
 $(BUILD)/obj/tests/%.o: CPPFLAGS += -Itests/harness
-$(BUILD)/tests/%: tests/%.c $(HARNESS_OBJS) $(ALL_LIBS)
+$(BUILD)/tests/%: tests/%.c $(HARNESS_OBJS) $(LIB)
 	@mkdir -p $(@D)
-	$(CC) $(CPPFLAGS) -Itests/harness $(CFLAGS) $(WARN) -MF $@.d $(LDFLAGS) -o $@ $< $(HARNESS_OBJS) $(ALL_LIBS) $(LDLIBS)
+	$(CC) $(CPPFLAGS) -Itests/harness $(CFLAGS) $(WARN) -MF $@.d $(LDFLAGS) -o $@ $< $(HARNESS_OBJS) $(LIB) $(LDLIBS)
 
-all: $(LIB) $(BACKEND_ARCHIVES) $(CHAPTER_BINS) ## build the library and every chapter program
+all: $(LIB) $(CHAPTER_BINS) ## build the library and every chapter program
 tests: all $(TEST_BINS)
 
 # ---- fuzzing: tests/fuzz/fuzz_*.c, clang + libFuzzer ------------------------
@@ -138,9 +136,9 @@ check: ## the test suite under ASan + UBSan
 	@bash tests/run --suite=asan
 tsan: ## the unit tests under ThreadSanitizer
 	@bash tests/run --suite=tsan
-lab-%: $(LIB) $(BACKEND_ARCHIVES) ## grade lab N: make lab-N [IMPL=ref|student|skeleton]
+lab-%: $(LIB) ## grade lab N: make lab-N [IMPL=ref|student|skeleton]
 	@CC="$(CC)" CFLAGS="$(CFLAGS)" CPPFLAGS="$(CPPFLAGS)" LDFLAGS="$(LDFLAGS)" LDLIBS="$(LDLIBS)" \
-	    BUILD="$(BUILD)" BACKEND_ARCHIVES="$(BACKEND_ARCHIVES)" bash labs/lab.sh $* $(or $(IMPL),student)
+	    BUILD="$(BUILD)" bash labs/lab.sh $* $(or $(IMPL),student)
 lab-skeletons: ## regenerate every lab's learner file from the reference (overwrites your work!)
 	@bash labs/lab.sh --write-skeletons
 bench: all ## run every chapter's benchmarks; each prints its ratio against a peer or limit

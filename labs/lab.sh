@@ -9,7 +9,7 @@
 # A lab lives in labs/NN-name/: README.md, grade.c, and one learner file per
 # module, named like its reference under lib/ or sim/. The learner file is that
 # reference with its LAB regions stubbed (labs/labgen.awk). Make passes CC,
-# CFLAGS, CPPFLAGS, LDFLAGS, LDLIBS, BUILD and BACKEND_ARCHIVES.
+# CFLAGS, CPPFLAGS, LDFLAGS, LDLIBS and BUILD.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 BUILD=${BUILD:-build}
@@ -92,6 +92,6 @@ lenient="-Wno-unused-function -Wno-unused-parameter -Wno-unused-variable -Wno-un
 # shellcheck disable=SC2086
 ${CC:-cc} ${CPPFLAGS:-} -Ilabs -Itests/harness -I"$dir" ${CFLAGS:-} -Wall -Wextra -Werror $lenient ${LDFLAGS:-} \
     -o "$out/grade" "$dir/grade.c" "${srcs[@]}" labs/grader.c tests/harness/isolate.c \
-    "$base" ${BACKEND_ARCHIVES:-} "$base" ${LDLIBS:-}
+    "$base" ${LDLIBS:-}
 echo "lab $n ($dir), implementation: $impl"
 exec "$out/grade"

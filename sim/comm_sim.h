@@ -37,6 +37,9 @@
 #define SIM_SLOTS 4
 #define SIM_SLOT_BYTES (256u << 10)
 
+/* The backend's vtable, for lib/backend_table.c. */
+extern const struct comm_backend_ops comm_backend_sim;
+
 /* What a rank is doing, as the watchdog reports it. */
 enum sim_rank_state {
     SIM_NOT_OPENED, /* has not opened its communicator */

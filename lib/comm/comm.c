@@ -1,20 +1,12 @@
-/* comm: the communicator's front (see comm.h): backend lookup by name,
- * argument checks, sequence numbers, the broken state, dispatch to the
- * backend's vtable (comm_backend.h). Nothing here knows how data moves. */
+/* comm: the communicator's front (see comm.h): argument checks, sequence
+ * numbers, the broken state, dispatch to the backend's vtable
+ * (comm_backend.h). Nothing here knows how data moves, nor which backends
+ * exist: lib/backend_table.h finds one by name. */
 #include "comm/comm.h"
 
-#include "comm/comm_backend.h"
+#include "backend_table.h"
 #include "base/error.h"
-
-/* The backends' headers declare only their vtables: no MPI, CUDA or NCCL
- * header reaches the core. The build defines HAVE_MPI / HAVE_NCCL when it
- * compiled those backends. */
-#ifdef HAVE_MPI
-#include "comm/mpi/comm_mpi.h"
-#endif
-#ifdef HAVE_NCCL
-#include "comm/nccl/comm_nccl.h"
-#endif
+#include "comm/comm_backend.h"
 
 #include <stdint.h>
 #include <stdio.h>
@@ -35,43 +27,13 @@ void comm_config_default(struct comm_config *cfg)
     };
 }
 
-/* The backends, by name. A backend that is not built is still listed, so its
- * name gives "not built" rather than "unknown". */
-static int comm_backend_find(const char *name, const struct comm_backend_ops **out)
-{
-    *out = NULL;
-    if (!name)
-        return err_set(ERR_ARG, "comm: no backend given (sim, mpi or nccl)");
-    if (strcmp(name, "sim") == 0) {
-        *out = &comm_backend_sim;
-        return 0;
-    }
-    if (strcmp(name, "mpi") == 0) {
-#ifdef HAVE_MPI
-        *out = &comm_backend_mpi;
-        return 0;
-#else
-        return err_set(ERR_UNSUPPORTED, "comm: this build has no MPI support (install libopenmpi-dev and rebuild)");
-#endif
-    }
-    if (strcmp(name, "nccl") == 0) {
-#ifdef HAVE_NCCL
-        *out = &comm_backend_nccl;
-        return 0;
-#else
-        return err_set(ERR_UNSUPPORTED, "comm: this build has no NCCL support (needs CUDA and NCCL at build time)");
-#endif
-    }
-    return err_set(ERR_ARG, "comm: unknown backend '%s' (sim, mpi or nccl)", name);
-}
-
 /* ---- worlds ---------------------------------------------------------------- */
 
 int comm_world_create(const char *backend, const struct comm_world_options *opt, comm_world_t **out)
 {
     *out = NULL;
     const struct comm_backend_ops *ops;
-    int rc = comm_backend_find(backend, &ops);
+    int rc = backend_table_comm(backend, &ops);
     if (rc < 0)
         return rc;
     if (!opt || opt->world < 1)
@@ -97,7 +59,7 @@ void comm_world_destroy(comm_world_t *w)
 int comm_launch_resolve(const char *backend, enum comm_launch requested, enum comm_launch *out)
 {
     const struct comm_backend_ops *ops;
-    int rc = comm_backend_find(backend, &ops);
+    int rc = backend_table_comm(backend, &ops);
     if (rc < 0)
         return rc;
     return ops->launch_resolve(requested, out);
@@ -109,7 +71,7 @@ int comm_open(const struct comm_config *cfg, comm_t **out)
     if (!cfg)
         return err_set(ERR_ARG, "comm: no configuration");
     const struct comm_backend_ops *ops;
-    int rc = comm_backend_find(cfg->backend, &ops);
+    int rc = backend_table_comm(cfg->backend, &ops);
     if (rc < 0)
         return rc;
     if (cfg->timeout_s == COMM_NO_TIMEOUT) {

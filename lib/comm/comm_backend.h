@@ -1,11 +1,12 @@
 /* comm_backend: what a communicator backend implements (sim, mpi, nccl).
  *
  * Where it sits: between lib/comm/comm.c (the front: argument checks, sequence
- * numbers, the broken state, dispatch) and the backends:
+ * numbers, the broken state, dispatch) and the backends, which the front
+ * finds by name in lib/backend_table.h:
  *
- *   sim/comm_sim.c          comm_backend_sim   (always built)
+ *   sim/comm_sim.c               comm_backend_sim   (always built)
  *   lib/comm/mpi/comm_mpi.c      comm_backend_mpi   (when HAVE_MPI)
- *   lib/comm/nccl/comm_nccl.cu    comm_backend_nccl  (when HAVE_NCCL; extern "C")
+ *   lib/comm/nccl/comm_nccl.cu   comm_backend_nccl  (when HAVE_NCCL; extern "C")
  *
  * The front has already checked every argument a backend receives: the
  * backend never sees a NULL buffer with count > 0, an out-of-range root or an
@@ -128,13 +129,11 @@ struct comm_world_base {
     char diagnosis[2048]; /* comm_world_diagnosis(); "" until something fails */
 };
 
-/* The backends' vtables. The sim's is always built. The others are
- * declared by their own small headers, lib/comm/mpi/comm_mpi.h (comm_backend_mpi)
- * and lib/comm/nccl/comm_nccl.h (comm_backend_nccl), which must not include MPI,
- * CUDA or NCCL headers: comm.c includes them when HAVE_MPI / HAVE_NCCL is
- * set and the header exists, so a tree without a backend's sources still
- * builds and that backend answers ERR_UNSUPPORTED. */
-extern const struct comm_backend_ops comm_backend_sim;
+/* The backends' vtables are declared by their own small headers
+ * (sim/comm_sim.h, lib/comm/mpi/comm_mpi.h, lib/comm/nccl/comm_nccl.h), which
+ * must not include MPI, CUDA or NCCL headers; lib/backend_table.c, the one
+ * file that names them, includes those of the backends this build has, so a
+ * backend not built answers ERR_UNSUPPORTED. */
 
 /* ---- helpers every backend uses ------------------------------------------- */
 

@@ -13,8 +13,8 @@ small=(--backend=nccl --min-bytes=4 --max-bytes=4K --iters=1 --warmup=0 --timeou
 # A GPU build that silently turned itself off would make every check below a
 # skip. So where the toolkit is (nvcc on PATH or /usr/local/cuda/bin/nvcc,
 # which may be a wrapper script: nvcc --dryrun names its real toolkit; NCCL's
-# library and header in that toolkit), the plain build must have NCCL and the
-# GPU archive. Debian 12 packages no NCCL,
+# library and header in that toolkit), the plain build must have NCCL and its
+# objects in the library. Debian 12 packages no NCCL,
 # so a fresh Debian machine takes the "not built" branch; this project's CI
 # machine has CUDA and NCCL in /usr/local/cuda and must build them.
 nvcc=$(command -v nvcc 2>/dev/null || true)
@@ -30,8 +30,8 @@ else
         [ -e "$cuda_home/include/nccl.h" ]; then
         if ! grep -q 'HAVE_NCCL := 1' "$BUILD/config.mk" 2>/dev/null; then
             t_failed gpu_build "nvcc and NCCL are in $cuda_home, but $BUILD/config.mk lacks HAVE_NCCL := 1"
-        elif [ ! -s "$BUILD/libddp_gpu.a" ]; then
-            t_failed gpu_build "HAVE_NCCL := 1, but $BUILD/libddp_gpu.a was not built"
+        elif ! ar t "$BUILD/libddp.a" 2>/dev/null | grep -qx 'comm_nccl.o'; then
+            t_failed gpu_build "HAVE_NCCL := 1, but $BUILD/libddp.a holds no comm_nccl.o"
         else
             t_pass gpu_build
         fi
