@@ -16,6 +16,7 @@
 #include "comm/comm_backend.h"
 #include "sim/comm_sim.h"
 #include "base/error.h"
+#include "sim/launch.h"
 
 #include <pthread.h>
 #include <stdlib.h>
@@ -95,7 +96,7 @@ void ch5_calibrate(struct ch5_opts *opt, FILE *out)
     if (opt->model.cores == 0)
         opt->model.cores = cal_cores();
     opt->model.segment_bytes = strcmp(opt->backend, "sim") == 0 ? SIM_SLOT_BYTES : 0;
-    if (ch5_leader())
+    if (launch_leader())
         fprintf(out, "# calibration: memcpy %.2f GB/s, float sum %.2f GB/s (16 MiB, 1 thread), %d online cores\n",
                 copy / 1e9, sum / 1e9, cal_cores());
 }

@@ -1,6 +1,9 @@
-/* chapter5: what the chapter-5 program's files share (main.c parses flags
- * and runs things; sweep.c is the nccl-tests-style benchmark; demos.c the
- * fault stories; calibrate.c measures the cost model's parameters). */
+/* chapter5: what the chapter-5 program's files share. main.c parses the
+ * flags and calls the others; sweep.c is the nccl-tests-style benchmark;
+ * demos.c the fault stories; calibrate.c measures the cost model's
+ * parameters and the memory bound (which runs a sweep); launch_check.c the
+ * torchrun rendezvous check. Calls go one way: main.c -> the others,
+ * calibrate.c -> sweep.c; the ranks are started by sim/launch.h. */
 #ifndef DDP_CHAPTER5_H
 #define DDP_CHAPTER5_H
 
@@ -27,35 +30,18 @@ struct ch5_opts {
     int quiet;                /* the sweep prints nothing (bench.sh's repeated trials) */
 };
 
-/* What every rank function gets as ctx->shared: the run's options and world,
- * first in each job struct of sweep.c and demos.c. */
+/* What every rank function gets as launch_rank.shared: the run's options and
+ * the communicator settings of its ranks (backend and rank are the
+ * launcher's), first in each job struct of sweep.c and demos.c. */
 struct ch5_job {
     const struct ch5_opts *opt;
-    enum comm_algo algo;
-    enum comm_check check;
-    double timeout_s;     /* 0: the default */
-    comm_world_t *world;  /* thread backends: set by ch5_run_ranks */
+    struct comm_config comm; /* algo, check, timeout: for launch_comm_open() */
 };
 
 /* --launch-check (launch_check.c): this process is one rank started
  * torchrun-style; meet rank 0 over the TCP rendezvous within timeout_s and
  * print the token it sent. 0 or ERR_*. */
 int ch5_launch_check(double timeout_s);
-
-/* Runs `fn` on every rank of job->opt->backend: W threads for a thread-mode
- * backend (creating the world with `faults`), or this process as one rank
- * under mpirun / torchrun. Returns 0 or the first failure, with err_msg() =
- * the world's diagnosis when there is one (the watchdog's report), else the
- * failing rank's message. */
-struct rank_ctx;
-int ch5_run_ranks(struct ch5_job *job, const char *faults, int (*fn)(struct rank_ctx *));
-
-/* Opens this rank's communicator for the job (ctx from ch5_run_ranks). */
-int ch5_open(const struct rank_ctx *ctx, comm_t **out);
-
-/* Non-zero in the process that prints (rank 0 of an mpirun/torchrun job, or
- * the only process of a thread job). */
-int ch5_leader(void);
 
 /* The nccl-tests table for each algorithm in opt (sweep.c). 0 or ERR_*;
  * *wrong_total counts wrong elements over the whole run; *last_time_s (may

@@ -15,7 +15,7 @@
 #include "base/clock.h"
 #include "base/error.h"
 #include "sim/faults.h"
-#include "sim/ranks.h"
+#include "sim/launch.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -31,11 +31,11 @@ struct train_job {
     uint64_t mismatch_seq;     /* ... at this collective (0: never) */
 };
 
-static int train_rank(struct rank_ctx *ctx)
+static int train_rank(struct launch_rank *r)
 {
-    struct train_job *j = ctx->shared;
+    struct train_job *j = r->shared;
     comm_t *c;
-    int rc = ch5_open(ctx, &c);
+    int rc = launch_comm_open(r, &j->base.comm, &c);
     if (rc < 0)
         return rc;
     float grad[TRAIN_GRADIENT];
@@ -116,14 +116,16 @@ static int demo_run(const struct ch5_opts *opt, const struct demo *d, int lesson
                d->check ? " --check" : "", timeout);
     fflush(stdout);
 
-    struct ch5_opts o = *opt;
-    o.backend = "sim";
-    o.world = 4; /* the stories name ranks 1 to 3 */
-    struct train_job j = {.base = {.opt = &o, .algo = COMM_ALGO_RING, .check = d->check, .timeout_s = timeout},
-                          .mismatch_rank = d->mismatch_rank,
+    struct train_job j = {.base.opt = opt, .mismatch_rank = d->mismatch_rank,
                           .mismatch_seq = d->mismatch_rank >= 0 ? 2 : 0};
+    comm_config_default(&j.base.comm);
+    j.base.comm.algo = COMM_ALGO_RING;
+    j.base.comm.check = d->check;
+    j.base.comm.timeout_s = timeout;
+    /* the simulator, 4 ranks: it injects the faults, and the stories name ranks 1 to 3 */
+    struct launch_config run = {.backend = "sim", .world = 4, .faults = d->faults ? faults : NULL, .shared = &j};
     double t0 = clock_now_s();
-    int rc = ch5_run_ranks(&j.base, d->faults ? faults : NULL, train_rank);
+    int rc = launch_run(&run, train_rank);
     double took = clock_now_s() - t0;
     int expected = rc < 0 && strstr(err_msg(), d->expect) != NULL;
     if (rc == 0)
@@ -159,10 +161,11 @@ int ch5_demos(const struct ch5_opts *opt, const char *name, int lesson)
 
 int ch5_fault_run(const struct ch5_opts *opt)
 {
-    struct train_job j = {.base = {.opt = opt, .algo = opt->nalgos ? opt->algos[0] : COMM_ALGO_RING,
-                                   .check = opt->check ? COMM_CHECK_RESULTS : COMM_CHECK_NONE,
-                                   .timeout_s = opt->timeout_s},
-                          .mismatch_rank = -1};
+    struct train_job j = {.base.opt = opt, .mismatch_rank = -1};
+    comm_config_default(&j.base.comm);
+    j.base.comm.algo = opt->nalgos ? opt->algos[0] : COMM_ALGO_RING;
+    j.base.comm.check = opt->check ? COMM_CHECK_RESULTS : COMM_CHECK_NONE;
+    j.base.comm.timeout_s = opt->timeout_s;
     printf("training loop: %d ranks, %d epochs x %d steps, one all-reduce of %d floats per step "
            "(collective #k = epoch (k-1)/%d+1, step (k-1)%%%d+1); --fault=%s, timeout %g s\n",
            opt->world, TRAIN_EPOCHS, TRAIN_STEPS, TRAIN_GRADIENT, TRAIN_STEPS, TRAIN_STEPS, opt->fault,
@@ -179,7 +182,8 @@ int ch5_fault_run(const struct ch5_opts *opt)
         free(faults);
     }
     fflush(stdout);
-    int rc = ch5_run_ranks(&j.base, opt->fault, train_rank);
+    struct launch_config run = {.backend = opt->backend, .world = opt->world, .faults = opt->fault, .shared = &j};
+    int rc = launch_run(&run, train_rank);
     if (rc == 0)
         printf("the job finished: these faults did not stop it%s\n",
                opt->check ? "" : " (a flip is caught only with --check)");

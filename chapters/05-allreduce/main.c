@@ -17,7 +17,7 @@
 #include "base/error.h"
 #include "sim/faults.h"
 #include "base/plot.h"
-#include "sim/ranks.h"
+#include "sim/launch.h"
 
 #include <getopt.h>
 #include <stdio.h>
@@ -269,19 +269,19 @@ int main(int argc, char **argv)
         return 0;
     }
 
-    enum comm_launch launch; /* an unknown or unbuilt backend stops here, before any output file */
-    if (comm_launch_resolve(opt.backend, COMM_LAUNCH_AUTO, &launch) < 0) {
+    int threads = launch_threads(opt.backend); /* an unknown or unbuilt backend stops here, before any output file */
+    if (threads < 0) {
         fprintf(stderr, "chapter-5: %s\n", err_msg());
         return 1;
     }
-    if (world_given && launch != COMM_LAUNCH_THREADS) {
+    if (world_given && !threads) {
         err_set(ERR_ARG, "--world=%d: this process is one rank of a job its launcher started (mpirun -np W, "
                 "torchrun --nproc_per_node=W): the launcher sets the world, not --world", opt.world);
         return cli_fail(argv[0]);
     }
     /* each rank holds a send, a receive and a checking buffer of max-bytes: refuse what
      * cannot fit rather than be killed by the OOM killer halfway through the table */
-    double ranks_here = launch == COMM_LAUNCH_THREADS ? opt.world : 1;
+    double ranks_here = threads ? opt.world : 1;
     double need = 3.0 * (double)opt.max_bytes * ranks_here;
     double have = (double)sysconf(_SC_PHYS_PAGES) * (double)sysconf(_SC_PAGESIZE);
     if (have > 0 && need > 0.8 * have) {
@@ -341,13 +341,13 @@ int main(int argc, char **argv)
         return 1;
     }
     if (plot) {
-        int rc = ch5_leader() ? plot_render("chapters/05-allreduce/plot.gp", opt.csv_path, plot_path) : 0;
+        int rc = launch_leader() ? plot_render("chapters/05-allreduce/plot.gp", opt.csv_path, plot_path) : 0;
         if (rc == ERR_UNSUPPORTED)
             fprintf(stderr, "chapter-5: %s\n", err_msg());
         else if (rc < 0) {
             fprintf(stderr, "chapter-5: %s\n", err_msg());
             return 1;
-        } else if (ch5_leader()) {
+        } else if (launch_leader()) {
             printf("# plot: %s.png and .svg (data: %s)\n", plot_path, opt.csv_path);
         }
     }
@@ -358,53 +358,4 @@ int main(int argc, char **argv)
     if (lesson)
         return ch5_demos(&opt, "all", 1) == 0 ? 0 : 1;
     return 0;
-}
-
-/* ---- running ranks: threads or this process ------------------------------------ */
-
-int ch5_leader(void)
-{
-    /* the launchers' own variables: Open MPI, PMI (MPICH, Slurm), torchrun */
-    static const char *const vars[] = {"OMPI_COMM_WORLD_RANK", "PMI_RANK", "RANK"};
-    for (size_t i = 0; i < sizeof vars / sizeof vars[0]; i++) {
-        const char *v = getenv(vars[i]);
-        if (v && *v)
-            return strcmp(v, "0") == 0;
-    }
-    return 1;
-}
-
-int ch5_run_ranks(struct ch5_job *job, const char *faults, int (*fn)(struct rank_ctx *))
-{
-    enum comm_launch launch;
-    int rc = comm_launch_resolve(job->opt->backend, COMM_LAUNCH_AUTO, &launch);
-    if (rc < 0)
-        return rc;
-    if (launch != COMM_LAUNCH_THREADS) { /* mpirun / torchrun started one process per rank */
-        struct rank_ctx ctx = {.rank = -1, .world = 0, .shared = job};
-        return fn(&ctx);
-    }
-    struct comm_world_options wopt = {.world = job->opt->world, .faults = faults};
-    if ((rc = comm_world_create(job->opt->backend, &wopt, &job->world)) < 0)
-        return rc;
-    rc = ranks_run(job->opt->world, fn, job, NULL, 0, NULL);
-    if (rc < 0 && *comm_world_diagnosis(job->world))
-        err_set(rc, "%s", comm_world_diagnosis(job->world));
-    comm_world_destroy(job->world);
-    job->world = NULL;
-    return rc;
-}
-
-int ch5_open(const struct rank_ctx *ctx, comm_t **out)
-{
-    const struct ch5_job *job = ctx->shared;
-    struct comm_config cfg;
-    comm_config_default(&cfg);
-    cfg.backend = job->opt->backend;
-    cfg.rank = ctx->rank;
-    cfg.shared = job->world;
-    cfg.algo = job->algo;
-    cfg.check = job->check;
-    cfg.timeout_s = job->timeout_s;
-    return comm_open(&cfg, out);
 }

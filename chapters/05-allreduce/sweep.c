@@ -14,7 +14,7 @@
 #include "base/error.h"
 #include "base/plot.h"
 #include "base/progress.h"
-#include "sim/ranks.h"
+#include "sim/launch.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -104,7 +104,7 @@ static void sweep_header(const struct sweep_job *j, int world)
         snprintf(timeout, sizeof timeout, "%g s", o->timeout_s > 0 ? o->timeout_s : COMM_DEFAULT_TIMEOUT_S);
     printf("# backend %s  world %d  algo %s  minBytes %llu  maxBytes %llu  step: %llu(factor)  warmup iters: %d  "
            "iters: %d  check: %d  timeout: %s\n",
-           o->backend, world, comm_algo_name(j->base.algo), (unsigned long long)o->min_bytes,
+           o->backend, world, comm_algo_name(j->base.comm.algo), (unsigned long long)o->min_bytes,
            (unsigned long long)o->max_bytes, (unsigned long long)o->step_factor, o->warmup, o->iters, o->check,
            timeout);
     char gamma[48] = "0 (adding costs no more than copying here)";
@@ -156,7 +156,7 @@ static int sweep_row(struct sweep_job *j, comm_t *c, void *send, void *recv, voi
     if (o->quiet)
         return 0;
     double bytes = (double)count * 4, factor = comm_busbw_factor(COMM_ALLREDUCE, W);
-    double model_s = costmodel_allreduce(&j->model, j->base.algo, W, bytes);
+    double model_s = costmodel_allreduce(&j->model, j->base.comm.algo, W, bytes);
     double algbw[2], busbw[2];
     char tstr[2][16];
     for (int k = 0; k < 2; k++) {
@@ -172,7 +172,7 @@ static int sweep_row(struct sweep_job *j, comm_t *c, void *send, void *recv, voi
     fflush(stdout);
     if (j->csv)
         fprintf(j->csv, "%s,%s,%d,%.0f,%zu,%.3f,%.4f,%.4f,%.3f,%.4f,%.4f,%.0f,%.3f,%.4f\n", o->backend,
-                comm_algo_name(j->base.algo), W, bytes, count, agg[0] * 1e6, algbw[0], busbw[0], agg[1] * 1e6,
+                comm_algo_name(j->base.comm.algo), W, bytes, count, agg[0] * 1e6, algbw[0], busbw[0], agg[1] * 1e6,
                 algbw[1], busbw[1], wr[0] + wr[1], model_s * 1e6, model_busbw);
     return 0;
 }
@@ -189,7 +189,7 @@ static int sweep_fit_alpha(struct sweep_job *j, comm_t *c, void *buf, void *scra
     struct costmodel unit = j->model;
     unit.alpha_s = 1;
     unit.beta_s_per_b = unit.gamma_s_per_b = 0;
-    double per_alpha = costmodel_allreduce(&unit, j->base.algo, comm_world(c), 4);
+    double per_alpha = costmodel_allreduce(&unit, j->base.comm.algo, comm_world(c), 4);
     if (!j->base.opt->alpha_given && comm_rank(c) == 0) /* rank 0 prints the model */
         j->model.alpha_s = per_alpha > 0 ? t[0] / per_alpha : 0;
     return 0;
@@ -203,12 +203,12 @@ static uint64_t sweep_next(const struct ch5_opts *o, uint64_t bytes)
     return bytes > o->max_bytes / o->step_factor ? 0 : bytes * o->step_factor;
 }
 
-static int sweep_rank(struct rank_ctx *ctx)
+static int sweep_rank(struct launch_rank *r)
 {
-    struct sweep_job *j = ctx->shared;
+    struct sweep_job *j = r->shared;
     const struct ch5_opts *o = j->base.opt;
     comm_t *c;
-    int rc = ch5_open(ctx, &c);
+    int rc = launch_comm_open(r, &j->base.comm, &c);
     if (rc < 0)
         return rc;
     int lead = comm_rank(c) == 0 && !o->quiet; /* rank 0 prints */
@@ -261,7 +261,7 @@ int ch5_sweep(struct ch5_opts *opt, uint64_t *wrong_total, double *last_time_s)
 {
     *wrong_total = 0;
     FILE *csv = NULL;
-    if (opt->csv_path && ch5_leader()) {
+    if (opt->csv_path && launch_leader()) {
         if (!(csv = plot_csv_open(opt->csv_path)))
             return ERR_IO;
         fprintf(csv, "backend,algo,world,bytes,count,time_us,algbw,busbw,time_ip_us,algbw_ip,busbw_ip,wrong,"
@@ -269,11 +269,13 @@ int ch5_sweep(struct ch5_opts *opt, uint64_t *wrong_total, double *last_time_s)
     }
     int rc = 0;
     for (int a = 0; a < opt->nalgos && rc == 0; a++) {
-        struct sweep_job j = {.base = {.opt = opt, .algo = opt->algos[a], .timeout_s = opt->timeout_s,
-                                       .check = opt->check ? COMM_CHECK_RESULTS : COMM_CHECK_NONE},
-                              .model = opt->model,
-                              .csv = csv};
-        rc = ch5_run_ranks(&j.base, NULL, sweep_rank);
+        struct sweep_job j = {.base.opt = opt, .model = opt->model, .csv = csv};
+        comm_config_default(&j.base.comm);
+        j.base.comm.algo = opt->algos[a];
+        j.base.comm.timeout_s = opt->timeout_s;
+        j.base.comm.check = opt->check ? COMM_CHECK_RESULTS : COMM_CHECK_NONE;
+        struct launch_config run = {.backend = opt->backend, .world = opt->world, .shared = &j};
+        rc = launch_run(&run, sweep_rank);
         *wrong_total += j.wrong;
         if (last_time_s)
             *last_time_s = j.last_time_s;

@@ -1,0 +1,135 @@
+/* launch: one rank function on every rank, as threads or as this process
+ * (see launch.h). */
+#include "sim/launch.h"
+
+#include "base/error.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+/* The launchers' own variables, most specific first: Open MPI's, PMI's
+ * (MPICH, Slurm), torchrun's. Each pair names this process's rank and the
+ * job's size. */
+static const char *const launch_env[][2] = {
+    {"OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE"},
+    {"PMI_RANK", "PMI_SIZE"},
+    {"RANK", "WORLD_SIZE"},
+};
+
+/* A launcher's non-negative integer variable, or -1 when unset or not a number. */
+static int launch_env_int(const char *name)
+{
+    const char *v = getenv(name);
+    if (!v || !*v)
+        return -1;
+    char *end;
+    long n = strtol(v, &end, 10);
+    return *end || n < 0 || n > 1 << 30 ? -1 : (int)n;
+}
+
+/* This process's rank and world as its launcher set them (-1 and 0 where it
+ * set none, or set something that is not a number); 1 when a launcher's
+ * variable was there at all. */
+static int launch_env_place(int *rank, int *world)
+{
+    *rank = -1;
+    *world = 0;
+    for (size_t i = 0; i < sizeof launch_env / sizeof launch_env[0]; i++) {
+        const char *v = getenv(launch_env[i][0]);
+        if (v && *v) {
+            *rank = launch_env_int(launch_env[i][0]);
+            int w = launch_env_int(launch_env[i][1]);
+            *world = w > 0 ? w : 0;
+            return 1;
+        }
+    }
+    return 0;
+}
+
+int launch_leader(void)
+{
+    int rank, world;
+    return launch_env_place(&rank, &world) ? rank == 0 : 1;
+}
+
+int launch_prints(const struct launch_rank *r)
+{
+    return r->threads ? r->rank == 0 : launch_leader();
+}
+
+int launch_threads(const char *backend)
+{
+    if (!backend)
+        return 1;
+    enum comm_launch mode;
+    int rc = comm_launch_resolve(backend, COMM_LAUNCH_AUTO, &mode);
+    return rc < 0 ? rc : mode == COMM_LAUNCH_THREADS;
+}
+
+/* The thread world: each thread turns its rank_ctx into a launch_rank. */
+struct launch_threads_job {
+    const struct launch_config *cfg;
+    int (*fn)(struct launch_rank *r);
+    comm_world_t *comm_world;
+};
+
+static int launch_thread_main(struct rank_ctx *ctx)
+{
+    const struct launch_threads_job *job = ctx->shared;
+    struct launch_rank r = {
+        .rank = ctx->rank,
+        .world = ctx->world,
+        .threads = 1,
+        .shared = job->cfg->shared,
+        .cfg = job->cfg,
+        .comm_world = job->comm_world,
+        .group = ctx->group,
+    };
+    return job->fn(&r);
+}
+
+int launch_run(const struct launch_config *cfg, int (*fn)(struct launch_rank *r))
+{
+    int threads = launch_threads(cfg->backend);
+    if (threads < 0)
+        return threads;
+    if (!threads) { /* mpirun / torchrun started one process per rank: this is one of them */
+        struct launch_rank r = {.threads = 0, .shared = cfg->shared, .cfg = cfg};
+        launch_env_place(&r.rank, &r.world);
+        return fn(&r);
+    }
+    if (cfg->world < 1 || cfg->world > LAUNCH_MAX_THREADS)
+        return err_set(ERR_ARG, "launch: a world of %d rank threads (1 .. %d)", cfg->world, LAUNCH_MAX_THREADS);
+    struct launch_threads_job job = {.cfg = cfg, .fn = fn};
+    int rc;
+    if (cfg->backend) {
+        struct comm_world_options wopt = {.world = cfg->world, .faults = cfg->faults};
+        if ((rc = comm_world_create(cfg->backend, &wopt, &job.comm_world)) < 0)
+            return rc;
+    } else if (cfg->faults) {
+        return err_set(ERR_ARG, "launch: faults need a communicator to fire in (no backend given)");
+    }
+    rc = ranks_run(cfg->world, launch_thread_main, &job, NULL, 0, NULL);
+    if (rc < 0 && job.comm_world && *comm_world_diagnosis(job.comm_world)) /* the one report that explains all */
+        err_set(rc, "%s", comm_world_diagnosis(job.comm_world));
+    comm_world_destroy(job.comm_world);
+    return rc;
+}
+
+int launch_comm_open(const struct launch_rank *r, const struct comm_config *base, comm_t **out)
+{
+    *out = NULL;
+    if (!r->cfg->backend)
+        return err_set(ERR_STATE, "launch: rank %d: this run has no communicator backend", r->rank);
+    struct comm_config cfg;
+    if (base)
+        cfg = *base;
+    else
+        comm_config_default(&cfg);
+    cfg.backend = r->cfg->backend;
+    cfg.launch = COMM_LAUNCH_AUTO;
+    cfg.shared = r->comm_world;
+    cfg.rank = r->threads ? r->rank : -1; /* under a launcher the backend asks it */
+    cfg.world = r->threads ? r->world : 0;
+    return comm_open(&cfg, out);
+}
