@@ -1,10 +1,11 @@
 /* experiment: "two hundred million lines in a JSONL index exhaust RAM: what do
- * I do?" (see experiment.h). Read README-jsonl.md for the lesson.
+ * I do?" (see experiment.h). The lesson is README.md's last part, "The
+ * 200-million-line JSONL question".
  *
  * The experiment generates a JSONL corpus ({"id":..,"text":"..","num_tokens":..}
  * per line, deterministic from the seed), then runs each way of reading it in
- * its own child process, so that the kernel's accounting of that child
- * (wait4's ru_maxrss) is the strategy's honest peak resident set:
+ * its own child process (lib/base/measure.h), so that the kernel's accounting
+ * of that child (its peak resident set) is the strategy's honest one:
  *
  *   load-all      every line into a malloc'd string, pointers in a growing
  *                 array: what `lines = open(f).readlines()` does in Python
@@ -25,6 +26,7 @@
 #include "base/error.h"
 #include "base/fsutil.h"
 #include "base/hash.h"
+#include "base/measure.h"
 #include "base/plot.h"
 #include "base/progress.h"
 
@@ -33,7 +35,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -117,14 +118,12 @@ static int corpus_make(uint64_t lines, uint64_t seed, const char *work_dir, char
 /* ---- one strategy, measured in a child ----------------------------------------- */
 
 struct result {
-    int rc;
-    char err[512];
     double first_sample_s; /* start to the first random record in hand */
     double reads_per_s;    /* random reads, after the first */
     uint64_t reads;
     uint64_t agree_hash; /* FNV-1a of the first AGREE_READS records */
     uint64_t anon_kib, file_kib; /* RssAnon and RssFile at the end (/proc/self/status) */
-    uint64_t peak_kib;           /* ru_maxrss of the child, filled by the parent */
+    uint64_t peak_kib;           /* the child's peak resident set (measure_in_child) */
 };
 
 /* A strategy: prepare, then read record `index` into buf (RECORD_MAX bytes);
@@ -151,30 +150,34 @@ static void rss_now(uint64_t *anon_kib, uint64_t *file_kib)
         fclose(f);
 }
 
-static void strategy_measure(const struct strategy *s, const char *path, uint64_t lines, uint64_t seed,
-                             struct result *r)
+/* What one child process measures. */
+struct strategy_call {
+    const struct strategy *s;
+    const char *path;
+    uint64_t lines, seed;
+};
+
+/* Runs in the child: open, then random reads for READ_BUDGET_S. 0 or ERR_*. */
+static int strategy_measure(void *arg, void *out)
 {
+    const struct strategy_call *call = arg;
+    const struct strategy *s = call->s;
+    struct result *r = out;
     static char buf[RECORD_MAX];
     void *state = NULL;
     double t0 = clock_now_s();
-    r->rc = s->open(&state, path);
-    long len = r->rc < 0 ? r->rc : s->read(state, random_index(seed, 0, lines), buf);
-    if (len < 0) {
-        r->rc = (int)len;
-        snprintf(r->err, sizeof r->err, "%s", err_msg());
-        return;
-    }
+    int rc = s->open(&state, call->path);
+    long len = rc < 0 ? rc : s->read(state, random_index(call->seed, 0, call->lines), buf);
+    if (len < 0)
+        return (int)len;
     r->first_sample_s = clock_now_s() - t0;
     r->agree_hash = hash_fnv1a(HASH_FNV1A_BASIS, buf, (size_t)len);
     double t1 = clock_now_s(), now = t1;
     uint64_t k = 1;
     for (; k < READ_MAX && (k < AGREE_READS || now - t1 < READ_BUDGET_S); k++) {
-        len = s->read(state, random_index(seed, k, lines), buf);
-        if (len < 0) {
-            r->rc = (int)len;
-            snprintf(r->err, sizeof r->err, "%s", err_msg());
-            return;
-        }
+        len = s->read(state, random_index(call->seed, k, call->lines), buf);
+        if (len < 0)
+            return (int)len;
         if (k < AGREE_READS)
             r->agree_hash = hash_fnv1a(r->agree_hash, buf, (size_t)len);
         if ((k & 63) == 0 || k < 1024)
@@ -184,41 +187,16 @@ static void strategy_measure(const struct strategy *s, const char *path, uint64_
     r->reads = k - 1;
     r->reads_per_s = (double)r->reads / (now - t1);
     rss_now(&r->anon_kib, &r->file_kib);
+    return 0; /* the process ends here: what the strategy holds goes with it */
 }
 
-/* Forks, measures `s` in the child, and collects its result and peak RSS. */
+/* Measures `s` in a child process: its result and its own peak RSS. */
 static int strategy_run(const struct strategy *s, const char *path, uint64_t lines, uint64_t seed, struct result *r)
 {
-    int fds[2];
     memset(r, 0, sizeof *r);
-    fflush(NULL);
-    if (pipe(fds) != 0)
-        return err_set(ERR_IO, "pipe: %s", strerror(errno));
-    pid_t pid = fork();
-    if (pid < 0) {
-        close(fds[0]);
-        close(fds[1]);
-        return err_set(ERR_IO, "fork: %s", strerror(errno));
-    }
-    if (pid == 0) {
-        close(fds[0]);
-        strategy_measure(s, path, lines, seed, r);
-        ssize_t n = write(fds[1], r, sizeof *r);
-        _exit(n == (ssize_t)sizeof *r ? 0 : 1);
-    }
-    close(fds[1]);
-    ssize_t n = read(fds[0], r, sizeof *r);
-    close(fds[0]);
-    int status;
-    struct rusage ru;
-    while (wait4(pid, &status, 0, &ru) < 0 && errno == EINTR)
-        ;
-    if (n != (ssize_t)sizeof *r || !WIFEXITED(status) || WEXITSTATUS(status) != 0)
-        return err_set(ERR_IO, "strategy %s: its child process died (status %#x; out of memory?)", s->name, status);
-    if (r->rc < 0)
-        return err_set(r->rc, "strategy %s: %s", s->name, r->err);
-    r->peak_kib = (uint64_t)ru.ru_maxrss; /* Linux reports kilobytes */
-    return 0;
+    struct strategy_call call = {.s = s, .path = path, .lines = lines, .seed = seed};
+    int rc = measure_in_child(strategy_measure, &call, r, sizeof *r, &r->peak_kib);
+    return rc < 0 ? err_wrap(rc, "strategy %s", s->name) : 0;
 }
 
 /* ---- (a) load everything -------------------------------------------------------- */

@@ -12,72 +12,34 @@
  */
 #include "chapter5.h"
 
-#include "base/clock.h"
 #include "comm/comm_backend.h"
 #include "sim/comm_sim.h"
 #include "base/error.h"
+#include "base/measure.h"
 #include "sim/launch.h"
 
-#include <pthread.h>
-#include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
 #define CAL_BYTES (64u << 20) /* well past any cache, the size make bench uses */
-
-struct cal_copy {
-    pthread_t thread;
-    unsigned char *src, *dst;
-    size_t bytes;
-    int sum; /* 0: memcpy, 1: the simulator's float sum dst = src + dst */
-    double seconds;
-};
-
 /* Best of 3 passes: the other engineers on the machine add noise, never speed. */
-static void *cal_copy_main(void *arg)
+#define CAL_PASSES 3
+
+/* The simulator's reduction, dst = src + dst in float32, as a copy kernel. */
+static void cal_sum_kernel(void *user, void *dst, const void *src, size_t bytes)
 {
-    struct cal_copy *k = arg;
-    memset(k->src, 1, k->bytes);
-    memset(k->dst, 0, k->bytes);
-    k->seconds = 1e30;
-    for (int pass = 0; pass < 3; pass++) {
-        double t0 = clock_now_s();
-        if (k->sum)
-            comm_reduce_sum3(COMM_FLOAT32, k->dst, k->src, k->dst, k->bytes / 4);
-        else
-            memcpy(k->dst, k->src, k->bytes);
-        double t = clock_now_s() - t0;
-        if (t < k->seconds)
-            k->seconds = t;
-    }
-    return NULL;
+    (void)user;
+    comm_reduce_sum3(COMM_FLOAT32, dst, src, dst, bytes / 4);
 }
 
-/* Bytes per second of `threads` concurrent copies (or sums) of `bytes` each; 0 on allocation failure. */
+/* Bytes per second of `threads` concurrent copies (or sums) of `bytes` each,
+ * the best of CAL_PASSES; 0 when it could not be measured (err_msg() says why). */
 static double cal_bandwidth(int threads, size_t bytes, int sum)
 {
-    struct cal_copy *k = calloc((size_t)threads, sizeof *k);
-    int ok = k != NULL;
-    for (int i = 0; ok && i < threads; i++) {
-        k[i] = (struct cal_copy){.src = malloc(bytes), .dst = malloc(bytes), .bytes = bytes, .sum = sum};
-        ok = k[i].src && k[i].dst;
-    }
-    int started = 0;
-    for (; ok && started < threads; started++)
-        if (pthread_create(&k[started].thread, NULL, cal_copy_main, &k[started]) != 0)
-            break;
-    double slowest = 0;
-    for (int i = 0; i < started; i++) {
-        pthread_join(k[i].thread, NULL);
-        if (k[i].seconds > slowest)
-            slowest = k[i].seconds;
-    }
-    for (int i = 0; k && i < threads; i++) {
-        free(k[i].src);
-        free(k[i].dst);
-    }
-    free(k);
-    return ok && started == threads && slowest > 0 ? (double)bytes * threads / slowest : 0;
+    struct measure_copy spec = {.bytes = bytes, .trials = CAL_PASSES, .threads = threads, .clock = MEASURE_WALL,
+                                .kernel = sum ? cal_sum_kernel : NULL};
+    struct measure_bandwidth bw;
+    return measure_copy(&spec, &bw) == 0 ? bw.best_bps : 0;
 }
 
 static int cal_cores(void)
@@ -121,7 +83,7 @@ int ch5_memory_bound(struct ch5_opts *opt)
     for (int trial = 0; trial < CAL_TRIALS; trial++) {
         double c1 = cal_bandwidth(1, CAL_BYTES, 0), cN = cal_bandwidth(threads, CAL_BYTES, 0);
         if (c1 <= 0 || cN <= 0)
-            return err_set(ERR_NOMEM, "cannot allocate the memcpy buffers (%u MiB per thread)", CAL_BYTES >> 20);
+            return err_wrap(ERR_NOMEM, "memory bound: memcpy of %u MiB per thread", CAL_BYTES >> 20);
         copy1 = c1 > copy1 ? c1 : copy1;
         copyN = cN > copyN ? cN : copyN;
         uint64_t wrong;

@@ -102,6 +102,39 @@ TEST(measure_memcpy_reports_a_rate)
     CHECK_ERR(measure_memcpy(0, 3, MEASURE_WALL, &bw), ERR_ARG, "bytes");
 }
 
+/* A kernel that counts its calls and copies, so a test sees it ran. */
+static void counting_kernel(void *user, void *dst, const void *src, size_t bytes)
+{
+    __atomic_add_fetch((int *)user, 1, __ATOMIC_RELAXED);
+    memcpy(dst, src, bytes);
+}
+
+TEST(measure_copy_runs_every_thread_every_trial)
+{
+    int calls = 0;
+    struct measure_copy spec = {.bytes = 1 << 16, .trials = 4, .threads = 3, .clock = MEASURE_WALL,
+                                .kernel = counting_kernel, .user = &calls};
+    struct measure_bandwidth bw;
+    CHECK_OK(measure_copy(&spec, &bw));
+    CHECK_EQ(calls, 12);
+    CHECK_EQ(bw.bytes, 3u << 16); /* a trial counts every thread's bytes */
+    CHECK(bw.best_bps >= bw.median_bps && bw.median_bps > 0 && bw.mean_bps > 0);
+    spec.threads = 0;
+    CHECK_ERR(measure_copy(&spec, &bw), ERR_ARG, "threads");
+}
+
+TEST(measure_gather_copies_records_in_order)
+{
+    uint64_t order[] = {3, 0, 2, 2, 1};
+    struct measure_bandwidth bw;
+    CHECK_OK(measure_gather(4096, 4, order, 5, 2, 3, MEASURE_THREAD_CPU, &bw));
+    CHECK_EQ(bw.bytes, 5u * 4096);
+    CHECK(bw.best_bps > 0);
+    order[4] = 4;
+    CHECK_ERR(measure_gather(4096, 4, order, 5, 2, 3, MEASURE_WALL, &bw), ERR_ARG, "index 4 at position 4");
+    CHECK_ERR(measure_gather(1ull << 40, 1ull << 40, order, 4, 2, 3, MEASURE_WALL, &bw), ERR_ARG, "overflow");
+}
+
 static int child_allocates(void *arg, void *result)
 {
     size_t mib = *(size_t *)arg;
