@@ -2,7 +2,8 @@
  *
  * Where it sits: the first program of the course (read
  * chapters/01-dataset/README.md alongside). It opens a dataset through
- * lib/dataset/dataset.h (Fashion-MNIST when installed, else the synthetic stand-in),
+ * lib/dataset/dataset.h (by default dataset_open_default(): Fashion-MNIST when
+ * installed, else the synthetic stand-in),
  * shows what the open cost and what is on disk, and reads random records the
  * way a loader worker does. The flags look at one record (--get), validate
  * every record (--check), run the lesson's JSONL experiment (--experiment,
@@ -15,6 +16,7 @@
 #include "base/cli.h"
 #include "base/clock.h"
 #include "dataset/dataset.h"
+#include "dataset/dataset_default.h"
 #include "dataset/dataset_idx.h"
 #include "base/error.h"
 #include "base/progress.h"
@@ -26,8 +28,6 @@
 #include <string.h>
 #include <unistd.h>
 
-/* Where Debian's dataset-fashion-mnist package installs the training images. */
-#define CH1_FASHION_TRAIN "/usr/share/datasets/fashion-mnist/train-images-idx3-ubyte.gz"
 #define CH1_DEMO_READS 100000u       /* random reads of the default run's demo */
 #define CH1_HISTOGRAM_MAX 1000000u   /* the summary's label histogram looks at this many records at most */
 #define CH1_CLASSES 10               /* MNIST and Fashion-MNIST both have 10 classes (labels 0..9) */
@@ -39,8 +39,7 @@ static const char *const ch1_fashion_classes[CH1_CLASSES] = {
 };
 
 struct ch1_args {
-    const char *data;     /* NULL: the default, chosen by ch1_default_data() */
-    const char *why;      /* why this dataset was chosen, for the summary */
+    const char *data;     /* NULL: the default (lib/dataset/dataset_default.h) */
     int get_set;
     uint64_t get;
     int check, experiment;
@@ -164,23 +163,6 @@ static int ch1_parse(int argc, char **argv, struct ch1_args *a)
     return 0;
 }
 
-/* 1 when Debian's Fashion-MNIST is installed (the lesson's real data). */
-static int ch1_have_fashion(void) { return access(CH1_FASHION_TRAIN, R_OK) == 0; }
-
-static void ch1_default_data(struct ch1_args *a)
-{
-    if (a->data) {
-        a->why = "from --data";
-    } else if (ch1_have_fashion()) {
-        a->data = CH1_FASHION_TRAIN;
-        a->why = "Fashion-MNIST's training set, the default";
-    } else {
-        a->data = "synthetic";
-        a->why = "the default: Fashion-MNIST is not installed (apt-get install dataset-fashion-mnist), so a "
-                 "synthetic dataset of its shape stands in";
-    }
-}
-
 /* Where generated files go: $TMPDIR when set, else under build/. */
 static const char *ch1_work_dir(char *buf, size_t cap)
 {
@@ -192,16 +174,20 @@ static const char *ch1_work_dir(char *buf, size_t cap)
     return buf;
 }
 
-/* Opens the dataset, timing the open, and a buffer that holds any one record. */
-static int ch1_open(const struct ch1_args *a, dataset_t **ds, uint8_t **buf, double *seconds)
+/* Opens the dataset, timing the open, and a buffer that holds any one record;
+ * `why` (may be NULL) gets why this dataset. */
+static int ch1_open(const struct ch1_args *a, dataset_t **ds, uint8_t **buf, double *seconds, char *why,
+                    size_t why_len)
 {
     struct dataset_options opt;
     dataset_options_default(&opt);
     opt.seed = a->seed;
     opt.length_field = a->length_field;
     double t0 = clock_now_s();
-    int rc = dataset_open(a->data, &opt, ds);
+    int rc = a->data ? dataset_open(a->data, &opt, ds) : dataset_open_default(&opt, ds, why, why_len);
     *seconds = clock_now_s() - t0;
+    if (a->data && why)
+        snprintf(why, why_len, "from --data");
     if (rc < 0)
         return rc;
     uint64_t cap = dataset_info(*ds)->max_record_bytes;
@@ -219,9 +205,10 @@ static void ch1_close(dataset_t *ds, uint8_t *buf)
 }
 
 /* A label's name when the data is Fashion-MNIST, else "". */
-static const char *ch1_class_name(const struct ch1_args *a, int64_t label)
+static const char *ch1_class_name(const dataset_t *ds, int64_t label)
 {
-    return strstr(a->data, "fashion") && label >= 0 && label < CH1_CLASSES ? ch1_fashion_classes[label] : "";
+    return strstr(dataset_name(ds), "fashion") && label >= 0 && label < CH1_CLASSES ? ch1_fashion_classes[label]
+                                                                                     : "";
 }
 
 /* ---- the default run: summary and random reads -------------------------- */
@@ -242,7 +229,7 @@ static void ch1_print_files(const dataset_t *ds)
                (unsigned long long)f->labels_cache_bytes);
 }
 
-static int ch1_print_labels(const struct ch1_args *a, const dataset_t *ds, uint8_t *buf)
+static int ch1_print_labels(const dataset_t *ds, uint8_t *buf)
 {
     const struct dataset_info *in = dataset_info(ds);
     if (!in->has_labels) {
@@ -259,7 +246,7 @@ static int ch1_print_labels(const struct ch1_args *a, const dataset_t *ds, uint8
     }
     printf("  labels     of %s%llu records:\n", n < in->length ? "the first " : "all ", (unsigned long long)n);
     for (int c = 0; c < CH1_CLASSES; c++)
-        printf("             %d %-12s %8llu\n", c, ch1_class_name(a, c), (unsigned long long)count[c]);
+        printf("             %d %-12s %8llu\n", c, ch1_class_name(ds, c), (unsigned long long)count[c]);
     if (count[CH1_CLASSES])
         printf("             other        %8llu\n", (unsigned long long)count[CH1_CLASSES]);
     return 0;
@@ -287,7 +274,7 @@ static int ch1_demo_reads(const struct ch1_args *a, const dataset_t *ds, uint8_t
             rc = dataset_read(ds, idx[i], buf, in->max_record_bytes, &rec);
             if (rc == 0)
                 printf("  read %d: record %-8llu %llu bytes, label %lld %s\n", i, (unsigned long long)idx[i],
-                       (unsigned long long)rec.bytes, (long long)rec.label, ch1_class_name(a, rec.label));
+                       (unsigned long long)rec.bytes, (long long)rec.label, ch1_class_name(ds, rec.label));
         }
         printf("  (see one: --get=I; measure: make bench; the lesson's experiment: --experiment)\n");
     }
@@ -300,17 +287,18 @@ static int ch1_summary(const struct ch1_args *a)
     dataset_t *ds;
     uint8_t *buf;
     double first, again;
-    int rc = ch1_open(a, &ds, &buf, &first);
+    char why[768];
+    int rc = ch1_open(a, &ds, &buf, &first, why, sizeof why);
     if (rc < 0)
         return rc;
     const struct dataset_idx_files *f = dataset_idx_files(ds);
     int built = f ? f->caches_built : 0;
     ch1_close(ds, buf);
-    if ((rc = ch1_open(a, &ds, &buf, &again)) < 0) /* the second open finds any cache the first one built */
+    if ((rc = ch1_open(a, &ds, &buf, &again, NULL, 0)) < 0) /* the second open finds any cache the first one built */
         return rc;
     const struct dataset_info *in = dataset_info(ds);
     static const char *const kinds[] = {"synthetic", "IDX", "JSONL", "shards"};
-    printf("dataset: %s (%s)\n", dataset_name(ds), a->why);
+    printf("dataset: %s (%s)\n", dataset_name(ds), why);
     printf("  format     %s, %llu records", kinds[in->kind], (unsigned long long)in->length);
     if (in->record_bytes)
         printf(" of %llu bytes", (unsigned long long)in->record_bytes);
@@ -322,7 +310,7 @@ static int ch1_summary(const struct ch1_args *a)
     ch1_print_files(ds);
     printf("  open       %.3f ms%s; opened again: %.3f ms\n", first * 1e3,
            built ? " (decompressed into the cache: the first open pays for gzip once)" : "", again * 1e3);
-    rc = ch1_print_labels(a, ds, buf);
+    rc = ch1_print_labels(ds, buf);
     if (rc == 0)
         rc = ch1_demo_reads(a, ds, buf);
     ch1_close(ds, buf);
@@ -378,7 +366,7 @@ static int ch1_get(const struct ch1_args *a, const dataset_t *ds, uint8_t *buf)
         if (rec.length != rec.bytes)
             printf(", length %llu", (unsigned long long)rec.length);
         if (rec.label >= 0)
-            printf(", label %lld %s", (long long)rec.label, ch1_class_name(a, rec.label));
+            printf(", label %lld %s", (long long)rec.label, ch1_class_name(ds, rec.label));
         printf("\n");
         ch1_print_bytes(buf, rec.bytes, in);
     }
@@ -442,7 +430,7 @@ static int ch1_bench(const struct ch1_args *a)
     char work[4096];
     struct bench_options opt = {
         /* the benchmarks want real data when there is some; they generate their own otherwise */
-        .data = a->data ? a->data : ch1_have_fashion() ? CH1_FASHION_TRAIN : NULL,
+        .data = a->data ? a->data : dataset_default_path(),
         .work_dir = ch1_work_dir(work, sizeof work),
         .seed = a->seed,
     };
@@ -467,12 +455,11 @@ int main(int argc, char **argv)
     else if (a.bench)
         rc = ch1_bench(&a);
     else {
-        ch1_default_data(&a);
         if (a.get_set || a.check) {
             dataset_t *ds;
             uint8_t *buf;
             double secs;
-            rc = ch1_open(&a, &ds, &buf, &secs);
+            rc = ch1_open(&a, &ds, &buf, &secs, NULL, 0);
             if (rc == 0) {
                 rc = a.get_set ? ch1_get(&a, ds, buf) : ch1_check(ds, buf);
                 ch1_close(ds, buf);

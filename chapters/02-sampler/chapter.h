@@ -6,6 +6,7 @@
 
 #include "sampler/batch.h"
 #include "dataset/dataset.h"
+#include "dataset/dataset_default.h"
 #include "sampler/sampler.h"
 
 #include <stdint.h>

@@ -24,8 +24,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* Debian's dataset-fashion-mnist package; absent, the synthetic twin stands in. */
-#define CH2_FASHION_MNIST "/usr/share/datasets/fashion-mnist/train-images-idx3-ubyte.gz"
 /* The check keeps every rank's indices of every epoch, one thread per rank. */
 #define CH2_MAX_EPOCHS 1000
 #define CH2_MAX_THREADS 1024
@@ -260,9 +258,11 @@ static int ch2_open_dataset(const struct ch2_config *cfg, const struct ch2_flags
     if (fl->data)
         return dataset_open(fl->data, &opt, ds);
     if (!fl->size_set && cfg->sampler != CH2_DYNAMIC) {
-        if (dataset_open(CH2_FASHION_MNIST, &opt, ds) == 0)
-            return 0;
-        printf("note: Fashion-MNIST did not open (%s); using its synthetic twin\n", err_msg());
+        char why[768];
+        int rc = dataset_open_default(&opt, ds, why, sizeof why);
+        if (rc == 0 && dataset_info(*ds)->kind == DATASET_SYNTHETIC)
+            printf("note: %s\n", why);
+        return rc;
     }
     return dataset_open("synthetic", &opt, ds);
 }
