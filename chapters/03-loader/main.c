@@ -2,11 +2,14 @@
  * workers does it take to feed it?
  *
  * Where it sits: the third program of the course (read
- * chapters/03-loader/README.md alongside). It opens a dataset (Fashion-MNIST
- * when installed, else the synthetic stand-in of the same shape), puts
- * lib/loader/loader.h's ring of worker threads in front of it, and plays a trainer
- * whose step takes --step-ms (the GPU's compute: the trainer's thread only
- * waits). Each sample costs --work-us of CPU to "decode" (a spin in a per-sample
+ * chapters/03-loader/README.md alongside), and the first where the stages
+ * meet: it opens a dataset (chapter 1; Fashion-MNIST when installed, else
+ * the synthetic stand-in of the same shape), takes rank R's indices of each
+ * epoch from chapter 2's DistributedSampler (--world, --rank, --seed; the
+ * defaults give one rank the whole dataset, shuffled anew every epoch), puts
+ * lib/loader/loader.h's ring of worker threads behind them, and plays a
+ * trainer whose step takes --step-ms (the GPU's compute: the trainer's thread
+ * only waits). Each sample costs --work-us of CPU to "decode" (a spin in a per-sample
  * transform, like a JPEG decode would). The default run sweeps the number of
  * workers against that cost: table, CSV, PNG and SVG. --bench loads whole
  * epochs as fast as it can and prints samples/s, MB/s and the data-wait.
@@ -14,11 +17,15 @@
  */
 #include "base/cli.h"
 #include "base/clock.h"
-#include "dataset/dataset.h"
 #include "base/error.h"
-#include "loader/loader.h"
+#include "base/measure.h"
 #include "base/plot.h"
 #include "base/progress.h"
+#include "dataset/dataset.h"
+#include "dataset/dataset_default.h"
+#include "loader/loader.h"
+#include "sampler/batch.h"
+#include "sampler/sampler.h"
 
 #include <getopt.h>
 #include <stdio.h>
@@ -26,8 +33,6 @@
 #include <string.h>
 #include <unistd.h>
 
-/* Where Debian's dataset-fashion-mnist package installs the training images. */
-#define CH3_FASHION_TRAIN "/usr/share/datasets/fashion-mnist/train-images-idx3-ubyte.gz"
 #define CH3_OUT_DIR "notebooks-out/chapter-3"
 #define CH3_MAX_LIST 16
 /* A trainer "starves" when it waits for data more than this share of its time. */
@@ -36,6 +41,7 @@
 struct ch3_args {
     const char *data;
     uint64_t batch, prefetch, epochs, warmup, batches, step_us;
+    uint64_t world, rank, seed; /* the DistributedSampler the indices come from */
     uint64_t workers[CH3_MAX_LIST], work_us[CH3_MAX_LIST];
     int nworkers, nwork;
     int bench, memcpy_too, out_of_order;
@@ -46,7 +52,7 @@ static void ch3_usage(FILE *to)
 {
     fprintf(to,
             "usage: chapter-3 [--workers=LIST] [--work-us=LIST] [--step-ms=MS] [--batches=N] [--batch=N]\n"
-            "                 [--prefetch=N] [--data=PATH] [--out=DIR] [--plot] [--help]\n"
+            "                 [--prefetch=N] [--data=PATH] [--world=W --rank=R] [--seed=S] [--out=DIR] [--plot]\n"
             "       chapter-3 --bench [--data=PATH] [--batch=256] [--workers=K] [--prefetch=2] [--epochs=1]\n"
             "                 [--warmup=0] [--work-us=US] [--step-ms=MS] [--out-of-order] [--memcpy]\n"
             "\n"
@@ -58,6 +64,9 @@ static void ch3_usage(FILE *to)
             "\n"
             "  --data=PATH      dataset (an IDX images file, .jsonl, or 'synthetic'); default:\n"
             "                   Fashion-MNIST's training images if installed, else synthetic 60000x784\n"
+            "  --world=W        the trainer is rank R of W: its indices are the DistributedSampler's\n"
+            "  --rank=R         share (chapter 2), shuffled anew each epoch (default 1 and 0: all of them)\n"
+            "  --seed=S         the sampler's shuffle seed, as in chapter 2 (default 0)\n"
             "  --workers=LIST   worker threads, comma-separated (experiment default 0,1,2,4,8;\n"
             "                   --bench takes one value, default 0). 0 loads in the trainer's thread\n"
             "  --work-us=LIST   CPU microseconds of decode per sample (experiment default 0,10,25,60;\n"
@@ -104,7 +113,7 @@ static int ch3_parse_list(const char *flag, const char *text, uint64_t *out, int
 static int ch3_parse(int argc, char **argv, struct ch3_args *a)
 {
     enum { O_DATA = 1, O_WORKERS, O_WORK, O_STEP, O_BATCHES, O_BATCH, O_PREFETCH, O_EPOCHS, O_WARMUP, O_OUT, O_PLOT,
-           O_BENCH, O_MEMCPY, O_OOO };
+           O_BENCH, O_MEMCPY, O_OOO, O_WORLD, O_RANK, O_SEED };
     static const struct option opts[] = {
         {"data", required_argument, 0, O_DATA},       {"workers", required_argument, 0, O_WORKERS},
         {"work-us", required_argument, 0, O_WORK},    {"step-ms", required_argument, 0, O_STEP},
@@ -113,6 +122,8 @@ static int ch3_parse(int argc, char **argv, struct ch3_args *a)
         {"warmup", required_argument, 0, O_WARMUP},   {"out", required_argument, 0, O_OUT},
         {"plot", no_argument, 0, O_PLOT},             {"bench", no_argument, 0, O_BENCH},
         {"memcpy", no_argument, 0, O_MEMCPY},         {"out-of-order", no_argument, 0, O_OOO},
+        {"world", required_argument, 0, O_WORLD},     {"rank", required_argument, 0, O_RANK},
+        {"seed", required_argument, 0, O_SEED},
         {"help", no_argument, 0, 'h'},
         {0, 0, 0, 0},
     };
@@ -140,6 +151,9 @@ static int ch3_parse(int argc, char **argv, struct ch3_args *a)
         case O_BENCH: a->bench = 1; break;
         case O_MEMCPY: a->memcpy_too = 1; break;
         case O_OOO: a->out_of_order = 1; break;
+        case O_WORLD: rc = cli_parse_u64("world", optarg, &a->world); break;
+        case O_RANK: rc = cli_parse_u64("rank", optarg, &a->rank); break;
+        case O_SEED: rc = cli_parse_seed("seed", optarg, &a->seed); break;
         case 'h': ch3_usage(stdout); exit(0);
         default:
             rc = err_set(ERR_ARG, "unknown or incomplete option '%s'", argv[optind - 1]);
@@ -161,6 +175,11 @@ static int ch3_parse(int argc, char **argv, struct ch3_args *a)
     for (int i = 0; rc == 0 && i < a->nwork; i++)
         if (a->work_us[i] > 1000000)
             rc = err_set(ERR_ARG, "--work-us: at most 1000000, got %llu", (unsigned long long)a->work_us[i]);
+    if (rc == 0 && (a->world == 0 || a->world > UINT32_MAX))
+        rc = err_set(ERR_ARG, "--world: expected 1 to %u, got %llu", UINT32_MAX, (unsigned long long)a->world);
+    if (rc == 0 && a->rank >= a->world)
+        rc = err_set(ERR_ARG, "--rank: %llu is not below --world=%llu", (unsigned long long)a->rank,
+                     (unsigned long long)a->world);
     if (rc == 0 && a->bench && (a->nworkers > 1 || a->nwork > 1))
         rc = err_set(ERR_ARG, "--bench takes one --workers and one --work-us value");
     if (rc)
@@ -179,14 +198,15 @@ static int ch3_parse(int argc, char **argv, struct ch3_args *a)
     return 0;
 }
 
-/* The data: --data, else Fashion-MNIST when it opens, else synthetic 60000x784. */
+/* The data: --data, else dataset_open_default(). The loader needs at least one record. */
 static int ch3_open_data(const char *data, dataset_t **ds)
 {
     if (!data) {
-        if (dataset_open(CH3_FASHION_TRAIN, NULL, ds) == 0)
-            return 0;
-        printf("(Fashion-MNIST not found: %s; using synthetic records of the same shape)\n", err_msg());
-        return dataset_open("synthetic", NULL, ds);
+        char why[768];
+        int rc = dataset_open_default(NULL, ds, why, sizeof why);
+        if (rc == 0 && dataset_info(*ds)->kind == DATASET_SYNTHETIC)
+            printf("(%s)\n", why);
+        return rc;
     }
     int rc = dataset_open(data, NULL, ds);
     if (rc == 0 && dataset_info(*ds)->length == 0) { /* nothing to batch: say so, rather than run empty steps */
@@ -197,24 +217,17 @@ static int ch3_open_data(const char *data, dataset_t **ds)
     return rc;
 }
 
-/* A shuffled order without a sampler: i -> i * stride mod n, stride coprime
- * with n, is a permutation. Chapter 2's DistributedSampler gives the real one;
- * the loader takes indices from anywhere. n >= 1 (ch3_open_data). */
-static uint64_t *ch3_order(uint64_t n, uint64_t count)
+/* Rank a->rank's DistributedSampler over ds (PyTorch's defaults: shuffled,
+ * padded), at epoch 0. */
+static int ch3_sampler(const dataset_t *ds, const struct ch3_args *a, sampler_t **out)
 {
-    uint64_t stride = 7919, a, b; /* the 1000th prime: spreads neighbours far apart */
-    for (;; stride++) {
-        for (a = stride, b = n; b;) {
-            uint64_t t = a % b;
-            a = b, b = t;
-        }
-        if (a == 1)
-            break;
-    }
-    uint64_t *idx = malloc(count * sizeof *idx);
-    for (uint64_t i = 0; idx && i < count; i++)
-        idx[i] = (i * stride) % n;
-    return idx;
+    struct sampler_options so;
+    sampler_options_default(&so);
+    so.size = dataset_info(ds)->length;
+    so.world = (uint32_t)a->world;
+    so.rank = (uint32_t)a->rank;
+    so.seed = a->seed;
+    return sampler_create(&so, out);
 }
 
 /* The per-sample "decode": burns work_ns of CPU, as a real decoder would. */
@@ -227,7 +240,8 @@ static int ch3_decode(void *user, const struct loader_sample *s, void *data, uin
 
 struct ch3_run {
     uint32_t workers;
-    uint64_t work_ns, step_ns, count, warmup, epochs;
+    uint64_t work_ns, step_ns, warmup, epochs;
+    uint64_t steps;         /* the trainer stops an epoch after this many batches; 0: the whole epoch */
     int out_of_order;
     struct loader_stats st; /* of the last epoch */
     double samples_per_s, bytes_per_s, wait_fraction; /* over all epochs */
@@ -237,9 +251,10 @@ struct ch3_run {
     double step_s, wait_s, compute_s;
 };
 
-/* Loads warmup + epochs epochs of the first `count` samples of the order,
- * playing a trainer whose step takes step_ns; the last `epochs` are measured.
- * 0 or a negative ERR_*. */
+/* Loads warmup + epochs epochs of the sampler's indices, playing a trainer
+ * whose step takes step_ns and that stops after `steps` batches (a run
+ * shorter than an epoch); the last `epochs` are measured. 0 or a negative
+ * ERR_*. */
 static int ch3_run_loader(const dataset_t *ds, const struct ch3_args *a, struct ch3_run *r)
 {
     struct loader_options opt;
@@ -254,30 +269,38 @@ static int ch3_run_loader(const dataset_t *ds, const struct ch3_args *a, struct 
         opt.transform = ch3_decode;
         opt.transform_user = &r->work_ns;
     }
-    loader_t *L;
-    int rc = loader_open(ds, &opt, &L);
+    sampler_t *s;
+    int rc = ch3_sampler(ds, a, &s);
     if (rc)
         return rc;
-    uint64_t *idx = ch3_order(dataset_info(ds)->length, r->count);
-    if (!idx) {
-        loader_close(L);
-        return err_set(ERR_NOMEM, "out of memory for %llu indices", (unsigned long long)r->count);
+    loader_t *L;
+    if ((rc = loader_open(ds, &opt, &L)) < 0) {
+        sampler_destroy(s);
+        return rc;
     }
     double elapsed = 0, wait = 0, samples = 0, bytes = 0, batches = 0;
     for (uint64_t e = 0; rc == 0 && e < r->warmup + r->epochs; e++) {
-        struct loader_epoch ep = {.epoch = e, .indices = idx, .count = r->count, .batch_size = (uint32_t)a->batch};
+        sampler_set_epoch(s, e); /* as a training loop must, or every epoch repeats the order */
+        if ((rc = sampler_begin(s)) < 0)
+            break;
+        struct loader_epoch ep = {.epoch = e, .indices = index_stream_of_sampler(s), .batch_size = (uint32_t)a->batch};
+        /* The trainer's own clock: from the epoch's start to the end of its last step. */
+        uint64_t t0 = clock_now_ns();
         rc = loader_start_epoch(L, &ep);
         struct loader_batch *b;
-        while (rc == 0 && (rc = loader_next(L, &b)) == 1) {
+        for (uint64_t step = 0; rc == 0 && (!r->steps || step < r->steps); step++) {
+            if ((rc = loader_next(L, &b)) != 1)
+                break; /* 0: the epoch is done; < 0: err_msg() says why */
             if (r->step_ns)
                 clock_sleep_ns(r->step_ns); /* the GPU computes; this thread waits for it */
             loader_release(L, b);
             rc = 0;
         }
+        double took = (double)(clock_now_ns() - t0) * 1e-9;
         loader_stats(L, &r->st);
         if (e < r->warmup)
             continue;
-        elapsed += r->st.elapsed_s;
+        elapsed += took;
         wait += r->st.wait_s;
         samples += (double)r->st.samples;
         bytes += (double)r->st.bytes;
@@ -289,56 +312,53 @@ static int ch3_run_loader(const dataset_t *ds, const struct ch3_args *a, struct 
     r->step_s = batches > 0 ? elapsed / batches : 0;
     r->wait_s = batches > 0 ? wait / batches : 0;
     r->compute_s = r->step_s - r->wait_s;
-    free(idx);
     loader_close(L);
+    sampler_destroy(s);
     return rc;
 }
 
-/* One thread's memcpy of as many records of the same size, in the same
- * order, from a copy in memory (not the file) into a batch-sized buffer: the
- * reference the loader's bytes/s is compared with. Not a bound: K workers
- * may beat one thread's copy. */
-static double ch3_memcpy_bps(const dataset_t *ds, const struct ch3_args *a, uint64_t count)
+/* One thread's memcpy of as many records of the same size, in the sampler's
+ * order (its epoch 0), from a copy in memory (not the file) into a
+ * batch-sized buffer (lib/base/measure.h's gather), one trial per timed
+ * epoch: the reference the loader's bytes/s is compared with. Not a bound: K
+ * workers may beat one thread's copy. Bytes per second over all the trials,
+ * as the loader's figure is over all its epochs. */
+static int ch3_memcpy_bps(const dataset_t *ds, const struct ch3_args *a, double *bps)
 {
-    uint64_t rb = dataset_info(ds)->max_record_bytes, n = dataset_info(ds)->length;
-    uint64_t src_bytes = n * rb, dst_bytes = a->batch * rb;
-    uint8_t *src = malloc(src_bytes), *dst = malloc(dst_bytes);
-    if (!src || !dst) {
-        free(src);
-        free(dst);
-        return 0;
-    }
-    memset(src, 1, src_bytes);
-    memset(dst, 2, dst_bytes);
-    uint64_t *idx = ch3_order(n, count);
-    uint64_t t0 = 0;
-    for (uint64_t e = 0; idx && e < a->warmup + a->epochs; e++) {
-        if (e == a->warmup)
-            t0 = clock_now_ns();
-        for (uint64_t i = 0; i < count; i++)
-            memcpy(dst + (i % a->batch) * rb, src + idx[i] * rb, rb);
-        __asm__ volatile("" : : "r"(dst) : "memory"); /* keep the copies */
-    }
-    double s = (double)(clock_now_ns() - t0) * 1e-9;
-    free(idx);
-    free(src);
-    free(dst);
-    return s > 0 ? (double)(count * rb * a->epochs) / s : 0;
+    sampler_t *s;
+    int rc = ch3_sampler(ds, a, &s);
+    if (rc < 0)
+        return rc;
+    uint64_t count = sampler_len(s), *order = malloc((count ? count : 1) * sizeof *order);
+    if (!order)
+        rc = err_set(ERR_NOMEM, "out of memory for %llu indices", (unsigned long long)count);
+    if (rc == 0)
+        rc = sampler_begin(s);
+    for (uint64_t k = 0; rc == 0 && k < count; k++)
+        rc = sampler_get(s, k, &order[k]);
+    struct measure_bandwidth bw;
+    if (rc == 0 && (rc = measure_gather(dataset_info(ds)->max_record_bytes, dataset_info(ds)->length, order, count,
+                                        a->batch, (int)a->epochs, MEASURE_WALL, &bw)) == 0)
+        *bps = bw.mean_bps;
+    free(order);
+    sampler_destroy(s);
+    return rc;
 }
 
 static int ch3_bench(const dataset_t *ds, const struct ch3_args *a)
 {
     struct ch3_run r = {
         .workers = (uint32_t)a->workers[0], .work_ns = a->work_us[0] * 1000, .step_ns = a->step_us * 1000,
-        .count = dataset_info(ds)->length, .warmup = a->warmup, .epochs = a->epochs,
-        .out_of_order = a->out_of_order,
+        .warmup = a->warmup, .epochs = a->epochs, .out_of_order = a->out_of_order,
     };
     int rc = ch3_run_loader(ds, a, &r);
     if (rc)
         return rc;
     char extra[64] = "";
     if (a->memcpy_too) {
-        double m = ch3_memcpy_bps(ds, a, r.count);
+        double m = 0;
+        if ((rc = ch3_memcpy_bps(ds, a, &m)) < 0)
+            return err_wrap(rc, "--memcpy");
         printf("memcpy of as many records, same order, one thread: %.1f MB/s\n", m / 1e6);
         snprintf(extra, sizeof extra, " memcpy-MB/s=%.1f", m / 1e6);
     }
@@ -355,7 +375,7 @@ static int ch3_bench(const dataset_t *ds, const struct ch3_args *a)
 /* The table's and the CSV's headers, written once the first setting ran, so
  * that a run failing on its first setting prints no half-made table and
  * leaves no empty CSV. Returns the CSV, or NULL (err_msg() says why). */
-static FILE *ch3_table_begin(const dataset_t *ds, const struct ch3_args *a, uint64_t count, long cores,
+static FILE *ch3_table_begin(const dataset_t *ds, const struct ch3_args *a, uint64_t steps, long cores,
                              const char *csv_path)
 {
     FILE *csv = plot_csv_open(csv_path);
@@ -364,7 +384,7 @@ static FILE *ch3_table_begin(const dataset_t *ds, const struct ch3_args *a, uint
     fprintf(csv, "work_us,workers,slots,memory_bytes,samples_per_s,step_ms,wait_fraction,max_wait_ms,compute_ms,"
                  "wait_ms,nominal_step_ms,starving\n");
     printf("%s: %llu steps of %llu samples, a nominal training step of %.1f ms, prefetch %llu, %ld CPU cores\n",
-           dataset_name(ds), (unsigned long long)(count / a->batch), (unsigned long long)a->batch,
+           dataset_name(ds), (unsigned long long)steps, (unsigned long long)a->batch,
            (double)a->step_us / 1000, (unsigned long long)a->prefetch, cores);
     printf("\n%8s %8s %6s %10s %11s %9s %9s %9s %10s %9s\n", "decode", "workers", "slots", "memory", "samples/s",
            "step", "compute", "wait", "data-wait", "");
@@ -374,16 +394,22 @@ static FILE *ch3_table_begin(const dataset_t *ds, const struct ch3_args *a, uint
 /* The lesson: workers × decode cost against a fixed step. */
 static int ch3_experiment(const dataset_t *ds, const struct ch3_args *a)
 {
-    uint64_t count = a->batch * a->batches, n = dataset_info(ds)->length;
-    if (count > n)
-        count = n - n % a->batch ? n - n % a->batch : n;
+    uint64_t n = dataset_info(ds)->length;
+    sampler_t *probe; /* --batches steps, or as many whole batches as this rank's epoch has (at least one) */
+    int rc = ch3_sampler(ds, a, &probe);
+    if (rc < 0)
+        return rc;
+    uint64_t per_rank = sampler_len(probe), steps = per_rank / a->batch ? per_rank / a->batch : 1;
+    sampler_destroy(probe);
+    if (steps > a->batches)
+        steps = a->batches;
     long cores = sysconf(_SC_NPROCESSORS_ONLN);
     /* Touch every record once, so the first setting does not pay the mapping's
      * page faults alone (a real trainer pays them in its first epoch only). */
     uint8_t *scratch = malloc(dataset_info(ds)->max_record_bytes);
     for (uint64_t i = 0; scratch && i < n; i++) {
         struct dataset_record rec;
-        int rc = dataset_read(ds, i, scratch, dataset_info(ds)->max_record_bytes, &rec);
+        rc = dataset_read(ds, i, scratch, dataset_info(ds)->max_record_bytes, &rec);
         if (rc) {
             free(scratch);
             return rc;
@@ -396,14 +422,14 @@ static int ch3_experiment(const dataset_t *ds, const struct ch3_args *a)
     FILE *csv = NULL;
     progress_t prog;
     progress_begin(&prog, "sweep", (uint64_t)a->nwork * a->nworkers);
-    int rc = 0, overslept = 0;
+    int overslept = 0;
     for (int w = 0; rc == 0 && w < a->nwork; w++) {
         int enough = -1, relapse = -1; /* the first worker count that feeds, the first after it that starves */
         for (int k = 0; rc == 0 && k < a->nworkers; k++) {
             struct ch3_run r = {.workers = (uint32_t)a->workers[k], .work_ns = a->work_us[w] * 1000,
-                                .step_ns = a->step_us * 1000, .count = count, .epochs = 1};
+                                .step_ns = a->step_us * 1000, .steps = steps, .epochs = 1};
             rc = ch3_run_loader(ds, a, &r);
-            if (rc == 0 && !csv && !(csv = ch3_table_begin(ds, a, count, cores, csv_path)))
+            if (rc == 0 && !csv && !(csv = ch3_table_begin(ds, a, steps, cores, csv_path)))
                 rc = ERR_IO;
             if (rc)
                 break;
@@ -470,7 +496,7 @@ static int ch3_experiment(const dataset_t *ds, const struct ch3_args *a)
 
 int main(int argc, char **argv)
 {
-    struct ch3_args a = {.batch = 256, .prefetch = 2, .epochs = 1, .batches = 24, .out_dir = CH3_OUT_DIR};
+    struct ch3_args a = {.batch = 256, .prefetch = 2, .epochs = 1, .batches = 24, .world = 1, .out_dir = CH3_OUT_DIR};
     if (ch3_parse(argc, argv, &a))
         return cli_fail("chapter-3");
     dataset_t *ds;

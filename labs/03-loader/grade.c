@@ -24,7 +24,7 @@ static void grade_epochs(uint32_t workers, int out_of_order, uint64_t n, uint64_
     uint64_t nb = (n + bs - 1) / bs;
     for (uint64_t epoch = 0; epoch < epochs; epoch++) {
         uint64_t *idx = fixture_shuffled(n, epoch + 100);
-        struct loader_epoch e = {.epoch = epoch, .indices = idx, .count = n, .batch_size = (uint32_t)bs};
+        struct loader_epoch e = {.epoch = epoch, .indices = index_stream_of_array(&(struct index_array){idx, n}), .batch_size = (uint32_t)bs};
         CHECK_OK(loader_start_epoch(L, &e));
         uint8_t *seen = calloc(nb, 1);
         uint64_t got = 0;
@@ -70,7 +70,7 @@ static void memory_bound(void)
     loader_t *L;
     CHECK_OK(loader_open(ds, &opt, &L));
     uint64_t *idx = fixture_shuffled(300, 1);
-    struct loader_epoch e = {.epoch = 0, .indices = idx, .count = 300, .batch_size = 5};
+    struct loader_epoch e = {.epoch = 0, .indices = index_stream_of_array(&(struct index_array){idx, 300}), .batch_size = 5};
     CHECK_OK(loader_start_epoch(L, &e));
     struct loader_batch *b;
     int rc;
@@ -106,7 +106,7 @@ static void error_at_its_batch(void)
     uint64_t idx[200];
     for (uint64_t i = 0; i < 200; i++)
         idx[i] = i; /* sample 77 is in batch 7 */
-    struct loader_epoch e = {.epoch = 0, .indices = idx, .count = 200, .batch_size = 10};
+    struct loader_epoch e = {.epoch = 0, .indices = index_stream_of_array(&(struct index_array){idx, 200}), .batch_size = 10};
     CHECK_OK(loader_start_epoch(L, &e));
     uint64_t got;
     int rc = fixture_drain(L, &got);
@@ -124,7 +124,7 @@ static void shutdown_and_restart(void)
     loader_t *L;
     CHECK_OK(loader_open(ds, &opt, &L));
     uint64_t *idx = fixture_shuffled(400, 3);
-    struct loader_epoch e = {.epoch = 0, .indices = idx, .count = 400, .batch_size = 8};
+    struct loader_epoch e = {.epoch = 0, .indices = index_stream_of_array(&(struct index_array){idx, 400}), .batch_size = 8};
     CHECK_OK(loader_start_epoch(L, &e));
     struct loader_batch *held, *b;
     CHECK_EQ(loader_next(L, &held), 1);

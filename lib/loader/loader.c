@@ -71,7 +71,7 @@ struct loader_slot {
     struct loader_batch view;
     void *mem;               /* the allocator's block: data, then labels and lengths */
     uint64_t *indices;       /* a copy of the batch's indices, valid while HELD */
-    struct dataset_record *recs; /* what dataset_read_batch() says of each row (the stacking collate) */
+    struct dataset_record *recs; /* the collate's scratch: max_batch records (loader_job.recs) */
 };
 
 struct loader_worker {
@@ -163,7 +163,7 @@ void loader_options_default(struct loader_options *opt)
 
 int loader_stopping(const loader_t *L) { return atomic_load_explicit(&L->stopping, memory_order_relaxed); }
 
-/* ---- collate ----------------------------------------------------------------- */
+/* ---- reading samples for a collate (loader_collate.c holds the collates) --------- */
 
 /* Marks sample i as the one this worker is on (a timeout names it); refuses
  * once the loader is stopping. */
@@ -214,10 +214,7 @@ int loader_read_sample(struct loader_job *job, uint32_t i, void *dst, uint64_t c
     return rc < 0 ? loader_sample_failed(job, i, rc) : 0;
 }
 
-/* loader_read_sample() for the whole job at once: one dataset_read_batch()
- * into rows `stride` bytes apart (IDX copies them in one tight loop), then
- * the transform of each row. recs[i] describes row i. */
-static int loader_read_samples(struct loader_job *job, uint8_t *data, uint64_t stride, struct dataset_record *recs)
+int loader_read_rows(struct loader_job *job, void *data, uint64_t stride, struct dataset_record *recs)
 {
     int rc = job->count ? loader_enter_sample(job, 0) : 0;
     if (rc == 0)
@@ -229,72 +226,10 @@ static int loader_read_samples(struct loader_job *job, uint8_t *data, uint64_t s
     for (uint32_t i = 0; i < job->count && job->loader->opt.transform; i++) {
         rc = loader_enter_sample(job, i);
         if (rc == 0)
-            rc = loader_transform_sample(job, i, data + i * stride, &recs[i]);
+            rc = loader_transform_sample(job, i, (uint8_t *)data + i * stride, &recs[i]);
         if (rc < 0)
             return loader_sample_failed(job, i, rc);
     }
-    return 0;
-}
-
-int loader_collate_stack(void *user, struct loader_job *job)
-{
-    (void)user;
-    uint64_t rb = dataset_info(job->ds)->record_bytes;
-    struct loader_batch *b = job->out;
-    if (rb == 0)
-        return err_set(ERR_ARG, "batch %llu: the stacking collate needs fixed-size records (use loader_collate_pad)",
-                       (unsigned long long)job->batch);
-    if (rb * job->count > job->cap)
-        return err_set(ERR_RANGE, "batch %llu: %u records of %llu bytes do not fit a slot of %llu bytes",
-                       (unsigned long long)job->batch, job->count, (unsigned long long)rb,
-                       (unsigned long long)job->cap);
-    struct dataset_record *recs = job->loader->slots[b->slot].recs;
-    int rc = loader_read_samples(job, b->data, rb, recs);
-    if (rc < 0)
-        return rc;
-    for (uint32_t i = 0; i < job->count; i++) {
-        b->labels[i] = recs[i].label;
-        b->lengths[i] = recs[i].bytes;
-    }
-    b->stride = rb;
-    b->bytes = rb * job->count;
-    return 0;
-}
-
-int loader_collate_pad(void *user, struct loader_job *job)
-{
-    (void)user;
-    struct loader_batch *b = job->out;
-    uint8_t *data = b->data;
-    /* Pass 1: records packed end to end (we do not know the longest yet), one
-     * read at a time, since no fixed stride describes packed rows. */
-    uint64_t used = 0, longest = 0;
-    for (uint32_t i = 0; i < job->count; i++) {
-        struct dataset_record rec;
-        int rc = loader_read_sample(job, i, data + used, job->cap - used, &rec);
-        if (rc < 0)
-            return err_wrap(rc, "batch %llu (slot of %llu bytes)", (unsigned long long)job->batch,
-                            (unsigned long long)job->cap);
-        b->labels[i] = rec.label;
-        b->lengths[i] = rec.bytes;
-        used += rec.bytes;
-        if (rec.bytes > longest)
-            longest = rec.bytes;
-    }
-    if (longest * job->count > job->cap)
-        return err_set(ERR_RANGE, "batch %llu: %u records padded to %llu bytes need %llu bytes, the slot has %llu",
-                       (unsigned long long)job->batch, job->count, (unsigned long long)longest,
-                       (unsigned long long)(longest * job->count), (unsigned long long)job->cap);
-    /* Pass 2: spread the rows to stride `longest`, last row first. Row i starts
-     * packed at or before i × longest (every earlier row is at most `longest`),
-     * so moving from the end never overwrites a row not yet moved. */
-    for (uint32_t i = job->count; i-- > 0;) {
-        used -= b->lengths[i];
-        memmove(data + i * longest, data + used, b->lengths[i]);
-        memset(data + i * longest + b->lengths[i], 0, longest - b->lengths[i]);
-    }
-    b->stride = longest;
-    b->bytes = longest * job->count;
     return 0;
 }
 
@@ -389,7 +324,7 @@ static void loader_fill(struct loader *L, uint32_t s, uint64_t batch, int worker
     b->worker = worker;
     struct loader_job job = {
         .loader = L, .ds = L->ds, .indices = slot->indices, .count = count,
-        .batch = batch, .epoch = L->epoch, .worker = worker, .out = b, .cap = L->data_bytes,
+        .batch = batch, .epoch = L->epoch, .worker = worker, .out = b, .cap = L->data_bytes, .recs = slot->recs,
     };
     loader_collate_fn collate = L->opt.collate ? L->opt.collate : loader_collate_stack;
     pthread_mutex_unlock(&L->mu);
@@ -626,51 +561,97 @@ void loader_close(loader_t *L)
     loader_free(L);
 }
 
-/* Checks the epoch and copies it into the loader. mu held, nothing running. */
-static int loader_load_epoch(struct loader *L, const struct loader_epoch *e)
+/* Makes room for `n` indices in L->indices, keeping the first `keep`. */
+static int loader_reserve_indices(struct loader *L, uint64_t n, uint64_t keep)
 {
-    uint64_t length = dataset_info(L->ds)->length;
-    for (uint64_t i = 0; i < e->count; i++)
-        if (e->indices[i] >= length)
-            return err_set(ERR_ARG, "epoch %llu: index %llu at position %llu is past the end of %s (%llu records)",
-                           (unsigned long long)e->epoch, (unsigned long long)e->indices[i], (unsigned long long)i,
-                           dataset_name(L->ds), (unsigned long long)length);
-    uint64_t nb;
-    if (e->offsets) {
-        nb = e->batches;
-        if (e->offsets[0] != 0 || e->offsets[nb] != e->count)
-            return err_set(ERR_ARG, "epoch %llu: batch offsets must run from 0 to the index count %llu",
-                           (unsigned long long)e->epoch, (unsigned long long)e->count);
-        for (uint64_t b = 0; b < nb; b++) {
-            if (e->offsets[b + 1] <= e->offsets[b] || e->offsets[b + 1] - e->offsets[b] > L->opt.max_batch)
-                return err_set(ERR_ARG, "epoch %llu: batch %llu has %lld samples, not 1 to max_batch (%u)",
-                               (unsigned long long)e->epoch, (unsigned long long)b,
-                               (long long)(e->offsets[b + 1] - e->offsets[b]), L->opt.max_batch);
-        }
+    if (n <= L->indices_cap)
+        return 0;
+    uint64_t cap = n > 2 * L->indices_cap ? n : 2 * L->indices_cap;
+    uint64_t *p = cap <= SIZE_MAX / sizeof *p ? malloc(cap * sizeof *p) : NULL;
+    if (!p)
+        return err_set(ERR_NOMEM, "epoch: out of memory for %llu indices", (unsigned long long)n);
+    if (keep)
+        memcpy(p, L->indices, keep * sizeof *p);
+    free(L->indices);
+    L->indices = p;
+    L->indices_cap = cap;
+    return 0;
+}
+
+/* Reads the epoch's stream into the loader's own arrays: its indices, and
+ * where each batch starts (offsets, nbatches + 1 entries). mu held, nothing
+ * running. */
+static int loader_read_stream(struct loader *L, const struct loader_epoch *e)
+{
+    const unsigned long long epoch = (unsigned long long)e->epoch;
+    const int by_batches = e->batches.get != NULL;
+    if (by_batches ? !e->batches.len : !e->indices.len || !e->indices.get)
+        return err_set(ERR_ARG, "epoch %llu: no index stream or batch stream to load", epoch);
+    if (by_batches && e->indices.get)
+        return err_set(ERR_ARG, "epoch %llu: an index stream and a batch stream: give one", epoch);
+    uint64_t count = 0, nb;
+    if (by_batches) {
+        nb = e->batches.len(e->batches.self);
     } else {
         if (e->batch_size == 0 || e->batch_size > L->opt.max_batch)
-            return err_set(ERR_ARG, "epoch %llu: batch size %u is not 1 to max_batch (%u)",
-                           (unsigned long long)e->epoch, e->batch_size, L->opt.max_batch);
-        nb = e->drop_last ? e->count / e->batch_size : (e->count + e->batch_size - 1) / e->batch_size;
-    }
-    if (e->count > L->indices_cap) {
-        free(L->indices);
-        L->indices = malloc(e->count * sizeof *L->indices);
-        L->indices_cap = L->indices ? e->count : 0;
+            return err_set(ERR_ARG, "epoch %llu: batch size %u is not 1 to max_batch (%u)", epoch, e->batch_size,
+                           L->opt.max_batch);
+        count = e->indices.len(e->indices.self);
+        nb = e->drop_last ? count / e->batch_size : count / e->batch_size + (count % e->batch_size != 0);
     }
     if (nb + 1 > L->offsets_cap) {
         free(L->offsets);
-        L->offsets = malloc((nb + 1) * sizeof *L->offsets);
+        L->offsets = nb < SIZE_MAX / sizeof *L->offsets ? malloc((nb + 1) * sizeof *L->offsets) : NULL;
         L->offsets_cap = L->offsets ? nb + 1 : 0;
+        if (!L->offsets)
+            return err_set(ERR_NOMEM, "epoch %llu: out of memory for %llu batches", epoch, (unsigned long long)nb);
     }
-    if ((e->count && !L->indices) || !L->offsets)
-        return err_set(ERR_NOMEM, "epoch %llu: out of memory for %llu indices", (unsigned long long)e->epoch,
-                       (unsigned long long)e->count);
-    if (e->count)
-        memcpy(L->indices, e->indices, e->count * sizeof *L->indices);
-    for (uint64_t b = 0; b <= nb; b++)
-        L->offsets[b] = e->offsets ? e->offsets[b] : (b * e->batch_size < e->count ? b * e->batch_size : e->count);
+    L->offsets[0] = 0;
+    int rc = 0;
+    if (!by_batches) {
+        if ((rc = loader_reserve_indices(L, count, 0)) < 0)
+            return err_wrap(rc, "epoch %llu", epoch);
+        for (uint64_t k = 0; k < count; k++)
+            if ((rc = e->indices.get(e->indices.self, k, &L->indices[k])) < 0)
+                return err_wrap(rc, "epoch %llu: the index stream at position %llu", epoch, (unsigned long long)k);
+        for (uint64_t b = 1; b <= nb; b++)
+            L->offsets[b] = b * e->batch_size < count ? b * e->batch_size : count;
+    } else {
+        uint64_t room = e->batches.max_size ? e->batches.max_size : 1;
+        for (uint64_t b = 0; b < nb; b++) {
+            if ((rc = loader_reserve_indices(L, count + room, count)) < 0)
+                return err_wrap(rc, "epoch %llu", epoch);
+            int64_t got = e->batches.get(e->batches.self, b, L->indices + count);
+            if (got < 0)
+                return err_wrap((int)got, "epoch %llu: the batch stream at batch %llu", epoch, (unsigned long long)b);
+            if (got == 0 || (uint64_t)got > L->opt.max_batch)
+                return err_set(ERR_ARG, "epoch %llu: batch %llu has %lld samples, not 1 to max_batch (%u)", epoch,
+                               (unsigned long long)b, (long long)got, L->opt.max_batch);
+            count += (uint64_t)got;
+            L->offsets[b + 1] = count;
+        }
+    }
     L->nbatches = nb;
+    return 0;
+}
+
+/* Loads the epoch's work and checks every index it will read. mu held,
+ * nothing running. */
+static int loader_load_epoch(struct loader *L, const struct loader_epoch *e)
+{
+    int rc = loader_read_stream(L, e);
+    if (rc < 0) {
+        L->nbatches = 0;
+        return rc;
+    }
+    uint64_t length = dataset_info(L->ds)->length, used = L->offsets[L->nbatches];
+    for (uint64_t i = 0; i < used; i++)
+        if (L->indices[i] >= length) {
+            L->nbatches = 0;
+            return err_set(ERR_ARG, "epoch %llu: index %llu at position %llu is past the end of %s (%llu records)",
+                           (unsigned long long)e->epoch, (unsigned long long)L->indices[i], (unsigned long long)i,
+                           dataset_name(L->ds), (unsigned long long)length);
+        }
     return 0;
 }
 

@@ -1,15 +1,18 @@
 /* loader: K worker threads collate batches ahead of the trainer (chapter 3).
  *
- * Where it sits: between the sampler and the copy to the device. The sampler
- * (chapter 2, or anything else) gives each epoch's indices; the loader's
- * workers read those records with dataset_read() straight into a ring of
- * preallocated batch slots, and the trainer takes finished batches with
- * loader_next() and gives the slot back with loader_release(). This is the C
- * counterpart of torch.utils.data.DataLoader(num_workers=K, prefetch_factor=2).
+ * Where it sits: between the sampler and the copy to the device. A sampler
+ * (lib/sampler: a DistributedSampler's index stream, a token-budget
+ * sampler's batch stream, or any other) gives each epoch's indices; the
+ * loader's workers read those records with dataset_read() straight into a
+ * ring of preallocated batch slots, and the trainer takes finished batches
+ * with loader_next() and gives the slot back with loader_release(). This is
+ * the C counterpart of torch.utils.data.DataLoader(num_workers=K,
+ * prefetch_factor=2).
  *
  *     loader_open(ds, &opt, &L);                     threads start once (persistent workers)
  *     for each epoch:
- *         loader_start_epoch(L, &epoch);             indices + batch_size, or explicit batches
+ *         sampler_set_epoch(s, e); sampler_begin(s);
+ *         loader_start_epoch(L, &epoch);             an index stream + batch_size, or a batch stream
  *         while ((rc = loader_next(L, &b)) == 1) {   in batch order (or as ready)
  *             train_step(b->data, b->labels, b->count);
  *             loader_release(L, b);                  the slot can be refilled
@@ -22,12 +25,14 @@
  * and a worker may only claim a batch whose slot is free, so a slow batch never
  * lets the others run more than `slots` batches ahead of the trainer.
  *
- * Read loader_open() and loader_next() first; loader.c explains the ring.
+ * Read loader_open() and loader_next() first; loader.c explains the ring,
+ * loader_collate.c holds the built-in collate functions.
  */
 #ifndef DDP_LOADER_H
 #define DDP_LOADER_H
 
 #include "dataset/dataset.h"
+#include "sampler/batch.h"
 
 #include <stdint.h>
 
@@ -77,10 +82,13 @@ struct loader_job {
     int worker;
     struct loader_batch *out; /* data (cap bytes), labels and lengths are set; fill them, set stride and bytes */
     uint64_t cap;             /* bytes available at out->data */
+    struct dataset_record *recs; /* room for count records: the collate's scratch */
 };
 
-/* A collate function: reads the job's samples (with loader_read_sample()) into
- * out->data and fills labels, lengths, stride and bytes. 0 or a negative ERR_*. */
+/* A collate function: reads the job's samples (with loader_read_sample() or
+ * loader_read_rows()) into out->data and fills labels, lengths, stride and
+ * bytes. 0 or a negative ERR_*. The built-in ones (loader_collate.c) use
+ * nothing but these two calls, as a collate of your own would. */
 typedef int (*loader_collate_fn)(void *user, struct loader_job *job);
 
 /* Where the ring's slots come from. The pinned-transfer chapter passes an
@@ -112,19 +120,24 @@ struct loader_options {
  * timeout, seed 0, stacking collate, no transform, the malloc allocator. */
 void loader_options_default(struct loader_options *opt);
 
-/* An epoch's work, from any sampler. Either `indices` cut into batches of
- * `batch_size` (the last one shorter unless drop_last), or, when `offsets` is
- * not NULL, `batches` explicit batches: batch b is indices[offsets[b] ..
- * offsets[b+1]) (offsets has batches + 1 entries), so variable-size batches
- * from a token-budget sampler work too. The loader copies both arrays. */
+/* An epoch's work, from any sampler (lib/sampler/batch.h). Either `indices`,
+ * an index stream (index_stream_of_sampler(), index_stream_of_array()) cut
+ * into batches of `batch_size`, the last one shorter unless drop_last, as
+ * DataLoader(batch_size=B, sampler=...) does; or, when batches.get is set,
+ * `batches`, a batch stream taken as it is (batch_stream_of_dynamic() for the
+ * token-budget sampler's variable-size batches, batch_stream_of_sampler(),
+ * batch_stream_of_array()), as DataLoader(batch_sampler=...) does.
+ *
+ * loader_start_epoch() reads the whole stream into the loader once, as
+ * PyTorch's DistributedSampler hands the DataLoader a list: the epoch is a
+ * snapshot (8 bytes per index), so the sampler may go on to its next epoch
+ * while this one still loads, and a bad index is refused before any work. */
 struct loader_epoch {
     uint64_t epoch;
-    const uint64_t *indices;
-    uint64_t count;
+    struct index_stream indices;
     uint32_t batch_size;
     int drop_last;
-    const uint64_t *offsets;
-    uint64_t batches;
+    struct batch_stream batches;
 };
 
 /* Per-epoch statistics (the current epoch while it runs). */
@@ -154,8 +167,9 @@ int loader_open(const dataset_t *ds, const struct loader_options *opt, loader_t 
  * of its loop, or it failed), its in-flight batches are abandoned first: hooks
  * see loader_stopping(), every worker finishes its batch, the slots are freed.
  * Batches the caller still holds stay valid until released. Returns 0, or
- * ERR_ARG (an index past the dataset, a batch over max_batch, bad offsets)
- * with err_msg() naming the batch, or ERR_NOMEM. */
+ * ERR_ARG (no stream, both streams, batch_size 0 or over max_batch, an index
+ * past the dataset, a batch of 0 or over max_batch samples) with err_msg()
+ * naming the batch and position, the stream's own error, or ERR_NOMEM. */
 int loader_start_epoch(loader_t *L, const struct loader_epoch *epoch);
 
 /* Waits for the next batch: the next batch number in order, or any finished
@@ -199,9 +213,15 @@ uint64_t loader_sample_seed(uint64_t base, uint64_t epoch, uint64_t index);
  * (position I) on worker W". */
 int loader_read_sample(struct loader_job *job, uint32_t i, void *dst, uint64_t cap, struct dataset_record *rec);
 
+/* For collate functions: every sample of the job at once, into rows `stride`
+ * bytes apart from `data` (one dataset_read_batch(): IDX copies them in one
+ * tight loop), then the transform of each row; recs[i] describes row i. The
+ * rows must fit job->cap. Errors are wrapped like loader_read_sample()'s. */
+int loader_read_rows(struct loader_job *job, void *data, uint64_t stride, struct dataset_record *recs);
+
 /* The default collate: fixed-size records stacked row after row (stride =
  * record size), like torch.stack in PyTorch's default_collate. The batch is
- * read with one dataset_read_batch(), then transformed sample by sample. */
+ * read with one loader_read_rows(). */
 int loader_collate_stack(void *user, struct loader_job *job);
 
 /* Variable-length records: every row is padded with zeros to the batch's

@@ -65,6 +65,49 @@ int64_t batch_sampler_get(const batch_sampler_t *b, uint64_t batch, uint64_t *ou
     return (int64_t)count;
 }
 
+/* ---- batch streams ------------------------------------------------------------ */
+
+static uint64_t stream_batches_len(const void *self) { return batch_sampler_len(self); }
+
+static int64_t stream_batches_get(const void *self, uint64_t batch, uint64_t *out)
+{
+    return batch_sampler_get(self, batch, out);
+}
+
+struct batch_stream batch_stream_of_sampler(const batch_sampler_t *b)
+{
+    return (struct batch_stream){.len = stream_batches_len, .get = stream_batches_get, .max_size = b->batch_size,
+                                 .self = b};
+}
+
+static uint64_t stream_batch_array_len(const void *self) { return ((const struct batch_array *)self)->batches; }
+
+static int64_t stream_batch_array_get(const void *self, uint64_t batch, uint64_t *out)
+{
+    const struct batch_array *a = self;
+    if (batch >= a->batches)
+        return err_set(ERR_RANGE, "batch stream: batch %llu is past the %llu batches of the array",
+                       (unsigned long long)batch, (unsigned long long)a->batches);
+    uint64_t first = a->offsets[batch], end = a->offsets[batch + 1];
+    if (end < first || (batch == 0 && first != 0))
+        return err_set(ERR_ARG, "batch stream: batch %llu runs from offset %llu to %llu (offsets start at 0 and "
+                       "never decrease)", (unsigned long long)batch, (unsigned long long)first,
+                       (unsigned long long)end);
+    for (uint64_t k = first; k < end; k++)
+        out[k - first] = a->indices[k];
+    return (int64_t)(end - first);
+}
+
+struct batch_stream batch_stream_of_array(const struct batch_array *a)
+{
+    uint64_t most = 0;
+    for (uint64_t b = 0; b < a->batches; b++)
+        if (a->offsets[b + 1] > a->offsets[b] && a->offsets[b + 1] - a->offsets[b] > most)
+            most = a->offsets[b + 1] - a->offsets[b];
+    return (struct batch_stream){.len = stream_batch_array_len, .get = stream_batch_array_get, .max_size = most,
+                                 .self = a};
+}
+
 /* ---- token-budget batches --------------------------------------------------- */
 
 struct batch_span {
@@ -290,4 +333,17 @@ void batch_dynamic_destroy(batch_dynamic_t *d)
     sampler_seq_free(&d->items);
     free(d->spans);
     free(d);
+}
+
+static uint64_t stream_dynamic_len(const void *self) { return batch_dynamic_len(self); }
+
+static int64_t stream_dynamic_get(const void *self, uint64_t step, uint64_t *out)
+{
+    return batch_dynamic_get(self, step, out);
+}
+
+struct batch_stream batch_stream_of_dynamic(const batch_dynamic_t *d)
+{
+    return (struct batch_stream){.len = stream_dynamic_len, .get = stream_dynamic_get,
+                                 .max_size = d->opt.max_samples, .self = d};
 }

@@ -1,7 +1,10 @@
 /* batch: grouping indices into the batches a rank trains on (chapter 2).
  *
  * Where it sits: after the sampler (lib/sampler/sampler.h), before the loader
- * (chapter 3), which fetches and collates one batch at a time. Two kinds:
+ * (lib/loader/loader.h), which fetches and collates one batch at a time. The
+ * loader takes either kind of stream defined here: an index stream (it cuts
+ * the batches itself) or a batch stream (the batches as they come). Two
+ * batch samplers:
  *
  *   batch_sampler_*  torch.utils.data.BatchSampler over any index stream (a
  *                    sampler's indices, an array):
@@ -66,6 +69,33 @@ uint64_t batch_sampler_len(const batch_sampler_t *b);
  * for a batch past the end, or the sampler's error. */
 int64_t batch_sampler_get(const batch_sampler_t *b, uint64_t batch, uint64_t *out);
 
+/* ---- batch streams ---------------------------------------------------------- */
+
+/* Any stream of batches, as PyTorch's DataLoader takes any batch_sampler: its
+ * length, the most indices one batch may hold (get's `out` has room for
+ * max_size), and batch b's indices (returns how many, or a negative ERR_*).
+ * Like an index stream, it only reads `self`: get may be called again for the
+ * same batch and gives the same answer until the source's next epoch. */
+struct batch_stream {
+    uint64_t (*len)(const void *self);
+    int64_t (*get)(const void *self, uint64_t batch, uint64_t *out);
+    uint64_t max_size;
+    const void *self;
+};
+
+/* A BatchSampler's batches (b must outlive the stream). */
+struct batch_stream batch_stream_of_sampler(const batch_sampler_t *b);
+
+/* Batches given as arrays: batch b is indices[offsets[b] .. offsets[b+1])
+ * (offsets has batches + 1 entries, from 0, never decreasing). The array must
+ * outlive the stream; a malformed one gives ERR_ARG from get. */
+struct batch_array {
+    const uint64_t *indices;
+    const uint64_t *offsets;
+    uint64_t batches;
+};
+struct batch_stream batch_stream_of_array(const struct batch_array *a);
+
 /* ---- token-budget batches ------------------------------------------------- */
 
 enum batch_type {
@@ -128,6 +158,10 @@ int batch_dynamic_warned(const batch_dynamic_t *d);
 
 /* The current epoch's totals (zero before batch_dynamic_begin()). */
 struct batch_dynamic_stats batch_dynamic_stats(const batch_dynamic_t *d);
+
+/* This rank's batches of the current epoch, from start_step on, as a batch
+ * stream (d must outlive it; max_size is max_samples). */
+struct batch_stream batch_stream_of_dynamic(const batch_dynamic_t *d);
 
 void batch_dynamic_destroy(batch_dynamic_t *d);
 

@@ -120,7 +120,7 @@ static inline void fixture_check_overtaking(uint32_t workers)
     loader_t *L;
     CHECK_OK(loader_open(ds, &opt, &L));
     uint64_t *idx = fixture_shuffled(n, 21);
-    struct loader_epoch e = {.epoch = 0, .indices = idx, .count = n, .batch_size = (uint32_t)bs};
+    struct loader_epoch e = {.epoch = 0, .indices = index_stream_of_array(&(struct index_array){idx, n}), .batch_size = (uint32_t)bs};
     CHECK_OK(loader_start_epoch(L, &e));
     uint8_t seen[96 / 4] = {0};
     struct loader_batch *b;

@@ -12,7 +12,7 @@ t_fail bench_one_value 2 "--bench takes one --workers" "$C3" --bench --workers=1
 t_fail stray_argument 2 "unexpected argument 'extra'" "$C3" extra
 t_fail batches_too_many 2 "--batches: at most 1073741824" "$C3" --batches=72057594037927936
 t_fail missing_data 1 "chapter-3: /nonexistent.idx" "$C3" --bench --data=/nonexistent.idx
-# an IDX file with 0 images: once an endless search for a stride coprime with 0
+# an IDX file with 0 images: refused by name, nothing to batch
 printf '\x00\x00\x08\x03\x00\x00\x00\x00\x00\x00\x00\x1c\x00\x00\x00\x1c' > "$T_TMP/empty-images-idx3-ubyte"
 T_TIMEOUT=30 t_fail empty_idx 1 "empty-images-idx3-ubyte: the dataset has 0 records" \
     "$C3" --bench --data="$T_TMP/empty-images-idx3-ubyte"
@@ -36,6 +36,12 @@ if [ "$(head -n 1 "$T_TMP/out/loader_sweep.csv" | cut -d, -f6,9-12)" = "step_ms,
 else t_failed experiment_csv_consistent "header or rows disagree: $(head -n 1 "$T_TMP/out/loader_sweep.csv") $bad"; fi
 t_out step_zero "no training step" "$C3" --data=synthetic --workers=0 --work-us=0 --batches=2 --step-ms=0 \
     --out="$T_TMP/out0"
+
+# The indices come from chapter 2's DistributedSampler: rank R of W gets ceil(n / W) of them.
+t_out sampler_share "15 steps of 1000 samples" "$C3" --data=synthetic --world=4 --rank=3 --batch=1000 --batches=100 \
+    --workers=0 --work-us=0 --step-ms=0 --out="$T_TMP/outw"
+t_fail rank_past_world 2 "--rank: 2 is not below --world=2" "$C3" --world=2 --rank=2
+t_fail world_zero 2 "--world" "$C3" --world=0
 
 # List flags: an empty value is a usage error, not skipped.
 t_fail empty_list_value 2 "--work-us: expected a comma-separated list of values, got '1,,2'" "$C3" --work-us=1,,2

@@ -29,7 +29,7 @@ static void run_in_order(uint32_t workers, int drop_last)
     CHECK_OK(loader_open(ds, &opt, &L));
     for (uint64_t epoch = 0; epoch < 2; epoch++) {
         uint64_t *idx = fixture_shuffled(n, epoch);
-        struct loader_epoch e = {.epoch = epoch, .indices = idx, .count = n, .batch_size = bs, .drop_last = drop_last};
+        struct loader_epoch e = {.epoch = epoch, .indices = index_stream_of_array(&(struct index_array){idx, n}), .batch_size = bs, .drop_last = drop_last};
         CHECK_OK(loader_start_epoch(L, &e));
         uint8_t *seen = calloc(n, 1);
         uint64_t want_batches = drop_last ? n / bs : (n + bs - 1) / bs, got = 0;
@@ -74,7 +74,7 @@ TEST(out_of_order_delivers_the_same_multiset)
     loader_t *L;
     CHECK_OK(loader_open(ds, &opt, &L));
     uint64_t *idx = fixture_shuffled(n, 3);
-    struct loader_epoch e = {.epoch = 0, .indices = idx, .count = n, .batch_size = bs};
+    struct loader_epoch e = {.epoch = 0, .indices = index_stream_of_array(&(struct index_array){idx, n}), .batch_size = bs};
     CHECK_OK(loader_start_epoch(L, &e));
     uint8_t *seen_batch = calloc(nb, 1);
     uint64_t got = 0;
@@ -109,7 +109,7 @@ static uint8_t *flipped_epoch(const dataset_t *ds, uint32_t workers, uint64_t ep
     opt.transform_user = &flip;
     loader_t *L;
     CHECK_OK(loader_open(ds, &opt, &L));
-    struct loader_epoch e = {.epoch = epoch, .indices = idx, .count = n, .batch_size = 16};
+    struct loader_epoch e = {.epoch = epoch, .indices = index_stream_of_array(&(struct index_array){idx, n}), .batch_size = 16};
     CHECK_OK(loader_start_epoch(L, &e));
     uint8_t *all = malloc(n * 784), *p = all;
     struct loader_batch *b;
@@ -222,7 +222,7 @@ static void run_failing_sample(uint32_t workers, int out_of_order)
     uint64_t pos = 0;
     while (idx[pos] != bad_index)
         pos++;
-    struct loader_epoch e = {.epoch = 4, .indices = idx, .count = n, .batch_size = bs};
+    struct loader_epoch e = {.epoch = 4, .indices = index_stream_of_array(&(struct index_array){idx, n}), .batch_size = bs};
     CHECK_OK(loader_start_epoch(L, &e));
     struct loader_batch *b;
     uint64_t got = 0;
@@ -291,7 +291,7 @@ TEST(stuck_sample_trips_the_timeout_naming_batch_and_worker)
     uint64_t idx[200];
     for (uint64_t i = 0; i < n; i++)
         idx[i] = i; /* sample 42 is in batch 4 */
-    struct loader_epoch e = {.epoch = 0, .indices = idx, .count = n, .batch_size = bs};
+    struct loader_epoch e = {.epoch = 0, .indices = index_stream_of_array(&(struct index_array){idx, n}), .batch_size = bs};
     CHECK_OK(loader_start_epoch(L, &e));
     struct loader_batch *b;
     int rc;
@@ -374,7 +374,7 @@ TEST(stop_mid_epoch_then_restart)
     loader_t *L;
     CHECK_OK(loader_open(ds, &opt, &L));
     uint64_t *idx = fixture_shuffled(n, 11);
-    struct loader_epoch e = {.epoch = 0, .indices = idx, .count = n, .batch_size = bs};
+    struct loader_epoch e = {.epoch = 0, .indices = index_stream_of_array(&(struct index_array){idx, n}), .batch_size = bs};
     CHECK_OK(loader_start_epoch(L, &e));
     struct loader_batch *held, *b;
     CHECK_EQ(loader_next(L, &held), 1);
@@ -424,7 +424,7 @@ TEST(memory_bound_is_respected)
         CHECK_OK(loader_open(ds, &opt, &L));
         CHECK_EQ(atomic_load(&c.allocs), fixture_slots);
         uint64_t *idx = fixture_shuffled(n, w);
-        struct loader_epoch e = {.epoch = 0, .indices = idx, .count = n, .batch_size = bs};
+        struct loader_epoch e = {.epoch = 0, .indices = index_stream_of_array(&(struct index_array){idx, n}), .batch_size = bs};
         CHECK_OK(loader_start_epoch(L, &e));
         struct loader_batch *b;
         int rc;
@@ -464,7 +464,8 @@ TEST(padding_collate_and_explicit_batches)
     uint64_t offsets[] = {0, 1, 10, 14, 20, 29, 35, 44, 45, 51, 60, 69, 78, 87, 96, 100};
     uint64_t nb = sizeof offsets / sizeof offsets[0] - 1;
     uint64_t *idx = fixture_shuffled(n, 2);
-    struct loader_epoch e = {.epoch = 0, .indices = idx, .count = n, .offsets = offsets, .batches = nb};
+    struct batch_array batches = {idx, offsets, nb};
+    struct loader_epoch e = {.epoch = 0, .batches = batch_stream_of_array(&batches)};
     CHECK_OK(loader_start_epoch(L, &e));
     struct loader_batch *b;
     int rc;
@@ -486,13 +487,16 @@ TEST(padding_collate_and_explicit_batches)
     CHECK_OK(rc);
     CHECK_EQ_U64(got, nb);
     uint64_t too_big[] = {0, 50, 100};
-    e.offsets = too_big;
-    e.batches = 2;
+    struct batch_array big = {idx, too_big, 2};
+    e.batches = batch_stream_of_array(&big);
     CHECK_ERR(loader_start_epoch(L, &e), ERR_ARG, "batch 0 has 50 samples");
     idx[7] = n;
-    e.offsets = offsets;
-    e.batches = nb;
+    e.batches = batch_stream_of_array(&batches);
     CHECK_ERR(loader_start_epoch(L, &e), ERR_ARG, "index 100 at position 7 is past the end");
+    /* an epoch names one source: an index stream or a batch stream */
+    e.indices = index_stream_of_array(&(struct index_array){idx, n});
+    CHECK_ERR(loader_start_epoch(L, &e), ERR_ARG, "give one");
+    CHECK_ERR(loader_start_epoch(L, &(struct loader_epoch){.epoch = 3}), ERR_ARG, "no index stream or batch stream");
     free(idx);
     loader_close(L);
     dataset_close(ds);
@@ -537,7 +541,7 @@ TEST(custom_collate_and_holding_every_slot)
         uint64_t idx[64];
         for (int i = 0; i < 64; i++)
             idx[i] = (uint64_t)i;
-        struct loader_epoch e = {.epoch = 0, .indices = idx, .count = 64, .batch_size = 8};
+        struct loader_epoch e = {.epoch = 0, .indices = index_stream_of_array(&(struct index_array){idx, 64}), .batch_size = 8};
         CHECK_ERR(loader_next(L, &(struct loader_batch *){0}), ERR_STATE, "no epoch started");
         CHECK_OK(loader_start_epoch(L, &e));
         struct loader_batch *a, *b, *c;
