@@ -1,6 +1,6 @@
 /* chapter.h: what the pieces of build/chapter-2 share (main.c parses the
- * flags; partition.c runs the checks on rank threads; bench.c times one rank).
- * Read main.c first. */
+ * flags; check.c runs the simulator's partition check, sim/partition.h, and
+ * prints it; bench.c times one rank). Read main.c first. */
 #ifndef CH2_CHAPTER_H
 #define CH2_CHAPTER_H
 
@@ -24,8 +24,8 @@ struct ch2_config {
     int seed_negative;                 /* --seed was typed negative: print seeds signed, as Python does */
 };
 
-/* The partition check on cfg->dist.world rank threads over `ds`; prints the
- * per-rank view and the checks. Returns 0 when every check passed, 1 when one
+/* The partition check (sim/partition.h) on cfg->dist.world rank threads over
+ * `ds`; prints the per-rank view and the verdicts. Returns 0 when every check passed, 1 when one
  * failed, or a negative ERR_* when the run itself failed. */
 int ch2_check_distributed(const struct ch2_config *cfg, const dataset_t *ds);
 int ch2_check_dynamic(const struct ch2_config *cfg, const dataset_t *ds);

@@ -1,7 +1,7 @@
 /* chapter-2: the sampler. Which indices does each rank see in each epoch?
  *
- * By default it runs DistributedSampler on 4 rank threads (sim/ranks.h) for a
- * few epochs and checks the partition: shards disjoint apart from the padding
+ * By default it runs DistributedSampler on 4 rank threads for a few epochs
+ * and checks the partition (sim/partition.h): shards disjoint apart from the padding
  * repeats, their union complete, equal counts on every rank, a new order each
  * epoch; then the token-budget batch sampler the same way (--sampler=KIND
  * checks one of them, or the Feistel mode).
@@ -11,8 +11,9 @@
  *                             seed=S, drop_last=...))   after set_epoch(E)
  * one index per line (tests/crosscheck/sampler_torch.sh checks it against torch).
  *
- * Read lib/sampler/sampler.h and lib/sampler/batch.h for the modules; partition.c for the
- * checks; bench.c for --bench. The lesson is README.md next to this file.
+ * Read lib/sampler/sampler.h and lib/sampler/batch.h for the modules,
+ * sim/partition.h for the checks; check.c prints them, bench.c is --bench.
+ * The lesson is README.md next to this file.
  */
 #include "chapter.h"
 
