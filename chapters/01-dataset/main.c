@@ -120,27 +120,31 @@ static int ch1_parse(int argc, char **argv, struct ch1_args *a)
         {NULL, 0, NULL, 0},
     };
     *a = (struct ch1_args){.lines = EXPERIMENT_DEFAULT_LINES, .out_dir = CH1_OUT_DIR};
-    int c;
+    const char *bench_names[CH1_BENCHES + 2];
+    for (size_t i = 0; i < CH1_BENCHES; i++)
+        bench_names[i] = ch1_benches[i].name;
+    bench_names[CH1_BENCHES] = "all";
+    bench_names[CH1_BENCHES + 1] = NULL;
+    int c, choice;
     opterr = 0;
-    while ((c = getopt_long(argc, argv, "", longopts, NULL)) != -1) {
+    while ((c = getopt_long(argc, argv, ":", longopts, NULL)) != -1) {
         int rc = 0;
         switch (c) {
         case OPT_DATA: a->data = optarg; break;
         case OPT_GET: a->get_set = 1; rc = cli_parse_u64("get", optarg, &a->get); break;
         case OPT_CHECK: a->check = 1; break;
         case OPT_EXPERIMENT: a->experiment = 1; break;
-        case OPT_LINES:
-            rc = cli_parse_u64("lines", optarg, &a->lines);
-            if (rc == 0 && a->lines == 0)
-                rc = err_set(ERR_ARG, "--lines: expected at least 1 line, got 0");
-            break;
+        case OPT_LINES: rc = cli_parse_range("lines", optarg, 1, UINT64_MAX, &a->lines); break;
         case OPT_SEED: rc = cli_parse_seed("seed", optarg, &a->seed); break;
         case OPT_LENGTH: a->length_field = optarg; break;
-        case OPT_BENCH: a->bench = optarg ? optarg : "all"; break;
+        case OPT_BENCH:
+            a->bench = "all";
+            if (optarg && (rc = cli_parse_choice("bench", optarg, bench_names, &choice)) == 0)
+                a->bench = bench_names[choice];
+            break;
         case OPT_OUT: a->out_dir = optarg; break;
-        case OPT_HELP: ch1_usage(stdout); exit(0);
-        default:
-            rc = err_set(ERR_ARG, "unknown or incomplete option '%s'", argv[optind - 1]);
+        case OPT_HELP: ch1_usage(stdout); exit(CLI_EXIT_OK);
+        default: rc = cli_getopt_error(c, argv[optind - 1], longopts);
         }
         if (rc < 0)
             return rc;
@@ -149,17 +153,6 @@ static int ch1_parse(int argc, char **argv, struct ch1_args *a)
         return err_set(ERR_ARG, "unexpected argument '%s'", argv[optind]);
     if (a->get_set + a->check + a->experiment + (a->bench != NULL) > 1)
         return err_set(ERR_ARG, "--get, --check, --experiment/--plot and --bench are separate runs: pick one");
-    if (a->bench) {
-        int known = strcmp(a->bench, "all") == 0;
-        char names[256] = "";
-        for (size_t i = 0; i < CH1_BENCHES; i++) {
-            known |= strcmp(a->bench, ch1_benches[i].name) == 0;
-            strncat(names, ch1_benches[i].name, sizeof names - strlen(names) - 6);
-            strcat(names, ", ");
-        }
-        if (!known)
-            return err_set(ERR_ARG, "--bench: unknown benchmark '%s' (try %sall)", a->bench, names);
-    }
     return 0;
 }
 
@@ -468,9 +461,5 @@ int main(int argc, char **argv)
             rc = ch1_summary(&a);
         }
     }
-    if (rc < 0) {
-        fprintf(stderr, "chapter-1: %s\n", err_msg());
-        return 1;
-    }
-    return 0;
+    return rc < 0 ? cli_error("chapter-1") : CLI_EXIT_OK;
 }

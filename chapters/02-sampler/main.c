@@ -19,23 +19,23 @@
 
 #include "base/cli.h"
 #include "base/error.h"
+#include "sim/launch.h"
 
 #include <getopt.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-/* The check keeps every rank's indices of every epoch, one thread per rank. */
+/* The check keeps every rank's indices of every epoch (sim/partition.h). */
 #define CH2_MAX_EPOCHS 1000
-#define CH2_MAX_THREADS 1024
 /* --max-samples: a batch buffer of this many indices is allocated up front. */
 #define CH2_MAX_BATCH (1 << 20)
 /* --bench's default n: the headline case, 10 million records. */
 #define CH2_BENCH_SIZE 10000000
 
-static void ch2_usage(const char *prog)
+static void ch2_usage(void)
 {
-    printf("usage: %s [options]\n"
+    printf("usage: chapter-2 [options]\n"
            "\n"
            "Checks on W rank threads that the sampler partitions the dataset, epoch by epoch.\n"
            "\n"
@@ -72,8 +72,9 @@ static void ch2_usage(const char *prog)
            "  --start-step=K          resume at step K of the epoch\n"
            "  --min-length=A          synthetic record lengths from A ... (default 16)\n"
            "  --max-length=B          ... to B (default 1024)\n"
-           "  --help                  this text\n",
-           prog);
+           "  --help                  this text\n"
+           "\n"
+           "Exit status: 0 every check passed, 1 a check failed or an error (named on stderr), 2 a bad flag.\n");
 }
 
 enum {
@@ -112,28 +113,14 @@ static const struct option ch2_options[] = {
     {0, 0, 0, 0},
 };
 
-/* Picks `text` from `names` (NULL-terminated); ERR_ARG naming the flag otherwise. */
-static int ch2_parse_choice(const char *flag, const char *text, const char *const *names, int *out)
-{
-    for (int i = 0; names[i]; i++)
-        if (strcmp(text, names[i]) == 0) {
-            *out = i;
-            return 0;
-        }
-    return err_set(ERR_ARG, "--%s: unknown value '%s'", flag, text);
-}
-
-/* A u64 flag that must fit in 32 bits and be at least `min`. */
+/* A flag that must fit in 32 bits and be at least `min`. */
 static int ch2_parse_u32(const char *flag, const char *text, uint32_t min, uint32_t *out)
 {
     uint64_t v;
-    int rc = cli_parse_u64(flag, text, &v);
-    if (rc < 0)
-        return rc;
-    if (v < min || v > UINT32_MAX)
-        return err_set(ERR_ARG, "--%s: expected %u .. %u, got '%s'", flag, min, UINT32_MAX, text);
-    *out = (uint32_t)v;
-    return 0;
+    int rc = cli_parse_range(flag, text, min, UINT32_MAX, &v);
+    if (rc == 0)
+        *out = (uint32_t)v;
+    return rc;
 }
 
 struct ch2_flags {
@@ -150,10 +137,10 @@ static int ch2_parse(int argc, char **argv, struct ch2_config *cfg, struct ch2_f
     static const char *const types[] = {"token", "example", NULL};
     int opt, choice, rc = 0;
     opterr = 0;
-    while (rc == 0 && (opt = getopt_long(argc, argv, "", ch2_options, NULL)) != -1) {
+    while (rc == 0 && (opt = getopt_long(argc, argv, ":", ch2_options, NULL)) != -1) {
         switch (opt) {
         case OPT_SAMPLER:
-            if ((rc = ch2_parse_choice("sampler", optarg, samplers, &choice)) == 0)
+            if ((rc = cli_parse_choice("sampler", optarg, samplers, &choice)) == 0)
                 cfg->sampler = (enum ch2_sampler)choice;
             fl->sampler_set = 1;
             break;
@@ -167,31 +154,24 @@ static int ch2_parse(int argc, char **argv, struct ch2_config *cfg, struct ch2_f
             cfg->seed_negative = optarg[0] == '-';
             break;
         case OPT_EPOCH: rc = cli_parse_u64("epoch", optarg, &cfg->epoch); break;
-        case OPT_EPOCHS: rc = cli_parse_u64("epochs", optarg, &cfg->epochs); break;
+        case OPT_EPOCHS: rc = cli_parse_range("epochs", optarg, 1, CH2_MAX_EPOCHS, &cfg->epochs); break;
         case OPT_NO_SHUFFLE: cfg->dist.shuffle = 0; break;
         case OPT_DROP_LAST: cfg->dist.drop_last = 1; break;
         case OPT_NO_SET_EPOCH: cfg->set_epoch = 0; break;
         case OPT_RANDPERM:
-            if ((rc = ch2_parse_choice("randperm", optarg, randperms, &choice)) == 0)
+            if ((rc = cli_parse_choice("randperm", optarg, randperms, &choice)) == 0)
                 cfg->dist.randperm = (enum sampler_randperm)choice;
             break;
         case OPT_PRINT: fl->print = 1; break;
-        case OPT_BATCH_SIZE:
-            if ((rc = cli_parse_u64("batch-size", optarg, &cfg->batch_size)) == 0 && cfg->batch_size == 0)
-                rc = err_set(ERR_ARG, "--batch-size: must be at least 1");
-            break;
+        case OPT_BATCH_SIZE: rc = cli_parse_range("batch-size", optarg, 1, UINT64_MAX, &cfg->batch_size); break;
         case OPT_BENCH: fl->bench = 1; break;
         case OPT_BUDGET: rc = cli_parse_u64("budget", optarg, &cfg->dyn.budget); break;
         case OPT_BATCH_TYPE:
-            if ((rc = ch2_parse_choice("batch-type", optarg, types, &choice)) == 0)
+            if ((rc = cli_parse_choice("batch-type", optarg, types, &choice)) == 0)
                 cfg->dyn.type = (enum batch_type)choice;
             break;
         case OPT_SORT_SIZE: rc = cli_parse_u64("sort-size", optarg, &cfg->dyn.sort_size); break;
-        case OPT_MAX_SAMPLES:
-            if ((rc = cli_parse_u64("max-samples", optarg, &cfg->dyn.max_samples)) == 0 &&
-                (cfg->dyn.max_samples == 0 || cfg->dyn.max_samples > CH2_MAX_BATCH))
-                rc = err_set(ERR_ARG, "--max-samples: expected 1 .. %d, got '%s'", CH2_MAX_BATCH, optarg);
-            break;
+        case OPT_MAX_SAMPLES: rc = cli_parse_range("max-samples", optarg, 1, CH2_MAX_BATCH, &cfg->dyn.max_samples); break;
         case OPT_MAX_TOKEN_LENGTH:
             rc = cli_parse_u64("max-token-length", optarg, &cfg->dyn.max_token_length);
             fl->max_token_length_set = 1;
@@ -199,9 +179,8 @@ static int ch2_parse(int argc, char **argv, struct ch2_config *cfg, struct ch2_f
         case OPT_START_STEP: rc = cli_parse_u64("start-step", optarg, &cfg->dyn.start_step); break;
         case OPT_MIN_LENGTH: rc = cli_parse_u64("min-length", optarg, &fl->min_length); break;
         case OPT_MAX_LENGTH: rc = cli_parse_u64("max-length", optarg, &fl->max_length); break;
-        case OPT_HELP: ch2_usage(argv[0]); exit(0);
-        default:
-            rc = err_set(ERR_ARG, "unknown or incomplete option '%s'", argv[optind - 1]);
+        case OPT_HELP: ch2_usage(); exit(CLI_EXIT_OK);
+        default: rc = cli_getopt_error(opt, argv[optind - 1], ch2_options);
         }
     }
     if (rc == 0 && optind < argc)
@@ -228,11 +207,11 @@ static int ch2_parse(int argc, char **argv, struct ch2_config *cfg, struct ch2_f
     if (rc == 0 && cfg->dist.drop_last && fl->sampler_set && cfg->sampler == CH2_DYNAMIC)
         rc = err_set(ERR_ARG, "--drop-last: the token-budget sampler has none; it pads its batches to a multiple "
                      "of --world instead");
-    if (rc == 0 && (cfg->epochs == 0 || cfg->epochs > CH2_MAX_EPOCHS))
-        rc = err_set(ERR_ARG, "--epochs: expected 1 .. %d, got %llu", CH2_MAX_EPOCHS, (unsigned long long)cfg->epochs);
-    if (rc == 0 && !fl->print && !fl->bench && cfg->dist.world > CH2_MAX_THREADS)
+    if (rc == 0 && !fl->print && !fl->bench && cfg->dist.world > LAUNCH_MAX_THREADS)
         rc = err_set(ERR_ARG, "--world: the check runs a thread per rank, at most %d (--print-indices takes any)",
-                     CH2_MAX_THREADS);
+                     LAUNCH_MAX_THREADS);
+    if (rc == 0 && fl->bench && fl->sampler_set && cfg->sampler == CH2_DYNAMIC)
+        rc = err_set(ERR_ARG, "--bench: times the distributed and feistel modes; drop --sampler=dynamic");
     /* The dynamic sampler shares the distributed flags. */
     cfg->dyn.world = cfg->dist.world;
     cfg->dyn.rank = cfg->dist.rank;
@@ -382,10 +361,7 @@ int main(int argc, char **argv)
         return cli_fail("chapter-2");
 
     int rc;
-    if (fl.bench && cfg.sampler == CH2_DYNAMIC) {
-        return err_set(ERR_ARG, "--bench: times the distributed and feistel modes; drop --sampler=dynamic"),
-               cli_fail("chapter-2");
-    } else if (fl.bench) {
+    if (fl.bench) {
         cfg.dist.size = fl.size_set ? fl.size : CH2_BENCH_SIZE;
         rc = ch2_bench(&cfg);
     } else if (fl.print && cfg.sampler != CH2_DYNAMIC && !fl.data) {
@@ -405,9 +381,5 @@ int main(int argc, char **argv)
     }
     if (fflush(stdout) != 0 && rc == 0)
         rc = err_set(ERR_IO, "writing the output failed");
-    if (rc < 0) {
-        fprintf(stderr, "chapter-2: %s\n", err_msg());
-        return 1;
-    }
-    return rc;
+    return rc < 0 ? cli_error("chapter-2") : rc; /* 1: a check failed, said on stdout */
 }

@@ -85,29 +85,15 @@ static void ch3_usage(FILE *to)
             "  --help           this text\n");
 }
 
-/* Parses "0,1,2" into out[]; ERR_ARG naming the flag on junk, an empty value
- * ("1,,2", "1,", ",1": strtok would silently skip it) or too many values. */
-static int ch3_parse_list(const char *flag, const char *text, uint64_t *out, int *n)
+/* A list flag whose every value is at most `max`. */
+static int ch3_parse_bounded_list(const char *flag, const char *text, uint64_t max, uint64_t *out, int *n)
 {
-    char buf[256];
-    if (snprintf(buf, sizeof buf, "%s", text) >= (int)sizeof buf)
-        return err_set(ERR_ARG, "--%s: list too long", flag);
-    *n = 0;
-    for (char *tok = buf, *comma;; tok = comma + 1) {
-        comma = strchr(tok, ',');
-        if (comma)
-            *comma = '\0';
-        if (*tok == '\0')
-            return err_set(ERR_ARG, "--%s: expected a comma-separated list of values, got '%s' (an empty value)",
-                           flag, text);
-        if (*n == CH3_MAX_LIST)
-            return err_set(ERR_ARG, "--%s: at most %d values", flag, CH3_MAX_LIST);
-        int rc = cli_parse_u64(flag, tok, &out[(*n)++]);
-        if (rc)
-            return rc;
-        if (!comma)
-            return 0;
-    }
+    int rc = cli_parse_list(flag, text, out, CH3_MAX_LIST, n);
+    for (int i = 0; rc == 0 && i < *n; i++)
+        if (out[i] > max)
+            rc = err_set(ERR_ARG, "--%s: each value 0 to %llu, got %llu", flag, (unsigned long long)max,
+                         (unsigned long long)out[i]);
+    return rc;
 }
 
 static int ch3_parse(int argc, char **argv, struct ch3_args *a)
@@ -130,53 +116,35 @@ static int ch3_parse(int argc, char **argv, struct ch3_args *a)
     int step_set = 0, rc = 0, c;
     double step_ms = 0;
     opterr = 0;
-    while (rc == 0 && (c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
+    while (rc == 0 && (c = getopt_long(argc, argv, ":", opts, NULL)) != -1) {
         switch (c) {
         case O_DATA: a->data = optarg; break;
-        case O_WORKERS: rc = ch3_parse_list("workers", optarg, a->workers, &a->nworkers); break;
-        case O_WORK: rc = ch3_parse_list("work-us", optarg, a->work_us, &a->nwork); break;
+        case O_WORKERS: rc = ch3_parse_bounded_list("workers", optarg, 256, a->workers, &a->nworkers); break;
+        case O_WORK: rc = ch3_parse_bounded_list("work-us", optarg, 1000000, a->work_us, &a->nwork); break;
         case O_STEP:
-            rc = cli_parse_double("step-ms", optarg, &step_ms);
-            if (rc == 0 && (step_ms < 0 || step_ms > 60000))
-                rc = err_set(ERR_ARG, "--step-ms: expected 0 to 60000, got '%s'", optarg);
+            rc = cli_parse_double_range("step-ms", optarg, 0, 60000, &step_ms);
             step_set = 1;
             break;
-        case O_BATCHES: rc = cli_parse_u64("batches", optarg, &a->batches); break;
-        case O_BATCH: rc = cli_parse_u64("batch", optarg, &a->batch); break;
-        case O_PREFETCH: rc = cli_parse_u64("prefetch", optarg, &a->prefetch); break;
-        case O_EPOCHS: rc = cli_parse_u64("epochs", optarg, &a->epochs); break;
-        case O_WARMUP: rc = cli_parse_u64("warmup", optarg, &a->warmup); break;
+        /* with --batch <= 2^20 and --batches <= 2^30, batch x batches stays far below 2^64 */
+        case O_BATCHES: rc = cli_parse_range("batches", optarg, 1, 1u << 30, &a->batches); break;
+        case O_BATCH: rc = cli_parse_range("batch", optarg, 1, 1u << 20, &a->batch); break;
+        case O_PREFETCH: rc = cli_parse_range("prefetch", optarg, 1, 64, &a->prefetch); break;
+        case O_EPOCHS: rc = cli_parse_range("epochs", optarg, 1, 1000, &a->epochs); break;
+        case O_WARMUP: rc = cli_parse_range("warmup", optarg, 0, 1000, &a->warmup); break;
         case O_OUT: a->out_dir = optarg; break;
         case O_PLOT: break; /* the default run is the plotted experiment */
         case O_BENCH: a->bench = 1; break;
         case O_MEMCPY: a->memcpy_too = 1; break;
         case O_OOO: a->out_of_order = 1; break;
-        case O_WORLD: rc = cli_parse_u64("world", optarg, &a->world); break;
+        case O_WORLD: rc = cli_parse_range("world", optarg, 1, UINT32_MAX, &a->world); break;
         case O_RANK: rc = cli_parse_u64("rank", optarg, &a->rank); break;
         case O_SEED: rc = cli_parse_seed("seed", optarg, &a->seed); break;
-        case 'h': ch3_usage(stdout); exit(0);
-        default:
-            rc = err_set(ERR_ARG, "unknown or incomplete option '%s'", argv[optind - 1]);
+        case 'h': ch3_usage(stdout); exit(CLI_EXIT_OK);
+        default: rc = cli_getopt_error(c, argv[optind - 1], opts);
         }
     }
     if (rc == 0 && optind < argc)
         rc = err_set(ERR_ARG, "unexpected argument '%s'", argv[optind]);
-    if (rc == 0 && (a->batch == 0 || a->batch > 1u << 20))
-        rc = err_set(ERR_ARG, "--batch: expected 1 to 1048576, got %llu", (unsigned long long)a->batch);
-    if (rc == 0 && (a->prefetch == 0 || a->prefetch > 64))
-        rc = err_set(ERR_ARG, "--prefetch: expected 1 to 64, got %llu", (unsigned long long)a->prefetch);
-    if (rc == 0 && (a->epochs == 0 || a->batches == 0 || a->epochs > 1000 || a->warmup > 1000))
-        rc = err_set(ERR_ARG, "--epochs and --batches must be at least 1, --epochs and --warmup at most 1000");
-    if (rc == 0 && a->batches > 1u << 30) /* with --batch <= 2^20, batch x batches stays far below 2^64 */
-        rc = err_set(ERR_ARG, "--batches: at most 1073741824, got %llu", (unsigned long long)a->batches);
-    for (int i = 0; rc == 0 && i < a->nworkers; i++)
-        if (a->workers[i] > 256)
-            rc = err_set(ERR_ARG, "--workers: at most 256, got %llu", (unsigned long long)a->workers[i]);
-    for (int i = 0; rc == 0 && i < a->nwork; i++)
-        if (a->work_us[i] > 1000000)
-            rc = err_set(ERR_ARG, "--work-us: at most 1000000, got %llu", (unsigned long long)a->work_us[i]);
-    if (rc == 0 && (a->world == 0 || a->world > UINT32_MAX))
-        rc = err_set(ERR_ARG, "--world: expected 1 to %u, got %llu", UINT32_MAX, (unsigned long long)a->world);
     if (rc == 0 && a->rank >= a->world)
         rc = err_set(ERR_ARG, "--rank: %llu is not below --world=%llu", (unsigned long long)a->rank,
                      (unsigned long long)a->world);
@@ -505,9 +473,5 @@ int main(int argc, char **argv)
         rc = a.bench ? ch3_bench(ds, &a) : ch3_experiment(ds, &a);
         dataset_close(ds);
     }
-    if (rc) {
-        fprintf(stderr, "chapter-3: %s\n", err_msg());
-        return 1;
-    }
-    return 0;
+    return rc ? cli_error("chapter-3") : CLI_EXIT_OK;
 }

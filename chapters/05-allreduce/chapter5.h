@@ -62,6 +62,9 @@ int ch5_memory_bound(struct ch5_opts *opt);
  * ERR_ARG for an unknown name. */
 int ch5_demos(const struct ch5_opts *opt, const char *name, int lesson);
 
+/* The names --demo takes, "all" last, into names[0 .. max-1], NULL-terminated. */
+void ch5_demo_names(const char **names, int max);
+
 /* --fault=SPEC on the training-loop workload. 0 when it survived. */
 int ch5_fault_run(const struct ch5_opts *opt);
 

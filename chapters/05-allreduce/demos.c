@@ -141,6 +141,15 @@ static int demo_run(const struct ch5_opts *opt, const struct demo *d, int lesson
     return expected ? 0 : 1;
 }
 
+void ch5_demo_names(const char **names, int max)
+{
+    int n = 0;
+    for (size_t i = 0; i < sizeof demos / sizeof demos[0] && n + 2 < max; i++)
+        names[n++] = demos[i].name;
+    names[n++] = "all";
+    names[n] = NULL;
+}
+
 int ch5_demos(const struct ch5_opts *opt, const char *name, int lesson)
 {
     int bad = 0, found = 0;

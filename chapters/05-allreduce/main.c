@@ -13,6 +13,7 @@
  */
 #include "chapter5.h"
 
+#include "backend_table.h"
 #include "base/cli.h"
 #include "base/error.h"
 #include "sim/faults.h"
@@ -26,6 +27,7 @@
 #include <unistd.h>
 
 #define CH5_OUT_DIR "notebooks-out/chapter-5"
+#define CH5_PROG "chapter-5" /* the name every message starts with */
 
 static void usage(FILE *f)
 {
@@ -71,25 +73,25 @@ enum { OPT_BACKEND = 256, OPT_WORLD, OPT_MIN, OPT_MAX, OPT_STEP, OPT_ALGO, OPT_O
        OPT_TIMEOUT, OPT_PLOT, OPT_MEMBOUND, OPT_ALPHA, OPT_BETA, OPT_GAMMA, OPT_CORES, OPT_DEMO, OPT_FAULT,
        OPT_LAUNCH_CHECK, OPT_OUT };
 
+/* --algo=ring|tree|naive|all */
 static int parse_algo(const char *text, struct ch5_opts *opt)
 {
-    if (strcmp(text, "all") == 0) {
-        opt->algos[0] = COMM_ALGO_RING, opt->algos[1] = COMM_ALGO_TREE, opt->algos[2] = COMM_ALGO_NAIVE;
-        opt->nalgos = 3;
-        return 0;
-    }
-    opt->nalgos = 1;
-    int rc = comm_algo_parse(text, &opt->algos[0]);
-    return rc < 0 ? err_wrap(rc, "--algo") : 0;
+    static const char *const names[] = {"ring", "tree", "naive", "all", NULL};
+    static const enum comm_algo algos[] = {COMM_ALGO_RING, COMM_ALGO_TREE, COMM_ALGO_NAIVE};
+    int choice;
+    int rc = cli_parse_choice("algo", text, names, &choice);
+    if (rc < 0)
+        return rc;
+    opt->nalgos = choice == 3 ? 3 : 1;
+    for (int a = 0; a < opt->nalgos; a++)
+        opt->algos[a] = algos[choice == 3 ? a : choice];
+    return 0;
 }
 
 /* The sizes of the sweep (after --plot's and the lesson's defaults): at
- * least one float32 element, min <= max, so the table is never empty.
- * --step-factor >= 2 is checked when parsed: nccl-tests multiplies by the
- * factor only when it is above 1 (src/common.cu, TimeTest) and otherwise
- * steps by --stepbytes, which this program does not have. Sizes that are not
- * a multiple of 4 are cut down to whole elements, as nccl-tests' setupArgs
- * does (count = size / wordSize). */
+ * least one float32 element, min <= max, so the table is never empty. Sizes
+ * that are not a multiple of 4 are cut down to whole elements, as
+ * nccl-tests' setupArgs does (count = size / wordSize). */
 static int ch5_check_sizes(const struct ch5_opts *opt)
 {
     if (opt->min_bytes < 4)
@@ -105,257 +107,252 @@ static int ch5_check_sizes(const struct ch5_opts *opt)
 static int parse_gbps(const char *flag, const char *text, double *s_per_byte)
 {
     double gbps;
-    if (cli_parse_double(flag, text, &gbps) < 0)
-        return ERR_ARG;
-    if (gbps <= 0)
-        return err_set(ERR_ARG, "--%s: must be positive, got %s", flag, text);
-    *s_per_byte = 1.0 / (gbps * 1e9);
+    int rc = cli_parse_double_range(flag, text, 1e-9, 1e9, &gbps);
+    if (rc == 0)
+        *s_per_byte = 1.0 / (gbps * 1e9);
+    return rc;
+}
+
+/* Everything the flags say, beyond the options the other files read. */
+struct ch5_cli {
+    struct ch5_opts opt;
+    const char *demo, *out_dir;
+    int plot, membound, sizes_given, launch_check, world_given, lesson;
+    double beta, gamma; /* seconds per byte from --beta-gbps / --gamma-gbps, 0: measure */
+    char csv_path[PLOT_PATH_MAX], plot_path[PLOT_PATH_MAX];
+};
+
+static const struct option ch5_longopts[] = {
+    {"backend", required_argument, 0, OPT_BACKEND}, {"world", required_argument, 0, OPT_WORLD},
+    {"min-bytes", required_argument, 0, OPT_MIN},   {"max-bytes", required_argument, 0, OPT_MAX},
+    {"step-factor", required_argument, 0, OPT_STEP}, {"algo", required_argument, 0, OPT_ALGO},
+    {"op", required_argument, 0, OPT_OP},           {"iters", required_argument, 0, OPT_ITERS},
+    {"warmup", required_argument, 0, OPT_WARMUP},   {"check", no_argument, 0, OPT_CHECK},
+    {"timeout", required_argument, 0, OPT_TIMEOUT}, {"plot", no_argument, 0, OPT_PLOT},
+    {"memory-bound", no_argument, 0, OPT_MEMBOUND}, {"alpha-us", required_argument, 0, OPT_ALPHA},
+    {"beta-gbps", required_argument, 0, OPT_BETA},  {"gamma-gbps", required_argument, 0, OPT_GAMMA},
+    {"cores", required_argument, 0, OPT_CORES},     {"demo", required_argument, 0, OPT_DEMO},
+    {"fault", required_argument, 0, OPT_FAULT},     {"launch-check", no_argument, 0, OPT_LAUNCH_CHECK},
+    {"out", required_argument, 0, OPT_OUT},         {"help", no_argument, 0, 'h'},
+    {0, 0, 0, 0},
+};
+
+/* Reads the flags into *cli. 0, or ERR_ARG naming the flag; --help prints
+ * the usage and exits 0. */
+static int ch5_parse(int argc, char **argv, struct ch5_cli *cli)
+{
+    struct ch5_opts *o = &cli->opt;
+    const char *demo_names[16];
+    ch5_demo_names(demo_names, 16);
+    int choice, c, rc = 0;
+    uint64_t v;
+    opterr = 0;
+    while (rc == 0 && (c = getopt_long(argc, argv, ":h", ch5_longopts, NULL)) != -1) {
+        switch (c) {
+        case OPT_BACKEND:
+            if ((rc = cli_parse_choice("backend", optarg, backend_table_comm_names(), &choice)) == 0)
+                o->backend = backend_table_comm_names()[choice];
+            break;
+        case OPT_WORLD:
+            rc = cli_parse_range("world", optarg, 1, 64, &v);
+            o->world = (int)v;
+            cli->world_given = 1;
+            break;
+        case OPT_MIN: rc = cli_parse_bytes("min-bytes", optarg, &o->min_bytes); break;
+        case OPT_MAX:
+            rc = cli_parse_bytes("max-bytes", optarg, &o->max_bytes);
+            cli->sizes_given = 1;
+            break;
+        case OPT_STEP:
+            /* nccl-tests multiplies by the factor only when it is above 1 (src/common.cu,
+             * TimeTest) and otherwise steps by --stepbytes, which this program does not have */
+            rc = cli_parse_range("step-factor", optarg, 2, UINT64_MAX, &o->step_factor);
+            cli->sizes_given = 1;
+            break;
+        case OPT_ALGO: rc = parse_algo(optarg, o); break;
+        case OPT_OP: {
+            static const char *const ops[] = {"sum", "avg", NULL};
+            if ((rc = cli_parse_choice("op", optarg, ops, &choice)) == 0)
+                o->op = choice ? COMM_AVG : COMM_SUM;
+            break;
+        }
+        case OPT_ITERS:
+        case OPT_WARMUP:
+            rc = cli_parse_range(c == OPT_ITERS ? "iters" : "warmup", optarg, c == OPT_ITERS, 100000, &v);
+            *(c == OPT_ITERS ? &o->iters : &o->warmup) = (int)v;
+            break;
+        case OPT_CHECK: o->check = 1; break;
+        case OPT_TIMEOUT: /* rejects inf and nan */
+            rc = cli_parse_double_range("timeout", optarg, 0, COMM_MAX_TIMEOUT_S, &o->timeout_s);
+            if (rc == 0 && o->timeout_s == 0)
+                o->timeout_s = COMM_NO_TIMEOUT;
+            break;
+        case OPT_PLOT: cli->plot = 1; break;
+        case OPT_MEMBOUND: cli->membound = 1; break;
+        case OPT_ALPHA: {
+            double us;
+            rc = cli_parse_double_range("alpha-us", optarg, 0, 1e9, &us);
+            o->model.alpha_s = us * 1e-6;
+            o->alpha_given = 1;
+            break;
+        }
+        case OPT_BETA: rc = parse_gbps("beta-gbps", optarg, &cli->beta); break;
+        case OPT_GAMMA: rc = parse_gbps("gamma-gbps", optarg, &cli->gamma); break;
+        case OPT_CORES:
+            rc = cli_parse_range("cores", optarg, 1, 4096, &v);
+            o->model.cores = (int)v;
+            break;
+        case OPT_DEMO:
+            if ((rc = cli_parse_choice("demo", optarg, demo_names, &choice)) == 0)
+                cli->demo = demo_names[choice];
+            break;
+        case OPT_FAULT: o->fault = optarg; break;
+        case OPT_LAUNCH_CHECK: cli->launch_check = 1; break;
+        case OPT_OUT: cli->out_dir = optarg; break;
+        case 'h': usage(stdout); exit(CLI_EXIT_OK);
+        default: rc = cli_getopt_error(c, argv[optind - 1], ch5_longopts);
+        }
+    }
+    if (rc == 0 && optind < argc)
+        rc = err_set(ERR_ARG, "unexpected argument '%s'", argv[optind]);
+    cli->lesson = argc == 1;
+    return rc;
+}
+
+/* The flags together, and the defaults each mode implies. 0; ERR_ARG for a
+ * usage error; another ERR_* for what only running can tell (a backend this
+ * build lacks). */
+static int ch5_validate(struct ch5_cli *cli)
+{
+    struct ch5_opts *o = &cli->opt;
+    if (cli->launch_check) {
+        if (o->timeout_s == COMM_NO_TIMEOUT)
+            return err_set(ERR_ARG, "--launch-check needs a timeout above 0 (a rank that never comes must be named)");
+        return 0;
+    }
+    if (o->timeout_s == COMM_NO_TIMEOUT && strcmp(o->backend, "mpi") != 0)
+        return err_set(ERR_ARG, "--timeout=0 (no watchdog) is for --backend=mpi only; %s always has one", o->backend);
+    if ((cli->demo || o->fault) && strcmp(o->backend, "sim") != 0)
+        return err_set(ERR_ARG, "--demo and --fault need --backend=sim (the simulator injects the faults)");
+    if (o->fault) { /* a bad spec is a usage error: check it before starting anything */
+        struct fault *faults;
+        int nfaults;
+        int rc = faults_parse(o->fault, o->world, &faults, &nfaults);
+        if (rc < 0)
+            return rc;
+        free(faults);
+    }
+    if (cli->demo || o->fault)
+        return 0;
+    int threads = launch_threads(o->backend); /* an unbuilt backend stops here, before any output file */
+    if (threads < 0)
+        return threads;
+    if (cli->world_given && !threads)
+        return err_set(ERR_ARG, "--world=%d: this process is one rank of a job its launcher started (mpirun -np W, "
+                       "torchrun --nproc_per_node=W): the launcher sets the world, not --world", o->world);
+    if (cli->lesson) { /* short enough for `make demo` */
+        o->max_bytes = 1 << 20;
+        o->step_factor = 4;
+        o->iters = 10;
+        o->warmup = 2;
+    }
+    if (cli->plot) { /* three algorithms: a coarser sweep unless sizes were given */
+        if (o->nalgos == 1 && o->algos[0] == COMM_ALGO_RING)
+            parse_algo("all", o);
+        if (!cli->sizes_given) {
+            o->max_bytes = 16 << 20;
+            o->step_factor = 4;
+        }
+        char name[64];
+        snprintf(name, sizeof name, "allreduce-%s", o->backend);
+        int rc = plot_paths(cli->out_dir, name, cli->csv_path, NULL);
+        snprintf(name, sizeof name, "busbw-%s", o->backend);
+        if (rc < 0 || plot_paths(cli->out_dir, name, NULL, cli->plot_path) < 0)
+            return err_wrap(ERR_ARG, "--out");
+        o->csv_path = cli->csv_path;
+    }
+    if (cli->membound) /* one size: the largest */
+        o->min_bytes = o->max_bytes;
+    int rc = ch5_check_sizes(o);
+    if (rc < 0)
+        return rc;
+    /* each rank holds a send, a receive and a checking buffer of max-bytes: refuse what
+     * cannot fit rather than be killed by the OOM killer halfway through the table */
+    double ranks_here = threads ? o->world : 1;
+    double need = 3.0 * (double)o->max_bytes * ranks_here;
+    double have = (double)sysconf(_SC_PHYS_PAGES) * (double)sysconf(_SC_PAGESIZE);
+    if (have > 0 && need > 0.8 * have)
+        return err_set(ERR_ARG, "--max-bytes=%llu needs %.1f GiB for %g rank(s), more than this machine's %.1f GiB "
+                       "allows", (unsigned long long)o->max_bytes, need / (1 << 30), ranks_here, have / (1 << 30));
     return 0;
+}
+
+/* Runs what the flags asked for; returns the exit status. */
+static int ch5_run(struct ch5_cli *cli)
+{
+    struct ch5_opts *o = &cli->opt;
+    if (cli->launch_check)
+        return ch5_launch_check(o->timeout_s > 0 ? o->timeout_s : COMM_DEFAULT_TIMEOUT_S) < 0 ? cli_error(CH5_PROG)
+                                                                                              : CLI_EXIT_OK;
+    if (cli->demo) {
+        ch5_demos(o, cli->demo, 0);
+        return CLI_EXIT_FAILED; /* a demo is a failure story: it ends the way the job would */
+    }
+    if (o->fault)
+        return ch5_fault_run(o) < 0 ? cli_error(CH5_PROG) : CLI_EXIT_OK;
+
+    if (cli->beta > 0)
+        o->model.beta_s_per_b = cli->beta;
+    if (cli->gamma > 0)
+        o->model.gamma_s_per_b = cli->gamma;
+    ch5_calibrate(o, stdout);
+    if (cli->membound)
+        return ch5_memory_bound(o) < 0 ? cli_error(CH5_PROG) : CLI_EXIT_OK;
+
+    uint64_t wrong = 0;
+    if (ch5_sweep(o, &wrong, NULL) < 0)
+        return cli_error(CH5_PROG);
+    if (cli->plot && launch_leader()) {
+        int rc = plot_render("chapters/05-allreduce/plot.gp", o->csv_path, cli->plot_path);
+        if (rc == ERR_UNSUPPORTED) /* no gnuplot: the CSV is there, say so and go on */
+            fprintf(stderr, "%s: %s\n", CH5_PROG, err_msg());
+        else if (rc < 0)
+            return cli_error(CH5_PROG);
+        else
+            printf("# plot: %s.png and .svg (data: %s)\n", cli->plot_path, o->csv_path);
+    }
+    if (wrong) {
+        err_set(ERR_STATE, "%llu wrong elements (see the #wrong columns)", (unsigned long long)wrong);
+        return cli_error(CH5_PROG);
+    }
+    if (cli->lesson)
+        return ch5_demos(o, "all", 1) == 0 ? CLI_EXIT_OK : CLI_EXIT_FAILED;
+    return CLI_EXIT_OK;
 }
 
 int main(int argc, char **argv)
 {
-    struct ch5_opts opt = {
-        .backend = "sim",
-        .world = 4,
-        .min_bytes = 1024,
-        .max_bytes = 64ull << 20,
-        .step_factor = 2,
-        .algos = {COMM_ALGO_RING},
-        .nalgos = 1,
-        .op = COMM_SUM,
-        .iters = 20, /* nccl-tests' defaults: 20 timed, 5 warm-up iterations */
-        .warmup = 5,
+    struct ch5_cli cli = {
+        .opt = {
+            .backend = "sim",
+            .world = 4,
+            .min_bytes = 1024,
+            .max_bytes = 64ull << 20,
+            .step_factor = 2,
+            .algos = {COMM_ALGO_RING},
+            .nalgos = 1,
+            .op = COMM_SUM,
+            .iters = 20, /* nccl-tests' defaults: 20 timed, 5 warm-up iterations */
+            .warmup = 5,
+        },
+        .out_dir = CH5_OUT_DIR,
     };
-    static const struct option longopts[] = {
-        {"backend", required_argument, 0, OPT_BACKEND}, {"world", required_argument, 0, OPT_WORLD},
-        {"min-bytes", required_argument, 0, OPT_MIN},   {"max-bytes", required_argument, 0, OPT_MAX},
-        {"step-factor", required_argument, 0, OPT_STEP}, {"algo", required_argument, 0, OPT_ALGO},
-        {"op", required_argument, 0, OPT_OP},           {"iters", required_argument, 0, OPT_ITERS},
-        {"warmup", required_argument, 0, OPT_WARMUP},   {"check", no_argument, 0, OPT_CHECK},
-        {"timeout", required_argument, 0, OPT_TIMEOUT}, {"plot", no_argument, 0, OPT_PLOT},
-        {"memory-bound", no_argument, 0, OPT_MEMBOUND}, {"alpha-us", required_argument, 0, OPT_ALPHA},
-        {"beta-gbps", required_argument, 0, OPT_BETA},  {"gamma-gbps", required_argument, 0, OPT_GAMMA},
-        {"cores", required_argument, 0, OPT_CORES},     {"demo", required_argument, 0, OPT_DEMO},
-        {"fault", required_argument, 0, OPT_FAULT},     {"launch-check", no_argument, 0, OPT_LAUNCH_CHECK},
-        {"out", required_argument, 0, OPT_OUT},         {"help", no_argument, 0, 'h'},
-        {0, 0, 0, 0},
-    };
-    const char *demo = NULL, *out_dir = CH5_OUT_DIR;
-    int plot = 0, membound = 0, sizes_given = 0, launch_check = 0, world_given = 0;
-    char csv_path[PLOT_PATH_MAX], plot_path[PLOT_PATH_MAX];
-    double beta = 0, gamma = 0;
-    uint64_t v;
-    int c;
-    opterr = 0;
-    while ((c = getopt_long(argc, argv, ":h", longopts, NULL)) != -1) {
-        int rc = 0;
-        switch (c) {
-        case OPT_BACKEND: opt.backend = optarg; break;
-        case OPT_WORLD:
-            rc = cli_parse_u64("world", optarg, &v);
-            if (rc == 0 && (v < 1 || v > 64))
-                rc = err_set(ERR_ARG, "--world: must be 1 .. 64, got %s", optarg);
-            opt.world = (int)v;
-            world_given = 1;
-            break;
-        case OPT_MIN:
-            rc = cli_parse_bytes("min-bytes", optarg, &opt.min_bytes);
-            break;
-        case OPT_MAX:
-            rc = cli_parse_bytes("max-bytes", optarg, &opt.max_bytes);
-            sizes_given = 1;
-            break;
-        case OPT_STEP:
-            sizes_given = 1;
-            rc = cli_parse_u64("step-factor", optarg, &opt.step_factor);
-            if (rc == 0 && opt.step_factor < 2)
-                rc = err_set(ERR_ARG, "--step-factor: must be at least 2, got %s", optarg);
-            break;
-        case OPT_ALGO: rc = parse_algo(optarg, &opt); break;
-        case OPT_OP: rc = comm_op_parse(optarg, &opt.op) < 0 ? err_wrap(ERR_ARG, "--op") : 0; break;
-        case OPT_ITERS:
-        case OPT_WARMUP:
-            rc = cli_parse_u64(c == OPT_ITERS ? "iters" : "warmup", optarg, &v);
-            if (rc == 0 && (v > 100000 || (c == OPT_ITERS && v == 0)))
-                rc = err_set(ERR_ARG, "--%s: out of range: %s", c == OPT_ITERS ? "iters" : "warmup", optarg);
-            *(c == OPT_ITERS ? &opt.iters : &opt.warmup) = (int)v;
-            break;
-        case OPT_CHECK: opt.check = 1; break;
-        case OPT_TIMEOUT:
-            rc = cli_parse_double("timeout", optarg, &opt.timeout_s); /* rejects inf and nan */
-            if (rc == 0 && (opt.timeout_s < 0 || opt.timeout_s > COMM_MAX_TIMEOUT_S))
-                rc = err_set(ERR_ARG, "--timeout: must be 0 .. %g seconds, got %s", COMM_MAX_TIMEOUT_S, optarg);
-            if (rc == 0 && opt.timeout_s == 0)
-                opt.timeout_s = COMM_NO_TIMEOUT;
-            break;
-        case OPT_PLOT: plot = 1; break;
-        case OPT_MEMBOUND: membound = 1; break;
-        case OPT_ALPHA: {
-            double us;
-            rc = cli_parse_double("alpha-us", optarg, &us);
-            if (rc == 0 && us < 0)
-                rc = err_set(ERR_ARG, "--alpha-us: must not be negative, got %s", optarg);
-            opt.model.alpha_s = us * 1e-6;
-            opt.alpha_given = 1;
-            break;
-        }
-        case OPT_BETA: rc = parse_gbps("beta-gbps", optarg, &beta); break;
-        case OPT_GAMMA: rc = parse_gbps("gamma-gbps", optarg, &gamma); break;
-        case OPT_CORES:
-            rc = cli_parse_u64("cores", optarg, &v);
-            if (rc == 0 && (v < 1 || v > 4096))
-                rc = err_set(ERR_ARG, "--cores: must be 1 .. 4096, got %s", optarg);
-            opt.model.cores = (int)v;
-            break;
-        case OPT_DEMO: demo = optarg; break;
-        case OPT_FAULT: opt.fault = optarg; break;
-        case OPT_LAUNCH_CHECK: launch_check = 1; break;
-        case OPT_OUT: out_dir = optarg; break;
-        case 'h': usage(stdout); return 0;
-        case ':': /* opterr = 0: the messages are ours, naming the option */
-            err_set(ERR_ARG, "option '%s' needs a value (%s=VALUE)", argv[optind - 1], argv[optind - 1]);
-            return cli_fail(argv[0]);
-        default:
-            err_set(ERR_ARG, "unrecognized option '%s'", argv[optind - 1]);
-            return cli_fail(argv[0]);
-        }
-        if (rc < 0)
-            return cli_fail(argv[0]);
-    }
-    if (optind < argc) {
-        err_set(ERR_ARG, "unexpected argument '%s'", argv[optind]);
-        return cli_fail(argv[0]);
-    }
-    if (launch_check) {
-        if (opt.timeout_s == COMM_NO_TIMEOUT) {
-            err_set(ERR_ARG, "--launch-check needs a timeout above 0 (a rank that never comes must be named)");
-            return cli_fail(argv[0]);
-        }
-        if (ch5_launch_check(opt.timeout_s > 0 ? opt.timeout_s : COMM_DEFAULT_TIMEOUT_S) < 0) {
-            fprintf(stderr, "chapter-5: %s\n", err_msg());
-            return 1;
-        }
-        return 0;
-    }
-    if (opt.timeout_s == COMM_NO_TIMEOUT && strcmp(opt.backend, "mpi") != 0) {
-        err_set(ERR_ARG, "--timeout=0 (no watchdog) is for --backend=mpi only; %s always has one", opt.backend);
-        return cli_fail(argv[0]);
-    }
-    if ((demo || opt.fault) && strcmp(opt.backend, "sim") != 0) {
-        err_set(ERR_ARG, "--demo and --fault need --backend=sim (the simulator injects the faults)");
-        return cli_fail(argv[0]);
-    }
-
-    if (opt.fault) { /* a bad spec is a usage error: check it before starting anything */
-        struct fault *faults;
-        int nfaults;
-        if (faults_parse(opt.fault, opt.world, &faults, &nfaults) < 0)
-            return cli_fail(argv[0]);
-        free(faults);
-    }
-    if (demo) {
-        int bad = ch5_demos(&opt, demo, 0);
-        if (bad == ERR_ARG)
-            return cli_fail(argv[0]);
-        return 1; /* a demo is a failure story: it ends the way the job would */
-    }
-    if (opt.fault) {
-        int rc = ch5_fault_run(&opt);
-        if (rc < 0) {
-            fprintf(stderr, "chapter-5: %s\n", err_msg());
-            return 1;
-        }
-        return 0;
-    }
-
-    int threads = launch_threads(opt.backend); /* an unknown or unbuilt backend stops here, before any output file */
-    if (threads < 0) {
-        fprintf(stderr, "chapter-5: %s\n", err_msg());
-        return 1;
-    }
-    if (world_given && !threads) {
-        err_set(ERR_ARG, "--world=%d: this process is one rank of a job its launcher started (mpirun -np W, "
-                "torchrun --nproc_per_node=W): the launcher sets the world, not --world", opt.world);
-        return cli_fail(argv[0]);
-    }
-    /* each rank holds a send, a receive and a checking buffer of max-bytes: refuse what
-     * cannot fit rather than be killed by the OOM killer halfway through the table */
-    double ranks_here = threads ? opt.world : 1;
-    double need = 3.0 * (double)opt.max_bytes * ranks_here;
-    double have = (double)sysconf(_SC_PHYS_PAGES) * (double)sysconf(_SC_PAGESIZE);
-    if (have > 0 && need > 0.8 * have) {
-        err_set(ERR_ARG, "--max-bytes=%llu needs %.1f GiB for %g rank(s), more than this machine's %.1f GiB allows",
-                (unsigned long long)opt.max_bytes, need / (1 << 30), ranks_here, have / (1 << 30));
-        return cli_fail(argv[0]);
-    }
-    int lesson = argc == 1;
-    if (lesson) { /* short enough for `make demo` */
-        opt.max_bytes = 1 << 20;
-        opt.step_factor = 4;
-        opt.iters = 10;
-        opt.warmup = 2;
-    }
-    if (plot) { /* three algorithms: a coarser sweep unless sizes were given */
-        if (opt.nalgos == 1 && opt.algos[0] == COMM_ALGO_RING)
-            parse_algo("all", &opt);
-        if (!sizes_given) {
-            opt.max_bytes = 16 << 20;
-            opt.step_factor = 4;
-        }
-        char name[64];
-        snprintf(name, sizeof name, "allreduce-%s", opt.backend);
-        int rc = plot_paths(out_dir, name, csv_path, NULL);
-        snprintf(name, sizeof name, "busbw-%s", opt.backend);
-        if (rc < 0 || plot_paths(out_dir, name, NULL, plot_path) < 0) {
-            err_wrap(ERR_ARG, "--out");
-            return cli_fail(argv[0]);
-        }
-        opt.csv_path = csv_path;
-    }
-    if (membound) /* one size: the largest */
-        opt.min_bytes = opt.max_bytes;
-    if (ch5_check_sizes(&opt) < 0)
-        return cli_fail(argv[0]);
-    if (beta > 0)
-        opt.model.beta_s_per_b = beta;
-    if (gamma > 0)
-        opt.model.gamma_s_per_b = gamma;
-    ch5_calibrate(&opt, stdout);
-    if (beta > 0)
-        opt.model.beta_s_per_b = beta;
-    if (gamma > 0)
-        opt.model.gamma_s_per_b = gamma;
-
-    if (membound) {
-        if (ch5_memory_bound(&opt) < 0) {
-            fprintf(stderr, "chapter-5: %s\n", err_msg());
-            return 1;
-        }
-        return 0;
-    }
-
-    uint64_t wrong = 0;
-    if (ch5_sweep(&opt, &wrong, NULL) < 0) {
-        fprintf(stderr, "chapter-5: %s\n", err_msg());
-        return 1;
-    }
-    if (plot) {
-        int rc = launch_leader() ? plot_render("chapters/05-allreduce/plot.gp", opt.csv_path, plot_path) : 0;
-        if (rc == ERR_UNSUPPORTED)
-            fprintf(stderr, "chapter-5: %s\n", err_msg());
-        else if (rc < 0) {
-            fprintf(stderr, "chapter-5: %s\n", err_msg());
-            return 1;
-        } else if (launch_leader()) {
-            printf("# plot: %s.png and .svg (data: %s)\n", plot_path, opt.csv_path);
-        }
-    }
-    if (wrong) {
-        fprintf(stderr, "chapter-5: %llu wrong elements (see the #wrong columns)\n", (unsigned long long)wrong);
-        return 1;
-    }
-    if (lesson)
-        return ch5_demos(&opt, "all", 1) == 0 ? 0 : 1;
-    return 0;
+    if (ch5_parse(argc, argv, &cli) < 0)
+        return cli_fail(CH5_PROG);
+    int rc = ch5_validate(&cli);
+    if (rc == ERR_ARG)
+        return cli_fail(CH5_PROG);
+    if (rc < 0)
+        return cli_error(CH5_PROG);
+    return ch5_run(&cli);
 }

@@ -1,10 +1,11 @@
-/* cli: strict parsing of flag values (see cli.h). */
+/* cli: strict parsing of flag values and the program shape's messages (see cli.h). */
 #include "base/cli.h"
 
 #include "base/error.h"
 
 #include <ctype.h>
 #include <errno.h>
+#include <getopt.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -94,8 +95,94 @@ int cli_parse_seed(const char *flag, const char *text, uint64_t *out)
     return cli_parse_u64(flag, text, out);
 }
 
+int cli_parse_range(const char *flag, const char *text, uint64_t min, uint64_t max, uint64_t *out)
+{
+    uint64_t v;
+    int rc = cli_parse_u64(flag, text, &v);
+    if (rc == ERR_ARG && text && isdigit((unsigned char)text[0]) && strspn(text, "0123456789") == strlen(text))
+        v = UINT64_MAX, rc = 0; /* all digits but too large: out of range, said as such below */
+    if (rc < 0 || v < min || v > max)
+        return err_set(ERR_ARG, "--%s: expected %llu to %llu, got '%s'", flag, (unsigned long long)min,
+                       (unsigned long long)max, text ? text : "");
+    *out = v;
+    return 0;
+}
+
+int cli_parse_double_range(const char *flag, const char *text, double min, double max, double *out)
+{
+    double v;
+    int rc = cli_parse_double(flag, text, &v);
+    if (rc < 0)
+        return rc;
+    if (v < min || v > max)
+        return err_set(ERR_ARG, "--%s: expected %g to %g, got '%s'", flag, min, max, text);
+    *out = v;
+    return 0;
+}
+
+int cli_parse_choice(const char *flag, const char *text, const char *const *names, int *index)
+{
+    char list[256] = "";
+    int n = 0;
+    while (names[n])
+        n++;
+    for (int i = 0; i < n; i++) {
+        if (text && strcmp(text, names[i]) == 0) {
+            *index = i;
+            return 0;
+        }
+        size_t used = strlen(list);
+        snprintf(list + used, sizeof list - used, "%s%s", i == 0 ? "" : i + 1 == n ? " or " : ", ", names[i]);
+    }
+    return err_set(ERR_ARG, "--%s: unknown value '%s' (%s)", flag, text ? text : "", list);
+}
+
+int cli_parse_list(const char *flag, const char *text, uint64_t *out, int max, int *n)
+{
+    char buf[256];
+    if (snprintf(buf, sizeof buf, "%s", text ? text : "") >= (int)sizeof buf)
+        return err_set(ERR_ARG, "--%s: list too long (at most %zu characters)", flag, sizeof buf - 1);
+    *n = 0;
+    for (char *tok = buf, *comma;; tok = comma + 1) {
+        comma = strchr(tok, ',');
+        if (comma)
+            *comma = '\0';
+        if (*tok == '\0') /* strtok would skip it silently */
+            return err_set(ERR_ARG, "--%s: expected a comma-separated list of values, got '%s' (an empty value)",
+                           flag, text ? text : "");
+        if (*n == max)
+            return err_set(ERR_ARG, "--%s: at most %d values, got '%s'", flag, max, text);
+        int rc = cli_parse_u64(flag, tok, &out[(*n)++]);
+        if (rc)
+            return rc;
+        if (!comma)
+            return 0;
+    }
+}
+
+int cli_getopt_error(int c, const char *arg, const struct option *longopts)
+{
+    char name[64];
+    snprintf(name, sizeof name, "%s", arg ? arg : "");
+    int has_value = name[strcspn(name, "=")] == '=';
+    name[strcspn(name, "=")] = '\0';
+    if (c == ':') /* "--world" without "=4" */
+        return err_set(ERR_ARG, "option '%s' needs a value (%s=VALUE)", name, name);
+    for (int i = 0; has_value && longopts && longopts[i].name; i++)
+        if (strncmp(name, "--", 2) == 0 && strcmp(name + 2, longopts[i].name) == 0 &&
+            longopts[i].has_arg == no_argument)
+            return err_set(ERR_ARG, "option '%s' takes no value, got '%s'", name, arg);
+    return err_set(ERR_ARG, "unrecognized option '%s' (see --help)", arg ? arg : "");
+}
+
 int cli_fail(const char *prog)
 {
-    fprintf(stderr, "%s: %s\n(run '%s --help' for usage)\n", prog, err_msg(), prog);
-    return 2;
+    fprintf(stderr, "%s: %s\n", prog, err_msg());
+    return CLI_EXIT_USAGE;
+}
+
+int cli_error(const char *prog)
+{
+    fprintf(stderr, "%s: %s\n", prog, err_msg());
+    return CLI_EXIT_FAILED;
 }

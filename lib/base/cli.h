@@ -1,14 +1,33 @@
-/* cli: checked parsing of command-line values, shared by every chapter program.
+/* cli: the command-line shape every program of the project has, and checked
+ * parsing of flag values.
  *
- * Flags are GNU long options parsed with getopt_long in each main.c; these
- * helpers turn their text into numbers and reject junk ("--world=4x", "-3" for
- * an unsigned, overflow) with a message that names the flag. Sizes accept the
- * binary suffixes K, M, G (1K = 1024 bytes), as nccl-tests does.
+ * Where it sits: at the top of every chapter program, before any stage runs.
+ * Each main.c follows one shape: parse, validate, run.
+ *
+ *   --help            the usage text on stdout, exit 0
+ *   a bad flag        one line on stderr, "chapter-N: --flag: what is wrong,
+ *                     and the valid range or values", exit 2 (CLI_EXIT_USAGE)
+ *   a runtime error   one line on stderr, "chapter-N: <what failed, where>",
+ *                     exit 1 (CLI_EXIT_FAILED)
+ *
+ * Flags are GNU long options parsed with getopt_long (optstring ":", opterr
+ * 0, so the messages are ours); the helpers below turn their text into values
+ * and reject junk ("--world=4x", "-3" for an unsigned, overflow, a value
+ * outside its range, a name not in the list) with a message that names the
+ * flag and what it accepts. Sizes accept the binary suffixes K, M, G (1K =
+ * 1024 bytes), as nccl-tests does. tests/programs/program_shape.sh checks the
+ * shape of every build/chapter-N.
+ *
+ * Read cli_parse_range() and cli_fail() first.
  */
 #ifndef DDP_CLI_H
 #define DDP_CLI_H
 
+#include <stddef.h>
 #include <stdint.h>
+
+/* A program's exit status: it ran, it failed at run time, it was called wrong. */
+enum { CLI_EXIT_OK = 0, CLI_EXIT_FAILED = 1, CLI_EXIT_USAGE = 2 };
 
 /* Each returns 0, or ERR_ARG with err_msg() naming `flag` and the bad text. */
 int cli_parse_u64(const char *flag, const char *text, uint64_t *out);
@@ -21,8 +40,36 @@ int cli_parse_bytes(const char *flag, const char *text, uint64_t *out);
  * they do for torch.Generator.manual_seed). */
 int cli_parse_seed(const char *flag, const char *text, uint64_t *out);
 
-/* Prints "PROG: <err_msg()>" and a hint to run --help on stderr; returns 2,
- * the exit status for a usage error, so callers write `return cli_fail(argv[0]);`. */
+/* An unsigned integer from min to max: ERR_ARG "--FLAG: expected MIN to MAX,
+ * got 'TEXT'" otherwise. */
+int cli_parse_range(const char *flag, const char *text, uint64_t min, uint64_t max, uint64_t *out);
+
+/* A finite number from min to max, the same way. */
+int cli_parse_double_range(const char *flag, const char *text, double min, double max, double *out);
+
+/* One of `names` (NULL-terminated): *index is its position. ERR_ARG
+ * "--FLAG: unknown value 'TEXT' (a, b or c)" otherwise. */
+int cli_parse_choice(const char *flag, const char *text, const char *const *names, int *index);
+
+/* A comma-separated list of unsigned integers ("0,1,2") into out[0 .. max),
+ * *n of them. ERR_ARG naming the flag for junk, an empty value ("1,,2", "1,"),
+ * or more than max values. */
+int cli_parse_list(const char *flag, const char *text, uint64_t *out, int max, int *n);
+
+/* getopt_long's answer for an option it did not take (`c` is '?' or ':',
+ * `arg` is argv[optind - 1], `longopts` the program's table): ERR_ARG
+ * "unrecognized option '--frobnicate'", "option '--world' needs a value
+ * (--world=VALUE)" or "option '--help' takes no value". Returns ERR_ARG. */
+struct option;
+int cli_getopt_error(int c, const char *arg, const struct option *longopts);
+
+/* A usage error: prints "PROG: <err_msg()>" on one line of stderr and returns
+ * CLI_EXIT_USAGE, so callers write `return cli_fail("chapter-2");`. PROG is
+ * the program's name, not argv[0] (no "./build/" in messages). */
 int cli_fail(const char *prog);
+
+/* A runtime error: prints "PROG: <err_msg()>" on one line of stderr and
+ * returns CLI_EXIT_FAILED. */
+int cli_error(const char *prog);
 
 #endif

@@ -29,9 +29,9 @@ else
     t_skip default_is_fashion "Fashion-MNIST is not installed"
     t_out default_falls_back_to_synthetic "Fashion-MNIST is not installed" "$ch1"
 fi
-t_fail bench_unknown 2 "--bench: unknown benchmark 'nope'" "$ch1" --bench=nope
+t_fail bench_unknown 2 "--bench: unknown value 'nope' (idx, jsonl or all)" "$ch1" --bench=nope
 t_fail bench_on_synthetic 1 "synthetic is not a non-empty IDX file" "$ch1" --bench=idx --data=synthetic
 t_fail two_modes 2 "pick one" "$ch1" --check --get=1
-t_fail unknown_flag 2 "unknown or incomplete option '--frobnicate'" "$ch1" --frobnicate
+t_fail unknown_flag 2 "unrecognized option '--frobnicate'" "$ch1" --frobnicate
 t_fail stray_argument 2 "unexpected argument 'extra'" "$ch1" extra
-t_fail zero_lines 2 "--lines: expected at least 1 line" "$ch1" --experiment --lines=0
+t_fail zero_lines 2 "--lines: expected 1 to" "$ch1" --experiment --lines=0

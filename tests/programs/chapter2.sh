@@ -24,15 +24,16 @@ t_fail bad_world 2 "--world" "$ch2" --world=0
 t_fail bad_world_junk 2 "--world" "$ch2" --world=4x
 t_fail bad_rank 2 "--rank" "$ch2" --world=2 --rank=2 --print-indices
 t_fail bad_seed 2 "--seed" "$ch2" --seed=18446744073709551616 --print-indices
-t_fail bad_sampler 2 "--sampler" "$ch2" --sampler=random
-t_fail bad_batch_type 2 "--batch-type" "$ch2" --sampler=dynamic --batch-type=bytes
+t_fail bad_sampler 2 "--sampler: unknown value 'random' (distributed, feistel or dynamic)" "$ch2" --sampler=random
+t_fail bad_batch_type 2 "--batch-type: unknown value 'bytes' (token or example)" "$ch2" --sampler=dynamic --batch-type=bytes
+t_fail bench_not_dynamic 2 "--bench: times the distributed and feistel modes" "$ch2" --bench --sampler=dynamic
 t_fail bad_lengths 2 "--min-length" "$ch2" --sampler=dynamic --min-length=9 --max-length=3
 t_fail bad_budget_zero 2 "--budget" "$ch2" --sampler=dynamic --budget=0
 t_fail bad_sort_size 2 "--sort-size" "$ch2" --sampler=dynamic --sort-size=0
 t_fail bad_max_samples 2 "--max-samples" "$ch2" --sampler=dynamic --max-samples=0
 t_fail dynamic_has_no_drop_last 2 "--drop-last: the token-budget sampler has none" "$ch2" --sampler=dynamic --drop-last
 t_fail batch_size_needs_print 2 "--batch-size: groups what --print-indices prints" "$ch2" --batch-size=4
-t_fail batch_size_zero 2 "--batch-size: must be at least 1" "$ch2" --print-indices --batch-size=0
+t_fail batch_size_zero 2 "--batch-size: expected 1 to" "$ch2" --print-indices --batch-size=0
 
 # --batch-size: the batches DataLoader(batch_size=B, sampler=DistributedSampler(...)) gives, as
 # torch's BatchSampler makes them (plain suite, when Debian's torch is there)
