@@ -6,6 +6,7 @@
 #include "base/error.h"
 #include "sim/ranks.h"
 
+#include <getopt.h>
 #include <stdlib.h>
 
 TEST(error_wrap_keeps_the_cause)
@@ -30,6 +31,35 @@ TEST(cli_rejects_junk_and_reads_sizes)
     CHECK_ERR(cli_parse_seed("seed", "abc", &v), ERR_ARG, "expected an integer from -2^63 to 2^64-1 (negative allowed)");
     CHECK_ERR(cli_parse_seed("seed", "-", &v), ERR_ARG, "negative allowed");
     CHECK_ERR(cli_parse_seed("seed", "12x", &v), ERR_ARG, "negative allowed");
+}
+
+TEST(cli_ranges_choices_lists_say_what_they_accept)
+{
+    uint64_t v, list[4];
+    int n, i;
+    CHECK_OK(cli_parse_range("world", "64", 1, 64, &v));
+    CHECK_EQ_U64(v, 64);
+    CHECK_ERR(cli_parse_range("world", "65", 1, 64, &v), ERR_ARG, "--world: expected 1 to 64, got '65'");
+    CHECK_ERR(cli_parse_range("world", "0", 1, 64, &v), ERR_ARG, "expected 1 to 64");
+    CHECK_ERR(cli_parse_range("world", "99999999999999999999999", 1, 64, &v), ERR_ARG, "expected 1 to 64");
+    CHECK_ERR(cli_parse_range("world", "4x", 1, 64, &v), ERR_ARG, "expected 1 to 64, got '4x'");
+    double d;
+    CHECK_ERR(cli_parse_double_range("step-ms", "-1", 0, 10, &d), ERR_ARG, "--step-ms: expected 0 to 10");
+    CHECK_ERR(cli_parse_double_range("step-ms", "nan", 0, 10, &d), ERR_ARG, "finite");
+    static const char *const names[] = {"ring", "tree", "naive", NULL};
+    CHECK_OK(cli_parse_choice("algo", "tree", names, &i));
+    CHECK_EQ(i, 1);
+    CHECK_ERR(cli_parse_choice("algo", "mesh", names, &i), ERR_ARG, "--algo: unknown value 'mesh' (ring, tree or naive)");
+    CHECK_OK(cli_parse_list("workers", "0,2,8", list, 4, &n));
+    CHECK_EQ(n, 3);
+    CHECK_EQ_U64(list[2], 8);
+    CHECK_ERR(cli_parse_list("workers", "1,,2", list, 4, &n), ERR_ARG, "an empty value");
+    CHECK_ERR(cli_parse_list("workers", "1,", list, 4, &n), ERR_ARG, "an empty value");
+    CHECK_ERR(cli_parse_list("workers", "1,2,3,4,5", list, 4, &n), ERR_ARG, "at most 4 values");
+    static const struct option opts[] = {{"check", no_argument, 0, 1}, {"world", required_argument, 0, 2}, {0, 0, 0, 0}};
+    CHECK_ERR(cli_getopt_error(':', "--world", opts), ERR_ARG, "option '--world' needs a value (--world=VALUE)");
+    CHECK_ERR(cli_getopt_error('?', "--check=1", opts), ERR_ARG, "option '--check' takes no value");
+    CHECK_ERR(cli_getopt_error('?', "--frob", opts), ERR_ARG, "unrecognized option '--frob'");
 }
 
 TEST(synthetic_is_deterministic_and_bounded)
