@@ -11,7 +11,7 @@
  * A backend the build did not compile still has its row: its name then gives
  * "not built, install X" rather than "unknown".
  *
- * Adding a kind of backend (chapter 4's devices: "sim", "cuda") is one more
+ * Adding a kind of backend (chapter 4's devices, planned: "sim", "cuda") is one more
  * table of rows in backend_table.c and one typed lookup here, in the shape of
  * the comm functions below; this header stays free of every stage's headers
  * (the ops types are only declared), so any stage's front may include it.

@@ -8,9 +8,9 @@
  *                   OOM-killed process): the others hang until the watchdog.
  *   delay:R@K:MS    rank R sleeps MS milliseconds before collective K (a
  *                   straggler: slow storage, a long validation step): with
- *                   MS past the timeout it is the seeds' "NCCL timeout".
+ *                   MS past the timeout it is the classic "NCCL timeout".
  *   skip:R@K        rank R never issues collective K (uneven batches: one
- *                   rank has a batch fewer, the seeds' "hangs at epoch 2").
+ *                   rank has a batch fewer, the classic "hangs at epoch 2").
  *   flip:R@K        after collective K, one bit of one value in rank R's
  *                   result flips (silent divergence; `--check` catches it by
  *                   comparing checksums across ranks).

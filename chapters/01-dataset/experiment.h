@@ -10,7 +10,7 @@
 
 #include <stdint.h>
 
-/* "A few million lines" (the issue): 4 M lines of ~147 bytes, a 590 MB file,
+/* "A few million lines": 4 M lines of ~147 bytes, a 590 MB file,
  * about 20 s for the whole experiment on a 2-core shared machine. */
 #define EXPERIMENT_DEFAULT_LINES 4000000u
 
@@ -26,7 +26,7 @@ int experiment_run(const struct experiment_options *opt);
 
 /* The JSONL index build against `wc -l` on the same generated file of `lines`
  * lines (made in, or reused from, work_dir), best of 3 runs each. Prints both
- * rates in MB/s, their ratio and PASS (ratio >= 0.5, the issue's target) or
+ * rates in MB/s, their ratio and PASS (ratio >= 0.5, the chapter's target) or
  * MISS. 0 whatever the ratio (a miss is a finding, not a failure), or a
  * negative ERR_* when a run could not be made. */
 int experiment_bench_index(uint64_t lines, const char *work_dir);

@@ -6,7 +6,7 @@
 #    machine in this run (`list(iter(sampler))`), best of 3 each; prints both
 #    times and the ratio, and checks that the two lists are equal: DIFFERENT
 #    lists are a correctness failure and exit 1 (a speed MISS does not).
-# 2. n = 200 million (the seeds' scale): PyTorch-exact mode against the O(1)
+# 2. n = 200 million (production scale): PyTorch-exact mode against the O(1)
 #    Feistel mode, time and peak resident memory of one rank.
 # CH2_BENCH_N and CH2_BENCH_LARGE_N change the sizes.
 set -euo pipefail
@@ -61,5 +61,5 @@ else
     echo "  pytorch: skipped (Debian's python3-torch is not installed for /usr/bin/python3)"
 fi
 
-echo "== chapter 2 bench 2: one rank's epoch at the seeds' scale, n = $large, world $world"
+echo "== chapter 2 bench 2: one rank's epoch at production scale, n = $large, world $world"
 "$ch2" --bench --size="$large" --world="$world" --rank=0

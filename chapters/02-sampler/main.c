@@ -30,7 +30,7 @@
 #define CH2_MAX_EPOCHS 1000
 /* --max-samples: a batch buffer of this many indices is allocated up front. */
 #define CH2_MAX_BATCH (1 << 20)
-/* --bench's default n: the headline case, 10 million records. */
+/* --bench's default n: the headline case, 10 million records. */
 #define CH2_BENCH_SIZE 10000000
 
 static void ch2_usage(void)

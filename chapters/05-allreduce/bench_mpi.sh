@@ -11,7 +11,7 @@
 #         mpi_start), Open MPI choosing its own algorithm. With a timeout the
 #         backend would post MPI_Iallreduce and poll it with MPI_Test instead.
 # Each side runs ROUNDS times (default 3), alternating, and keeps its best.
-# Target (issue 5): the simulator at least 1.5x faster. Prints PASS or MISS;
+# Target (the chapter's): the simulator at least 1.5x faster. Prints PASS or MISS;
 # a MISS is a finding, not a failure of `make bench`.
 set -euo pipefail
 case "${1:-}" in -h|--help) sed -n '2,/^[^#]/s/^# \{0,1\}//p' "$0"; exit 0 ;; esac

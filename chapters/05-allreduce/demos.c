@@ -64,7 +64,7 @@ struct demo {
 };
 
 static const struct demo demos[] = {
-    {"timeout", "a straggler: the seeds' \"NCCL timeout\"",
+    {"timeout", "a straggler: the classic \"NCCL timeout\"",
      "rank 1 stalls before step 1 of epoch 2 (a slow filesystem, a long evaluation) for three\n"
      "  timeouts; the other ranks wait in the all-reduce until the watchdog fires.",
      "delay:1@4:%llu", COMM_CHECK_NONE, -1, "timed out",
@@ -74,7 +74,7 @@ static const struct demo demos[] = {
      "rank 2 exits just before collective #3; the others enter the all-reduce and wait for it.",
      "kill:2@3", COMM_CHECK_NONE, -1, "killed by --fault=kill:2@3",
      "a dead rank looks like a hang to the others; the report says which rank is gone and when."},
-    {"uneven", "uneven batches: the seeds' \"training hangs at epoch 2\"",
+    {"uneven", "uneven batches: the classic \"training hangs at epoch 2\"",
      "rank 3 has one batch fewer (no drop_last, a dataset that does not split evenly), so it\n"
      "  never issues collective #4; every later all-reduce pairs with the wrong step, and at the\n"
      "  end rank 3 is finished while the others wait for a step it will never run.",

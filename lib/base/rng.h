@@ -22,7 +22,7 @@ typedef struct rng {
 } rng_t;
 
 /* Seeds like torch.Generator.manual_seed(seed): only the low 32 bits count, so
- * the seeds -1 and 2^64-1 (same bits) and 5 and 2^32+5 give the same stream.
+ * the seed values -1 and 2^64-1 (same bits) and 5 and 2^32+5 give the same stream.
  * Never fails. */
 void rng_seed(rng_t *g, uint64_t seed);
 

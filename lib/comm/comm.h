@@ -2,7 +2,7 @@
  *
  * Where it sits: at the end of a training step. After backward, every rank
  * holds its own gradient; comm_allreduce() (op COMM_AVG) leaves the same
- * averaged gradient on every rank. DDP (chapter 6) launches one all-reduce per
+ * averaged gradient on every rank. DDP (chapter 6, planned) launches one all-reduce per
  * bucket with comm_allreduce_start() while backward is still running, and
  * waits for them all before the optimizer step.
  *

@@ -1,7 +1,7 @@
 /* dataset_shards: several files read as one dataset through one global index.
  *
  * Where it sits: behind dataset.h. A corpus too big for one file is split in N
- * files (the seeds' `data_split_num`); the spec "a.jsonl,b.jsonl,c.jsonl"
+ * files (a training corpus's `data_split_num` shards); the spec "a.jsonl,b.jsonl,c.jsonl"
  * opens each with dataset_open() and numbers their records one after the
  * other: shard 0's records first, then shard 1's. The sampler then sees one
  * index space, exactly as PyTorch's ConcatDataset presents its parts, and

@@ -91,7 +91,7 @@ struct loader_job {
  * nothing but these two calls, as a collate of your own would. */
 typedef int (*loader_collate_fn)(void *user, struct loader_job *job);
 
-/* Where the ring's slots come from. The pinned-transfer chapter passes an
+/* Where the ring's slots come from. The pinned-transfer chapter (4, planned) passes an
  * allocator of page-locked memory, so collate writes where the copy engine
  * reads. alloc returns memory of `bytes` bytes or NULL. */
 struct loader_allocator {

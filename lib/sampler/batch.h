@@ -12,7 +12,8 @@
  *                    drop_last. batch_size is per rank (per GPU): the global
  *                    batch is batch_size x world.
  *   batch_dynamic_*  a token-budget batch sampler for variable-length records
- *                    (the seeds' CustomDistributedBufferDynamicBatchSampler):
+ *                    (CustomDistributedBufferDynamicBatchSampler, as LLM
+ *                    training codebases have it):
  *                    shuffle as DistributedSampler does, cut the order into
  *                    buffers of sort_size x world records, sort each buffer by
  *                    length, grow each batch while its padded size stays
