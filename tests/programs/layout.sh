@@ -1,0 +1,153 @@
+# layout.sh: the rules of the house (README.md, "Layout"), checked by grep on
+# the sources, so a change that breaks one fails here, naming the file and line:
+#   includes_name_the_folder  every #include "..." of lib/ or sim/ names its folder
+#                             ("dataset/dataset.h"), and exists
+#   stage_order               a stage folder never includes a later stage's header
+#                             (base, dataset, sampler, loader, transfer, comm, ddp)
+#   one_backend_table         in lib/, only lib/backend_table.c includes sim/ or a
+#                             backend folder's header (*/mpi/, */nccl/, */cuda/);
+#                             a backend folder may include its own and other backends'
+#   vendor_headers            MPI headers only under */mpi/; CUDA, NCCL and cuBLAS
+#                             headers only in backend folders (*/cuda/, */nccl/) and .cu files
+#   unique_basenames          no two files of lib/ and sim/ share a name (the module
+#                             prefix keeps them apart; labs/lab.sh finds modules by it)
+#   stage_readmes             each stage folder has a README.md, or every file in it
+#                             opens with a header comment
+#   header_comments           every source file opens with a comment
+#   project_words             comments and READMEs speak of the project only
+# ROOT names the tree to check (default: this repository), so the rules can be
+# tried on a copy with a rule broken on purpose.
+. "$(dirname "$0")/../harness/lib.sh"
+ROOT=${ROOT:-$(cd "$(dirname "$0")/../.." && pwd)}
+cd "$ROOT" || exit 1
+
+STAGES=(base dataset sampler loader transfer comm ddp)
+stage_rank() { # stage name -> its position in the data flow, or empty
+    local i
+    for i in "${!STAGES[@]}"; do [ "${STAGES[$i]}" = "$1" ] && { echo "$i"; return; }; done
+}
+is_backend_path() { [[ /$1 == */mpi/* || /$1 == */nccl/* || /$1 == */cuda/* ]]; }
+
+# The sources to check: what git tracks (a checkout) or, failing that, every file.
+if git rev-parse --is-inside-work-tree >/dev/null 2>&1; then
+    mapfile -t sources < <(git ls-files --cached --others --exclude-standard -- '*.c' '*.h' '*.cu' | grep -v '^build/')
+    mapfile -t texts < <(git ls-files --cached --others --exclude-standard -- '*.c' '*.h' '*.cu' '*.md' '*.sh' '*.py' \
+        '*.gp' '*.awk' 'Makefile' 'mk/*' '.ci/*' 'tests/run' | grep -v '^build/')
+else
+    mapfile -t sources < <(find lib sim chapters labs tests -name '*.[ch]' -o -name '*.cu' | sort)
+    mapfile -t texts < <(find . -path ./build -prune -o -type f \( -name '*.[ch]' -o -name '*.cu' -o -name '*.md' \
+        -o -name '*.sh' -o -name '*.py' -o -name '*.gp' -o -name '*.awk' -o -name Makefile \) -print | sed 's|^\./||')
+fi
+
+# "file:line:header" for every quoted include of the given files
+quoted_includes() { grep -Hn '^[[:space:]]*#[[:space:]]*include[[:space:]]*"' "$@" 2>/dev/null |
+    sed -E 's/^([^:]*):([0-9]*):.*#[[:space:]]*include[[:space:]]*"([^"]*)".*/\1:\2:\3/'; }
+
+verdict() { # NAME PROBLEMS
+    if [ -z "$2" ]; then t_pass "$1"; else t_failed "$1" "$(head -n 8 <<<"$2" | tr '\n' ';')"; fi
+}
+
+core=(); for f in "${sources[@]}"; do [[ $f == lib/* || $f == sim/* ]] && core+=("$f"); done
+
+# ---- includes name the folder ------------------------------------------------------
+problems=""
+while IFS=: read -r file line hdr; do
+    [ -n "$file" ] || continue
+    dir=$(dirname "$file")
+    if [[ $file == lib/* || $file == sim/* ]]; then
+        # lib/ and sim/: "folder/name.h" under lib/ or the root, or a header of lib/'s own top level
+        if [[ $hdr != */* ]]; then
+            [ -f "lib/$hdr" ] || problems+="$file:$line: \"$hdr\" does not name its folder"$'\n'
+        elif [ ! -f "lib/$hdr" ] && [ ! -f "$hdr" ]; then
+            problems+="$file:$line: \"$hdr\" is neither lib/$hdr nor ./$hdr"$'\n'
+        fi
+    elif [[ $hdr != */* ]]; then
+        # elsewhere a bare name is the includer's own neighbour, the test and lab harness, or
+        # lib/'s top level (backend_table.h); never a stage's module
+        if [ ! -f "$dir/$hdr" ] && [ ! -f "tests/harness/$hdr" ] && [ ! -f "labs/$hdr" ] && [ ! -f "lib/$hdr" ]; then
+            problems+="$file:$line: \"$hdr\" is not beside it; a module's header names its folder"$'\n'
+        fi
+    elif [ ! -f "lib/$hdr" ] && [ ! -f "$hdr" ] && [ ! -f "$dir/$hdr" ]; then
+        problems+="$file:$line: \"$hdr\" does not exist under lib/ or the root"$'\n'
+    fi
+done < <(quoted_includes "${sources[@]}")
+verdict includes_name_the_folder "$problems"
+
+# ---- a stage never includes a later stage ------------------------------------------
+problems=""
+while IFS=: read -r file line hdr; do
+    [[ $file == lib/*/* ]] || continue
+    own=$(cut -d/ -f2 <<<"$file"); other=${hdr%%/*}
+    r_own=$(stage_rank "$own"); r_other=$(stage_rank "$other")
+    [ -n "$r_own" ] || { problems+="$file: lib/$own is not a stage (${STAGES[*]})"$'\n'; continue; }
+    if [ -n "$r_other" ] && [ "$r_other" -gt "$r_own" ]; then
+        problems+="$file:$line: the $own stage includes \"$hdr\" of the later $other stage"$'\n'
+    fi
+done < <(quoted_includes "${core[@]}")
+verdict stage_order "$problems"
+
+# ---- one file connects lib/ to sim/ and the backends ---------------------------------
+problems=""
+while IFS=: read -r file line hdr; do
+    [[ $file == lib/* ]] || continue
+    [ "$file" = lib/backend_table.c ] && continue
+    is_backend_path "$file" && continue # a backend may include its own and other backends' headers
+    if [[ $hdr == sim/* ]] || is_backend_path "$hdr"; then
+        problems+="$file:$line: includes \"$hdr\": only lib/backend_table.c connects lib/ to sim/ and the backends"$'\n'
+    fi
+done < <(quoted_includes "${core[@]}")
+verdict one_backend_table "$problems"
+
+# ---- MPI, CUDA, NCCL, cuBLAS headers only in backend folders ------------------------
+problems=""
+while IFS=: read -r file line hdr; do
+    [ -n "$file" ] || continue
+    case $hdr in
+    mpi.h|mpi_*.h|openmpi/*)
+        [[ /$file == */mpi/* ]] || problems+="$file:$line: <$hdr> outside an */mpi/ folder"$'\n' ;;
+    cuda*.h|cuda/*|nccl*.h|cublas*.h|cudart*.h|curand*.h|nvml.h|driver_types.h)
+        [[ $file == *.cu || /$file == */cuda/* || /$file == */nccl/* ]] ||
+            problems+="$file:$line: <$hdr> outside a .cu file or a backend folder"$'\n' ;;
+    esac
+done < <(grep -Hn '^[[:space:]]*#[[:space:]]*include[[:space:]]*<' "${sources[@]}" 2>/dev/null |
+    sed -E 's/^([^:]*):([0-9]*):.*#[[:space:]]*include[[:space:]]*<([^>]*)>.*/\1:\2:\3/')
+verdict vendor_headers "$problems"
+
+# ---- unique basenames ----------------------------------------------------------------
+dups=$(for f in "${core[@]}"; do basename "$f"; done | sort | uniq -d)
+problems=""
+for d in $dups; do
+    problems+="$d: $(for f in "${core[@]}"; do [ "$(basename "$f")" = "$d" ] && printf '%s ' "$f"; done)"$'\n'
+done
+verdict unique_basenames "$problems"
+
+# ---- each stage folder says what it is ------------------------------------------------
+opens_with_comment() { # file: its first non-blank line starts a comment
+    awk 'NF { exit !($1 ~ /^\/[*\/]/) } END { }' "$1"
+}
+problems=""
+for dir in lib/*/ sim/; do
+    dir=${dir%/}
+    [ -d "$dir" ] || continue
+    [ -f "$dir/README.md" ] && continue
+    for f in "$dir"/*.[ch] "$dir"/*.cu; do
+        [ -f "$f" ] || continue
+        opens_with_comment "$f" || { problems+="$dir: no README.md, and $f opens without a comment"$'\n'; break; }
+    done
+done
+verdict stage_readmes "$problems"
+
+problems=""
+for f in "${sources[@]}"; do
+    [[ $f == tests/fuzz/seeds/* ]] && continue
+    opens_with_comment "$f" || problems+="$f: opens without a comment saying what it is"$'\n'
+done
+verdict header_comments "$problems"
+
+# ---- the project's words ----------------------------------------------------------------
+# what a reader of the project cannot look up: the tracker's numbers, the
+# people and rounds behind a change (a verb, "never issues collective #4",
+# and MPI's own sessions are the project's words and pass)
+problems=$(grep -nHiE "(\bissue ?#?[0-9]|\bthe issue('s)?\b|\bthis issue\b|auditor|\bsession [0-9]|\bthis session\b|\bthe seeds\b|\bseeds' |the lead's)" \
+    "${texts[@]}" 2>/dev/null | grep -v '^tests/programs/layout.sh:')
+verdict project_words "$problems"
