@@ -22,8 +22,11 @@ ifneq ($(SAN),)
 endif
 CFLAGS += -std=c11 -pthread -MMD -MP
 
-# ---- features: build/config.mk, written once per build directory ----------
-NO_CONFIG_GOALS := help clean features
+# ---- packages, then features: build/config.mk, written once per build directory
+# deps, demo and test install missing packages first (mk/deps.sh), so they
+# must not read build/config.mk before that: their recipes build through a
+# second make, which detects the features of what is installed by then.
+NO_CONFIG_GOALS := help clean features deps demo test
 ifeq ($(filter-out $(NO_CONFIG_GOALS),$(or $(MAKECMDGOALS),all)),)
 else
 include $(BUILD)/config.mk
@@ -35,6 +38,9 @@ $(BUILD)/config.mk: mk/features.sh
 features: ## detect features again (after installing a package) and print one line each
 	@mkdir -p $(BUILD)
 	@sh mk/features.sh > $(BUILD)/config.mk.tmp && mv $(BUILD)/config.mk.tmp $(BUILD)/config.mk
+
+deps: ## install the Debian/Ubuntu packages the project uses (DEPS=all|required|none)
+	@BUILD=$(BUILD) sh mk/deps.sh
 
 ifeq ($(HAVE_MPI),1)
   CPPFLAGS += -DHAVE_MPI=1
@@ -134,7 +140,8 @@ fuzz: $(FUZZ_TARGETS) ## run every libFuzzer target for FUZZ_SECONDS (default 30
 	done
 
 # ---- entry points -------------------------------------------------------------
-test: ## run the whole suite (plain, ASan+UBSan, TSan, fuzz smoke); QUICK=1 runs the plain suite only
+test: ## install what is missing, then run the whole suite (plain, ASan+UBSan, TSan, fuzz smoke); QUICK=1: the plain suite only
+	@BUILD=$(BUILD) sh mk/deps.sh --quiet
 	@bash tests/run $(if $(QUICK),--quick)
 check: ## the test suite under ASan + UBSan
 	@bash tests/run --suite=asan
@@ -152,7 +159,9 @@ bench: all ## run every chapter's benchmarks; each prints its ratio against a pe
 plots: all ## run each chapter's plotted experiment: CSV, PNG and SVG into notebooks-out/
 	@for n in $(CHAPTERS); do \
 	    if ls chapters/*$$n-*/plot.gp >/dev/null 2>&1; then ./$(BUILD)/chapter-$$n --plot || exit 1; fi; done
-demo: all ## the main job: every chapter that exists, one after another, on its defaults
+demo: ## the main job: install what is missing, build, run every chapter that exists on its defaults
+	@BUILD=$(BUILD) sh mk/deps.sh --quiet
+	@$(MAKE) --no-print-directory all
 	@for n in $(CHAPTERS); do echo "==== chapter $$n ===="; ./$(BUILD)/chapter-$$n || exit 1; done
 test-gpu: all ## the GPU paths, on a machine with an NVIDIA GPU
 	@bash tests/run --suite=gpu
@@ -164,6 +173,6 @@ help: ## list the entry points
 	@grep -hE '^(# )?[a-z%-]+:.*## ' $(MAKEFILE_LIST) | sed -E 's/^(# )?([a-z%-]+):.*## /  \2\t/' | sed 's/%/N/' | expand -t 18
 	@echo "variables: BUILD=dir  SAN=address,undefined  WITH_CUDA=0  WITH_MPI=0  ARGS='...' (for chapter-N)"
 
-.PHONY: all tests test check tsan bench plots demo clean help features fuzz fuzz-build lab-skeletons test-gpu
+.PHONY: deps all tests test check tsan bench plots demo clean help features fuzz fuzz-build lab-skeletons test-gpu
 .SECONDARY:
 -include $(shell find $(BUILD) -name '*.d' 2>/dev/null)

@@ -78,7 +78,7 @@ if [ -x /usr/bin/python3 ] && /usr/bin/python3 -c 'import torch' >/dev/null 2>&1
 else say pytorch "not found: cross-checks and benchmarks against PyTorch are skipped (apt-get install python3-torch)"; fi
 
 if [ -n "$missing" ]; then
-    echo "error: required packages are missing. Install them with:" >&2
+    echo "error: required packages are missing. Install them with \`make deps\` (as root or with sudo), or:" >&2
     echo "  sudo apt-get install$missing" >&2
     exit 1
 fi
