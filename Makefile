@@ -2,9 +2,10 @@
 #
 # Layout it builds (see README.md): lib/, sim/ and the backends found
 # (lib/comm/mpi/ with Open MPI, the .cu files with CUDA and NCCL) into one
-# archive, build/libddp.a; chapters/NN-name/*.c into build/chapter-N;
-# tests/unit/test_*.c into build/tests/unit/; labs are built and graded by labs/lab.sh. Nothing here names a
-# chapter, lab or test: drop a directory or file in place and it is picked up.
+# archive, build/libddp.a; chapters/NN-name/*.c into build/chapter-N; tools/*.c
+# into build/tools/; tests/unit/test_*.c into build/tests/unit/; labs are built
+# and graded by labs/lab.sh. Nothing here names a chapter, lab, tool or test:
+# drop a directory or file in place and it is picked up.
 
 .DEFAULT_GOAL := all
 SHELL := /bin/bash
@@ -111,6 +112,12 @@ $(foreach d,$(CHAPTER_DIRS),$(eval $(call chapter_rules,$(d))))
 chapters/%.c: ;
 # chapter-%: ## build and run chapter N's program on its defaults; ARGS='--help' and others pass through
 
+# ---- tools: tools/*.c -> build/tools/NAME, the small programs behind make bench and make report
+TOOL_BINS := $(patsubst tools/%.c,$(BUILD)/tools/%,$(wildcard tools/*.c))
+$(BUILD)/tools/%: tools/%.c $(LIB)
+	@mkdir -p $(@D)
+	$(CC) $(CPPFLAGS) $(CFLAGS) $(WARN) $(LDFLAGS) -o $@ $< $(LIB) $(LDLIBS)
+
 # ---- tests: tests/unit/test_*.c -> build/tests/unit/test_* ---------------
 HARNESS_OBJS := $(patsubst %.c,$(BUILD)/obj/%.o,$(wildcard tests/harness/*.c))
 TEST_BINS := $(patsubst tests/%.c,$(BUILD)/tests/%,$(wildcard tests/unit/test_*.c))
@@ -119,7 +126,7 @@ $(BUILD)/tests/%: tests/%.c $(HARNESS_OBJS) $(LIB)
 	@mkdir -p $(@D)
 	$(CC) $(CPPFLAGS) -Itests/harness $(CFLAGS) $(WARN) -MF $@.d $(LDFLAGS) -o $@ $< $(HARNESS_OBJS) $(LIB) $(LDLIBS)
 
-all: $(LIB) $(CHAPTER_BINS) ## build the library and every chapter program
+all: $(LIB) $(CHAPTER_BINS) $(TOOL_BINS) ## build the library, every chapter program and the tools
 tests: all $(TEST_BINS)
 
 # ---- fuzzing: tests/fuzz/fuzz_*.c, clang + libFuzzer ------------------------
