@@ -11,13 +11,14 @@ struct bench_options {
     const char *data;     /* the dataset to measure, or NULL for the benchmark's default */
     const char *work_dir; /* where generated inputs go */
     uint64_t seed;        /* of the random indices */
+    uint64_t lines;       /* of the JSONL benchmark's generated file */
 };
 
 /* Random-access reads of records from a mmapped IDX file, in records per
  * CPU-second of one thread, one dataset_read() at a time and in batches of 256
  * with dataset_read_batch(), each against memcpy bandwidth measured in the
- * same run; prints the 5 M records/s target, judged on the batched rate, and
- * PASS or MISS. Reads opt->data, or (NULL) a generated
+ * same run; ends with the verdict line (lib/base/verdict.h) on the 5 M
+ * records/s target, judged on the batched rate. Reads opt->data, or (NULL) a generated
  * IDX file of Fashion-MNIST's shape (60000 x 28 x 28) in work_dir. 0, or a
  * negative ERR_* with err_msg() set. */
 int bench_idx(const struct bench_options *opt);

@@ -26,9 +26,9 @@ int experiment_run(const struct experiment_options *opt);
 
 /* The JSONL index build against `wc -l` on the same generated file of `lines`
  * lines (made in, or reused from, work_dir), best of 3 runs each. Prints both
- * rates in MB/s, their ratio and PASS (ratio >= 0.5, the chapter's target) or
- * MISS. 0 whatever the ratio (a miss is a finding, not a failure), or a
- * negative ERR_* when a run could not be made. */
+ * rates in MB/s and ends with the verdict line (lib/base/verdict.h): the
+ * ratio, target >= 0.5, PASS or MISS. 0 whatever the ratio (a miss is a
+ * finding, not a failure), or a negative ERR_* when a run could not be made. */
 int experiment_bench_index(uint64_t lines, const char *work_dir);
 
 #endif

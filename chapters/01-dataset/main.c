@@ -52,7 +52,7 @@ struct ch1_args {
 /* The JSONL index build, against wc -l (experiment.c owns the generated file). */
 static int bench_jsonl(const struct bench_options *opt)
 {
-    return experiment_bench_index(EXPERIMENT_DEFAULT_LINES, opt->work_dir);
+    return experiment_bench_index(opt->lines, opt->work_dir);
 }
 
 /* Every benchmark --bench can run; "all" runs them in this order. A new one
@@ -89,7 +89,7 @@ static void ch1_usage(FILE *to)
             "                       (load everything, chunks, mmap + offset index); table, CSV and\n"
             "                       plot into --out\n"
             "  --out=DIR            where the experiment's CSV, PNG and SVG go (default " CH1_OUT_DIR ")\n"
-            "  --lines=N            lines of the experiment's JSONL file (default %u)\n"
+            "  --lines=N            lines of the experiment's (and --bench=jsonl's) JSONL file (default %u)\n"
             "  --seed=S             seed of the random reads and the generated data (default 0)\n"
             "  --length-field=NAME  JSONL: the integer field that gives a record's length\n"
             "  --bench[=NAME]       run one benchmark, or all of them (the default):\n",
@@ -426,6 +426,7 @@ static int ch1_bench(const struct ch1_args *a)
         .data = a->data ? a->data : dataset_default_path(),
         .work_dir = ch1_work_dir(work, sizeof work),
         .seed = a->seed,
+        .lines = a->lines,
     };
     for (size_t i = 0; i < CH1_BENCHES; i++) {
         if (strcmp(a->bench, "all") != 0 && strcmp(a->bench, ch1_benches[i].name) != 0)

@@ -57,7 +57,7 @@ int ch2_bench(const struct ch2_config *cfg)
         enum sampler_mode mode;
         const char *name;
     } modes[] = {{SAMPLER_TORCH, "pytorch-exact"}, {SAMPLER_FEISTEL, "feistel"}};
-    printf("bench: rank %u's indices for one epoch, n = %llu, world %u (best of %d runs, each in a child process)\n",
+    printf("timing rank %u's indices for one epoch, n = %llu, world %u (best of %d runs, each in a child process)\n",
            cfg->dist.rank, (unsigned long long)cfg->dist.size, cfg->dist.world, CH2_BENCH_RUNS);
     printf("  %-14s %10s %16s %14s\n", "mode", "time_s", "indices_per_s", "peak_rss_MiB");
     for (size_t m = 0; m < sizeof modes / sizeof modes[0]; m++) {

@@ -332,7 +332,7 @@ static int ch3_bench(const dataset_t *ds, const struct ch3_args *a)
     }
     printf("loader memory: %u slots x %.2f MiB = %.2f MiB\n", r.st.slots, (double)r.st.slot_bytes / (1 << 20),
            (double)r.st.memory_bytes / (1 << 20));
-    printf("bench: data=%s workers=%u prefetch=%llu batch=%llu epochs=%llu warmup=%llu samples/s=%.0f MB/s=%.1f "
+    printf("loader bench: data=%s workers=%u prefetch=%llu batch=%llu epochs=%llu warmup=%llu samples/s=%.0f MB/s=%.1f "
            "data-wait=%.3f%s\n",
            dataset_name(ds), r.workers, (unsigned long long)a->prefetch, (unsigned long long)a->batch,
            (unsigned long long)a->epochs, (unsigned long long)a->warmup, r.samples_per_s, r.bytes_per_s / 1e6,

@@ -20,7 +20,7 @@ T_TIMEOUT=30 t_fail empty_idx_sweep 1 "the dataset has 0 records" "$C3" --data="
 
 t_run "$C3" --bench --data=synthetic --batch=64 --workers=2 --epochs=2
 last=$(printf '%s\n' "$T_OUT" | tail -n 1)
-if [ "$T_STATUS" = 0 ] && [[ $last == bench:*samples/s=*MB/s=*data-wait=* ]]; then t_pass bench_last_line
+if [ "$T_STATUS" = 0 ] && [[ $last == "loader bench: "*samples/s=*MB/s=*data-wait=* ]]; then t_pass bench_last_line
 else t_failed bench_last_line "status $T_STATUS, last line: $last"; fi
 
 t_out experiment_small "STARVING" "$C3" --data=synthetic --workers=0,2 --work-us=0,50 --batches=4 \
@@ -53,7 +53,7 @@ t_out jsonl_experiment "-> 0 us/sample:" "$C3" --data="$T_TMP/small.jsonl" --wor
     --batch=8 --step-ms=1 --out="$T_TMP/outj"
 t_run "$C3" --bench --data="$T_TMP/small.jsonl" --batch=8 --workers=2
 last=$(printf '%s\n' "$T_OUT" | tail -n 1)
-if [ "$T_STATUS" = 0 ] && [[ $last == bench:\ data=jsonl:*samples/s=*data-wait=* ]]; then t_pass jsonl_bench
+if [ "$T_STATUS" = 0 ] && [[ $last == "loader bench: data=jsonl:"*samples/s=*data-wait=* ]]; then t_pass jsonl_bench
 else t_failed jsonl_bench "status $T_STATUS, last line: $last"; fi
 
 # An experiment that fails prints no table first.
