@@ -159,27 +159,30 @@ lab-%: $(LIB) ## grade lab N: make lab-N [IMPL=ref|student|skeleton]
 	    BUILD="$(BUILD)" bash labs/lab.sh $* $(or $(IMPL),student)
 lab-skeletons: ## regenerate every lab's learner file from the reference (overwrites your work!)
 	@bash labs/lab.sh --write-skeletons
-bench: all ## run every chapter's benchmarks; each prints its ratio against a peer or limit
-	@failed=""; for d in $(CHAPTER_DIRS); do \
-	    [ -x $$d/bench.sh ] || continue; BUILD=$(BUILD) $$d/bench.sh || failed="$$failed $$d"; done; \
-	    [ -z "$$failed" ] || { echo "bench: these benchmarks failed to run:$$failed" >&2; exit 1; }
+bench: all ## run every chapter's benchmarks (verdicts: ratio against a peer or limit, PASS or MISS); kept in notebooks-out/bench/
+	@BUILD=$(BUILD) bash tools/run_benches.sh
 plots: all ## run each chapter's plotted experiment: CSV, PNG and SVG into notebooks-out/
 	@for n in $(CHAPTERS); do \
 	    if ls chapters/*$$n-*/plot.gp >/dev/null 2>&1; then ./$(BUILD)/chapter-$$n --plot || exit 1; fi; done
+report: plots ## notebooks-out/README.md: every chapter's plots and the last make bench's verdicts, on one page
+	@BUILD=$(BUILD) bash tools/report.sh
 demo: ## the main job: install what is missing, build, run every chapter that exists on its defaults
 	@BUILD=$(BUILD) sh mk/deps.sh --quiet
 	@$(MAKE) --no-print-directory all
 	@for n in $(CHAPTERS); do echo "==== chapter $$n ===="; ./$(BUILD)/chapter-$$n || exit 1; done
 test-gpu: all ## the GPU paths, on a machine with an NVIDIA GPU
 	@bash tests/run --suite=gpu
-clean: ## remove build/ and generated notebooks-out/ (keeps notebooks-out/reference/)
+# What notebooks-out/ keeps (the report and what it shows, reference/): the same list as .gitignore's.
+NOTEBOOKS_KEPT := README.md reference/* bench/last-run.txt chapter-*/*.svg chapter-*/*.csv
+clean: ## remove build/ and what notebooks-out/ does not keep (the PNG copies, temporary files)
 	rm -rf build
-	[ ! -d notebooks-out ] || find notebooks-out -mindepth 1 -maxdepth 1 ! -name reference -exec rm -rf {} +
+	[ ! -d notebooks-out ] || { find notebooks-out -type f $(foreach k,$(NOTEBOOKS_KEPT),! -path 'notebooks-out/$(k)') -delete && \
+	    find notebooks-out -mindepth 1 -type d -empty -delete; }
 help: ## list the entry points
 	@echo "make targets:"
 	@grep -hE '^(# )?[a-z%-]+:.*## ' $(MAKEFILE_LIST) | sed -E 's/^(# )?([a-z%-]+):.*## /  \2\t/' | sed 's/%/N/' | expand -t 18
 	@echo "variables: BUILD=dir  SAN=address,undefined  WITH_CUDA=0  WITH_MPI=0  ARGS='...' (for chapter-N)"
 
-.PHONY: deps all tests test check tsan bench plots demo clean help features fuzz fuzz-build lab-skeletons test-gpu
+.PHONY: deps all tests test check tsan bench plots report demo clean help features fuzz fuzz-build lab-skeletons test-gpu
 .SECONDARY:
 -include $(shell find $(BUILD) -name '*.d' 2>/dev/null)

@@ -77,8 +77,11 @@ static int verdict_read(const char *prog, bool table)
         const char *op = verdict_op_text(v.v.op);
         printf("| ");
         verdict_cell(v.v.what);
+        char fig[64], peer_fig[64];
+        verdict_format_figure(v.v.figure, fig, sizeof fig);
+        verdict_format_figure(v.v.peer_figure, peer_fig, sizeof peer_fig);
         if (v.ran) {
-            printf(" | %g ", v.v.figure);
+            printf(" | %s ", fig);
             verdict_cell(v.v.unit);
         } else {
             printf(" | ");
@@ -86,7 +89,7 @@ static int verdict_read(const char *prog, bool table)
         printf(" | ");
         verdict_cell(v.v.peer);
         if (v.ran) {
-            printf(" | %g ", v.v.peer_figure);
+            printf(" | %s ", peer_fig);
             verdict_cell(v.v.peer_unit);
             printf(" | %.2f | %s %g | **%s** |\n", v.v.ratio, op, v.v.target, v.pass ? "PASS" : "MISS");
         } else {

@@ -31,6 +31,7 @@ tmp=$(mktemp -d "${TMPDIR:-/tmp}/ch3-bench-XXXXXX")
 trap 'rm -rf "$tmp"' EXIT
 
 field() { sed -n "s|.*[[:space:]]$1=\([0-9.]*\).*|\1|p"; } # KEY: the value of KEY=VALUE on stdin
+millions() { awk -v x="$1" 'BEGIN { printf "%.6g", x / 1e6 }'; }
 
 echo "== chapter 3 bench (a): loader vs PyTorch DataLoader ($(nproc) CPU cores)"
 what_a() { echo "loader, Fashion-MNIST batches of 256, $1 worker(s)"; }
@@ -48,8 +49,8 @@ else
             echo "torch_loader.py failed with $k workers: $(tail -n 3 "$tmp/torch.err")" >&2
             exit 1
         fi
-        bench_verdict "$(what_a $k)" "$ours" samples/s "PyTorch DataLoader, $k worker(s)" "$torch" samples/s \
-            figure/peer '>=10'
+        bench_verdict "$(what_a $k)" "$(millions "$ours")" "M samples/s" "PyTorch DataLoader, $k worker(s)" \
+            "$(millions "$torch")" "M samples/s" figure/peer '>=10'
     done
 fi
 

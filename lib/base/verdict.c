@@ -17,9 +17,7 @@ const char *verdict_op_text(enum verdict_op op)
     return op == VERDICT_AT_MOST ? "<=" : ">=";
 }
 
-/* A figure with three significant digits, without an exponent from 1e-4 up:
- * 0.0471, 5.23, 16.5, 123, 68382. */
-static void verdict_format_figure(double x, char *buf, size_t size)
+void verdict_format_figure(double x, char *buf, size_t size)
 {
     if (fabs(x) >= 1000)
         snprintf(buf, size, "%.0f", x);

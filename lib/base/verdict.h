@@ -55,6 +55,10 @@ int verdict_print(FILE *out, const struct verdict *v);
 int verdict_print_not_run(FILE *out, const char *what, const char *peer, enum verdict_op op, double target,
                           const char *why);
 
+/* A figure as the line prints it: three significant digits, no exponent from
+ * 1e-4 up (0.0471, 5.23, 16.5, 123, 68382). */
+void verdict_format_figure(double x, char *buf, size_t size);
+
 /* "<=" or ">=". */
 const char *verdict_op_text(enum verdict_op op);
 
