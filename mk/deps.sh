@@ -84,7 +84,9 @@ has_candidate() { # package: apt knows a version of it to install
     apt-cache policy "$1" 2>/dev/null | awk '/Candidate:/ { found = ($2 != "(none)") } END { exit !found }'
 }
 # A fresh container has no package lists at all: fetch them once.
-ls /var/lib/apt/lists/*_Packages* >/dev/null 2>&1 || apt_update
+lists=/var/lib/apt/lists/
+eval "$(apt-config shell lists Dir::State::lists/d 2>/dev/null)"
+ls "$lists"*_Packages* >/dev/null 2>&1 || apt_update
 for p in $missing_required; do
     has_candidate "$p" && continue
     [ $updated = 1 ] || apt_update
