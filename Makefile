@@ -182,6 +182,7 @@ help: ## list the entry points
 	@echo "make targets:"
 	@grep -hE '^(# )?[a-z%-]+:.*## ' $(MAKEFILE_LIST) | sed -E 's/^(# )?([a-z%-]+):.*## /  \2\t/' | sed 's/%/N/' | expand -t 18
 	@echo "variables: BUILD=dir  SAN=address,undefined  WITH_CUDA=0  WITH_MPI=0  ARGS='...' (for chapter-N)"
+	@echo "           DEPS=all|required|none (for deps, demo, test)  BENCH_QUICK=1 (bench in seconds, figures meaningless)"
 
 .PHONY: deps all tests test check tsan bench plots report demo clean help features fuzz fuzz-build lab-skeletons test-gpu
 .SECONDARY:
