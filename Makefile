@@ -168,7 +168,8 @@ report: plots ## notebooks-out/README.md: every chapter's plots and the last mak
 	@BUILD=$(BUILD) bash tools/report.sh
 demo: ## the main job: install what is missing, build, run every chapter that exists on its defaults
 	@BUILD=$(BUILD) sh mk/deps.sh --quiet
-	@$(MAKE) --no-print-directory all
+	@$(MAKE) --no-print-directory demo-chapters
+demo-chapters: all
 	@for n in $(CHAPTERS); do echo "==== chapter $$n ===="; ./$(BUILD)/chapter-$$n || exit 1; done
 test-gpu: all ## the GPU paths, on a machine with an NVIDIA GPU
 	@bash tests/run --suite=gpu
@@ -184,6 +185,6 @@ help: ## list the entry points
 	@echo "variables: BUILD=dir  SAN=address,undefined  WITH_CUDA=0  WITH_MPI=0  ARGS='...' (for chapter-N)"
 	@echo "           DEPS=all|required|none (for deps, demo, test)  BENCH_QUICK=1 (bench in seconds, figures meaningless)"
 
-.PHONY: deps all tests test check tsan bench plots report demo clean help features fuzz fuzz-build lab-skeletons test-gpu
+.PHONY: deps all tests test check tsan bench plots report demo demo-chapters clean help features fuzz fuzz-build lab-skeletons test-gpu
 .SECONDARY:
 -include $(shell find $(BUILD) -name '*.d' 2>/dev/null)
