@@ -30,12 +30,12 @@ for script in chapters/[0-9][0-9]-*/bench.sh; do
     fi
 done
 
-# The shell helper: a verdict through it parses; a malformed call is refused.
-t_out helper_prints_a_verdict "| ratio 2.00 | target >= 1.5 | PASS" \
+# tools/bench.sh itself: a verdict through it parses; a malformed call is refused.
+t_out bench_sh_prints_a_verdict "| ratio 2.00 | target >= 1.5 | PASS" \
     bash -c ". tools/bench.sh; bench_verdict 'ours' 2 s 'theirs' 4 s peer/figure '>=1.5'"
-t_out helper_prints_not_run "bench: ours | theirs | target <= 2 | not run: no GPU" \
+t_out bench_sh_prints_not_run "bench: ours | theirs | target <= 2 | not run: no GPU" \
     bash -c ". tools/bench.sh; bench_not_run 'ours' 'theirs' '<=2' 'no GPU'"
-t_fail helper_refuses_a_missing_argument 2 "expected 8 arguments" \
+t_fail bench_sh_refuses_a_missing_argument 2 "expected 8 arguments" \
     bash -c ". tools/bench.sh; bench_verdict 'ours' 2 s 'theirs' 4 s '>=1.5'"
 t_fail check_names_a_bad_line 1 "line 2" \
     bash -c "printf 'table\nbench: ours: 2 s | theirs: 4 s | ratio 2.00 | target >= 1.5 | yes\n' | $verdict --check"
