@@ -112,6 +112,6 @@ if [ -n "$install_optional" ] && ! install $install_optional; then
     for p in $install_optional; do warn "  $p: off: $(turns_off "$p")"; done
 fi
 # The build detects its features once per build directory: detect them again.
-find "$BUILD" -name config.mk -delete 2>/dev/null
+find "$BUILD" -maxdepth 2 -name config.mk -delete 2>/dev/null
 say "installed; mk/features.sh will detect features again"
 exit 0
