@@ -89,7 +89,7 @@ static void ch1_usage(FILE *to)
             "                       (load everything, chunks, mmap + offset index); table, CSV and\n"
             "                       plot into --out\n"
             "  --out=DIR            where the experiment's CSV, PNG and SVG go (default " CH1_OUT_DIR ")\n"
-            "  --lines=N            lines of the experiment's (and --bench=jsonl's) JSONL file (default %u)\n"
+            "  --lines=N            lines of the JSONL file of the experiment and of the jsonl benchmark (default %u)\n"
             "  --seed=S             seed of the random reads and the generated data (default 0)\n"
             "  --length-field=NAME  JSONL: the integer field that gives a record's length\n"
             "  --bench[=NAME]       run one benchmark, or all of them (the default):\n",
