@@ -154,9 +154,9 @@ check: ## the test suite under ASan + UBSan
 	@bash tests/run --suite=asan
 tsan: ## the unit tests under ThreadSanitizer
 	@bash tests/run --suite=tsan
-lab-%: $(LIB) ## grade lab N: make lab-N [IMPL=ref|student|skeleton]
+lab-%: $(LIB) ## grade lab N: make lab-N [IMPL=ref|student|skeleton|mutant:FILE] [GRADE_FLAGS=--fail-fast]
 	@CC="$(CC)" CFLAGS="$(CFLAGS)" CPPFLAGS="$(CPPFLAGS)" LDFLAGS="$(LDFLAGS)" LDLIBS="$(LDLIBS)" \
-	    BUILD="$(BUILD)" bash labs/lab.sh $* $(or $(IMPL),student)
+	    BUILD="$(BUILD)" bash labs/lab.sh $* $(or $(IMPL),student) $(GRADE_FLAGS)
 lab-skeletons: ## regenerate every lab's learner file from the reference (overwrites your work!)
 	@bash labs/lab.sh --write-skeletons
 bench: all ## run every chapter's benchmarks (verdicts: ratio against a peer or limit, PASS or MISS); kept in notebooks-out/bench/

@@ -17,7 +17,9 @@
  *     Score: 10/20
  *     1 passed, 1 failed
  *
- * The exit status is 0 only at full marks.
+ * The exit status is 0 only at full marks. `grade --fail-fast` stops at the
+ * first failed test (the tests not run count as lost): the mutant check in
+ * tests/programs/labs.sh only needs to know that a wrong solution loses points.
  */
 #ifndef DDP_GRADER_H
 #define DDP_GRADER_H

@@ -1,15 +1,21 @@
 #!/usr/bin/env bash
 # lab.sh: builds and runs a lab's grader against one implementation (`make lab-N`).
 #
-#   labs/lab.sh N [student|ref|skeleton|only:REGION]
+#   labs/lab.sh N [IMPL [GRADER-FLAGS...]]   IMPL: student (default), ref, skeleton,
+#                                           only:REGION (that region stubbed alone), or
+#                                           mutant:FILE (a stored wrong solution, see labs/labgen.awk)
 #   labs/lab.sh --write-skeletons     regenerate every committed learner file
 #   labs/lab.sh --check-skeletons     fail if a committed learner file differs from its generated one
 #   labs/lab.sh --regions N           list lab N's exercise regions
+#   labs/lab.sh --reference-mutant N  print lab N's reference as a mutant file (every region
+#                                     with its own code): the mutant check must see it survive
 #
 # A lab lives in labs/NN-name/: README.md, grade.c, and one learner file per
 # module, named like its reference under lib/ or sim/. The learner file is that
-# reference with its LAB regions stubbed (labs/labgen.awk). Make passes CC,
-# CFLAGS, CPPFLAGS, LDFLAGS, LDLIBS and BUILD.
+# reference with its LAB regions stubbed (labs/labgen.awk). GRADER-FLAGS go to
+# the grader (--fail-fast: stop at the first failed test). Exit status: 0 at
+# full marks, 1 below them or when the build fails, 2 for a bad argument or
+# mutant file. Make passes CC, CFLAGS, CPPFLAGS, LDFLAGS, LDLIBS and BUILD.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 BUILD=${BUILD:-build}
@@ -50,13 +56,25 @@ case "${1:-}" in
     dir=$(lab_dir "$2")
     for f in $(learner_files "$dir"); do regions_of "$(reference_of "$f")"; done
     exit 0 ;;
+--reference-mutant)
+    dir=$(lab_dir "$2")
+    echo "# lab $2's reference itself, written as a mutant"
+    for f in $(learner_files "$dir"); do awk -v as_mutant=1 -f labs/labgen.awk "$(reference_of "$f")"; done
+    exit 0 ;;
 ""|-h|--help)
-    sed -n '2,12p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    sed -n '2,19p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
 esac
 
 n=$1; impl=${2:-student}
+shift $(($# < 2 ? $# : 2))
 dir=$(lab_dir "$n")
-out="$BUILD/labs/lab-$n/${impl//:/-}"
+case "$impl" in
+mutant:*) mutant=${impl#mutant:}
+    [ -f "$mutant" ] || { echo "lab.sh: $mutant: no such mutant file" >&2; exit 2; }
+    out="$BUILD/labs/lab-$n/mutant-$(basename "$mutant" .mutant)"
+    lab_regions=$(for f in $(learner_files "$dir"); do regions_of "$(reference_of "$f")"; done | tr '\n' ' ') ;;
+*) out="$BUILD/labs/lab-$n/${impl//:/-}" ;;
+esac
 mkdir -p "$out"
 
 # The sources that stand in for the reference modules, per implementation.
@@ -72,7 +90,11 @@ for f in $(learner_files "$dir"); do
         if regions_of "$ref" | grep -qx "$region"; then generate "$ref" "$dir/README.md" "$region" > "$out/$(basename "$f")"
         else cp "$ref" "$out/$(basename "$f")"; fi
         srcs+=("$out/$(basename "$f")") ;;
-    *) echo "lab.sh: unknown implementation '$impl' (student, ref, skeleton or only:REGION)" >&2; exit 2 ;;
+    mutant:*)
+        awk -v src="$ref" -v mutant="$mutant" -v lab_regions="$lab_regions" -f labs/labgen.awk "$ref" \
+            > "$out/$(basename "$f")" || exit 2
+        srcs+=("$out/$(basename "$f")") ;;
+    *) echo "lab.sh: unknown implementation '$impl' (student, ref, skeleton, only:REGION or mutant:FILE)" >&2; exit 2 ;;
     esac
 done
 
@@ -94,4 +116,4 @@ ${CC:-cc} ${CPPFLAGS:-} -Ilabs -Itests/harness -I"$dir" ${CFLAGS:-} -Wall -Wextr
     -o "$out/grade" "$dir/grade.c" "${srcs[@]}" labs/grader.c tests/harness/isolate.c \
     "$base" ${LDLIBS:-}
 echo "lab $n ($dir), implementation: $impl"
-exec "$out/grade"
+exec "$out/grade" "$@"

@@ -4,16 +4,78 @@
 # from the reference; the reference scores full marks; the untouched skeleton
 # loses points; and each exercise region, stubbed on its own, loses points,
 # which proves that every region is actually tested by the grader.
+#
+# Then the stored wrong solutions: every tests/labs/mutants/NN-what.mutant
+# (format: labs/labgen.awk) must lose points in lab NN's grader. One PASS or
+# FAIL per mutant; a mutant that keeps full marks is a hole in the grader, and
+# its FAIL line quotes the mutant's first comment line. Mutants are graded with
+# --fail-fast: one lost test is enough, and a hang costs one time limit, not
+# one per test. The check itself is checked: a mutant that is the reference in
+# disguise must be reported as surviving, one that does not build must not
+# count as caught, and one naming a region the lab lacks must be refused.
 . "$(dirname "$0")/../harness/lib.sh"
 [ "${SUITE:-plain}" = plain ] || exit 0
+
+lab_number() { echo $((10#$1)); } # "05" -> 5
+
+# Grades mutant FILE in lab N; sets VERDICT to caught, survives or broken,
+# and DETAIL to the test that caught it or to what went wrong. (Through make,
+# every failure exits 2: the Score line, or its absence, tells them apart.)
+mutant_verdict() {
+    local n=$1 file=$2 score
+    t_run make -s BUILD="$BUILD" lab-"$n" IMPL="mutant:$file" GRADE_FLAGS=--fail-fast
+    score=$(sed -n 's/^Score: \([0-9]*\/[0-9]*\)$/\1/p' <<<"$T_OUT" | tail -n 1)
+    if [ -z "$score" ]; then
+        DETAIL=$(grep -m1 -E '^(labgen|lab\.sh): ' <<<"$T_OUT" || true)
+        VERDICT=broken DETAIL=${DETAIL:-"it does not build or the grader did not finish (status $T_STATUS): $(tail -n 4 <<<"$T_OUT" | tr '\n' ' ')"}
+    elif [ "${score%/*}" = "${score#*/}" ]; then
+        VERDICT=survives DETAIL="full marks ($score)"
+    else
+        VERDICT=caught DETAIL="caught by $(grep -m1 -o '^[^ :]*: FAIL' <<<"$T_OUT" | cut -d: -f1), $score"
+    fi
+}
 
 t_ok skeletons_equal_generated bash labs/lab.sh --check-skeletons
 for dir in labs/[0-9][0-9]-*/; do
     [ -f "$dir/grade.c" ] || continue
-    n=$(basename "$dir" | cut -d- -f1 | sed 's/^0//')
+    n=$(lab_number "$(basename "$dir" | cut -d- -f1)")
     t_ok "lab-$n.reference_full_marks" make -s BUILD="$BUILD" lab-"$n" IMPL=ref
     t_fail "lab-$n.skeleton_loses_points" nonzero "FAIL (0/" make -s BUILD="$BUILD" lab-"$n" IMPL=skeleton
     for region in $(bash labs/lab.sh --regions "$n"); do
         t_fail "lab-$n.region_${region}_is_tested" nonzero "FAIL (0/" make -s BUILD="$BUILD" lab-"$n" IMPL="only:$region"
     done
+    bash labs/lab.sh --reference-mutant "$n" > "$T_TMP/reference.mutant"
+    mutant_verdict "$n" "$T_TMP/reference.mutant"
+    if [ "$VERDICT" = survives ]; then t_pass "lab-$n.mutant_check_sees_the_reference_survive"
+    else t_failed "lab-$n.mutant_check_sees_the_reference_survive" "expected 'survives', got '$VERDICT': $DETAIL"; fi
+done
+
+# The check of the check, on the cheapest lab: a region the lab lacks is an
+# error, and a mutant that does not compile is broken, not caught.
+probe=$(ls -d labs/[0-9][0-9]-*/ | tail -n 1)
+probe_n=$(lab_number "$(basename "$probe" | cut -d- -f1)")
+probe_region=$(bash labs/lab.sh --regions "$probe_n" | head -n 1)
+printf '# names a region no lab has\n@@ region no-such-region\n' > "$T_TMP/no-region.mutant"
+t_fail mutant_naming_a_missing_region_is_refused nonzero "no region named no-such-region" \
+    make -s BUILD="$BUILD" lab-"$probe_n" IMPL="mutant:$T_TMP/no-region.mutant"
+printf '# does not compile\n@@ region %s\n    this is not C;\n' "$probe_region" > "$T_TMP/no-build.mutant"
+mutant_verdict "$probe_n" "$T_TMP/no-build.mutant"
+if [ "$VERDICT" = broken ]; then t_pass mutant_that_does_not_build_is_not_caught
+else t_failed mutant_that_does_not_build_is_not_caught "expected 'broken', got '$VERDICT': $DETAIL"; fi
+
+# The stored wrong solutions: each must lose points.
+for file in tests/labs/mutants/*.mutant; do
+    [ -f "$file" ] || continue
+    name=$(basename "$file" .mutant)
+    if ! [[ $name =~ ^([0-9][0-9])-[a-z0-9][a-z0-9-]*$ ]]; then
+        t_failed "mutant_$name" "a mutant file is named NN-what-is-wrong.mutant (NN: its lab, two digits; lower case, digits and '-')"
+        continue
+    fi
+    n=$(lab_number "${BASH_REMATCH[1]}")
+    mutant_verdict "$n" "$file"
+    case $VERDICT in
+    caught) t_pass "lab-$n.mutant_$name ($DETAIL)" ;;
+    survives) t_failed "lab-$n.mutant_$name" "survives with $DETAIL, so the grader misses: \"$(head -n 1 "$file" | sed 's/^#[[:space:]]*//')\"" ;;
+    broken) t_failed "lab-$n.mutant_$name" "$DETAIL" ;;
+    esac
 done
