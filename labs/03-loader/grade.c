@@ -3,14 +3,31 @@
  * must guarantee: batches in order (or, out of order, a finished batch handed
  * out while an earlier one is still stuck), every sample exactly once, never
  * more than `slots` batches of memory in flight, an error delivered at its
- * batch, and a clean stop. Each test runs in its own process with a time limit, so a
- * deadlock in the ring is a failed test, not a hung grader.
+ * batch, and a clean stop. Every loader with workers gets the loader's own
+ * timeout (GRADE_LOADER_TIMEOUT_S): a deadlock in the ring fails its test in
+ * seconds, with the loader's word on which batch is late and who holds it.
+ * Each test also runs in its own process with a time limit, for a hang the
+ * loader cannot see (a claim that never returns).
  */
 #include "grader.h"
 
 #include "loader_fixture.h"
 
 #include <stdio.h>
+
+/* No batch of these tests takes more than milliseconds: 5 s without one is a
+ * deadlock, even on a loaded machine. */
+#define GRADE_LOADER_TIMEOUT_S 5.0
+
+/* The next batch, which must exist: a timeout or an error says why not. */
+static struct loader_batch *grade_next(loader_t *L)
+{
+    struct loader_batch *b;
+    int rc = loader_next(L, &b);
+    CHECK_MSG(rc == 1, "loader_next: expected a batch, got %s%s%s", rc == 0 ? "the end of the epoch" : err_name(rc),
+              rc ? ": " : "", rc ? err_msg() : "");
+    return b;
+}
 
 /* Runs one epoch of n samples in batches of bs and checks order and
  * exactly-once delivery; with out_of_order, only exactly-once. */
@@ -56,15 +73,20 @@ static void order_one_worker(void) { grade_epochs(1, 0, 300, 8, 2); }
 static void order_many_workers(void) { grade_epochs(4, 0, 600, 7, 2); }
 static void caller_thread(void) { grade_epochs(0, 0, 200, 9, 2); }
 static void out_of_order(void) { grade_epochs(3, 1, 500, 8, 1); }
-/* Batch 0 blocks until a later batch was delivered: only a real out-of-order
- * pick gets past the first batch (see fixture_check_overtaking). */
-static void out_of_order_overtakes(void) { fixture_check_overtaking(3); }
+/* Batch 0 blocks until twice the ring's size of later batches were delivered
+ * (3 workers, prefetch 2: 6 slots): only a real out-of-order pick gets past
+ * the first batch, and only a claim into any free slot gets past the fifth
+ * (see fixture_check_overtaking_by). */
+static void out_of_order_overtakes(void) { fixture_check_overtaking_by(3, 12); }
 
-static void memory_bound(void)
+/* A slow trainer, so the workers run into the ring's bound. Out of order the
+ * bound is the same: at most `slots` batches claimed and not yet released. */
+static void grade_memory_bound(int out_of_order)
 {
     dataset_t *ds = fixture_dataset(300, 24, 24);
     struct fixture_counting c = {0};
     struct loader_options opt = fixture_options(3, 5, fixture_bound_transform);
+    opt.out_of_order = out_of_order;
     opt.allocator = (struct loader_allocator){fixture_count_alloc, fixture_count_free, &c};
     fixture_slots = 3 * opt.prefetch;
     loader_t *L;
@@ -90,6 +112,9 @@ static void memory_bound(void)
     dataset_close(ds);
 }
 
+static void memory_bound(void) { grade_memory_bound(0); }
+static void memory_bound_out_of_order(void) { grade_memory_bound(1); }
+
 static int fail_on_77(void *user, const struct loader_sample *s, void *data, uint64_t bytes)
 {
     if (s->index == 77)
@@ -97,10 +122,13 @@ static int fail_on_77(void *user, const struct loader_sample *s, void *data, uin
     return fixture_delay(user, s, data, bytes);
 }
 
-static void error_at_its_batch(void)
+/* Sample 77 fails. In order, its error must come after batches 0 to 6; out
+ * of order, after any batches, but it must come. */
+static void grade_error_at_its_batch(int out_of_order)
 {
     dataset_t *ds = fixture_dataset(200, 24, 24);
     struct loader_options opt = fixture_options(3, 10, fail_on_77);
+    opt.out_of_order = out_of_order;
     loader_t *L;
     CHECK_OK(loader_open(ds, &opt, &L));
     uint64_t idx[200];
@@ -110,12 +138,16 @@ static void error_at_its_batch(void)
     CHECK_OK(loader_start_epoch(L, &e));
     uint64_t got;
     int rc = fixture_drain(L, &got);
-    CHECK_MSG(got == 7, "expected batches 0 to 6 before the error, got %llu batches", (unsigned long long)got);
     CHECK_ERR(rc, ERR_FORMAT, "sample 77 is corrupt");
     CHECK_CONTAINS(err_msg(), "batch 7");
+    CHECK_MSG(out_of_order || got == 7, "expected batches 0 to 6 before the error, got %llu batches",
+              (unsigned long long)got);
     loader_close(L);
     dataset_close(ds);
 }
+
+static void error_at_its_batch(void) { grade_error_at_its_batch(0); }
+static void error_out_of_order(void) { grade_error_at_its_batch(1); }
 
 static void shutdown_and_restart(void)
 {
@@ -126,9 +158,7 @@ static void shutdown_and_restart(void)
     uint64_t *idx = fixture_shuffled(400, 3);
     struct loader_epoch e = {.epoch = 0, .indices = index_stream_of_array(&(struct index_array){idx, 400}), .batch_size = 8};
     CHECK_OK(loader_start_epoch(L, &e));
-    struct loader_batch *held, *b;
-    CHECK_EQ(loader_next(L, &held), 1);
-    CHECK_EQ(loader_next(L, &b), 1);
+    struct loader_batch *held = grade_next(L), *b = grade_next(L);
     loader_release(L, b);
     loader_stop(L); /* the trainer breaks out of its loop holding batch 0 */
     fixture_check_batch(ds, held, idx, 0);
@@ -139,21 +169,27 @@ static void shutdown_and_restart(void)
     CHECK_OK(fixture_drain(L, &got));
     CHECK_EQ_U64(got, 50);
     CHECK_OK(loader_start_epoch(L, &e)); /* close with work in flight */
-    CHECK_EQ(loader_next(L, &b), 1);
+    grade_next(L);
     loader_close(L);
     free(idx);
     dataset_close(ds);
 }
 
 static const struct grade_test tests[] = {
-    {"order-one-worker", 10, 20, order_one_worker},
-    {"order-many-workers", 20, 30, order_many_workers},
-    {"caller-thread", 10, 20, caller_thread},
-    {"out-of-order", 10, 20, out_of_order},
-    {"out-of-order-overtakes", 10, 20, out_of_order_overtakes},
-    {"memory-bound", 20, 30, memory_bound},
-    {"error-at-its-batch", 10, 20, error_at_its_batch},
-    {"shutdown-and-restart", 20, 30, shutdown_and_restart},
+    {"order-one-worker", 10, 15, order_one_worker},
+    {"order-many-workers", 20, 15, order_many_workers},
+    {"caller-thread", 10, 15, caller_thread},
+    {"out-of-order", 10, 15, out_of_order},
+    {"out-of-order-overtakes", 10, 15, out_of_order_overtakes},
+    {"memory-bound", 20, 15, memory_bound},
+    {"memory-bound-out-of-order", 10, 15, memory_bound_out_of_order},
+    {"error-at-its-batch", 10, 15, error_at_its_batch},
+    {"error-out-of-order", 10, 15, error_out_of_order},
+    {"shutdown-and-restart", 20, 15, shutdown_and_restart},
 };
 
-int main(int argc, char **argv) { return GRADE_MAIN(argc, argv, tests); }
+int main(int argc, char **argv)
+{
+    fixture_timeout_s = GRADE_LOADER_TIMEOUT_S;
+    return GRADE_MAIN(argc, argv, tests);
+}
