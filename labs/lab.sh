@@ -113,7 +113,7 @@ ar rcs "$base" "${objs[@]}"
 lenient="-Wno-unused-function -Wno-unused-parameter -Wno-unused-variable -Wno-unused-but-set-variable"
 # shellcheck disable=SC2086
 ${CC:-cc} ${CPPFLAGS:-} -Ilabs -Itests/harness -I"$dir" ${CFLAGS:-} -Wall -Wextra -Werror $lenient ${LDFLAGS:-} \
-    -o "$out/grade" "$dir/grade.c" "${srcs[@]}" labs/grader.c tests/harness/isolate.c \
+    -o "$out/grade" "$dir/grade.c" "${srcs[@]}" labs/grader.c tests/harness/isolate.c tests/harness/heap.c \
     "$base" ${LDLIBS:-}
 echo "lab $n ($dir), implementation: $impl"
 exec "$out/grade" "$@"

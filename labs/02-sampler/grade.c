@@ -2,8 +2,11 @@
  *
  * Your lib/sampler/sampler.c regions are graded against vectors printed by PyTorch
  * 1.13's torch.utils.data.DistributedSampler (after set_epoch), then against
- * the properties every correct split has. Read labs/02-sampler/README.md. */
+ * the properties every correct split has, the randperm option, positions near
+ * 2^64, and a heap that does not grow from epoch to epoch. Read
+ * labs/02-sampler/README.md. */
 #include "grader.h"
+#include "heap.h"
 
 #include "base/error.h"
 #include "sampler/sampler.h"
@@ -40,13 +43,18 @@ static const struct torch_case padding_cases[] = {
     {3, 16, 7, 2, 1, 0, 1, {{1}, {0}, {2}, {1}, {0}, {2}, {1}, {0}, {2}, {1}, {0}, {2}, {1}, {0}, {2}, {1}}},
 };
 
+static sampler_t *make_with(const struct sampler_options *o)
+{
+    sampler_t *s;
+    CHECK_OK(sampler_create(o, &s));
+    return s;
+}
+
 static sampler_t *make(uint64_t n, uint32_t world, uint32_t rank, uint64_t seed, int shuffle, int drop_last)
 {
     struct sampler_options o = {.size = n, .world = world, .rank = rank, .seed = seed, .shuffle = shuffle,
                                 .drop_last = drop_last, .mode = SAMPLER_TORCH, .randperm = SAMPLER_RANDPERM_AUTO};
-    sampler_t *s;
-    CHECK_OK(sampler_create(&o, &s));
-    return s;
+    return make_with(&o);
 }
 
 static void check_case(const struct torch_case *c)
@@ -157,6 +165,86 @@ static void test_partition(void)
     free(count);
 }
 
+/* The randperm option picks torch.randperm's algorithm (PyTorch <= 2.5 or >= 2.6 at large n): the
+ * shuffle must pass it on. Each rank's indices are the strided split of sampler_randperm's order. */
+static void test_randperm_option(void)
+{
+    const uint64_t n = 1000, seed = 11, epoch = 4;
+    const uint32_t world = 3;
+    const enum sampler_randperm algos[] = {SAMPLER_RANDPERM_SWAP, SAMPLER_RANDPERM_INSIDE_OUT};
+    sampler_seq_t order[2];
+    for (int a = 0; a < 2; a++)
+        CHECK_OK(sampler_randperm(n, seed + epoch, algos[a], &order[a]));
+    CHECK_MSG(memcmp(order[0].u32, order[1].u32, n * sizeof *order[0].u32) != 0, "the two algorithms agree");
+    for (int a = 0; a < 2; a++) {
+        for (uint32_t r = 0; r < world; r++) {
+            struct sampler_options o = {.size = n, .world = world, .rank = r, .seed = seed, .shuffle = 1,
+                                        .mode = SAMPLER_TORCH, .randperm = algos[a]};
+            sampler_t *s = make_with(&o);
+            sampler_set_epoch(s, epoch);
+            CHECK_OK(sampler_begin(s));
+            for (uint64_t k = 0; k < sampler_len(s); k++) {
+                uint64_t index, want = sampler_seq_at(&order[a], (r + k * world) % n);
+                CHECK_OK(sampler_get(s, k, &index));
+                CHECK_MSG(index == want, "randperm option %s, rank %u: index %llu is %llu, want %llu (was the "
+                          "option passed on to sampler_randperm?)", a ? "INSIDE_OUT" : "SWAP", r,
+                          (unsigned long long)k, (unsigned long long)index, (unsigned long long)want);
+            }
+            sampler_destroy(s);
+        }
+        sampler_seq_free(&order[a]);
+    }
+}
+
+/* n near 2^64: the O(1)-memory mode (SAMPLER_FEISTEL) splits and pads exactly as the torch mode
+ * does, and without shuffling its index is the position itself, so positions can be checked where
+ * rank + k x W no longer fits in 32 bits, and where the padding wraps at the very top. */
+static void test_huge_n(void)
+{
+    static const struct { uint64_t n; uint32_t world; } t[] = {
+        {UINT64_MAX - 1, 3}, {(1ull << 40) + 3, 8}, {(1ull << 33) + 1, 65536}, {UINT64_MAX / 7, 7},
+    };
+    for (size_t i = 0; i < sizeof t / sizeof t[0]; i++) {
+        for (uint32_t r = 0; r < t[i].world; r += t[i].world > 8 ? t[i].world / 4 - 1 : 1) {
+            struct sampler_options o = {.size = t[i].n, .world = t[i].world, .rank = r, .shuffle = 0,
+                                        .mode = SAMPLER_FEISTEL};
+            sampler_t *s = make_with(&o);
+            CHECK_OK(sampler_begin(s));
+            uint64_t len = sampler_len(s);
+            const uint64_t ks[] = {0, 1, len / 3, len / 2 + 1, len - 2, len - 1};
+            for (size_t j = 0; j < sizeof ks / sizeof ks[0]; j++) {
+                unsigned __int128 pos = (unsigned __int128)r + (unsigned __int128)ks[j] * t[i].world;
+                uint64_t index, want = (uint64_t)(pos % t[i].n);
+                CHECK_OK(sampler_get(s, ks[j], &index));
+                CHECK_MSG(index == want, "n=%llu world=%u rank %u, no shuffle: index %llu is %llu, want %llu",
+                          (unsigned long long)t[i].n, t[i].world, r, (unsigned long long)ks[j],
+                          (unsigned long long)index, (unsigned long long)want);
+            }
+            sampler_destroy(s);
+        }
+    }
+}
+
+/* Every epoch's order replaces the last: the heap must not grow epoch after epoch. */
+static void test_no_leak_across_epochs(void)
+{
+    if (!heap_measurable())
+        CHECK_SKIP("the heap cannot be measured under a sanitizer");
+    const uint64_t n = 100000;
+    sampler_t *s = make(n, 4, 1, 3, 1, 0);
+    size_t after_first = 0;
+    for (uint64_t epoch = 0; epoch < 12; epoch++) {
+        sampler_set_epoch(s, epoch);
+        CHECK_OK(sampler_begin(s));
+        if (epoch == 1)
+            after_first = heap_in_use();
+    }
+    size_t grown = heap_in_use() - after_first;
+    CHECK_MSG(heap_in_use() <= after_first + n, "the heap grew by %zu bytes over 10 epochs of n=%llu: something "
+              "allocated per epoch is never freed", grown, (unsigned long long)n);
+    sampler_destroy(s);
+}
+
 static const struct grade_test tests[] = {
     {"num-samples", 10, 10, test_num_samples},
     {"strided-split", 10, 10, test_strided_split},
@@ -165,6 +253,9 @@ static const struct grade_test tests[] = {
     {"torch-golden-n10-w3", 20, 10, test_torch_golden},
     {"set-epoch-changes-order", 15, 10, test_epoch_changes_order},
     {"partition", 15, 20, test_partition},
+    {"randperm-option", 10, 10, test_randperm_option},
+    {"huge-n", 10, 10, test_huge_n},
+    {"no-leak-across-epochs", 10, 10, test_no_leak_across_epochs},
 };
 
 int main(int argc, char **argv) { return GRADE_MAIN(argc, argv, tests); }
