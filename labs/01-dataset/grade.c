@@ -2,16 +2,49 @@
  * builds the JSONL offset index (region index-scan) and finds a record from
  * it (region record-lookup). Each test writes a small JSONL file, opens it
  * through dataset.h as any loader would, and compares every record with what
- * the file holds. Read labs/01-dataset/README.md first. */
+ * the file holds; others damage the index on disk, put an inaccessible page
+ * right after the data, or count the heap. Read labs/01-dataset/README.md
+ * first. */
 #include "dataset/dataset.h"
 #include "base/error.h"
 #include "grader.h"
+#include "heap.h"
 
+#include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <unistd.h>
+
+/* ---- a guard page after every file the dataset maps -------------------------
+ * A file whose size is a multiple of the page size ends exactly on a page
+ * boundary, and what follows it in the address space is whatever the kernel
+ * put there, often readable: a read one byte past the data goes unnoticed.
+ * While lab_guard is set, this mmap(), which stands in for the C library's in
+ * the whole grader (the dataset code calls it), maps every file right below an
+ * inaccessible page, so such a read is a SIGSEGV. */
+static int lab_guard;
+
+void *mmap(void *addr, size_t len, int prot, int flags, int fd, off_t off)
+{
+    if (!lab_guard || fd < 0 || addr != NULL)
+        return (void *)syscall(SYS_mmap, addr, len, prot, flags, fd, off);
+    size_t page = (size_t)sysconf(_SC_PAGESIZE), span = (len + page - 1) / page * page;
+    char *area = (void *)syscall(SYS_mmap, NULL, span + page, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE,
+                                 -1, (off_t)0);
+    if (area == MAP_FAILED)
+        return MAP_FAILED;
+    void *map = (void *)syscall(SYS_mmap, area, len, prot, flags | MAP_FIXED, fd, off);
+    if (map == MAP_FAILED) {
+        int e = errno;
+        munmap(area, span + page);
+        errno = e;
+    }
+    return map;
+}
 
 static const char *lab_path(const char *name)
 {
@@ -50,7 +83,7 @@ static void lab_expect(const char *name, const char *text, const char *const *wa
     CHECK_MSG(dataset_info(ds)->length == n, "expected %llu records, the index has %llu", (unsigned long long)n,
               (unsigned long long)dataset_info(ds)->length);
     for (uint64_t i = 0; i < n; i++) {
-        char buf[256];
+        char buf[1024];
         struct dataset_record rec;
         CHECK_OK(dataset_read(ds, i, buf, sizeof buf, &rec));
         CHECK_MSG(rec.bytes == strlen(want[i]) && memcmp(buf, want[i], rec.bytes) == 0,
@@ -92,6 +125,23 @@ static void test_no_final_newline(void)
     lab_expect("nofinal.jsonl", "{\"n\":1}\n{\"n\":\"last\"}", want, 2);
     static const char *const one[] = {"z"};
     lab_expect("nofinal.jsonl", "z", one, 1);
+    /* the last line without a newline is blank: still not a record */
+    lab_expect("nofinal.jsonl", "{\"n\":1}\n \t", want, 1);
+}
+
+/* Leading whitespace is part of the record: only trailing whitespace is trimmed. */
+static void test_leading_whitespace_kept(void)
+{
+    static const char *const want[] = {"  {\"l\":1}", "\t[2]", "{\"l\":3}", " \r \"four\""};
+    lab_expect("leading.jsonl", "  {\"l\":1}\n\t[2]\r\n{\"l\":3}\n \r \"four\"  \n", want, 4);
+}
+
+/* JSON's whitespace is space, tab, CR and LF (RFC 8259 section 2), not everything isspace() knows:
+ * a vertical tab or a form feed is a byte of the record. */
+static void test_only_json_whitespace(void)
+{
+    static const char *const want[] = {"{\"j\":1} \v", "\f", "{\"j\":3}"};
+    lab_expect("jsonspace.jsonl", "{\"j\":1} \v \t\r\n\f\n\n{\"j\":3}\t \n", want, 3);
 }
 
 static void test_out_of_range(void)
@@ -105,18 +155,34 @@ static void test_out_of_range(void)
     dataset_close(ds);
 }
 
+/* With a length field every index entry holds two words (offset, length): the records read the
+ * same, and a record without the field is an error of the build, which the scan must pass on. */
 static void test_length_field(void)
 {
-    static const char *const want[] = {"{\"num_tokens\":5,\"text\":\"a b c d e\"}", "{\"num_tokens\":2,\"text\":\"f g\"}"};
-    const char *text = "{\"num_tokens\":5,\"text\":\"a b c d e\"}\n\n{\"num_tokens\":2,\"text\":\"f g\"}\r\n";
-    lab_expect("tokens.jsonl", text, want, 2);
+    static const char *const want[] = {"{\"num_tokens\":5,\"text\":\"a b c d e\"}", "{\"num_tokens\":2,\"text\":\"f g\"}",
+                                       "{\"num_tokens\":7}"};
+    const char *text = "{\"num_tokens\":5,\"text\":\"a b c d e\"}\n\n{\"num_tokens\":2,\"text\":\"f g\"}\r\n{\"num_tokens\":7}\n";
+    lab_expect("tokens.jsonl", text, want, 3);
     dataset_t *ds = lab_open("tokens.jsonl", NULL, "num_tokens");
-    uint64_t len;
-    CHECK_OK(dataset_length_of(ds, 0, &len));
-    CHECK_EQ_U64(len, 5);
-    CHECK_OK(dataset_length_of(ds, 1, &len));
-    CHECK_EQ_U64(len, 2);
+    static const uint64_t lengths[] = {5, 2, 7};
+    for (uint64_t i = 0; i < 3; i++) {
+        char buf[64];
+        struct dataset_record rec;
+        uint64_t len;
+        CHECK_OK(dataset_length_of(ds, i, &len));
+        CHECK_EQ_U64(len, lengths[i]);
+        CHECK_OK(dataset_read(ds, i, buf, sizeof buf, &rec));
+        CHECK_MSG(rec.bytes == strlen(want[i]) && memcmp(buf, want[i], rec.bytes) == 0,
+                  "with the length field, record %llu: expected \"%s\", got \"%.*s\"", (unsigned long long)i, want[i],
+                  (int)(rec.bytes < sizeof buf ? rec.bytes : sizeof buf), buf);
+    }
     dataset_close(ds);
+
+    lab_write(lab_path("notokens.jsonl"), "{\"num_tokens\":1}\n{\"text\":\"no field\"}\n{\"num_tokens\":3}\n");
+    struct dataset_options opt;
+    dataset_options_default(&opt);
+    opt.length_field = "num_tokens";
+    CHECK_ERR(dataset_open(lab_path("notokens.jsonl"), &opt, &ds), ERR_FORMAT, "line 2");
 }
 
 static void test_stale_index_is_rebuilt(void)
@@ -124,6 +190,126 @@ static void test_stale_index_is_rebuilt(void)
     dataset_close(lab_open("stale.jsonl", "{\"v\":1}\n{\"v\":2}\n", NULL));
     static const char *const want[] = {"{\"v\":\"changed\"}", "{\"v\":3}", "{\"v\":4}"};
     lab_expect("stale.jsonl", "{\"v\":\"changed\"}\n{\"v\":3}\n{\"v\":4}\n", want, 3);
+}
+
+/* Overwrites, in the index of `name`, the entry holding `from` with `to`. The entries are 64-bit
+ * offsets at 8-byte positions; the test data puts its records at offsets no header field holds. */
+static void lab_edit_index(const char *name, uint64_t from, uint64_t to)
+{
+    char index[4200];
+    snprintf(index, sizeof index, "%s.offsets", lab_path(name));
+    int fd = open(index, O_RDWR);
+    CHECK_MSG(fd >= 0, "cannot open the index %s", index);
+    uint64_t word;
+    off_t at = 0;
+    while (pread(fd, &word, sizeof word, at) == (ssize_t)sizeof word && word != from)
+        at += (off_t)sizeof word;
+    CHECK_MSG(word == from, "%s holds no entry %llu", index, (unsigned long long)from);
+    CHECK_EQ(pwrite(fd, &to, sizeof to, at), (ssize_t)sizeof to);
+    close(fd);
+}
+
+/* Record `i` of a dataset whose index was damaged: an error (ERR_FORMAT), or the right record
+ * `want` (an index found damaged and rebuilt), never a crash, a read outside the data, a wrong
+ * record or a length no record has. An empty record is allowed only when `empty_ok`: the entry
+ * was moved onto whitespace inside the data, and the span then holds nothing but whitespace. */
+static void lab_expect_damaged(dataset_t *ds, uint64_t i, const char *want, int empty_ok)
+{
+    char buf[2048];
+    struct dataset_record rec;
+    int rc = dataset_read(ds, i, buf, sizeof buf, &rec);
+    if (rc == ERR_FORMAT)
+        return;
+    CHECK_MSG(rc == 0, "record %llu of a damaged index: expected ERR_FORMAT, got %s: %s", (unsigned long long)i,
+              err_name(rc), err_msg());
+    CHECK_MSG((empty_ok && rec.bytes == 0) || (rec.bytes == strlen(want) && memcmp(buf, want, rec.bytes) == 0),
+              "record %llu of a damaged index: %llu bytes \"%.*s\", neither an error nor the record",
+              (unsigned long long)i, (unsigned long long)rec.bytes, (int)(rec.bytes < 60 ? rec.bytes : 60), buf);
+}
+
+/* An index can be damaged on disk while its header stays valid: a bad entry must not send a read
+ * outside the data (check the span first), and trimming must stop at the span's start. */
+static void test_damaged_index(void)
+{
+    /* record 0: 995 bytes at 0; a newline, a blank line "   " (996 to 998) and its newline;
+     * record 1 at 1000, record 2 at 1008; the data ends at 1016 */
+    char want0[996], text[1100];
+    memset(want0, 'x', sizeof want0);
+    memcpy(want0, "{\"d\":\"", 6);
+    memcpy(want0 + 993, "\"}", 3);
+    snprintf(text, sizeof text, "%s\n   \n{\"d\":1}\n{\"d\":2}\n", want0);
+    const char *want[] = {want0, "{\"d\":1}", "{\"d\":2}"};
+    char index[4200];
+    snprintf(index, sizeof index, "%s.offsets", lab_path("damaged.jsonl"));
+    for (int damage = 0; damage < 2; damage++) {
+        unlink(index); /* a fresh index each time, whatever the clock's resolution */
+        lab_expect("damaged.jsonl", text, want, 3);
+        if (damage == 0) {
+            lab_edit_index("damaged.jsonl", 1000, 1ull << 40); /* record 1 far past the data's end */
+        } else {
+            lab_edit_index("damaged.jsonl", 1008, 998);
+            lab_edit_index("damaged.jsonl", 1000, 996); /* record 1: only "  " of the blank line */
+        }
+        dataset_t *ds = lab_open("damaged.jsonl", NULL, NULL);
+        lab_expect_damaged(ds, 0, want[0], 0);
+        lab_expect_damaged(ds, 1, want[1], damage == 1);
+        dataset_close(ds);
+    }
+}
+
+/* Files that end exactly on a page boundary, behind an inaccessible page (lab_guard): the last
+ * line has no newline, or is blank. Neither the scan nor the lookup may read a byte past the end. */
+static void test_no_read_past_the_end(void)
+{
+    size_t page = (size_t)sysconf(_SC_PAGESIZE);
+    char *text = malloc(2 * page + 1);
+    CHECK(text != NULL);
+    for (int last_blank = 0; last_blank < 2; last_blank++) {
+        size_t used = 0;
+        uint64_t records = 0;
+        while (used + 40 < 2 * page)
+            used += (size_t)snprintf(text + used, 2 * page + 1 - used, "{\"p\":%llu}\n", (unsigned long long)records++);
+        if (last_blank) {
+            memset(text + used, ' ', 2 * page - used);
+        } else {
+            memset(text + used, 'q', 2 * page - used); /* one more record, with no newline */
+            text[used] = '"', text[2 * page - 1] = '"';
+            records++;
+        }
+        text[2 * page] = '\0';
+        lab_write(lab_path("edge.jsonl"), text);
+        lab_guard = 1;
+        dataset_t *ds = lab_open("edge.jsonl", NULL, NULL);
+        CHECK_EQ_U64(dataset_info(ds)->length, records);
+        char buf[128];
+        struct dataset_record rec;
+        for (uint64_t i = 0; i < records; i++)
+            CHECK_OK(dataset_read(ds, i, buf, sizeof buf, &rec));
+        if (!last_blank)
+            CHECK_EQ_U64(rec.bytes, 2 * page - used);
+        dataset_close(ds);
+        lab_guard = 0;
+    }
+    free(text);
+}
+
+/* The index lives in a file, not on the heap: building and opening the index of 100000 records
+ * leaves the heap where it was (no per-line copies, nothing kept per record). */
+static void test_heap_stays_flat(void)
+{
+    if (!heap_measurable())
+        CHECK_SKIP("the heap cannot be measured under a sanitizer");
+    const char *path = lab_path("heap.jsonl");
+    FILE *f = fopen(path, "wb");
+    CHECK(f != NULL);
+    for (int i = 0; i < 100000; i++)
+        fprintf(f, "{\"h\":%d}\n", i);
+    CHECK_EQ(fclose(f), 0);
+    size_t before = heap_in_use();
+    dataset_t *ds = lab_open("heap.jsonl", NULL, NULL);
+    size_t grown = heap_in_use() - before;
+    CHECK_MSG(grown < 64 * 1024, "opening a 100000-record file grew the heap by %zu bytes", grown);
+    dataset_close(ds);
 }
 
 /* 300000 generated lines, blank lines and CRLF mixed in; every record checked. */
@@ -157,9 +343,14 @@ static const struct grade_test tests[] = {
     {"crlf-line-ends", 10, 10, test_crlf_line_ends},
     {"blank-lines-skipped", 10, 10, test_blank_lines_are_skipped},
     {"no-final-newline", 10, 10, test_no_final_newline},
+    {"leading-whitespace-kept", 10, 10, test_leading_whitespace_kept},
+    {"only-json-whitespace", 5, 10, test_only_json_whitespace},
     {"out-of-range", 5, 10, test_out_of_range},
     {"length-field", 10, 10, test_length_field},
     {"stale-index-rebuilt", 10, 10, test_stale_index_is_rebuilt},
+    {"damaged-index", 10, 10, test_damaged_index},
+    {"no-read-past-the-end", 10, 10, test_no_read_past_the_end},
+    {"heap-stays-flat", 5, 10, test_heap_stays_flat},
     {"large-file", 20, 60, test_large_file},
 };
 
