@@ -15,9 +15,9 @@
 
 #include <stdio.h>
 
-/* No batch of these tests takes more than milliseconds: 5 s without one is a
+/* No batch of these tests takes more than milliseconds: 3 s without one is a
  * deadlock, even on a loaded machine. */
-#define GRADE_LOADER_TIMEOUT_S 5.0
+#define GRADE_LOADER_TIMEOUT_S 3.0
 
 /* The next batch, which must exist: a timeout or an error says why not. */
 static struct loader_batch *grade_next(loader_t *L)
@@ -176,16 +176,16 @@ static void shutdown_and_restart(void)
 }
 
 static const struct grade_test tests[] = {
-    {"order-one-worker", 10, 15, order_one_worker},
-    {"order-many-workers", 20, 15, order_many_workers},
-    {"caller-thread", 10, 15, caller_thread},
-    {"out-of-order", 10, 15, out_of_order},
-    {"out-of-order-overtakes", 10, 15, out_of_order_overtakes},
-    {"memory-bound", 20, 15, memory_bound},
-    {"memory-bound-out-of-order", 10, 15, memory_bound_out_of_order},
-    {"error-at-its-batch", 10, 15, error_at_its_batch},
-    {"error-out-of-order", 10, 15, error_out_of_order},
-    {"shutdown-and-restart", 20, 15, shutdown_and_restart},
+    {"order-one-worker", 10, 10, order_one_worker},
+    {"order-many-workers", 20, 10, order_many_workers},
+    {"caller-thread", 10, 10, caller_thread},
+    {"out-of-order", 10, 10, out_of_order},
+    {"out-of-order-overtakes", 10, 10, out_of_order_overtakes},
+    {"memory-bound", 20, 10, memory_bound},
+    {"memory-bound-out-of-order", 10, 10, memory_bound_out_of_order},
+    {"error-at-its-batch", 10, 10, error_at_its_batch},
+    {"error-out-of-order", 10, 10, error_out_of_order},
+    {"shutdown-and-restart", 20, 10, shutdown_and_restart},
 };
 
 int main(int argc, char **argv)
