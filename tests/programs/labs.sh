@@ -31,7 +31,7 @@ mutant_verdict() {
     elif [ "${score%/*}" = "${score#*/}" ]; then
         VERDICT=survives DETAIL="full marks ($score)"
     else
-        VERDICT=caught DETAIL="caught by $(grep -m1 -o '^[^ :]*: FAIL' <<<"$T_OUT" | cut -d: -f1), $score"
+        VERDICT=caught DETAIL="caught by $(grep -m1 -o '^[^ :]*: FAIL' <<<"$T_OUT" | cut -d: -f1)"
     fi
 }
 
