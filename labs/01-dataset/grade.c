@@ -200,7 +200,7 @@ static void lab_edit_index(const char *name, uint64_t from, uint64_t to)
     snprintf(index, sizeof index, "%s.offsets", lab_path(name));
     int fd = open(index, O_RDWR);
     CHECK_MSG(fd >= 0, "cannot open the index %s", index);
-    uint64_t word;
+    uint64_t word = ~from;
     off_t at = 0;
     while (pread(fd, &word, sizeof word, at) == (ssize_t)sizeof word && word != from)
         at += (off_t)sizeof word;
