@@ -39,6 +39,7 @@ t_ok skeletons_equal_generated bash labs/lab.sh --check-skeletons
 for dir in labs/[0-9][0-9]-*/; do
     [ -f "$dir/grade.c" ] || continue
     n=$(lab_number "$(basename "$dir" | cut -d- -f1)")
+    probe_n=$n
     t_ok "lab-$n.reference_full_marks" make -s BUILD="$BUILD" lab-"$n" IMPL=ref
     t_fail "lab-$n.skeleton_loses_points" nonzero "FAIL (0/" make -s BUILD="$BUILD" lab-"$n" IMPL=skeleton
     for region in $(bash labs/lab.sh --regions "$n"); do
@@ -50,10 +51,8 @@ for dir in labs/[0-9][0-9]-*/; do
     else t_failed "lab-$n.mutant_check_sees_the_reference_survive" "expected 'survives', got '$VERDICT': $DETAIL"; fi
 done
 
-# The check of the check, on the cheapest lab: a region the lab lacks is an
-# error, and a mutant that does not compile is broken, not caught.
-probe=$(ls -d labs/[0-9][0-9]-*/ | tail -n 1)
-probe_n=$(lab_number "$(basename "$probe" | cut -d- -f1)")
+# The check of the check, on the last lab graded above: a region the lab
+# lacks is an error, and a mutant that does not compile is broken, not caught.
 probe_region=$(bash labs/lab.sh --regions "$probe_n" | head -n 1)
 printf '# names a region no lab has\n@@ region no-such-region\n' > "$T_TMP/no-region.mutant"
 t_fail mutant_naming_a_missing_region_is_refused nonzero "no region named no-such-region" \
