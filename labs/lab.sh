@@ -37,6 +37,7 @@ generate() { # reference readme [only] -> learner file on stdout
     awk -v src="$1" -v readme="$2" -v only="${3:-}" -f labs/labgen.awk "$1"
 }
 regions_of() { sed -n 's|^[[:space:]]*// LAB:BEGIN \([^[:space:]]*\).*|\1|p' "$@"; }
+lab_regions() { local f; for f in $(learner_files "$1"); do regions_of "$(reference_of "$f")"; done; } # lab dir -> its regions
 
 case "${1:-}" in
 --write-skeletons|--check-skeletons)
@@ -53,8 +54,7 @@ case "${1:-}" in
     done
     exit $status ;;
 --regions)
-    dir=$(lab_dir "$2")
-    for f in $(learner_files "$dir"); do regions_of "$(reference_of "$f")"; done
+    lab_regions "$(lab_dir "$2")"
     exit 0 ;;
 --reference-mutant)
     dir=$(lab_dir "$2")
@@ -72,7 +72,7 @@ case "$impl" in
 mutant:*) mutant=${impl#mutant:}
     [ -f "$mutant" ] || { echo "lab.sh: $mutant: no such mutant file" >&2; exit 2; }
     out="$BUILD/labs/lab-$n/mutant-$(basename "$mutant" .mutant)"
-    lab_regions=$(for f in $(learner_files "$dir"); do regions_of "$(reference_of "$f")"; done | tr '\n' ' ') ;;
+    regions=$(lab_regions "$dir" | paste -sd ' ') ;;
 *) out="$BUILD/labs/lab-$n/${impl//:/-}" ;;
 esac
 mkdir -p "$out"
@@ -91,7 +91,7 @@ for f in $(learner_files "$dir"); do
         else cp "$ref" "$out/$(basename "$f")"; fi
         srcs+=("$out/$(basename "$f")") ;;
     mutant:*)
-        awk -v src="$ref" -v mutant="$mutant" -v lab_regions="$lab_regions" -f labs/labgen.awk "$ref" \
+        awk -v src="$ref" -v mutant="$mutant" -v lab_regions="$regions" -f labs/labgen.awk "$ref" \
             > "$out/$(basename "$f")" || exit 2
         srcs+=("$out/$(basename "$f")") ;;
     *) echo "lab.sh: unknown implementation '$impl' (student, ref, skeleton, only:REGION or mutant:FILE)" >&2; exit 2 ;;
