@@ -1,0 +1,1196 @@
+/* device_sim: the simulated device (see device_sim.h).
+ *
+ * Everything an operation needs is in struct dsim_op: its stream, the
+ * operation before it on that stream (prev), for a wait the event's operation
+ * (dep), its modelled end. Copies and kernels go to an engine's FIFO; waits
+ * have no engine and complete in dsim_settle() as soon as what they wait for
+ * has. Operations are reference-counted: a stream holds its last one, an
+ * event the one it marks, an engine the ones in its queue, an operation its
+ * prev until it completes. One mutex guards it all; the engines drop it only
+ * to move bytes, run a kernel's function or sleep.
+ *
+ * Read dsim_engine_main() first, then dsim_copy_async() and the staging of
+ * pageable copies (dsim_stage_h2d), then the events.
+ */
+#include "sim/device_sim.h"
+
+#include "base/clock.h"
+#include "base/error.h"
+#include "sim/device_race.h"
+#include "sim/write_guard.h"
+
+#include <errno.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/prctl.h>
+#include <sys/syscall.h>
+#include <time.h>
+#include <unistd.h>
+
+enum { DSIM_ENGINE_H2D, DSIM_ENGINE_D2H, DSIM_ENGINE_COMPUTE, DSIM_ENGINES };
+enum dsim_kind { DSIM_COPY, DSIM_KERNEL, DSIM_WAIT };
+
+/* An operation late by more than this (or a tenth of its duration) counts
+ * in late_ops: below it is the ordinary wake-up latency of a thread. */
+#define DSIM_LATE_S 100e-6
+
+struct dsim_op {
+    int refs;
+    enum dsim_kind kind;
+    struct dsim_stream *stream;
+    struct dsim_op *prev; /* the stream's previous operation, until this one completes */
+    struct dsim_op *dep;  /* DSIM_WAIT: the event's operation */
+    struct dsim_op *next; /* the engine's FIFO, or the list of pending waits */
+    double issue_m, end_m; /* device time, seconds since the device opened */
+    int done;
+    /* copies */
+    enum device_dir dir;
+    void *dst;
+    const void *src;
+    uint64_t bytes;
+    int guard; /* write_guard id on the pinned source, or -1 */
+    /* kernels */
+    double seconds;
+    void (*fn)(void *arg);
+    void *arg;
+    char what[192]; /* for messages: "copy #12 (H2D of 9.60 MiB from pinned 'slot 1' ..., batch 5)" */
+};
+
+struct dsim_stream {
+    int id;
+    char name[48];
+    struct dsim_op *last;
+    struct race_clock clock;
+};
+
+struct dsim_event {
+    int recorded;
+    struct dsim_op *op; /* what it marks: its stream's last operation at record time (NULL: none) */
+    double issue_m;
+    struct race_clock clock;
+};
+
+struct dsim_engine {
+    struct dsim *d;
+    int id;
+    pthread_t thread;
+    pthread_cond_t sleep; /* pacing: waits here until an operation's modelled end */
+    int tid;
+    struct dsim_op *head, *tail;
+    double free_m, busy_m;
+    uint64_t cpu_ns;
+};
+
+struct dsim_devbuf { /* a device allocation */
+    uint8_t *base;
+    uint64_t bytes;
+    char name[64];
+    struct race_buffer race;
+};
+
+struct dsim_hostbuf { /* a host allocation or registration the device knows */
+    uint8_t *base;
+    uint64_t bytes;
+    enum device_host_kind kind;
+    char name[64];
+    uint64_t map_bytes; /* pinned and write-combined: the mmap'd length; pageable: 0 (malloc) */
+};
+
+struct dsim {
+    device_t *pub;
+    struct link_profile link;
+    uint64_t origin_ns;
+    pthread_mutex_t mu;
+    pthread_cond_t changed; /* an operation completed, or the device broke */
+    pthread_cond_t work;    /* an engine has something new */
+    struct dsim_engine eng[DSIM_ENGINES];
+    int stop;
+    struct dsim_op *waits; /* pending DSIM_WAIT operations */
+    struct dsim_stream *streams[RACE_MAX_STREAMS];
+    uint64_t next_seq[RACE_MAX_STREAMS]; /* per stream number, never reset: ids are reused */
+    struct dsim_stream *default_stream;  /* device_copy's */
+    struct race_clock host;
+    struct dsim_devbuf *dev;
+    int ndev, capdev;
+    struct dsim_hostbuf *host_bufs;
+    int nhost, caphost;
+    pthread_mutex_t staging; /* one pageable copy at a time uses the bounce buffer */
+    uint8_t *bounce;
+    struct dsim_op *bounce_op[2];
+    uint64_t copy_number, kernel_number;
+    int broken;
+    int broken_code;
+    char broken_msg[1536];
+    int guard_hit; /* set by write_guard's signal handler */
+    /* statistics */
+    uint64_t staged_copies, staged_bytes, guarded, late_ops, pin_refused;
+    double lag_s;
+};
+
+static struct dsim *dsim_of(const device_t *d) { return d->impl; }
+
+static double dsim_now(const struct dsim *d) { return (double)(clock_now_ns() - d->origin_ns) * 1e-9; }
+
+static double dsim_max(double a, double b) { return a > b ? a : b; }
+
+/* ---- operations ------------------------------------------------------------------- */
+
+static void dsim_op_unref(struct dsim_op *op)
+{
+    while (op && --op->refs == 0) {
+        struct dsim_op *prev = op->prev;
+        if (op->dep)
+            dsim_op_unref(op->dep);
+        free(op);
+        op = prev; /* iterative along the stream: no deep recursion on long chains */
+    }
+}
+
+static struct dsim_op *dsim_op_ref(struct dsim_op *op)
+{
+    if (op)
+        op->refs++;
+    return op;
+}
+
+/* Called with mu held. The first error wins; waiters are woken to see it. */
+static int dsim_break(struct dsim *d, int code, const char *msg)
+{
+    if (!d->broken) {
+        d->broken = 1;
+        d->broken_code = code;
+        snprintf(d->broken_msg, sizeof d->broken_msg, "%s: %s", d->pub->name, msg);
+        pthread_cond_broadcast(&d->changed);
+    }
+    return err_set(d->broken_code, "%s", d->broken_msg);
+}
+
+/* The host-write half of the detector: the message for a guard that caught a
+ * write, naming the thread (or the engine) that wrote. */
+static void dsim_guard_message(struct dsim *d, const struct dsim_op *op, const struct write_guard_hit *hit,
+                               char *msg, size_t len)
+{
+    char writer[96];
+    if (hit->tid == d->eng[DSIM_ENGINE_D2H].tid)
+        snprintf(writer, sizeof writer, "the D2H copy engine (a device-to-host copy into the same buffer)");
+    else
+        snprintf(writer, sizeof writer, "the host (thread %d)", hit->tid);
+    snprintf(msg, len,
+             "host write while in flight: %s wrote byte %llu of the source of %s on stream '%s' while that copy "
+             "was still reading it: a pinned buffer may be reused only after its copy's event completed "
+             "(device_event_synchronize or device_event_query)",
+             writer, (unsigned long long)hit->offset, op->what, op->stream->name);
+}
+
+/* Called with mu held at every entry: reports a guard that trapped a write
+ * (the signal handler set guard_hit), then the sticky error if any. */
+static int dsim_enter(struct dsim *d)
+{
+    if (__atomic_load_n(&d->guard_hit, __ATOMIC_SEQ_CST) && !d->broken) {
+        for (struct dsim_op *op = d->eng[DSIM_ENGINE_H2D].head; op; op = op->next) {
+            struct write_guard_hit hit;
+            if (op->guard < 0)
+                continue;
+            write_guard_peek(op->guard, &hit);
+            if (hit.hit) {
+                char msg[1024];
+                dsim_guard_message(d, op, &hit, msg, sizeof msg);
+                return dsim_break(d, ERR_STATE, msg);
+            }
+        }
+    }
+    return d->broken ? err_set(d->broken_code, "%s", d->broken_msg) : 0;
+}
+
+/* Completes every pending wait whose stream predecessor and event have
+ * completed. Called with mu held after anything completes. */
+static void dsim_settle(struct dsim *d)
+{
+    for (int changed = 1; changed;) {
+        changed = 0;
+        for (struct dsim_op **pp = &d->waits; *pp;) {
+            struct dsim_op *op = *pp;
+            if ((op->prev && !op->prev->done) || !op->dep->done) {
+                pp = &op->next;
+                continue;
+            }
+            op->end_m = dsim_max(op->issue_m, dsim_max(op->prev ? op->prev->end_m : 0, op->dep->end_m));
+            op->done = 1;
+            dsim_op_unref(op->prev);
+            op->prev = NULL;
+            *pp = op->next;
+            dsim_op_unref(op); /* the list's reference */
+            changed = 1;
+        }
+    }
+}
+
+/* Puts op at the end of stream s (op->stream, prev, issue time, clock). The
+ * caller fills the rest and queues it. Returns the stream-local number. */
+static uint64_t dsim_issue(struct dsim *d, struct dsim_stream *s, struct dsim_op *op)
+{
+    op->stream = s;
+    op->issue_m = dsim_now(d);
+    op->prev = s->last; /* the stream's reference moves to op->prev */
+    s->last = dsim_op_ref(op);
+    race_clock_join(&s->clock, &d->host);
+    s->clock.t[s->id] = ++d->next_seq[s->id];
+    return s->clock.t[s->id];
+}
+
+static void dsim_enqueue(struct dsim *d, int engine, struct dsim_op *op)
+{
+    struct dsim_engine *e = &d->eng[engine];
+    op->refs++; /* the engine's reference */
+    op->next = NULL;
+    if (e->tail)
+        e->tail->next = op;
+    else
+        e->head = op;
+    e->tail = op;
+    pthread_cond_broadcast(&d->work);
+}
+
+static struct dsim_op *dsim_op_new(struct dsim *d, enum dsim_kind kind)
+{
+    struct dsim_op *op = calloc(1, sizeof *op);
+    if (!op) {
+        err_set(ERR_NOMEM, "%s: out of memory for an operation", d->pub->name);
+        return NULL;
+    }
+    op->kind = kind;
+    op->guard = -1;
+    return op;
+}
+
+/* Waits (mu held) until op completed or the device broke. */
+static int dsim_wait_op(struct dsim *d, struct dsim_op *op)
+{
+    while (op && !op->done && !d->broken) {
+        pthread_cond_wait(&d->changed, &d->mu);
+        int rc = dsim_enter(d);
+        if (rc)
+            return rc;
+    }
+    return dsim_enter(d);
+}
+
+/* ---- the engines ------------------------------------------------------------------- */
+
+/* Sleeps (mu held) until device time `end_m` on the wall clock, or stop. */
+static void dsim_pace(struct dsim_engine *e, double end_m)
+{
+    struct dsim *d = e->d;
+    uint64_t deadline = d->origin_ns + (uint64_t)(end_m * 1e9);
+    while (!d->stop && clock_now_ns() < deadline) {
+        struct timespec ts = {.tv_sec = (time_t)(deadline / 1000000000u), .tv_nsec = (long)(deadline % 1000000000u)};
+        pthread_cond_timedwait(&e->sleep, &d->mu, &ts);
+    }
+}
+
+static void *dsim_engine_main(void *arg)
+{
+    struct dsim_engine *e = arg;
+    struct dsim *d = e->d;
+    prctl(PR_SET_TIMERSLACK, 1UL, 0, 0, 0); /* wake at the modelled end, not up to 50 us after it */
+    pthread_mutex_lock(&d->mu);
+    e->tid = (int)syscall(SYS_gettid);
+    for (;;) {
+        struct dsim_op *op = e->head;
+        if (!op && d->stop)
+            break;
+        if (!op || (op->prev && !op->prev->done)) { /* FIFO: the head waits, and everything behind it */
+            pthread_cond_wait(&d->work, &d->mu);
+            continue;
+        }
+        /* Device time: the model alone decides when it starts and ends. */
+        double start = dsim_max(op->issue_m, dsim_max(e->free_m, op->prev ? op->prev->end_m : 0));
+        double duration = op->kind == DSIM_COPY ? link_copy_seconds(&d->link, op->bytes) : op->seconds;
+        pthread_mutex_unlock(&d->mu);
+        uint64_t cpu0 = clock_thread_cpu_ns(), t0 = clock_now_ns();
+        if (op->kind == DSIM_COPY)
+            memcpy(op->dst, op->src, op->bytes); /* the data really arrives */
+        else if (op->fn)
+            op->fn(op->arg);
+        if (op->kind == DSIM_KERNEL)
+            duration += (double)(clock_now_ns() - t0) * 1e-9; /* real work takes the device's time too */
+        uint64_t cpu = clock_thread_cpu_ns() - cpu0;
+        pthread_mutex_lock(&d->mu);
+        double end = start + duration;
+        dsim_pace(e, end);
+        double late = dsim_now(d) - end;
+        if (late > 0)
+            d->lag_s += late;
+        if (late > DSIM_LATE_S && late > 0.1 * duration)
+            d->late_ops++;
+        if (op->kind == DSIM_COPY)
+            e->cpu_ns += cpu;
+        op->end_m = end;
+        op->done = 1;
+        e->free_m = end;
+        e->busy_m += duration;
+        e->head = op->next;
+        if (!e->head)
+            e->tail = NULL;
+        dsim_op_unref(op->prev);
+        op->prev = NULL;
+        if (op->guard >= 0) {
+            struct write_guard_hit hit;
+            write_guard_remove(op->guard, &hit);
+            op->guard = -1;
+            if (hit.hit) {
+                char msg[1024];
+                dsim_guard_message(d, op, &hit, msg, sizeof msg);
+                dsim_break(d, ERR_STATE, msg);
+            }
+        }
+        dsim_settle(d);
+        pthread_cond_broadcast(&d->changed);
+        pthread_cond_broadcast(&d->work); /* another engine's head may wait on this one */
+        dsim_op_unref(op);
+    }
+    pthread_mutex_unlock(&d->mu);
+    return NULL;
+}
+
+/* ---- memory ----------------------------------------------------------------------- */
+
+static int dsim_find_dev(struct dsim *d, const void *ptr, uint64_t bytes, const char *what, struct dsim_devbuf **out)
+{
+    const uint8_t *p = ptr;
+    for (int i = 0; i < d->ndev; i++) {
+        struct dsim_devbuf *b = &d->dev[i];
+        if (p < b->base || p >= b->base + b->bytes)
+            continue;
+        if (bytes > (uint64_t)(b->base + b->bytes - p))
+            return err_set(ERR_RANGE, "%s: %s: %llu bytes at offset %llu run past the end of device buffer '%s' "
+                           "(%llu bytes)", d->pub->name, what, (unsigned long long)bytes,
+                           (unsigned long long)(p - b->base), b->name, (unsigned long long)b->bytes);
+        *out = b;
+        return 0;
+    }
+    return err_set(ERR_RANGE, "%s: %s: %p is not device memory of this device (device_malloc)", d->pub->name, what,
+                   ptr);
+}
+
+static struct dsim_hostbuf *dsim_find_host(struct dsim *d, const void *ptr)
+{
+    const uint8_t *p = ptr;
+    for (int i = 0; i < d->nhost; i++)
+        if (p >= d->host_bufs[i].base && p < d->host_bufs[i].base + d->host_bufs[i].bytes)
+            return &d->host_bufs[i];
+    return NULL;
+}
+
+static int dsim_grow(void **arr, int *cap, int n, size_t elem)
+{
+    if (n < *cap)
+        return 0;
+    int c = *cap ? *cap * 2 : 8;
+    void *a = realloc(*arr, (size_t)c * elem);
+    if (!a)
+        return ERR_NOMEM;
+    *arr = a;
+    *cap = c;
+    return 0;
+}
+
+/* Waits for every engine to drain (mu held): what cudaFree and cudaFreeHost do
+ * before they free. */
+static void dsim_drain(struct dsim *d)
+{
+    while (d->eng[0].head || d->eng[1].head || d->eng[2].head || d->waits)
+        pthread_cond_wait(&d->changed, &d->mu);
+}
+
+static int dsim_mem_alloc(device_t *dev, uint64_t bytes, const char *name, void **out)
+{
+    struct dsim *d = dsim_of(dev);
+    void *p = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (p == MAP_FAILED)
+        return err_set(ERR_NOMEM, "%s: cannot allocate %llu bytes of device memory for '%s': %s", dev->name,
+                       (unsigned long long)bytes, name, strerror(errno));
+    pthread_mutex_lock(&d->mu);
+    if (dsim_grow((void **)&d->dev, &d->capdev, d->ndev, sizeof *d->dev)) {
+        pthread_mutex_unlock(&d->mu);
+        munmap(p, bytes);
+        return err_set(ERR_NOMEM, "%s: out of memory for the buffer table", dev->name);
+    }
+    struct dsim_devbuf *b = &d->dev[d->ndev++];
+    memset(b, 0, sizeof *b);
+    b->base = p;
+    b->bytes = bytes;
+    snprintf(b->name, sizeof b->name, "%s", name);
+    pthread_mutex_unlock(&d->mu);
+    *out = p;
+    return 0;
+}
+
+static void dsim_mem_free(device_t *dev, void *ptr)
+{
+    struct dsim *d = dsim_of(dev);
+    pthread_mutex_lock(&d->mu);
+    dsim_drain(d);
+    for (int i = 0; i < d->ndev; i++) {
+        if (d->dev[i].base != ptr)
+            continue;
+        munmap(d->dev[i].base, d->dev[i].bytes);
+        race_buffer_free(&d->dev[i].race);
+        d->dev[i] = d->dev[--d->ndev];
+        break;
+    }
+    pthread_mutex_unlock(&d->mu);
+}
+
+/* Page-locks [p, p + bytes); 0, or 1 when the OS refused (RLIMIT_MEMLOCK). */
+static int dsim_lock(void *p, uint64_t bytes) { return mlock(p, bytes) == 0 ? 0 : 1; }
+
+static int dsim_add_host(struct dsim *d, uint8_t *base, uint64_t bytes, enum device_host_kind kind,
+                         const char *name, uint64_t map_bytes)
+{
+    if (dsim_grow((void **)&d->host_bufs, &d->caphost, d->nhost, sizeof *d->host_bufs))
+        return err_set(ERR_NOMEM, "%s: out of memory for the host buffer table", d->pub->name);
+    struct dsim_hostbuf *h = &d->host_bufs[d->nhost++];
+    h->base = base;
+    h->bytes = bytes;
+    h->kind = kind;
+    h->map_bytes = map_bytes;
+    snprintf(h->name, sizeof h->name, "%s", name);
+    return 0;
+}
+
+static int dsim_host_alloc(device_t *dev, enum device_host_kind kind, uint64_t bytes, const char *name, void **out)
+{
+    struct dsim *d = dsim_of(dev);
+    uint8_t *p;
+    uint64_t map_bytes = 0;
+    if (kind == DEVICE_HOST_PAGEABLE) {
+        void *m = NULL;
+        if (bytes > SIZE_MAX || posix_memalign(&m, 64, (size_t)bytes) != 0)
+            return err_set(ERR_NOMEM, "%s: cannot allocate %llu bytes of pageable memory for '%s'", dev->name,
+                           (unsigned long long)bytes, name);
+        p = m;
+    } else {
+        void *m = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+        if (m == MAP_FAILED)
+            return err_set(ERR_NOMEM, "%s: cannot allocate %llu bytes of %s memory for '%s': %s", dev->name,
+                           (unsigned long long)bytes, device_host_kind_name(kind), name, strerror(errno));
+        p = m;
+        map_bytes = bytes;
+    }
+    pthread_mutex_lock(&d->mu);
+    int refused = kind != DEVICE_HOST_PAGEABLE && dsim_lock(p, bytes);
+    d->pin_refused += (uint64_t)refused;
+    int rc = dsim_add_host(d, p, bytes, kind, name, map_bytes);
+    pthread_mutex_unlock(&d->mu);
+    if (rc) {
+        if (map_bytes)
+            munmap(p, map_bytes);
+        else
+            free(p);
+        return rc;
+    }
+    *out = p;
+    return 0;
+}
+
+static void dsim_host_free(device_t *dev, void *ptr)
+{
+    struct dsim *d = dsim_of(dev);
+    pthread_mutex_lock(&d->mu);
+    dsim_drain(d);
+    for (int i = 0; i < d->nhost; i++) {
+        struct dsim_hostbuf *h = &d->host_bufs[i];
+        if (h->base != ptr || h->kind == DEVICE_HOST_REGISTERED)
+            continue;
+        if (h->map_bytes)
+            munmap(h->base, h->map_bytes); /* unlocks too */
+        else
+            free(h->base);
+        d->host_bufs[i] = d->host_bufs[--d->nhost];
+        break;
+    }
+    pthread_mutex_unlock(&d->mu);
+}
+
+static int dsim_host_register(device_t *dev, void *ptr, uint64_t bytes, const char *name)
+{
+    struct dsim *d = dsim_of(dev);
+    uint8_t *p = ptr;
+    pthread_mutex_lock(&d->mu);
+    for (int i = 0; i < d->nhost; i++) {
+        const struct dsim_hostbuf *h = &d->host_bufs[i];
+        if (p < h->base + h->bytes && h->base < p + bytes) {
+            pthread_mutex_unlock(&d->mu);
+            return err_set(ERR_ARG, "%s: cannot register %llu bytes at %p for '%s': they overlap %s buffer '%s'",
+                           dev->name, (unsigned long long)bytes, ptr, name, device_host_kind_name(h->kind), h->name);
+        }
+    }
+    d->pin_refused += (uint64_t)dsim_lock(p, bytes);
+    int rc = dsim_add_host(d, p, bytes, DEVICE_HOST_REGISTERED, name, 0);
+    pthread_mutex_unlock(&d->mu);
+    return rc;
+}
+
+static int dsim_host_unregister(device_t *dev, void *ptr)
+{
+    struct dsim *d = dsim_of(dev);
+    pthread_mutex_lock(&d->mu);
+    dsim_drain(d);
+    for (int i = 0; i < d->nhost; i++) {
+        struct dsim_hostbuf *h = &d->host_bufs[i];
+        if (h->base != ptr || h->kind != DEVICE_HOST_REGISTERED)
+            continue;
+        /* Unlock only the pages wholly inside: the edge pages may hold another buffer's bytes. */
+        uintptr_t page = (uintptr_t)sysconf(_SC_PAGESIZE);
+        uintptr_t lo = ((uintptr_t)h->base + page - 1) & ~(page - 1), hi = ((uintptr_t)h->base + h->bytes) & ~(page - 1);
+        if (lo < hi)
+            munlock((void *)lo, hi - lo);
+        d->host_bufs[i] = d->host_bufs[--d->nhost];
+        pthread_mutex_unlock(&d->mu);
+        return 0;
+    }
+    pthread_mutex_unlock(&d->mu);
+    return err_set(ERR_ARG, "%s: %p was not registered (device_host_register)", dev->name, ptr);
+}
+
+static void dsim_host_rename(device_t *dev, const void *ptr, const char *name)
+{
+    struct dsim *d = dsim_of(dev);
+    pthread_mutex_lock(&d->mu);
+    struct dsim_hostbuf *h = dsim_find_host(d, ptr);
+    if (h)
+        snprintf(h->name, sizeof h->name, "%s", name);
+    pthread_mutex_unlock(&d->mu);
+}
+
+static enum device_host_kind dsim_host_kind_of(device_t *dev, const void *ptr, uint64_t bytes)
+{
+    struct dsim *d = dsim_of(dev);
+    pthread_mutex_lock(&d->mu);
+    const struct dsim_hostbuf *h = dsim_find_host(d, ptr);
+    enum device_host_kind kind = h && bytes <= (uint64_t)(h->base + h->bytes - (const uint8_t *)ptr)
+                                     ? h->kind
+                                     : DEVICE_HOST_PAGEABLE;
+    pthread_mutex_unlock(&d->mu);
+    return kind;
+}
+
+/* ---- streams ------------------------------------------------------------------------ */
+
+static int dsim_stream_new(struct dsim *d, const char *name, struct dsim_stream **out)
+{
+    int id = -1;
+    for (int i = 0; i < RACE_MAX_STREAMS && id < 0; i++)
+        if (!d->streams[i])
+            id = i;
+    if (id < 0)
+        return err_set(ERR_RANGE, "%s: at most %d streams at once", d->pub->name, RACE_MAX_STREAMS);
+    struct dsim_stream *s = calloc(1, sizeof *s);
+    if (!s)
+        return err_set(ERR_NOMEM, "%s: out of memory for a stream", d->pub->name);
+    s->id = id;
+    snprintf(s->name, sizeof s->name, "%s", name);
+    s->clock = d->host; /* a new stream starts after everything the host knows finished */
+    s->clock.t[id] = d->next_seq[id];
+    d->streams[id] = s;
+    *out = s;
+    return 0;
+}
+
+static int dsim_stream_create(device_stream_t *pub)
+{
+    struct dsim *d = dsim_of(pub->dev);
+    pthread_mutex_lock(&d->mu);
+    struct dsim_stream *s = NULL;
+    int rc = dsim_enter(d);
+    if (rc == 0)
+        rc = dsim_stream_new(d, pub->name, &s);
+    pthread_mutex_unlock(&d->mu);
+    pub->impl = s;
+    return rc;
+}
+
+/* Waits for the stream's work, tells the host it finished, frees the
+ * stream. Its number may be reused: next_seq keeps counting, and the host's
+ * clock now covers every operation the old stream ran. */
+static void dsim_stream_free(struct dsim *d, struct dsim_stream *s)
+{
+    while (s->last && !s->last->done)
+        pthread_cond_wait(&d->changed, &d->mu);
+    race_clock_join(&d->host, &s->clock);
+    dsim_op_unref(s->last);
+    d->streams[s->id] = NULL;
+    free(s);
+}
+
+static void dsim_stream_destroy(device_stream_t *pub)
+{
+    struct dsim *d = dsim_of(pub->dev);
+    pthread_mutex_lock(&d->mu);
+    dsim_stream_free(d, pub->impl);
+    pthread_mutex_unlock(&d->mu);
+}
+
+/* ---- copies --------------------------------------------------------------------------- */
+
+/* The detector's ordering check of one operation's access to device memory
+ * (mu held): 0, or the hazard (the device breaks). */
+static int dsim_access(struct dsim *d, struct dsim_devbuf *b, const void *ptr, uint64_t bytes, int write,
+                       const struct dsim_stream *s, const struct race_clock *clock, const char *what)
+{
+    struct race_access a = {.lo = (uint64_t)((const uint8_t *)ptr - b->base), .write = write, .stream = s->id,
+                            .seq = clock->t[s->id]};
+    a.hi = a.lo + bytes;
+    snprintf(a.what, sizeof a.what, "%s", what);
+    snprintf(a.stream_name, sizeof a.stream_name, "%s", s->name);
+    char msg[1024];
+    int rc = race_buffer_access(&b->race, b->name, &a, clock, msg, sizeof msg);
+    if (rc == 1)
+        return dsim_break(d, ERR_STATE, msg);
+    return rc;
+}
+
+/* The next operation's clock on s, for a check before it is issued. */
+static struct race_clock dsim_next_clock(const struct dsim *d, const struct dsim_stream *s)
+{
+    struct race_clock c = s->clock;
+    race_clock_join(&c, &d->host);
+    c.t[s->id] = d->next_seq[s->id] + 1;
+    return c;
+}
+
+/* Queues one engine copy on s (mu held). `guard`: write-protect the pinned
+ * source while the copy is in flight. Returns the operation (the stream holds
+ * it) or NULL. */
+static struct dsim_op *dsim_queue_copy(struct dsim *d, struct dsim_stream *s, void *dst, const void *src,
+                                       uint64_t bytes, enum device_dir dir, const char *what, int guard)
+{
+    struct dsim_op *op = dsim_op_new(d, DSIM_COPY);
+    if (!op)
+        return NULL;
+    op->dir = dir;
+    op->dst = dst;
+    op->src = src;
+    op->bytes = bytes;
+    snprintf(op->what, sizeof op->what, "%s", what);
+    dsim_issue(d, s, op);
+    if (guard) {
+        op->guard = write_guard_add(src, bytes, &d->guard_hit);
+        d->guarded += op->guard >= 0;
+    }
+    dsim_enqueue(d, dir == DEVICE_H2D ? DSIM_ENGINE_H2D : DSIM_ENGINE_D2H, op);
+    return op;
+}
+
+/* Waits until bounce chunk k is free (its last engine copy done), mu held. */
+static int dsim_bounce_wait(struct dsim *d, int k)
+{
+    int rc = dsim_wait_op(d, d->bounce_op[k]);
+    dsim_op_unref(d->bounce_op[k]);
+    d->bounce_op[k] = NULL;
+    return rc;
+}
+
+/* A pageable H2D copy, as the driver does it: the host copies a chunk into
+ * one half of the bounce buffer while the engine moves the other half. Returns
+ * when the last chunk has arrived. Called with mu and staging held; drops mu
+ * for the host's memcpy. */
+static int dsim_stage_h2d(struct dsim *d, struct dsim_stream *s, uint8_t *dst, const uint8_t *src, uint64_t bytes,
+                          const char *what)
+{
+    int rc = 0;
+    for (uint64_t off = 0, k = 0; rc == 0 && off < bytes; off += DEVICE_SIM_BOUNCE_BYTES, k ^= 1) {
+        uint64_t n = bytes - off < DEVICE_SIM_BOUNCE_BYTES ? bytes - off : DEVICE_SIM_BOUNCE_BYTES;
+        rc = dsim_bounce_wait(d, (int)k);
+        if (rc)
+            break;
+        uint8_t *chunk = d->bounce + k * DEVICE_SIM_BOUNCE_BYTES;
+        pthread_mutex_unlock(&d->mu);
+        memcpy(chunk, src + off, n);
+        pthread_mutex_lock(&d->mu);
+        struct dsim_op *op = dsim_queue_copy(d, s, dst + off, chunk, n, DEVICE_H2D, what, 0);
+        if (!op)
+            return ERR_NOMEM;
+        d->bounce_op[k] = dsim_op_ref(op);
+    }
+    for (int k = 0; k < 2; k++) {
+        int rk = dsim_bounce_wait(d, k);
+        rc = rc ? rc : rk;
+    }
+    return rc;
+}
+
+/* A pageable D2H copy: the engine fills one half of the bounce buffer while
+ * the host copies the other half out. Returns when every byte is in dst. */
+static int dsim_stage_d2h(struct dsim *d, struct dsim_stream *s, uint8_t *dst, const uint8_t *src, uint64_t bytes,
+                          const char *what)
+{
+    uint64_t chunks = (bytes + DEVICE_SIM_BOUNCE_BYTES - 1) / DEVICE_SIM_BOUNCE_BYTES;
+    int rc = 0;
+    for (uint64_t c = 0; rc == 0 && c <= chunks; c++) {
+        if (c < chunks) { /* queue chunk c while the host copies chunk c - 1 out */
+            uint64_t off = c * DEVICE_SIM_BOUNCE_BYTES, n = bytes - off < DEVICE_SIM_BOUNCE_BYTES ? bytes - off
+                                                                                           : DEVICE_SIM_BOUNCE_BYTES;
+            struct dsim_op *op = dsim_queue_copy(d, s, d->bounce + (c & 1) * DEVICE_SIM_BOUNCE_BYTES, src + off, n,
+                                                 DEVICE_D2H, what, 0);
+            if (!op)
+                return ERR_NOMEM;
+            d->bounce_op[c & 1] = dsim_op_ref(op);
+        }
+        if (c == 0)
+            continue;
+        uint64_t p = c - 1, off = p * DEVICE_SIM_BOUNCE_BYTES;
+        uint64_t n = bytes - off < DEVICE_SIM_BOUNCE_BYTES ? bytes - off : DEVICE_SIM_BOUNCE_BYTES;
+        rc = dsim_bounce_wait(d, (int)(p & 1));
+        if (rc)
+            break;
+        pthread_mutex_unlock(&d->mu);
+        memcpy(dst + off, d->bounce + (p & 1) * DEVICE_SIM_BOUNCE_BYTES, n);
+        pthread_mutex_lock(&d->mu);
+    }
+    for (int k = 0; k < 2; k++) {
+        int rk = dsim_bounce_wait(d, k);
+        rc = rc ? rc : rk;
+    }
+    return rc;
+}
+
+static int dsim_copy_on(struct dsim *d, struct dsim_stream *s, void *dst, const void *src, uint64_t bytes,
+                        enum device_dir dir, int64_t batch)
+{
+    const void *dev_ptr = dir == DEVICE_H2D ? dst : src;
+    const void *host_ptr = dir == DEVICE_H2D ? src : dst;
+    pthread_mutex_lock(&d->mu);
+    const struct dsim_hostbuf *h = dsim_find_host(d, host_ptr);
+    int pinned = h && h->kind != DEVICE_HOST_PAGEABLE;
+    if (!pinned) { /* one staged copy at a time; the staging lock comes before mu */
+        pthread_mutex_unlock(&d->mu);
+        pthread_mutex_lock(&d->staging);
+        pthread_mutex_lock(&d->mu);
+        h = dsim_find_host(d, host_ptr);
+        pinned = h && h->kind != DEVICE_HOST_PAGEABLE;
+        if (pinned) { /* registered meanwhile: take the pinned path, staging is not needed */
+            pthread_mutex_unlock(&d->staging);
+        }
+    }
+    int staged = !pinned;
+    struct dsim_devbuf *b = NULL;
+    int rc = dsim_enter(d);
+    if (rc == 0)
+        rc = dsim_find_dev(d, dev_ptr, bytes, dir == DEVICE_H2D ? "H2D copy destination" : "D2H copy source", &b);
+    if (rc == 0 && pinned && bytes > (uint64_t)(h->base + h->bytes - (const uint8_t *)host_ptr))
+        rc = err_set(ERR_RANGE, "%s: a %llu-byte copy at offset %llu runs past the end of %s buffer '%s' (%llu "
+                     "bytes)", d->pub->name, (unsigned long long)bytes,
+                     (unsigned long long)((const uint8_t *)host_ptr - h->base), device_host_kind_name(h->kind),
+                     h->name, (unsigned long long)h->bytes);
+    if (rc == 0) {
+        char size[32], what[192], tag[32] = "";
+        if (batch >= 0)
+            snprintf(tag, sizeof tag, ", batch %lld", (long long)batch);
+        snprintf(what, sizeof what, "copy #%llu (%s of %s %s %s '%s' %s '%s'%s)",
+                 (unsigned long long)++d->copy_number, dir == DEVICE_H2D ? "H2D" : "D2H",
+                 race_bytes(bytes, size, sizeof size), dir == DEVICE_H2D ? "from" : "to",
+                 pinned ? device_host_kind_name(h->kind) : "pageable", pinned ? h->name : "memory",
+                 dir == DEVICE_H2D ? "to" : "from", b->name, tag);
+        /* The ordering check, with the clock of the copy's (first) operation.
+         * A staged copy is several operations; later work is ordered after
+         * all of them or none (the host waits for the last one). */
+        struct race_clock clock = dsim_next_clock(d, s);
+        rc = dsim_access(d, b, dev_ptr, bytes, dir == DEVICE_H2D, s, &clock, what);
+        if (rc == 0 && pinned && !dsim_queue_copy(d, s, dst, src, bytes, dir, what, dir == DEVICE_H2D))
+            rc = ERR_NOMEM;
+        if (rc == 0 && staged) {
+            d->staged_copies++;
+            d->staged_bytes += bytes;
+            rc = dir == DEVICE_H2D ? dsim_stage_h2d(d, s, dst, src, bytes, what)
+                                   : dsim_stage_d2h(d, s, dst, src, bytes, what);
+            if (rc == 0) /* the host waited for the last chunk: everything before it is done */
+                race_clock_join(&d->host, &s->clock);
+        }
+    }
+    pthread_mutex_unlock(&d->mu);
+    if (staged)
+        pthread_mutex_unlock(&d->staging);
+    return rc;
+}
+
+static int dsim_copy_async(device_stream_t *s, void *dst, const void *src, uint64_t bytes, enum device_dir dir,
+                           int64_t batch)
+{
+    return dsim_copy_on(dsim_of(s->dev), s->impl, dst, src, bytes, dir, batch);
+}
+
+/* cudaMemcpy: the copy on the device's own stream, then the host waits for it. */
+static int dsim_copy(device_t *dev, void *dst, const void *src, uint64_t bytes, enum device_dir dir)
+{
+    struct dsim *d = dsim_of(dev);
+    struct dsim_stream *s = d->default_stream;
+    int rc = dsim_copy_on(d, s, dst, src, bytes, dir, -1);
+    if (rc)
+        return rc;
+    pthread_mutex_lock(&d->mu);
+    rc = dsim_wait_op(d, s->last);
+    if (rc == 0)
+        race_clock_join(&d->host, &s->clock);
+    pthread_mutex_unlock(&d->mu);
+    return rc;
+}
+
+/* ---- kernels ------------------------------------------------------------------------ */
+
+static int dsim_launch(device_stream_t *pub, const struct device_kernel *k)
+{
+    struct dsim *d = dsim_of(pub->dev);
+    struct dsim_stream *s = pub->impl;
+    pthread_mutex_lock(&d->mu);
+    int rc = dsim_enter(d);
+    char what[192], tag[32] = "";
+    if (k->batch >= 0)
+        snprintf(tag, sizeof tag, " (batch %lld)", (long long)k->batch);
+    snprintf(what, sizeof what, "kernel #%llu '%s'%s", (unsigned long long)(d->kernel_number + 1),
+             k->name ? k->name : "kernel", tag);
+    struct race_clock clock = dsim_next_clock(d, s);
+    for (uint32_t i = 0; rc == 0 && i < k->nreads + k->nwrites; i++) {
+        int write = i >= k->nreads;
+        const struct device_span *sp = write ? &k->writes[i - k->nreads] : &k->reads[i];
+        struct dsim_devbuf *b;
+        char where[96];
+        snprintf(where, sizeof where, "kernel '%s' %s span %u", k->name ? k->name : "kernel",
+                 write ? "write" : "read", write ? i - k->nreads : i);
+        rc = dsim_find_dev(d, sp->ptr, sp->bytes, where, &b);
+        if (rc == 0)
+            rc = dsim_access(d, b, sp->ptr, sp->bytes, write, s, &clock, what);
+    }
+    struct dsim_op *op = rc == 0 ? dsim_op_new(d, DSIM_KERNEL) : NULL;
+    if (rc == 0 && !op)
+        rc = ERR_NOMEM;
+    if (rc == 0) {
+        d->kernel_number++;
+        op->seconds = k->seconds;
+        op->fn = k->fn;
+        op->arg = k->arg;
+        snprintf(op->what, sizeof op->what, "%s", what);
+        dsim_issue(d, s, op);
+        dsim_enqueue(d, DSIM_ENGINE_COMPUTE, op);
+    }
+    pthread_mutex_unlock(&d->mu);
+    return rc;
+}
+
+/* ---- events ------------------------------------------------------------------------- */
+
+static int dsim_event_create(device_event_t *pub)
+{
+    struct dsim_event *e = calloc(1, sizeof *e);
+    if (!e)
+        return err_set(ERR_NOMEM, "%s: out of memory for an event", pub->dev->name);
+    pub->impl = e;
+    return 0;
+}
+
+static void dsim_event_destroy(device_event_t *pub)
+{
+    struct dsim *d = dsim_of(pub->dev);
+    struct dsim_event *e = pub->impl;
+    pthread_mutex_lock(&d->mu);
+    dsim_op_unref(e->op);
+    pthread_mutex_unlock(&d->mu);
+    free(e);
+}
+
+static int dsim_event_record(device_event_t *pub, device_stream_t *spub)
+{
+    struct dsim *d = dsim_of(pub->dev);
+    struct dsim_event *e = pub->impl;
+    struct dsim_stream *s = spub->impl;
+    pthread_mutex_lock(&d->mu);
+    int rc = dsim_enter(d);
+    if (rc == 0) {
+        dsim_op_unref(e->op);
+        e->op = dsim_op_ref(s->last);
+        e->issue_m = dsim_now(d);
+        e->recorded = 1;
+        race_clock_join(&s->clock, &d->host);
+        e->clock = s->clock;
+    }
+    pthread_mutex_unlock(&d->mu);
+    return rc;
+}
+
+static int dsim_stream_wait_event(device_stream_t *spub, device_event_t *pub)
+{
+    struct dsim *d = dsim_of(pub->dev);
+    struct dsim_event *e = pub->impl;
+    struct dsim_stream *s = spub->impl;
+    pthread_mutex_lock(&d->mu);
+    int rc = dsim_enter(d);
+    if (rc == 0 && e->recorded) {
+        if (e->op && !e->op->done && e->op != s->last) { /* a point not reached yet on another stream */
+            struct dsim_op *op = dsim_op_new(d, DSIM_WAIT);
+            if (!op) {
+                rc = ERR_NOMEM;
+            } else {
+                snprintf(op->what, sizeof op->what, "a wait on an event");
+                op->dep = dsim_op_ref(e->op);
+                op->refs++; /* the pending list's */
+                dsim_issue(d, s, op);
+                op->next = d->waits;
+                d->waits = op;
+                dsim_settle(d);
+            }
+        }
+        if (rc == 0)
+            race_clock_join(&s->clock, &e->clock);
+    }
+    pthread_mutex_unlock(&d->mu);
+    return rc;
+}
+
+static int dsim_event_reached(const struct dsim_event *e) { return !e->recorded || !e->op || e->op->done; }
+
+/* Device time of a reached event: when its stream got there, or its record
+ * if the stream was idle. */
+static double dsim_event_time(const struct dsim_event *e)
+{
+    return dsim_max(e->issue_m, e->op ? e->op->end_m : 0);
+}
+
+static int dsim_event_synchronize(device_event_t *pub)
+{
+    struct dsim *d = dsim_of(pub->dev);
+    struct dsim_event *e = pub->impl;
+    pthread_mutex_lock(&d->mu);
+    int rc = dsim_wait_op(d, e->recorded ? e->op : NULL);
+    if (rc == 0 && e->recorded)
+        race_clock_join(&d->host, &e->clock);
+    pthread_mutex_unlock(&d->mu);
+    return rc;
+}
+
+static int dsim_event_query(device_event_t *pub)
+{
+    struct dsim *d = dsim_of(pub->dev);
+    struct dsim_event *e = pub->impl;
+    pthread_mutex_lock(&d->mu);
+    int rc = dsim_enter(d);
+    if (rc == 0 && dsim_event_reached(e)) {
+        if (e->recorded)
+            race_clock_join(&d->host, &e->clock);
+        rc = 1;
+    }
+    pthread_mutex_unlock(&d->mu);
+    return rc;
+}
+
+static int dsim_event_elapsed(device_event_t *a, device_event_t *b, double *seconds)
+{
+    struct dsim *d = dsim_of(a->dev);
+    struct dsim_event *ea = a->impl, *eb = b->impl;
+    pthread_mutex_lock(&d->mu);
+    int rc = dsim_enter(d);
+    if (rc == 0 && (!ea->recorded || !eb->recorded))
+        rc = err_set(ERR_STATE, "%s: device_event_elapsed: the %s event was never recorded", d->pub->name,
+                     ea->recorded ? "end" : "start");
+    else if (rc == 0 && (!dsim_event_reached(ea) || !dsim_event_reached(eb)))
+        rc = err_set(ERR_STATE, "%s: device_event_elapsed: the %s event is not reached yet (synchronize first)",
+                     d->pub->name, dsim_event_reached(ea) ? "end" : "start");
+    if (rc == 0)
+        *seconds = dsim_event_time(eb) - dsim_event_time(ea);
+    pthread_mutex_unlock(&d->mu);
+    return rc;
+}
+
+static int dsim_stream_synchronize(device_stream_t *pub)
+{
+    struct dsim *d = dsim_of(pub->dev);
+    struct dsim_stream *s = pub->impl;
+    pthread_mutex_lock(&d->mu);
+    int rc = dsim_wait_op(d, s->last);
+    if (rc == 0)
+        race_clock_join(&d->host, &s->clock);
+    pthread_mutex_unlock(&d->mu);
+    return rc;
+}
+
+static int dsim_synchronize(device_t *dev)
+{
+    struct dsim *d = dsim_of(dev);
+    pthread_mutex_lock(&d->mu);
+    int rc = 0;
+    for (int i = 0; rc == 0 && i < RACE_MAX_STREAMS; i++) {
+        if (!d->streams[i])
+            continue;
+        rc = dsim_wait_op(d, d->streams[i]->last);
+        if (rc == 0)
+            race_clock_join(&d->host, &d->streams[i]->clock);
+    }
+    if (rc == 0)
+        rc = dsim_enter(d);
+    pthread_mutex_unlock(&d->mu);
+    return rc;
+}
+
+/* ---- the device ---------------------------------------------------------------------- */
+
+static void dsim_stats(device_t *dev, struct device_stats *out)
+{
+    struct dsim *d = dsim_of(dev);
+    pthread_mutex_lock(&d->mu);
+    out->staged_copies = d->staged_copies;
+    out->staged_bytes = d->staged_bytes;
+    out->engine_busy_s[DEVICE_H2D] = d->eng[DSIM_ENGINE_H2D].busy_m;
+    out->engine_busy_s[DEVICE_D2H] = d->eng[DSIM_ENGINE_D2H].busy_m;
+    out->engine_cpu_s = (double)(d->eng[DSIM_ENGINE_H2D].cpu_ns + d->eng[DSIM_ENGINE_D2H].cpu_ns) * 1e-9;
+    out->lag_s = d->lag_s;
+    out->late_ops = d->late_ops;
+    out->guarded_copies = d->guarded;
+    out->pin_refused = d->pin_refused;
+    pthread_mutex_unlock(&d->mu);
+}
+
+static int dsim_link(const device_t *dev, struct link_profile *out)
+{
+    *out = dsim_of(dev)->link;
+    return 0;
+}
+
+static void dsim_free(struct dsim *d)
+{
+    for (int i = 0; i < RACE_MAX_STREAMS; i++)
+        if (d->streams[i])
+            dsim_stream_free(d, d->streams[i]);
+    for (int k = 0; k < 2; k++)
+        dsim_op_unref(d->bounce_op[k]);
+    for (int i = 0; i < d->ndev; i++) {
+        munmap(d->dev[i].base, d->dev[i].bytes);
+        race_buffer_free(&d->dev[i].race);
+    }
+    for (int i = 0; i < d->nhost; i++) {
+        struct dsim_hostbuf *h = &d->host_bufs[i];
+        if (h->kind == DEVICE_HOST_REGISTERED)
+            continue; /* the caller's memory */
+        if (h->map_bytes)
+            munmap(h->base, h->map_bytes);
+        else
+            free(h->base);
+    }
+    free(d->dev);
+    free(d->host_bufs);
+    free(d->bounce);
+    for (int i = 0; i < DSIM_ENGINES; i++)
+        pthread_cond_destroy(&d->eng[i].sleep);
+    pthread_cond_destroy(&d->changed);
+    pthread_cond_destroy(&d->work);
+    pthread_mutex_destroy(&d->staging);
+    pthread_mutex_destroy(&d->mu);
+    free(d);
+}
+
+static void dsim_stop(struct dsim *d, int started)
+{
+    pthread_mutex_lock(&d->mu);
+    d->stop = 1;
+    pthread_cond_broadcast(&d->work);
+    for (int i = 0; i < DSIM_ENGINES; i++)
+        pthread_cond_broadcast(&d->eng[i].sleep);
+    pthread_mutex_unlock(&d->mu);
+    for (int i = 0; i < started; i++)
+        pthread_join(d->eng[i].thread, NULL);
+}
+
+static int dsim_open(device_t *dev, const struct device_config *cfg)
+{
+    if (!(cfg->link.bandwidth_bps > 0) || !(cfg->link.latency_s >= 0))
+        return err_set(ERR_ARG, "%s: the simulated link needs a bandwidth above 0 and a latency of 0 or more "
+                       "(link_profile_find)", dev->name);
+    struct dsim *d = calloc(1, sizeof *d);
+    if (!d)
+        return err_set(ERR_NOMEM, "%s: out of memory", dev->name);
+    d->pub = dev;
+    d->link = cfg->link;
+    d->origin_ns = clock_now_ns();
+    pthread_mutex_init(&d->mu, NULL);
+    pthread_mutex_init(&d->staging, NULL);
+    pthread_condattr_t attr;
+    pthread_condattr_init(&attr);
+    pthread_condattr_setclock(&attr, CLOCK_MONOTONIC);
+    pthread_cond_init(&d->changed, NULL);
+    pthread_cond_init(&d->work, NULL);
+    for (int i = 0; i < DSIM_ENGINES; i++) {
+        d->eng[i].d = d;
+        d->eng[i].id = i;
+        pthread_cond_init(&d->eng[i].sleep, &attr);
+    }
+    pthread_condattr_destroy(&attr);
+    dev->impl = d;
+    d->bounce = malloc(2 * (size_t)DEVICE_SIM_BOUNCE_BYTES);
+    int rc = d->bounce ? dsim_stream_new(d, "default", &d->default_stream)
+                       : err_set(ERR_NOMEM, "%s: out of memory for the bounce buffer", dev->name);
+    if (rc == 0)
+        d->pin_refused += (uint64_t)dsim_lock(d->bounce, 2 * (uint64_t)DEVICE_SIM_BOUNCE_BYTES);
+    int started = 0;
+    while (rc == 0 && started < DSIM_ENGINES) {
+        int e = pthread_create(&d->eng[started].thread, NULL, dsim_engine_main, &d->eng[started]);
+        if (e)
+            rc = err_set(ERR_IO, "%s: cannot start a copy engine thread: %s", dev->name, strerror(e));
+        else
+            started++;
+    }
+    if (rc) {
+        dsim_stop(d, started);
+        dsim_free(d);
+        return rc;
+    }
+    char bw[32];
+    snprintf(bw, sizeof bw, "%.2f GB/s", d->link.bandwidth_bps / 1e9);
+    snprintf(dev->description, sizeof dev->description,
+             "simulated device on %s (modelled: %s, %.1f us per copy; the wire's limit %.2f GB/s)", d->link.title,
+             bw, d->link.latency_s * 1e6, d->link.limit_bps / 1e9);
+    return 0;
+}
+
+static void dsim_close(device_t *dev)
+{
+    struct dsim *d = dsim_of(dev);
+    pthread_mutex_lock(&d->mu);
+    dsim_drain(d);
+    pthread_mutex_unlock(&d->mu);
+    dsim_stop(d, DSIM_ENGINES);
+    dsim_free(d);
+}
+
+const struct device_backend_ops device_backend_sim = {
+    .name = "sim",
+    .probe = NULL,
+    .open = dsim_open,
+    .close = dsim_close,
+    .link = dsim_link,
+    .mem_alloc = dsim_mem_alloc,
+    .mem_free = dsim_mem_free,
+    .host_alloc = dsim_host_alloc,
+    .host_free = dsim_host_free,
+    .host_register = dsim_host_register,
+    .host_unregister = dsim_host_unregister,
+    .host_rename = dsim_host_rename,
+    .host_kind_of = dsim_host_kind_of,
+    .stream_create = dsim_stream_create,
+    .stream_destroy = dsim_stream_destroy,
+    .stream_native = NULL,
+    .copy_async = dsim_copy_async,
+    .copy = dsim_copy,
+    .launch = dsim_launch,
+    .event_create = dsim_event_create,
+    .event_destroy = dsim_event_destroy,
+    .event_record = dsim_event_record,
+    .stream_wait_event = dsim_stream_wait_event,
+    .event_synchronize = dsim_event_synchronize,
+    .event_query = dsim_event_query,
+    .event_elapsed = dsim_event_elapsed,
+    .stream_synchronize = dsim_stream_synchronize,
+    .synchronize = dsim_synchronize,
+    .stats = dsim_stats,
+};
