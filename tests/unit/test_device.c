@@ -1,0 +1,501 @@
+/* test_device: the device interface on the simulated device (lib/transfer/device.h,
+ * sim/device_sim.c) and its use-before-ready detector.
+ *
+ * Bytes round-trip exactly from every kind of host memory and every size
+ * (pageable ones through the bounce buffer's chunks); device time is the
+ * model's exactly (α + S/B per copy, FIFO per engine, the two directions at
+ * once); pageable copies are synchronous; events order streams. The
+ * detector: a kernel reading a copy's buffer without an event, a copy
+ * overwriting a buffer a kernel still reads, and a host write into a pinned
+ * buffer an in-flight copy reads are each caught and named, and the same
+ * programs with the ordering put right are not. No assertion is about wall
+ * time: in-flight is made certain with a gate kernel the test opens.
+ *
+ * DEVICE_TEST_BACKEND=cuda runs the backend-neutral tests on a GPU (make
+ * test-gpu); the detector's tests then skip, saying why.
+ */
+#include "check.h"
+#include "base/error.h"
+#include "transfer/device.h"
+#include "transfer/link.h"
+
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+static const char *test_backend(void)
+{
+    const char *b = getenv("DEVICE_TEST_BACKEND");
+    return b && *b ? b : "sim";
+}
+
+static int test_is_sim(void) { return strcmp(test_backend(), "sim") == 0; }
+
+/* A device on a link of `gbps` GB/s and `latency_us`. */
+static device_t *test_device(double gbps, double latency_us)
+{
+    struct device_config cfg;
+    device_config_default(&cfg);
+    cfg.backend = test_backend();
+    CHECK_OK(link_profile_set(&cfg.link, gbps, latency_us));
+    device_t *dev;
+    CHECK_OK(device_open(&cfg, &dev));
+    return dev;
+}
+
+static void test_fill(uint8_t *p, uint64_t n, uint64_t seed)
+{
+    for (uint64_t i = 0; i < n; i++)
+        p[i] = (uint8_t)((i * 2654435761u + seed * 97) >> 7);
+}
+
+/* Host memory of `kind`: allocated by the device, or malloc + register. */
+static void *test_host(device_t *dev, enum device_host_kind kind, uint64_t bytes)
+{
+    void *p;
+    if (kind == DEVICE_HOST_REGISTERED) {
+        CHECK(posix_memalign(&p, 4096, bytes) == 0);
+        CHECK_OK(device_host_register(dev, p, bytes, "registered test buffer"));
+    } else {
+        CHECK_OK(device_host_alloc(dev, kind, bytes, "test buffer", &p));
+    }
+    return p;
+}
+
+static void test_host_free(device_t *dev, enum device_host_kind kind, void *p)
+{
+    if (kind == DEVICE_HOST_REGISTERED) {
+        CHECK_OK(device_host_unregister(dev, p));
+        free(p);
+    } else {
+        device_host_free(dev, p);
+    }
+}
+
+TEST(device_round_trip_every_kind_and_size)
+{
+    device_t *dev = test_device(50, 1);
+    /* one byte, a page and a bit, exactly one bounce chunk, two and a half chunks and 3 bytes */
+    const uint64_t sizes[] = {1, 4099, 1u << 20, (5u << 19) + 3};
+    device_stream_t *s;
+    CHECK_OK(device_stream_create(dev, "copy", &s));
+    for (int kind = 0; kind < DEVICE_HOST_KINDS; kind++) {
+        for (size_t k = 0; k < sizeof sizes / sizeof sizes[0]; k++) {
+            uint64_t n = sizes[k];
+            uint8_t *in = test_host(dev, (enum device_host_kind)kind, n);
+            uint8_t *out = test_host(dev, (enum device_host_kind)kind, n);
+            void *d;
+            CHECK_OK(device_malloc(dev, n, "round trip", &d));
+            test_fill(in, n, k + 1);
+            memset(out, 0, n);
+            CHECK_OK(device_copy_async(s, d, in, n, DEVICE_H2D, -1));
+            CHECK_OK(device_copy_async(s, out, d, n, DEVICE_D2H, -1));
+            CHECK_OK(device_stream_synchronize(s));
+            CHECK_MSG(memcmp(in, out, n) == 0, "%s memory, %llu bytes: the round trip changed the bytes",
+                      device_host_kind_name((enum device_host_kind)kind), (unsigned long long)n);
+            memset(out, 0, n);
+            CHECK_OK(device_copy(dev, out, d, n, DEVICE_D2H)); /* the synchronous form too */
+            CHECK(memcmp(in, out, n) == 0);
+            device_free(dev, d);
+            test_host_free(dev, (enum device_host_kind)kind, in);
+            test_host_free(dev, (enum device_host_kind)kind, out);
+        }
+    }
+    struct device_stats st;
+    device_stats(dev, &st);
+    CHECK_EQ_U64(st.copies[DEVICE_H2D], 4 * 4);
+    CHECK_EQ_U64(st.copies[DEVICE_D2H], 4 * 4 * 2);
+    CHECK_EQ_U64(st.staged_copies, 4 * 3); /* pageable: H2D, D2H and the synchronous D2H, 4 sizes */
+    device_stream_destroy(s);
+    device_close(dev);
+}
+
+TEST(device_host_kinds_are_known)
+{
+    device_t *dev = test_device(50, 1);
+    for (int kind = 0; kind < DEVICE_HOST_KINDS; kind++) {
+        uint8_t *p = test_host(dev, (enum device_host_kind)kind, 10000);
+        CHECK_STR(device_host_kind_name(device_host_kind_of(dev, p + 10, 100)),
+                  device_host_kind_name((enum device_host_kind)kind));
+        test_host_free(dev, (enum device_host_kind)kind, p);
+    }
+    int on_stack;
+    CHECK_EQ(device_host_kind_of(dev, &on_stack, sizeof on_stack), DEVICE_HOST_PAGEABLE);
+    device_close(dev);
+}
+
+/* A kernel that blocks the compute engine until the test opens it: whatever
+ * is queued behind it (through an event) stays in flight for certain. */
+static atomic_int test_gate;
+static void test_gate_fn(void *arg)
+{
+    (void)arg;
+    while (!atomic_load(&test_gate))
+        usleep(200);
+}
+
+/* Holds streams `a` and `b` (b may be NULL) behind a gate kernel until
+ * test_gate is set: work queued on them meanwhile waits, whatever the host's
+ * speed. Returns the gate's stream (destroy it at the end). */
+static device_stream_t *test_hold(device_t *dev, device_stream_t *a, device_stream_t *b)
+{
+    device_stream_t *g;
+    device_event_t *e;
+    CHECK_OK(device_stream_create(dev, "gate", &g));
+    CHECK_OK(device_event_create(dev, &e));
+    atomic_store(&test_gate, 0);
+    struct device_kernel gate = {.name = "gate", .batch = -1, .fn = test_gate_fn};
+    CHECK_OK(device_launch(g, &gate));
+    CHECK_OK(device_event_record(e, g));
+    CHECK_OK(device_stream_wait_event(a, e));
+    if (b)
+        CHECK_OK(device_stream_wait_event(b, e));
+    device_event_destroy(e);
+    return g;
+}
+
+/* Device time is the model's: back-to-back copies on one engine take
+ * α + S/B each, exactly, and the two directions run at once. */
+TEST(device_time_is_the_model)
+{
+    if (!test_is_sim())
+        CHECK_SKIP("device time is measured, not modelled, on %s", test_backend());
+    device_t *dev = test_device(1, 20); /* 1 GB/s, 20 us: 1 MiB takes 1.07 ms */
+    struct link_profile link;
+    CHECK_OK(device_link(dev, &link));
+    const uint64_t n = 1u << 20;
+    uint8_t *h;
+    void *d1, *d2;
+    CHECK_OK(device_host_alloc(dev, DEVICE_HOST_PINNED, 2 * n, "pinned", (void **)&h));
+    CHECK_OK(device_malloc(dev, n, "d1", &d1));
+    CHECK_OK(device_malloc(dev, n, "d2", &d2));
+    device_stream_t *a, *b;
+    device_event_t *e0, *e1, *e2, *e3;
+    CHECK_OK(device_stream_create(dev, "a", &a));
+    CHECK_OK(device_stream_create(dev, "b", &b));
+    CHECK_OK(device_event_create(dev, &e0));
+    CHECK_OK(device_event_create(dev, &e1));
+    CHECK_OK(device_event_create(dev, &e2));
+    CHECK_OK(device_event_create(dev, &e3));
+    /* Three H2D copies queued at once on two streams: one engine, FIFO. */
+    device_stream_t *g = test_hold(dev, a, b);
+    CHECK_OK(device_copy_async(a, d1, h, n, DEVICE_H2D, -1));
+    CHECK_OK(device_event_record(e0, a));
+    CHECK_OK(device_copy_async(b, d2, h, n, DEVICE_H2D, -1));
+    CHECK_OK(device_event_record(e1, b));
+    CHECK_OK(device_copy_async(a, d1, h, n, DEVICE_H2D, -1));
+    CHECK_OK(device_event_record(e2, a));
+    atomic_store(&test_gate, 1);
+    CHECK_OK(device_synchronize(dev));
+    device_stream_destroy(g);
+    double t01, t12, want = link_copy_seconds(&link, n);
+    CHECK_OK(device_event_elapsed(e0, e1, &t01));
+    CHECK_OK(device_event_elapsed(e1, e2, &t12));
+    CHECK_MSG(t01 > want * (1 - 1e-9) && t01 < want * (1 + 1e-9), "copy 2 took %.9f s of device time, the model "
+              "says %.9f", t01, want);
+    CHECK_MSG(t12 > want * (1 - 1e-9) && t12 < want * (1 + 1e-9), "copy 3 took %.9f s, the model says %.9f", t12,
+              want);
+    /* H2D and D2H at once: both engines busy together, not one after the other. */
+    g = test_hold(dev, a, b);
+    CHECK_OK(device_event_record(e0, a));
+    CHECK_OK(device_copy_async(a, d1, h, n, DEVICE_H2D, -1));
+    CHECK_OK(device_copy_async(b, h + n, d2, n, DEVICE_D2H, -1));
+    CHECK_OK(device_event_record(e1, a));
+    CHECK_OK(device_event_record(e3, b));
+    atomic_store(&test_gate, 1);
+    CHECK_OK(device_synchronize(dev));
+    device_stream_destroy(g);
+    double t_h2d, t_d2h;
+    CHECK_OK(device_event_elapsed(e0, e1, &t_h2d));
+    CHECK_OK(device_event_elapsed(e0, e3, &t_d2h));
+    CHECK_MSG(t_d2h < 1.5 * want, "the D2H copy ended %.6f s after the H2D one began: the engines did not overlap "
+              "(one copy takes %.6f)", t_d2h, want);
+    CHECK(t_h2d < 1.5 * want);
+    struct device_stats st;
+    device_stats(dev, &st);
+    CHECK_MSG(st.engine_busy_s[DEVICE_H2D] > 4 * want * (1 - 1e-9) && st.engine_busy_s[DEVICE_H2D] < 4 * want * (1 + 1e-9),
+              "H2D engine busy %.9f s, want 4 x %.9f", st.engine_busy_s[DEVICE_H2D], want);
+    device_event_destroy(e0);
+    device_event_destroy(e1);
+    device_event_destroy(e2);
+    device_event_destroy(e3);
+    device_stream_destroy(a);
+    device_stream_destroy(b);
+    device_free(dev, d1);
+    device_free(dev, d2);
+    device_host_free(dev, h);
+    device_close(dev);
+}
+
+/* A pageable copy blocks: when it returns, its bytes have arrived and the
+ * stream has nothing left to do. A pinned one returns at once. */
+TEST(device_pageable_copies_are_synchronous)
+{
+    if (!test_is_sim())
+        CHECK_SKIP("which copies the driver makes synchronous is its business on %s", test_backend());
+    device_t *dev = test_device(0.5, 0); /* 3 MiB take 6 ms */
+    const uint64_t n = 3u << 20;
+    uint8_t *pageable, *pinned;
+    void *d;
+    CHECK_OK(device_host_alloc(dev, DEVICE_HOST_PAGEABLE, n, "pageable", (void **)&pageable));
+    CHECK_OK(device_host_alloc(dev, DEVICE_HOST_PINNED, n, "pinned", (void **)&pinned));
+    CHECK_OK(device_malloc(dev, n, "d", &d));
+    test_fill(pageable, n, 3);
+    device_stream_t *s;
+    device_event_t *e;
+    CHECK_OK(device_stream_create(dev, "copy", &s));
+    CHECK_OK(device_event_create(dev, &e));
+    CHECK_OK(device_copy_async(s, d, pageable, n, DEVICE_H2D, -1));
+    CHECK_OK(device_event_record(e, s));
+    CHECK_EQ(device_event_query(e), 1);
+    CHECK(memcmp(d, pageable, n) == 0); /* the sim's device memory is host memory */
+    CHECK_OK(device_copy_async(s, d, pinned, n, DEVICE_H2D, -1));
+    CHECK_OK(device_event_record(e, s));
+    CHECK_EQ(device_event_query(e), 0); /* 6 ms of modelled copy: certainly still in flight */
+    CHECK_OK(device_event_synchronize(e));
+    CHECK_EQ(device_event_query(e), 1);
+    device_event_destroy(e);
+    device_stream_destroy(s);
+    device_free(dev, d);
+    device_host_free(dev, pageable);
+    device_host_free(dev, pinned);
+    device_close(dev);
+}
+
+/* ---- the detector ---------------------------------------------------------------------- */
+
+struct test_rig {
+    device_t *dev;
+    device_stream_t *copy, *compute;
+    device_event_t *ready, *done;
+    uint8_t *pinned;
+    void *d;
+    uint64_t n;
+};
+
+static void test_rig_open(struct test_rig *r)
+{
+    if (!test_is_sim())
+        CHECK_SKIP("the use-before-ready detector is the simulator's; %s has none", test_backend());
+    r->dev = test_device(50, 1);
+    r->n = 64 << 10;
+    CHECK_OK(device_host_alloc(r->dev, DEVICE_HOST_PINNED, r->n, "loader slot 1", (void **)&r->pinned));
+    CHECK_OK(device_malloc(r->dev, r->n, "batch buffer 0", &r->d));
+    CHECK_OK(device_stream_create(r->dev, "copy", &r->copy));
+    CHECK_OK(device_stream_create(r->dev, "compute", &r->compute));
+    CHECK_OK(device_event_create(r->dev, &r->ready));
+    CHECK_OK(device_event_create(r->dev, &r->done));
+}
+
+static void test_rig_close(struct test_rig *r)
+{
+    device_event_destroy(r->ready);
+    device_event_destroy(r->done);
+    device_stream_destroy(r->copy);
+    device_stream_destroy(r->compute);
+    device_free(r->dev, r->d);
+    device_host_free(r->dev, r->pinned);
+    device_close(r->dev);
+}
+
+static int test_forward(struct test_rig *r, int64_t batch)
+{
+    struct device_span in = {r->d, r->n};
+    struct device_kernel k = {.name = "forward", .batch = batch, .seconds = 1e-4, .reads = &in, .nreads = 1};
+    return device_launch(r->compute, &k);
+}
+
+/* The same program twice: with the event, nothing is said; without it, the
+ * kernel's launch is refused, naming everything. */
+static void test_kernel_after_copy(int with_event)
+{
+    struct test_rig r;
+    test_rig_open(&r);
+    CHECK_OK(device_copy_async(r.copy, r.d, r.pinned, r.n, DEVICE_H2D, 5));
+    if (with_event) {
+        CHECK_OK(device_event_record(r.ready, r.copy));
+        CHECK_OK(device_stream_wait_event(r.compute, r.ready));
+        CHECK_OK(test_forward(&r, 5));
+        CHECK_OK(device_synchronize(r.dev));
+    } else {
+        int rc = test_forward(&r, 5);
+        CHECK_ERR(rc, ERR_STATE, "use before ready");
+        const char *msg = err_msg();
+        CHECK_CONTAINS(msg, "kernel #1 'forward' (batch 5) on stream 'compute' reads device buffer 'batch buffer 0'");
+        CHECK_CONTAINS(msg, "copy #1 (H2D of 64.0 KiB from pinned 'loader slot 1' to 'batch buffer 0', batch 5) on "
+                            "stream 'copy' writes");
+        /* sticky: the device stays broken */
+        CHECK_ERR(device_synchronize(r.dev), ERR_STATE, "use before ready");
+    }
+    test_rig_close(&r);
+}
+
+TEST(detector_kernel_after_copy_with_event_is_fine) { test_kernel_after_copy(1); }
+TEST(detector_kernel_reading_an_unordered_copy_is_caught) { test_kernel_after_copy(0); }
+
+/* Ordered by the host instead of an event: the host waited for the copy. */
+TEST(detector_host_synchronize_orders_too)
+{
+    struct test_rig r;
+    test_rig_open(&r);
+    CHECK_OK(device_copy_async(r.copy, r.d, r.pinned, r.n, DEVICE_H2D, 0));
+    CHECK_OK(device_event_record(r.ready, r.copy));
+    CHECK_OK(device_event_synchronize(r.ready));
+    CHECK_OK(test_forward(&r, 0));
+    CHECK_OK(device_synchronize(r.dev));
+    test_rig_close(&r);
+}
+
+/* A copy into a buffer a kernel may still be reading (the device half of
+ * reusing a double buffer too early). */
+static void test_copy_after_kernel(int with_event)
+{
+    struct test_rig r;
+    test_rig_open(&r);
+    CHECK_OK(device_copy_async(r.copy, r.d, r.pinned, r.n, DEVICE_H2D, 0));
+    CHECK_OK(device_event_record(r.ready, r.copy));
+    CHECK_OK(device_stream_wait_event(r.compute, r.ready));
+    CHECK_OK(test_forward(&r, 0));
+    if (with_event) {
+        CHECK_OK(device_event_record(r.done, r.compute));
+        CHECK_OK(device_stream_wait_event(r.copy, r.done));
+        CHECK_OK(device_copy_async(r.copy, r.d, r.pinned, r.n, DEVICE_H2D, 2));
+        CHECK_OK(device_synchronize(r.dev));
+    } else {
+        CHECK_ERR(device_copy_async(r.copy, r.d, r.pinned, r.n, DEVICE_H2D, 2), ERR_STATE, "overwrite before done");
+        CHECK_CONTAINS(err_msg(), "copy #2 (H2D of 64.0 KiB from pinned 'loader slot 1' to 'batch buffer 0', batch 2)"
+                                  " on stream 'copy' writes device buffer 'batch buffer 0', which kernel #1 'forward' "
+                                  "(batch 0) on stream 'compute' reads");
+    }
+    test_rig_close(&r);
+}
+
+TEST(detector_copy_after_kernel_with_event_is_fine) { test_copy_after_kernel(1); }
+TEST(detector_copy_overwriting_a_buffer_in_use_is_caught) { test_copy_after_kernel(0); }
+
+/* The host writes into the pinned source of a copy: while it is in flight
+ * (held behind a gate for certain), or after its event completed. */
+static void test_host_write(int after_event)
+{
+    struct test_rig r;
+    test_rig_open(&r);
+    device_stream_t *gate_stream = test_hold(r.dev, r.copy, NULL);
+    memset(r.pinned, 1, r.n);
+    CHECK_OK(device_copy_async(r.copy, r.d, r.pinned, r.n, DEVICE_H2D, 7));
+    CHECK_OK(device_event_record(r.ready, r.copy));
+    if (after_event) {
+        atomic_store(&test_gate, 1);
+        CHECK_OK(device_event_synchronize(r.ready));
+        r.pinned[100] = 2; /* the copy is done: the buffer is the host's again */
+        CHECK_OK(device_synchronize(r.dev));
+        CHECK_EQ(((uint8_t *)r.d)[100], 1);
+    } else {
+        CHECK_EQ(device_event_query(r.ready), 0); /* behind the gate: in flight */
+        r.pinned[100] = 2;                          /* the bug: a loader slot refilled too early */
+        atomic_store(&test_gate, 1);
+        CHECK_ERR(device_event_synchronize(r.ready), ERR_STATE, "host write while in flight");
+        const char *msg = err_msg();
+        CHECK_CONTAINS(msg, "wrote byte 100 of the source of copy #1 (H2D of 64.0 KiB from pinned 'loader slot 1' to "
+                            "'batch buffer 0', batch 7) on stream 'copy'");
+        CHECK_CONTAINS(msg, "the host (thread ");
+    }
+    device_stream_destroy(gate_stream);
+    test_rig_close(&r);
+}
+
+TEST(detector_host_write_after_the_copy_is_fine) { test_host_write(1); }
+TEST(detector_host_write_into_an_in_flight_copy_is_caught) { test_host_write(0); }
+
+/* Memory next to a guarded copy (same page, outside its bytes) is not
+ * reported, and the write lands. */
+TEST(detector_neighbouring_bytes_are_not_a_hazard)
+{
+    struct test_rig r;
+    test_rig_open(&r);
+    device_stream_t *gate_stream = test_hold(r.dev, r.copy, NULL);
+    CHECK_OK(device_copy_async(r.copy, r.d, r.pinned, 100, DEVICE_H2D, 0));
+    r.pinned[200] = 9; /* same page, not the copy's bytes */
+    atomic_store(&test_gate, 1);
+    CHECK_OK(device_synchronize(r.dev));
+    CHECK_EQ(r.pinned[200], 9);
+    device_stream_destroy(gate_stream);
+    test_rig_close(&r);
+}
+
+/* ---- bad input -------------------------------------------------------------------------- */
+
+TEST(device_bad_input)
+{
+    device_t *dev = test_device(50, 1);
+    void *d, *h;
+    CHECK_ERR(device_malloc(dev, 0, "nothing", &d), ERR_ARG, "device_malloc of 0 bytes");
+    CHECK_ERR(device_host_alloc(dev, DEVICE_HOST_PINNED, 0, "nothing", &h), ERR_ARG, "0 bytes of pinned memory");
+    CHECK_ERR(device_host_alloc(dev, DEVICE_HOST_REGISTERED, 8, "x", &h), ERR_ARG, "device_host_register");
+    CHECK_OK(device_malloc(dev, 4096, "small", &d));
+    CHECK_OK(device_host_alloc(dev, DEVICE_HOST_PINNED, 8192, "pinned", &h));
+    device_stream_t *s;
+    CHECK_OK(device_stream_create(dev, "copy", &s));
+    CHECK_ERR(device_copy_async(s, d, h, 0, DEVICE_H2D, -1), ERR_ARG, "copy of 0 bytes");
+    if (test_is_sim()) {
+        CHECK_ERR(device_copy_async(s, d, h, 4097, DEVICE_H2D, -1), ERR_RANGE,
+                  "4097 bytes at offset 0 run past the end of device buffer 'small' (4096 bytes)");
+        CHECK_ERR(device_copy_async(s, h, h, 16, DEVICE_H2D, -1), ERR_RANGE, "is not device memory");
+        CHECK_ERR(device_copy_async(s, d, (uint8_t *)h + 8000, 1000, DEVICE_H2D, -1), ERR_RANGE,
+                  "runs past the end of pinned buffer 'pinned'");
+    }
+    device_event_t *e;
+    CHECK_OK(device_event_create(dev, &e));
+    double t;
+    CHECK_ERR(device_event_elapsed(e, e, &t), ERR_STATE, "never recorded");
+    CHECK_EQ(device_event_query(e), 1); /* never recorded: nothing to wait for, as in CUDA */
+    struct device_kernel k = {.name = "k", .seconds = -1};
+    CHECK_ERR(device_launch(s, &k), ERR_ARG, "kernel 'k' takes -1 s");
+    device_event_destroy(e);
+    device_stream_destroy(s);
+    device_free(dev, d);
+    device_host_free(dev, h);
+    device_close(dev);
+}
+
+TEST(device_backend_choice)
+{
+    struct device_config cfg;
+    device_config_default(&cfg);
+    device_t *dev;
+    cfg.backend = "abacus";
+    CHECK_ERR(device_open(&cfg, &dev), ERR_ARG, "unknown backend 'abacus' (sim or cuda)");
+    cfg.backend = "cuda";
+    int rc = device_open(&cfg, &dev);
+    if (rc == 0) {
+        CHECK_STR(device_backend_name(dev), "cuda");
+        device_close(dev);
+    } else {
+        CHECK_EQ(rc, ERR_UNSUPPORTED);
+        CHECK_MSG(strstr(err_msg(), "no CUDA device found") || strstr(err_msg(), "no CUDA support"),
+                  "expected 'no CUDA device found' or 'no CUDA support', got: %s", err_msg());
+    }
+    cfg.backend = NULL; /* the default is always something */
+    CHECK_OK(device_open(&cfg, &dev));
+    device_close(dev);
+}
+
+TEST(link_profiles)
+{
+    struct link_profile l;
+    CHECK_OK(link_profile_find("pcie3", &l));
+    CHECK_MSG(l.limit_bps > 15.75e9 && l.limit_bps < 15.76e9, "Gen3 x16: %g B/s", l.limit_bps);
+    CHECK_OK(link_profile_find("pcie5", &l));
+    CHECK_MSG(l.limit_bps > 63.0e9 && l.limit_bps < 63.1e9, "Gen5 x16: %g B/s", l.limit_bps);
+    CHECK(l.bandwidth_bps < l.limit_bps);
+    CHECK_ERR(link_profile_find("pcie9", &l), ERR_ARG, "unknown link profile 'pcie9' (known: pcie3, pcie4, pcie5)");
+    CHECK_ERR(link_profile_set(&l, 0, -1), ERR_ARG, "link bandwidth");
+    CHECK_ERR(link_profile_set(&l, -1, 2e6), ERR_ARG, "link latency");
+    CHECK_OK(link_profile_set(&l, 2, 10));
+    CHECK_STR(l.name, "custom");
+    CHECK(link_copy_seconds(&l, 2000) > 10e-6 + 1e-6 * (1 - 1e-12) && link_copy_seconds(&l, 2000) < 11.0000001e-6);
+    double bps;
+    CHECK_OK(link_pcie_limit(4, 8, &bps));
+    CHECK(bps > 15.75e9 && bps < 15.76e9);
+    CHECK_ERR(link_pcie_limit(7, 16, &bps), ERR_RANGE, "generation 7");
+}
