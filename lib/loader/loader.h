@@ -93,7 +93,8 @@ typedef int (*loader_collate_fn)(void *user, struct loader_job *job);
 
 /* Where the ring's slots come from. The pinned-transfer chapter (4, planned) passes an
  * allocator of page-locked memory, so collate writes where the copy engine
- * reads. alloc returns memory of `bytes` bytes or NULL. */
+ * reads. alloc returns memory of `bytes` bytes, or NULL, having said why with
+ * err_set() if it can (loader_open's error then carries the reason). */
 struct loader_allocator {
     void *(*alloc)(void *user, uint64_t bytes);
     void (*free)(void *user, void *ptr, uint64_t bytes);
