@@ -127,7 +127,7 @@ struct dsim {
     int guard_hit; /* set by write_guard's signal handler */
     /* statistics */
     uint64_t staged_copies, staged_bytes, guarded, late_ops, pin_refused;
-    double lag_s;
+    double lag_s, staging_s;
 };
 
 static struct dsim *dsim_of(const device_t *d) { return d->impl; }
@@ -315,11 +315,21 @@ static void *dsim_engine_main(void *arg)
             memcpy(op->dst, op->src, op->bytes); /* the data really arrives */
         else if (op->fn)
             op->fn(op->arg);
-        if (op->kind == DSIM_KERNEL)
-            duration += (double)(clock_now_ns() - t0) * 1e-9; /* real work takes the device's time too */
+        if (op->kind == DSIM_KERNEL && op->fn) /* real work takes the device's time too ... */
+            duration += (double)(clock_now_ns() - t0) * 1e-9;
         uint64_t cpu = clock_thread_cpu_ns() - cpu0;
         pthread_mutex_lock(&d->mu);
+        struct write_guard_hit hit = {0};
+        int guard = op->guard;
+        op->guard = -1; /* from here on dsim_enter() leaves it to us */
+        if (guard >= 0) { /* lifted before the copy is seen done: a write after that is the host's right */
+            pthread_mutex_unlock(&d->mu);
+            write_guard_remove(guard, &hit); /* mprotect: not under the lock the host's calls need */
+            pthread_mutex_lock(&d->mu);
+        }
         double end = start + duration;
+        if (op->kind == DSIM_KERNEL && op->fn && end < dsim_now(d)) /* ... and work that waited for the host, as */
+            end = dsim_now(d);                                       /* a gate does, ended when it really did */
         dsim_pace(e, end);
         double late = dsim_now(d) - end;
         if (late > 0)
@@ -337,15 +347,10 @@ static void *dsim_engine_main(void *arg)
             e->tail = NULL;
         dsim_op_unref(op->prev);
         op->prev = NULL;
-        if (op->guard >= 0) {
-            struct write_guard_hit hit;
-            write_guard_remove(op->guard, &hit);
-            op->guard = -1;
-            if (hit.hit) {
-                char msg[1024];
-                dsim_guard_message(d, op, &hit, msg, sizeof msg);
-                dsim_break(d, ERR_STATE, msg);
-            }
+        if (hit.hit) {
+            char msg[1024];
+            dsim_guard_message(d, op, &hit, msg, sizeof msg);
+            dsim_break(d, ERR_STATE, msg);
         }
         dsim_settle(d);
         pthread_cond_broadcast(&d->changed);
@@ -409,7 +414,8 @@ static void dsim_drain(struct dsim *d)
 static int dsim_mem_alloc(device_t *dev, uint64_t bytes, const char *name, void **out)
 {
     struct dsim *d = dsim_of(dev);
-    void *p = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    /* Populated now, as cudaMalloc's memory is: a first copy into it must not pay page faults. */
+    void *p = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_POPULATE, -1, 0);
     if (p == MAP_FAILED)
         return err_set(ERR_NOMEM, "%s: cannot allocate %llu bytes of device memory for '%s': %s", dev->name,
                        (unsigned long long)bytes, name, strerror(errno));
@@ -663,9 +669,9 @@ static struct race_clock dsim_next_clock(const struct dsim *d, const struct dsim
     return c;
 }
 
-/* Queues one engine copy on s (mu held). `guard`: write-protect the pinned
- * source while the copy is in flight. Returns the operation (the stream holds
- * it) or NULL. */
+/* Queues one engine copy on s (mu held). `guard`: the write_guard already up
+ * on its pinned source, or -1. Returns the operation (the stream holds it) or
+ * NULL. */
 static struct dsim_op *dsim_queue_copy(struct dsim *d, struct dsim_stream *s, void *dst, const void *src,
                                        uint64_t bytes, enum device_dir dir, const char *what, int guard)
 {
@@ -678,10 +684,8 @@ static struct dsim_op *dsim_queue_copy(struct dsim *d, struct dsim_stream *s, vo
     op->bytes = bytes;
     snprintf(op->what, sizeof op->what, "%s", what);
     dsim_issue(d, s, op);
-    if (guard) {
-        op->guard = write_guard_add(src, bytes, &d->guard_hit);
-        d->guarded += op->guard >= 0;
-    }
+    op->guard = guard;
+    d->guarded += guard >= 0;
     dsim_enqueue(d, dir == DEVICE_H2D ? DSIM_ENGINE_H2D : DSIM_ENGINE_D2H, op);
     return op;
 }
@@ -710,9 +714,12 @@ static int dsim_stage_h2d(struct dsim *d, struct dsim_stream *s, uint8_t *dst, c
             break;
         uint8_t *chunk = d->bounce + k * DEVICE_SIM_BOUNCE_BYTES;
         pthread_mutex_unlock(&d->mu);
+        uint64_t t0 = clock_now_ns();
         memcpy(chunk, src + off, n);
+        uint64_t t1 = clock_now_ns();
         pthread_mutex_lock(&d->mu);
-        struct dsim_op *op = dsim_queue_copy(d, s, dst + off, chunk, n, DEVICE_H2D, what, 0);
+        d->staging_s += (double)(t1 - t0) * 1e-9;
+        struct dsim_op *op = dsim_queue_copy(d, s, dst + off, chunk, n, DEVICE_H2D, what, -1);
         if (!op)
             return ERR_NOMEM;
         d->bounce_op[k] = dsim_op_ref(op);
@@ -736,7 +743,7 @@ static int dsim_stage_d2h(struct dsim *d, struct dsim_stream *s, uint8_t *dst, c
             uint64_t off = c * DEVICE_SIM_BOUNCE_BYTES, n = bytes - off < DEVICE_SIM_BOUNCE_BYTES ? bytes - off
                                                                                            : DEVICE_SIM_BOUNCE_BYTES;
             struct dsim_op *op = dsim_queue_copy(d, s, d->bounce + (c & 1) * DEVICE_SIM_BOUNCE_BYTES, src + off, n,
-                                                 DEVICE_D2H, what, 0);
+                                                 DEVICE_D2H, what, -1);
             if (!op)
                 return ERR_NOMEM;
             d->bounce_op[c & 1] = dsim_op_ref(op);
@@ -749,8 +756,11 @@ static int dsim_stage_d2h(struct dsim *d, struct dsim_stream *s, uint8_t *dst, c
         if (rc)
             break;
         pthread_mutex_unlock(&d->mu);
+        uint64_t t0 = clock_now_ns();
         memcpy(dst + off, d->bounce + (p & 1) * DEVICE_SIM_BOUNCE_BYTES, n);
+        uint64_t t1 = clock_now_ns();
         pthread_mutex_lock(&d->mu);
+        d->staging_s += (double)(t1 - t0) * 1e-9;
     }
     for (int k = 0; k < 2; k++) {
         int rk = dsim_bounce_wait(d, k);
@@ -767,19 +777,25 @@ static int dsim_copy_on(struct dsim *d, struct dsim_stream *s, void *dst, const 
     pthread_mutex_lock(&d->mu);
     const struct dsim_hostbuf *h = dsim_find_host(d, host_ptr);
     int pinned = h && h->kind != DEVICE_HOST_PAGEABLE;
-    if (!pinned) { /* one staged copy at a time; the staging lock comes before mu */
-        pthread_mutex_unlock(&d->mu);
+    int fits = pinned && bytes <= (uint64_t)(h->base + h->bytes - (const uint8_t *)host_ptr);
+    int guard = -1;
+    pthread_mutex_unlock(&d->mu);
+    if (!pinned) /* one staged copy at a time; the staging lock comes before mu */
         pthread_mutex_lock(&d->staging);
-        pthread_mutex_lock(&d->mu);
-        h = dsim_find_host(d, host_ptr);
-        pinned = h && h->kind != DEVICE_HOST_PAGEABLE;
-        if (pinned) { /* registered meanwhile: take the pinned path, staging is not needed */
-            pthread_mutex_unlock(&d->staging);
-        }
+    else if (dir == DEVICE_H2D && fits) /* the detector's write trap, up before the copy can start (mprotect: unlocked) */
+        guard = write_guard_add(src, bytes, &d->guard_hit);
+    pthread_mutex_lock(&d->mu);
+    h = dsim_find_host(d, host_ptr); /* again: the table may have changed meanwhile */
+    if (!pinned && h && h->kind != DEVICE_HOST_PAGEABLE) { /* registered meanwhile: no staging after all */
+        pthread_mutex_unlock(&d->staging);
+        pinned = 1;
     }
     int staged = !pinned;
     struct dsim_devbuf *b = NULL;
     int rc = dsim_enter(d);
+    if (rc == 0 && pinned && !(h && h->kind != DEVICE_HOST_PAGEABLE)) /* freed by another thread meanwhile */
+        rc = err_set(ERR_STATE, "%s: the pinned buffer at %p was freed while a copy from it was being issued",
+                     d->pub->name, host_ptr);
     if (rc == 0)
         rc = dsim_find_dev(d, dev_ptr, bytes, dir == DEVICE_H2D ? "H2D copy destination" : "D2H copy source", &b);
     if (rc == 0 && pinned && bytes > (uint64_t)(h->base + h->bytes - (const uint8_t *)host_ptr))
@@ -801,8 +817,12 @@ static int dsim_copy_on(struct dsim *d, struct dsim_stream *s, void *dst, const 
          * all of them or none (the host waits for the last one). */
         struct race_clock clock = dsim_next_clock(d, s);
         rc = dsim_access(d, b, dev_ptr, bytes, dir == DEVICE_H2D, s, &clock, what);
-        if (rc == 0 && pinned && !dsim_queue_copy(d, s, dst, src, bytes, dir, what, dir == DEVICE_H2D))
-            rc = ERR_NOMEM;
+        if (rc == 0 && pinned) {
+            if (!dsim_queue_copy(d, s, dst, src, bytes, dir, what, guard))
+                rc = ERR_NOMEM;
+            else
+                guard = -1; /* the copy owns it now */
+        }
         if (rc == 0 && staged) {
             d->staged_copies++;
             d->staged_bytes += bytes;
@@ -815,6 +835,10 @@ static int dsim_copy_on(struct dsim *d, struct dsim_stream *s, void *dst, const 
     pthread_mutex_unlock(&d->mu);
     if (staged)
         pthread_mutex_unlock(&d->staging);
+    if (guard >= 0) { /* the copy never started */
+        struct write_guard_hit hit;
+        write_guard_remove(guard, &hit);
+    }
     return rc;
 }
 
@@ -1042,6 +1066,7 @@ static void dsim_stats(device_t *dev, struct device_stats *out)
     pthread_mutex_lock(&d->mu);
     out->staged_copies = d->staged_copies;
     out->staged_bytes = d->staged_bytes;
+    out->staging_s = d->staging_s;
     out->engine_busy_s[DEVICE_H2D] = d->eng[DSIM_ENGINE_H2D].busy_m;
     out->engine_busy_s[DEVICE_D2H] = d->eng[DSIM_ENGINE_D2H].busy_m;
     out->engine_cpu_s = (double)(d->eng[DSIM_ENGINE_H2D].cpu_ns + d->eng[DSIM_ENGINE_D2H].cpu_ns) * 1e-9;

@@ -109,6 +109,7 @@ struct device_stats {
     uint64_t copies[2], bytes[2];  /* per direction (DEVICE_H2D, DEVICE_D2H) */
     uint64_t staged_copies;        /* copies from pageable memory ... */
     uint64_t staged_bytes;         /* ... and their bytes: each one more host memcpy */
+    double staging_s;              /* sim: host time spent copying into and out of the bounce buffer */
     uint64_t kernels;
     double engine_busy_s[2];       /* sim: modelled time each copy engine was busy */
     double engine_cpu_s;           /* sim: CPU time the copy engines' threads used */

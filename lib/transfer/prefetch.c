@@ -198,8 +198,10 @@ static int prefetch_issue(prefetch_t *p)
             }
         }
         uint8_t *staging = b->staging;
+        uint64_t t0 = clock_now_ns();
         memcpy(staging, hb->data, hb->bytes);
         memcpy(staging + prefetch_labels_offset(p), hb->labels, hb->count * sizeof(int64_t));
+        p->st.pin_s += (double)(clock_now_ns() - t0) * 1e-9;
         p->st.pin_copies++;
         p->st.pin_bytes += hb->bytes;
         data = staging;

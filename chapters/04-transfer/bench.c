@@ -1,0 +1,253 @@
+/* bench: chapter 4's benchmarks, one verdict line each (--bench, make bench).
+ *
+ *   bench: <what>: <figure> <unit> | <peer or limit>: <figure> <unit> | ratio <x.xx> | target <op> <t> | PASS|MISS
+ *
+ * In the simulator:
+ *   - the copy engines' rates against the model's own formula S / (α + S/B),
+ *     both directions at once: the engines must add no error (within 2 %);
+ *   - the double-buffered training loop's step against max(copy, compute):
+ *     within 10 %;
+ *   - the engines' CPU time per copied GiB against memcpy of as many bytes,
+ *     measured in the same run: within 2x.
+ * On a GPU (a "not run: no GPU" line each when there is none):
+ *   - pinned H2D of 256 MiB against the PCIe limit the system reports: 85 %;
+ *   - the double-buffered loop's step against max(copy, compute): within 10 %.
+ */
+#include "chapter4.h"
+
+#include "base/error.h"
+#include "base/measure.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+static void ch4_verdict(const char *what, double figure, const char *unit, const char *peer, double peer_figure,
+                        const char *peer_unit, double ratio, const char *op, double target)
+{
+    int pass = strcmp(op, ">=") == 0 ? ratio >= target : ratio <= target;
+    printf("bench: %s: %.3f %s | %s: %.3f %s | ratio %.3f | target %s %.2f | %s\n", what, figure, unit, peer,
+           peer_figure, peer_unit, ratio, op, target, pass ? "PASS" : "MISS");
+}
+
+/* Both engines at once: n copies of `bytes` each way. The slower of the two
+ * rates, and the formula's. */
+static int ch4_bench_engines(device_t *dev, uint64_t bytes, uint64_t n, double *rate, double *formula)
+{
+    struct link_profile link;
+    device_link(dev, &link);
+    void *hin = NULL, *hout = NULL, *d1 = NULL, *d2 = NULL;
+    device_stream_t *up = NULL, *down = NULL;
+    device_event_t *e[4] = {0};
+    int rc = device_host_alloc(dev, DEVICE_HOST_PINNED, bytes, "bench source", &hin);
+    if (rc == 0)
+        rc = device_host_alloc(dev, DEVICE_HOST_PINNED, bytes, "bench destination", &hout);
+    if (rc == 0)
+        rc = device_malloc(dev, bytes, "bench up", &d1);
+    if (rc == 0)
+        rc = device_malloc(dev, bytes, "bench down", &d2);
+    if (rc == 0)
+        rc = device_stream_create(dev, "up", &up);
+    if (rc == 0)
+        rc = device_stream_create(dev, "down", &down);
+    for (int i = 0; rc == 0 && i < 4; i++)
+        rc = device_event_create(dev, &e[i]);
+    if (rc == 0) { /* touch everything once, so page faults are not the engines' */
+        memset(hin, 1, bytes);
+        rc = device_copy(dev, d1, hin, bytes, DEVICE_H2D);
+        if (rc == 0)
+            rc = device_copy(dev, d2, hin, bytes, DEVICE_H2D);
+        if (rc == 0)
+            rc = device_copy(dev, hout, d2, bytes, DEVICE_D2H);
+    }
+    /* Both trains queued behind one gate, then let go: the engines' rates, not this host's issue rate. */
+    device_stream_t *gate = NULL;
+    device_event_t *opened = NULL;
+    if (rc == 0)
+        rc = device_stream_create(dev, "gate", &gate);
+    if (rc == 0)
+        rc = device_event_create(dev, &opened);
+    if (rc == 0)
+        rc = ch4_gate_hold(gate);
+    if (rc == 0)
+        rc = device_event_record(opened, gate);
+    if (rc == 0)
+        rc = device_stream_wait_event(up, opened);
+    if (rc == 0)
+        rc = device_stream_wait_event(down, opened);
+    if (rc == 0)
+        rc = device_event_record(e[0], up);
+    if (rc == 0)
+        rc = device_event_record(e[2], down);
+    for (uint64_t i = 0; rc == 0 && i < n; i++) {
+        rc = device_copy_async(up, d1, hin, bytes, DEVICE_H2D, -1);
+        if (rc == 0)
+            rc = device_copy_async(down, hout, d2, bytes, DEVICE_D2H, -1);
+    }
+    if (rc == 0)
+        rc = device_event_record(e[1], up);
+    if (rc == 0)
+        rc = device_event_record(e[3], down);
+    ch4_gate_release();
+    if (rc == 0)
+        rc = device_synchronize(dev);
+    device_event_destroy(opened);
+    device_stream_destroy(gate);
+    double tu = 0, td = 0;
+    if (rc == 0)
+        rc = device_event_elapsed(e[0], e[1], &tu);
+    if (rc == 0)
+        rc = device_event_elapsed(e[2], e[3], &td);
+    double slowest = tu > td ? tu : td;
+    *formula = (double)bytes / link_copy_seconds(&link, bytes);
+    *rate = slowest > 0 ? (double)(bytes * n) / slowest : 0;
+    for (int i = 0; i < 4; i++)
+        device_event_destroy(e[i]);
+    device_stream_destroy(up);
+    device_stream_destroy(down);
+    device_free(dev, d1);
+    device_free(dev, d2);
+    device_host_free(dev, hin);
+    device_host_free(dev, hout);
+    return rc;
+}
+
+static int ch4_bench_sim(const struct ch4_opts *o)
+{
+    struct ch4_opts so = *o;
+    so.backend = "sim";
+    device_t *dev;
+    int rc = ch4_device_open(&so, &so.link, &dev);
+    if (rc)
+        return rc;
+    struct link_profile link;
+    device_link(dev, &link);
+    printf("== chapter 4 benchmarks, simulator: %s\n", device_describe(dev));
+    double worst = 2, worst_rate = 0, worst_formula = 0;
+    uint64_t moved = 0, worst_bytes = 0;
+    struct device_stats before, after;
+    device_stats(dev, &before);
+    for (uint64_t bytes = 64 << 10; rc == 0 && bytes <= (64u << 20) && bytes <= o->pool_bytes; bytes *= 16) {
+        uint64_t n = (64u << 20) / bytes < 4 ? 4 : (64u << 20) / bytes;
+        double rate = 0, formula = 1;
+        rc = ch4_bench_engines(dev, bytes, n, &rate, &formula);
+        if (rc == 0 && rate / formula < worst)
+            worst = rate / formula, worst_rate = rate, worst_formula = formula, worst_bytes = bytes;
+        moved += 2 * bytes * n;
+    }
+    device_stats(dev, &after);
+    device_close(dev);
+    if (rc)
+        return rc;
+    char what[160], sz[32];
+    snprintf(what, sizeof what, "sim copy engines, both directions at once, worst of 64 KiB .. 64 MiB (%s), device "
+             "time", ch4_size(worst_bytes, sz, sizeof sz));
+    ch4_verdict(what, worst_rate / 1e9, "GB/s", "the model S/(alpha+S/B)", worst_formula / 1e9, "GB/s", worst, ">=",
+                0.98);
+    /* The CPU the engines burn moving those bytes, against memcpy of as many. */
+    struct measure_bandwidth mc;
+    rc = measure_memcpy(64u << 20, 3, MEASURE_THREAD_CPU, &mc);
+    if (rc)
+        return rc;
+    double gib = (double)moved / (1u << 30);
+    double engine_ms = (after.engine_cpu_s - before.engine_cpu_s) * 1e3 / gib, memcpy_ms = 1e3 * (1u << 30) / mc.best_bps;
+    ch4_verdict("sim copy engines' CPU per copied GiB", engine_ms, "ms", "memcpy of 1 GiB, same run", memcpy_ms, "ms",
+                engine_ms / memcpy_ms, "<=", 2);
+    if (after.late_ops > before.late_ops)
+        printf("  (%llu of the copies ended late on the wall clock: this machine's memcpy is slower than the "
+               "modelled link; device time is unaffected)\n",
+               (unsigned long long)(after.late_ops - before.late_ops));
+    /* The training loop, double-buffered, against its bound. */
+    struct ch4_loop_result res;
+    rc = ch4_loop_run(&so, CH4_PINNED, 2, &res);
+    if (rc)
+        return rc;
+    double copy = res.dma_s + res.host_copy_s, bound = copy > res.compute_s ? copy : res.compute_s;
+    ch4_verdict("sim double-buffered training step (device time)", res.step_s * 1e3, "ms",
+                "max(copy, compute)", bound * 1e3, "ms", res.step_s / bound, "<=", 1.10);
+    return 0;
+}
+
+static int ch4_bench_gpu(const struct ch4_opts *o)
+{
+    const char *what[] = {"GPU pinned H2D of 256 MiB against the PCIe limit",
+                          "GPU double-buffered training step against max(copy, compute)"};
+    if (o->backend && strcmp(o->backend, "sim") == 0) {
+        for (int i = 0; i < 2; i++)
+            printf("bench: %s | not run: --backend=sim\n", what[i]);
+        return 0;
+    }
+    struct ch4_opts go = *o;
+    go.backend = "cuda";
+    device_t *dev;
+    int rc = ch4_device_open(&go, &go.link, &dev);
+    if (rc == ERR_UNSUPPORTED) {
+        for (int i = 0; i < 2; i++)
+            printf("bench: %s | not run: no GPU\n", what[i]);
+        return 0;
+    }
+    if (rc)
+        return rc;
+    printf("== chapter 4 benchmarks, GPU: %s\n", device_describe(dev));
+    struct link_profile link;
+    if (device_link(dev, &link)) {
+        printf("bench: %s | not run: %s\n", what[0], err_msg());
+    } else {
+        const uint64_t bytes = 256u << 20;
+        void *h = NULL, *d = NULL;
+        device_stream_t *s = NULL;
+        device_event_t *a = NULL, *b = NULL;
+        rc = device_host_alloc(dev, DEVICE_HOST_PINNED, bytes, "bench", &h);
+        if (rc == 0)
+            rc = device_malloc(dev, bytes, "bench", &d);
+        if (rc == 0)
+            rc = device_stream_create(dev, "bench", &s);
+        if (rc == 0)
+            rc = device_event_create(dev, &a);
+        if (rc == 0)
+            rc = device_event_create(dev, &b);
+        double t = 0;
+        const int n = 10;
+        if (rc == 0)
+            rc = device_copy(dev, d, h, bytes, DEVICE_H2D); /* warm-up */
+        if (rc == 0)
+            rc = device_event_record(a, s);
+        for (int i = 0; rc == 0 && i < n; i++)
+            rc = device_copy_async(s, d, h, bytes, DEVICE_H2D, -1);
+        if (rc == 0)
+            rc = device_event_record(b, s);
+        if (rc == 0)
+            rc = device_event_synchronize(b);
+        if (rc == 0)
+            rc = device_event_elapsed(a, b, &t);
+        device_event_destroy(a);
+        device_event_destroy(b);
+        device_stream_destroy(s);
+        device_free(dev, d);
+        device_host_free(dev, h);
+        if (rc == 0) {
+            double bps = (double)bytes * n / t;
+            char title[160];
+            snprintf(title, sizeof title, "%s (%s)", what[0], link.title);
+            ch4_verdict(title, bps / 1e9, "GB/s", "limit", link.limit_bps / 1e9, "GB/s", bps / link.limit_bps, ">=",
+                        0.85);
+        }
+    }
+    device_close(dev);
+    if (rc)
+        return rc;
+    struct ch4_loop_result res;
+    rc = ch4_loop_run(&go, CH4_PINNED, 2, &res);
+    if (rc)
+        return rc;
+    double copy = res.dma_s + res.host_copy_s, bound = copy > res.compute_s ? copy : res.compute_s;
+    ch4_verdict(what[1], res.step_s * 1e3, "ms", "max(copy, compute)", bound * 1e3, "ms", res.step_s / bound, "<=",
+                1.10);
+    return 0;
+}
+
+int ch4_bench(const struct ch4_opts *o)
+{
+    int rc = ch4_bench_sim(o);
+    return rc ? rc : ch4_bench_gpu(o);
+}

@@ -1,0 +1,76 @@
+/* chapter4: what the parts of chapter 4's program share (see main.c).
+ *
+ * sweep.c    copy rate against size for every kind of host memory
+ * pinning.c  what page-locking costs, per batch and with a pool
+ * loop.c     a training loop: pageable, PyTorch's pin copy, a pinned ring; one
+ *            buffer or two; and the overlap timeline
+ * race.c     --demo=race: a loader slot handed back too early, caught
+ * bench.c    --bench: the benchmarks' verdicts
+ */
+#ifndef DDP_CHAPTER4_H
+#define DDP_CHAPTER4_H
+
+#include "transfer/device.h"
+#include "transfer/link.h"
+
+#include <stdint.h>
+
+#define CH4_OUT_DIR "notebooks-out/chapter-4"
+#define CH4_FASHION_TRAIN "/usr/share/datasets/fashion-mnist/train-images-idx3-ubyte.gz"
+
+struct ch4_opts {
+    const char *backend;        /* NULL: cuda when a GPU is found, else sim */
+    struct link_profile link;   /* the sweep's link (sim) */
+    struct link_profile loop_link; /* the loop's link (sim) */
+    uint64_t min_bytes, max_bytes; /* the sweep's sizes, times 4 per row */
+    uint64_t pool_bytes;        /* the pinned pool's limit */
+    const char *data;           /* the loop's dataset; NULL: Fashion-MNIST, else synthetic */
+    uint64_t batch, steps, warmup, workers;
+    double compute_s;           /* the loop's compute per step; < 0: as long as the batch's copy */
+    const char *out_dir;
+};
+
+/* Opens the device the options ask for, on `link` when it is the simulator. */
+int ch4_device_open(const struct ch4_opts *o, const struct link_profile *link, device_t **out);
+
+/* Holds stream s (a host function in stream order that waits) until
+ * ch4_gate_release(): work queued behind it meanwhile then runs back to back,
+ * so a measurement sees what the device does, not how fast this host issues
+ * work (the simulator's pinned copies cost a system call each to issue, for
+ * the detector). One gate at a time. */
+int ch4_gate_hold(device_stream_t *s);
+void ch4_gate_release(void);
+
+/* "64 KiB", "256 MiB": sizes in tables. Returns buf. */
+const char *ch4_size(uint64_t bytes, char *buf, size_t len);
+
+/* The sections of the lesson. Each prints its table and writes its CSV (and
+ * plot) under o->out_dir; 0 or an error with err_msg(). */
+int ch4_sweep(const struct ch4_opts *o);
+int ch4_pinning(const struct ch4_opts *o);
+int ch4_loop(const struct ch4_opts *o);
+
+/* --demo=race: 0 when the detector caught the early release and the fixed
+ * loop ran clean. */
+int ch4_demo_race(const struct ch4_opts *o);
+
+/* --bench: prints the verdict lines; 0 when every benchmark ran (whatever
+ * its verdict). */
+int ch4_bench(const struct ch4_opts *o);
+
+/* The loop of loop.c, for the bench: one configuration, its steady state. */
+struct ch4_loop_result {
+    double step_s;      /* device time per step (the compute stream's) */
+    double wall_step_s; /* host wall time per step */
+    double wait_s;      /* data-wait per step */
+    double dma_s;       /* modelled (sim) or measured (cuda) copy engine time per batch */
+    double host_copy_s; /* host memcpy per batch on the way (the driver's staging or the pin copy) */
+    double compute_s;   /* the compute per step */
+    double copies;      /* passes over each byte of a batch, counted */
+    double hidden;      /* the share of the copy the step did not pay for */
+    uint64_t batch_bytes;
+};
+enum ch4_ring { CH4_PAGEABLE, CH4_PIN_COPY, CH4_PINNED };
+int ch4_loop_run(const struct ch4_opts *o, enum ch4_ring ring, uint32_t depth, struct ch4_loop_result *out);
+
+#endif

@@ -1,0 +1,249 @@
+/* sweep: copy rate against size, for every kind of host memory (chapter 4).
+ *
+ * For each size, a train of host-to-device copies issued the way a program
+ * would: synchronously (the host waits for each, as .to(device) does) or
+ * asynchronously (queued back to back, as .to(device, non_blocking=True)
+ * does), timed by events on the copy's stream, as cudaEventElapsedTime
+ * measures. On the simulator the times are device time: the model exactly
+ * for pinned async copies, plus whatever the host added between copies for
+ * the synchronous ones (its wake-ups, measured), plus the host's own memcpy
+ * into the bounce buffer for pageable ones (measured). The pinned buffer
+ * comes from the pool, so --max-bytes must fit in --pool.
+ */
+#include "chapter4.h"
+
+#include "base/error.h"
+#include "base/measure.h"
+#include "base/plot.h"
+#include "base/progress.h"
+#include "transfer/pinned_pool.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+struct ch4_variant {
+    const char *name, *csv;
+    enum device_host_kind kind;
+    int async;
+};
+
+static const struct ch4_variant ch4_variants[] = {
+    {"pageable", "pageable_sync", DEVICE_HOST_PAGEABLE, 0},
+    {"pinned sync", "pinned_sync", DEVICE_HOST_PINNED, 0},
+    {"pinned async", "pinned_async", DEVICE_HOST_PINNED, 1},
+    {"wc async", "write_combined_async", DEVICE_HOST_WRITE_COMBINED, 1},
+    {"registered", "registered_async", DEVICE_HOST_REGISTERED, 1},
+};
+#define CH4_VARIANTS (sizeof ch4_variants / sizeof ch4_variants[0])
+#define CH4_MAX_SIZES 40
+
+/* How many copies of `bytes` make one measurement: enough to move 32 MiB,
+ * at least 3 and at most 256. */
+static uint64_t ch4_copies_of(uint64_t bytes)
+{
+    uint64_t n = (32u << 20) / bytes;
+    return n < 3 ? 3 : n > 256 ? 256 : n;
+}
+
+struct ch4_host {
+    void *ptr;
+    enum device_host_kind kind;
+};
+
+static int ch4_host_get(device_t *dev, pinned_pool_t *pool, enum device_host_kind kind, uint64_t bytes,
+                        struct ch4_host *h)
+{
+    h->kind = kind;
+    h->ptr = NULL;
+    int rc;
+    if (kind == DEVICE_HOST_PINNED) {
+        rc = pinned_pool_alloc(pool, bytes, &h->ptr);
+    } else if (kind == DEVICE_HOST_REGISTERED) {
+        rc = posix_memalign(&h->ptr, 4096, bytes) ? err_set(ERR_NOMEM, "cannot allocate %llu bytes to register",
+                                                              (unsigned long long)bytes)
+                                                   : device_host_register(dev, h->ptr, bytes, "registered buffer");
+        if (rc) {
+            free(h->ptr);
+            h->ptr = NULL;
+        }
+    } else {
+        rc = device_host_alloc(dev, kind, bytes, device_host_kind_name(kind), &h->ptr);
+    }
+    if (rc == 0)
+        memset(h->ptr, 0x5a, bytes); /* fault the pages in now, not inside the first copy */
+    return rc;
+}
+
+static void ch4_host_put(device_t *dev, pinned_pool_t *pool, struct ch4_host *h)
+{
+    if (!h->ptr)
+        return;
+    if (h->kind == DEVICE_HOST_PINNED) {
+        pinned_pool_free(pool, h->ptr);
+    } else if (h->kind == DEVICE_HOST_REGISTERED) {
+        device_host_unregister(dev, h->ptr);
+        free(h->ptr);
+    } else {
+        device_host_free(dev, h->ptr);
+    }
+    h->ptr = NULL;
+}
+
+/* One measurement: n copies of `bytes`, the host waiting for each or not.
+ * Bytes per second of device time. */
+static int ch4_measure(device_stream_t *s, device_event_t *e0, device_event_t *e1, void *dst, const void *src,
+                       uint64_t bytes, uint64_t n, int async, double *bps)
+{
+    int rc = device_copy_async(s, dst, src, bytes, DEVICE_H2D, -1); /* warm-up */
+    if (rc == 0)
+        rc = device_stream_synchronize(s);
+    if (rc == 0 && async) /* the whole train is queued before the engine sees it */
+        rc = ch4_gate_hold(s);
+    if (rc == 0)
+        rc = device_event_record(e0, s);
+    for (uint64_t i = 0; rc == 0 && i < n; i++) {
+        rc = device_copy_async(s, dst, src, bytes, DEVICE_H2D, -1);
+        if (rc == 0 && !async)
+            rc = device_stream_synchronize(s);
+    }
+    if (rc == 0)
+        rc = device_event_record(e1, s);
+    ch4_gate_release();
+    if (rc == 0)
+        rc = device_event_synchronize(e1);
+    double t = 0;
+    if (rc == 0)
+        rc = device_event_elapsed(e0, e1, &t);
+    *bps = t > 0 ? (double)(bytes * n) / t : 0;
+    return rc;
+}
+
+int ch4_sweep(const struct ch4_opts *o)
+{
+    uint64_t sizes[CH4_MAX_SIZES];
+    int nsizes = 0;
+    for (uint64_t s = o->min_bytes; s <= o->max_bytes && nsizes < CH4_MAX_SIZES; s *= 4) {
+        sizes[nsizes++] = s;
+        if (s > o->max_bytes / 4)
+            break;
+    }
+    device_t *dev;
+    int rc = ch4_device_open(o, &o->link, &dev);
+    if (rc)
+        return rc;
+    struct link_profile link;
+    int have_link = device_link(dev, &link) == 0;
+    int sim = strcmp(device_backend_name(dev), "sim") == 0;
+    struct measure_bandwidth mc;
+    rc = measure_memcpy(64u << 20, 3, MEASURE_WALL, &mc);
+    printf("== the size sweep: host-to-device copies, %s\n", device_describe(dev));
+    if (rc == 0)
+        printf("   this machine's memcpy (measured now, 64 MiB, best of 3): %.2f GB/s\n", mc.best_bps / 1e9);
+    pinned_pool_t *pool = NULL;
+    void *d = NULL;
+    device_stream_t *s = NULL;
+    device_event_t *e0 = NULL, *e1 = NULL;
+    if (rc == 0)
+        rc = pinned_pool_create(dev, o->pool_bytes, DEVICE_HOST_PINNED, &pool);
+    if (rc == 0)
+        rc = device_malloc(dev, o->max_bytes, "sweep buffer", &d);
+    if (rc == 0)
+        rc = device_stream_create(dev, "copy", &s);
+    if (rc == 0)
+        rc = device_event_create(dev, &e0);
+    if (rc == 0)
+        rc = device_event_create(dev, &e1);
+    static double bps[CH4_VARIANTS][CH4_MAX_SIZES];
+    uint64_t late[CH4_VARIANTS] = {0};
+    progress_t prog;
+    progress_begin(&prog, "sweep", CH4_VARIANTS * (uint64_t)nsizes);
+    for (size_t v = 0; rc == 0 && v < CH4_VARIANTS; v++) {
+        struct ch4_host h;
+        rc = ch4_host_get(dev, pool, ch4_variants[v].kind, o->max_bytes, &h);
+        struct device_stats before, after;
+        device_stats(dev, &before);
+        for (int i = 0; rc == 0 && i < nsizes; i++) {
+            rc = ch4_measure(s, e0, e1, d, h.ptr, sizes[i], ch4_copies_of(sizes[i]), ch4_variants[v].async,
+                             &bps[v][i]);
+            progress_update(&prog, v * (uint64_t)nsizes + (uint64_t)i + 1);
+        }
+        device_stats(dev, &after);
+        late[v] = after.late_ops - before.late_ops;
+        ch4_host_put(dev, pool, &h);
+    }
+    progress_end(&prog, CH4_VARIANTS * (uint64_t)nsizes);
+    char csv_path[PLOT_PATH_MAX], out_path[PLOT_PATH_MAX];
+    FILE *csv = NULL;
+    if (rc == 0 && plot_paths(o->out_dir, "bandwidth", csv_path, out_path) < 0)
+        rc = err_wrap(ERR_ARG, "--out");
+    if (rc == 0 && !(csv = plot_csv_open(csv_path)))
+        rc = ERR_IO;
+    if (rc == 0) {
+        fprintf(csv, "bytes,pageable_sync,pinned_sync,pinned_async,write_combined_async,registered_async,model,"
+                     "limit\n");
+        printf("\n%10s", "size");
+        for (size_t v = 0; v < CH4_VARIANTS; v++)
+            printf(" %14s", ch4_variants[v].name);
+        printf(" %10s %10s\n", sim ? "model" : "", have_link ? "of limit" : "");
+        for (int i = 0; i < nsizes; i++) {
+            char sz[32];
+            double model = have_link && sim ? (double)sizes[i] / link_copy_seconds(&link, sizes[i]) : 0;
+            printf("%10s", ch4_size(sizes[i], sz, sizeof sz));
+            for (size_t v = 0; v < CH4_VARIANTS; v++)
+                printf(" %9.2f GB/s", bps[v][i] / 1e9);
+            if (sim)
+                printf(" %5.2f GB/s", model / 1e9);
+            else
+                printf(" %10s", "");
+            if (have_link)
+                printf(" %9.1f%%", 100 * bps[2][i] / link.limit_bps);
+            printf("\n");
+            fprintf(csv, "%llu", (unsigned long long)sizes[i]);
+            for (size_t v = 0; v < CH4_VARIANTS; v++)
+                fprintf(csv, ",%.6f", bps[v][i] / 1e9);
+            fprintf(csv, ",%.6f,%.6f\n", model / 1e9, have_link ? link.limit_bps / 1e9 : 0.0);
+        }
+        fclose(csv);
+        printf("(GB/s = 1e9 bytes per second of device time; 'of limit' is pinned async against the wire's limit)\n");
+        if (have_link && sim) {
+            char half[32];
+            printf("latency dominates below %s: there a copy spends more time on its fixed %.1f us than on its\n"
+                   "bytes (S = alpha x B), and the rate is under half of B = %.2f GB/s. Batch small copies.\n",
+                   ch4_size((uint64_t)link_half_size(&link), half, sizeof half), link.latency_s * 1e6,
+                   link.bandwidth_bps / 1e9);
+            printf("measured and modelled: an async train is queued behind a gate, then released: it is the\n"
+                   "model exactly. A sync copy adds the host's round trip per copy (measured: here the\n"
+                   "simulator's thread hand-offs, on a GPU the driver's). A pageable copy adds the host's memcpy\n"
+                   "into the bounce buffer (measured: this machine's memcpy, %.2f GB/s now, caps it).\n"
+                   "Write-combined and registered memory are pinned memory to the simulator: the same model.\n",
+                   mc.best_bps / 1e9);
+            uint64_t late_all = 0;
+            for (size_t v = 0; v < CH4_VARIANTS; v++)
+                late_all += late[v];
+            if (late_all)
+                printf("note: %llu copies ended after their modelled end on the wall clock: the simulator moves the\n"
+                       "      bytes with memcpy, slower here than the modelled link. Device time is unaffected; the\n"
+                       "      sync and pageable columns, which include the host's waits, include the delay.\n",
+                       (unsigned long long)late_all);
+        } else if (!have_link) {
+            printf("(the system does not report this GPU's PCIe link: no limit to compare with)\n");
+        }
+        printf("wrote %s\n", csv_path);
+        int prc = plot_render("chapters/04-transfer/plot.gp", csv_path, out_path);
+        if (prc == 0)
+            printf("wrote %s.png and %s.svg\n", out_path, out_path);
+        else if (prc == ERR_UNSUPPORTED)
+            printf("(%s)\n", err_msg());
+        else
+            rc = prc;
+    }
+    device_event_destroy(e0);
+    device_event_destroy(e1);
+    device_stream_destroy(s);
+    device_free(dev, d);
+    pinned_pool_destroy(pool);
+    device_close(dev);
+    printf("\n");
+    return rc;
+}
