@@ -123,6 +123,31 @@ static int ch4_gbps(const char *flag, const char *text, double *out)
     return rc;
 }
 
+/* Every size against every other and against the machine, before anything
+ * starts. 0 or ERR_ARG naming the flag. */
+static int ch4_validate(struct ch4_opts *o, int max_given)
+{
+    uint64_t memory = (uint64_t)sysconf(_SC_PHYS_PAGES) * (uint64_t)sysconf(_SC_PAGESIZE);
+    char a[32], b[32];
+    if (o->pool_bytes == 0)
+        return err_set(ERR_ARG, "--pool: a pinned pool of 0 bytes holds nothing");
+    if (o->pool_bytes > memory / 2)
+        return err_set(ERR_ARG, "--pool: %s is more than half this machine's memory (%s): pinned memory cannot be "
+                       "swapped out", ch4_size(o->pool_bytes, a, sizeof a), ch4_size(memory, b, sizeof b));
+    if (!max_given && o->max_bytes > o->pool_bytes) /* the default sweep stops at what the pool holds */
+        o->max_bytes = o->pool_bytes;
+    if (o->min_bytes == 0)
+        return err_set(ERR_ARG, "--min-bytes: a copy of 0 bytes moves nothing: give at least 1");
+    if (o->max_bytes < o->min_bytes)
+        return err_set(ERR_ARG, "--max-bytes (%llu) is smaller than --min-bytes (%llu)",
+                       (unsigned long long)o->max_bytes, (unsigned long long)o->min_bytes);
+    if (o->max_bytes > o->pool_bytes)
+        return err_set(ERR_ARG, "--max-bytes: %llu bytes do not fit in the pinned pool of %llu bytes (--pool=%s): "
+                       "one copy's pinned buffer comes from it", (unsigned long long)o->max_bytes,
+                       (unsigned long long)o->pool_bytes, ch4_size(o->pool_bytes, a, sizeof a));
+    return 0;
+}
+
 int main(int argc, char **argv)
 {
     struct ch4_opts o = {
@@ -214,26 +239,7 @@ int main(int argc, char **argv)
     }
     o.loop_link = o.link;
     link_profile_set(&o.loop_link, loop_gbps, -1);
-    uint64_t memory = (uint64_t)sysconf(_SC_PHYS_PAGES) * (uint64_t)sysconf(_SC_PAGESIZE);
-    char a[32], b[32];
-    int bad = 0;
-    if (!max_given && o.max_bytes > o.pool_bytes) /* the default sweep stops at what the pool holds */
-        o.max_bytes = o.pool_bytes;
-    if (o.min_bytes == 0)
-        bad = err_set(ERR_ARG, "--min-bytes: a copy of 0 bytes moves nothing: give at least 1");
-    else if (o.max_bytes < o.min_bytes)
-        bad = err_set(ERR_ARG, "--max-bytes (%llu) is smaller than --min-bytes (%llu)",
-                      (unsigned long long)o.max_bytes, (unsigned long long)o.min_bytes);
-    else if (o.pool_bytes == 0)
-        bad = err_set(ERR_ARG, "--pool: a pinned pool of 0 bytes holds nothing");
-    else if (o.pool_bytes > memory / 2)
-        bad = err_set(ERR_ARG, "--pool: %s is more than half this machine's memory (%s): pinned memory cannot be "
-                      "swapped out", ch4_size(o.pool_bytes, a, sizeof a), ch4_size(memory, b, sizeof b));
-    else if (o.max_bytes > o.pool_bytes)
-        bad = err_set(ERR_ARG, "--max-bytes: %llu bytes do not fit in the pinned pool of %llu bytes (--pool=%s): "
-                      "one copy's pinned buffer comes from it", (unsigned long long)o.max_bytes,
-                      (unsigned long long)o.pool_bytes, ch4_size(o.pool_bytes, a, sizeof a));
-    if (bad)
+    if (ch4_validate(&o, max_given))
         return cli_fail("chapter-4");
 
     int rc;

@@ -1,0 +1,93 @@
+# chapter4.sh: build/chapter-4 as a user drives it: --help, bad flags (each a
+# usage error naming the flag), a size of 0 or past the pinned pool, an
+# unknown link profile, --backend=cuda without a GPU, the pool running out at
+# run time, and small runs of each section whose numbers are checked against
+# what they must be: async pinned copies equal the link model, the copies per
+# batch are 3 for the pageable rings and 2 for the pinned one, and the race
+# demo is caught and fixed.
+. "$(dirname "$0")/../harness/lib.sh"
+P=$BUILD/chapter-4
+OUT=$T_TMP/out
+small_loop=(--only=loop --steps=8 --warmup=2 --batch=256 --out="$OUT")
+
+t_out help "--demo=race" $P --help
+t_fail bad_flag 2 "chapter-4: unrecognized option '--frobnicate'" $P --frobnicate
+t_fail missing_value 2 "option '--link' needs a value" $P --link
+t_fail unknown_link 2 "--link: unknown link profile 'pcie9' (known: pcie3, pcie4, pcie5)" $P --link=pcie9
+t_fail zero_gbps 2 "--link-gbps: expected more than 0" $P --link-gbps=0
+t_fail nan_latency 2 "--link-latency-us: expected a finite number" $P --link-latency-us=nan
+t_fail zero_size 2 "--min-bytes: a copy of 0 bytes moves nothing" $P --min-bytes=0
+t_fail sizes_reversed 2 "--max-bytes (1024) is smaller than --min-bytes (2048)" $P --min-bytes=2K --max-bytes=1K
+t_fail one_past_the_pool 2 "--max-bytes: 1048577 bytes do not fit in the pinned pool of 1048576 bytes (--pool=1 MiB)" \
+    $P --max-bytes=1048577 --pool=1M
+t_fail zero_pool 2 "--pool: a pinned pool of 0 bytes holds nothing" $P --pool=0
+t_fail huge_pool 2 "more than half this machine's memory" $P --pool=16777216G
+t_fail bad_backend 2 "--backend: expected sim or cuda, got 'tpu'" $P --backend=tpu
+t_fail bad_demo 2 "--demo: unknown demo 'meteor' (race)" $P --demo=meteor
+t_fail bad_only 2 "--only: expected sweep, pinning or loop" $P --only=everything
+t_fail zero_batch 2 "--batch: expected 1 to" $P --batch=0
+
+# --backend=cuda where it cannot run: a clear error, exit 1, before any table
+if command -v nvidia-smi >/dev/null 2>&1 && nvidia-smi -L 2>/dev/null | grep -q '^GPU '; then
+    t_skip cuda_without_gpu "this machine has a GPU: make test-gpu runs tests/gpu/transfer.sh"
+elif grep -q 'HAVE_CUDA := 1' "$BUILD/config.mk" 2>/dev/null; then
+    t_fail cuda_without_gpu 1 "device: --backend=cuda: no CUDA device found" \
+        $P --backend=cuda --only=sweep --max-bytes=64K --out="$OUT"
+else
+    t_fail cuda_without_gpu 1 "device: this build has no CUDA support" \
+        $P --backend=cuda --only=sweep --max-bytes=64K --out="$OUT"
+fi
+# the pinned pool too small for the loader's ring: the pool's reason, at run time
+t_fail pool_runs_out 1 "pinned pool: " $P "${small_loop[@]}" --pool=64K
+
+# the size sweep: pinned async copies are the link's model exactly (device time)
+t_run $P --only=sweep --min-bytes=64K --max-bytes=4M --backend=sim --out="$OUT"
+if [ "$T_STATUS" != 0 ]; then t_failed sweep "exit $T_STATUS: $(tail -n 3 <<<"$T_OUT")"
+elif ! grep -q "latency dominates below 140.7 KiB" <<<"$T_OUT"; then
+    t_failed sweep "no latency size (alpha x B of PCIe Gen4 x16 is 140.7 KiB): $(tail -n 5 <<<"$T_OUT")"
+else
+    why=$(awk -F, 'NR > 1 { rows++; if ($4 < $7 * 0.999 || $4 > $7 * 1.001) printf "%s bytes: async %s GB/s, model %s; ", $1, $4, $7 }
+                   END { if (rows != 4) printf "expected 4 rows, got %d", rows }' "$OUT/bandwidth.csv")
+    if [ -n "$why" ]; then t_failed sweep_async_is_the_model "$why"; else t_pass sweep_async_is_the_model; fi
+fi
+
+# the cost of pinning: one row per batch size the pool holds
+t_out pinning "pool: first, then" $P --only=pinning --pool=2M --out="$OUT"
+
+# the training loop: copies per batch counted, 3 on the pageable rings and 2 on the pinned one
+t_run $P "${small_loop[@]}"
+if [ "$T_STATUS" != 0 ]; then t_failed loop "exit $T_STATUS: $(tail -n 3 <<<"$T_OUT")"
+else
+    why=$(awk -F, 'NR > 1 { rows++; want = ($1 == "pinned ring") ? 2 : 3
+                            if ($3 < want - 0.05 || $3 > want + 0.05) printf "%s: %s copies per batch, want %d; ", $1, $3, want }
+                   END { if (rows != 4) printf "expected 4 rows, got %d", rows }' "$OUT/loop.csv")
+    if [ -n "$why" ]; then t_failed loop_copies_per_batch "$why"; else t_pass loop_copies_per_batch; fi
+    if grep -q "double buffering: .* a step against .* with one buffer" <<<"$T_OUT"; then t_pass loop_verdict
+    else t_failed loop_verdict "no double-buffering line: $(tail -n 5 <<<"$T_OUT")"; fi
+fi
+
+# the race demo: the early release is caught, naming the slot, the copy, the stream and the batch; the fix runs clean
+t_run $P --demo=race
+if [ "$T_STATUS" != 0 ]; then t_failed demo_race "exit $T_STATUS: $(tail -n 3 <<<"$T_OUT")"
+elif ! grep -q "host write while in flight: the host (thread [0-9]*) wrote byte [0-9]* of the source of copy #[0-9]* (H2D of 196.0 KiB from pinned 'loader slot [0-9]' to 'batch buffer [01]', batch [0-9]*) on stream 'copy'" <<<"$T_OUT"; then
+    t_failed demo_race "the detector's message is missing or incomplete: $(grep -m1 'detector' -A1 <<<"$T_OUT")"
+elif ! grep -q "^fixed: 6 batches, no hazard" <<<"$T_OUT"; then t_failed demo_race "the fixed loop did not run clean"
+else t_pass demo_race; fi
+
+# the benchmarks print a verdict each, in the shared shape, and say when a GPU is missing
+t_run $P --bench --backend=sim
+n=$(grep -cE '^bench: .*\| ratio [0-9.]+ \| target (<=|>=) [0-9.]+ \| (PASS|MISS)$' <<<"$T_OUT")
+if [ "$T_STATUS" != 0 ] || [ "$n" != 3 ]; then t_failed bench_verdicts "exit $T_STATUS, $n verdict lines: $T_OUT"
+elif [ "$(grep -c '| not run: --backend=sim$' <<<"$T_OUT")" != 2 ]; then t_failed bench_verdicts "GPU lines: $T_OUT"
+else t_pass bench_verdicts; fi
+
+# the plots, and their scripts named when run away from the repository root
+if command -v gnuplot >/dev/null 2>&1; then
+    if [ -s "$OUT/bandwidth.png" ] && [ -s "$OUT/bandwidth.svg" ] && [ -s "$OUT/timeline.png" ] && [ -s "$OUT/timeline.svg" ]
+    then t_pass plots_written; else t_failed plots_written "missing in $OUT: $(ls "$OUT")"; fi
+    t_fail plot_outside_the_repository 1 "chapters/04-transfer/plot.gp: cannot read the plot script" \
+        sh -c 'cd "$1" && exec "$2" --only=sweep --max-bytes=64K --out=out' sh \
+        "$T_TMP" "$(cd "$(dirname "$P")" && pwd)/chapter-4"
+else
+    t_skip plots_written "gnuplot is not installed"
+fi
