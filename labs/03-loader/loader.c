@@ -377,7 +377,11 @@ static int loader_alloc_slots(struct loader *L)
         return err_set(ERR_NOMEM, "loader: out of memory for %u slots", L->nslots);
     for (uint32_t i = 0; i < L->nslots; i++) {
         struct loader_slot *s = &L->slots[i];
+        err_clear();
         s->mem = L->opt.allocator.alloc(L->opt.allocator.user, L->alloc_bytes);
+        if (!s->mem && *err_msg()) /* the allocator said why (a pinned pool's limit, say) */
+            return err_wrap(ERR_NOMEM, "loader: cannot allocate slot %u of %u (%llu bytes each)", i, L->nslots,
+                            (unsigned long long)L->alloc_bytes);
         s->indices = malloc(L->opt.max_batch * sizeof *s->indices);
         s->recs = malloc(L->opt.max_batch * sizeof *s->recs);
         if (!s->mem || !s->indices || !s->recs)
