@@ -48,7 +48,9 @@ struct prefetch {
     device_stream_t *copy;
     struct prefetch_buffer *buf;
     uint64_t issued, handed; /* this epoch */
-    int ended;               /* the loader said the epoch is over */
+    int ended;               /* the loader said the epoch is over (or failed) */
+    int failed;              /* ... failed: this error comes after the batches in flight */
+    char failure[1024];
     int held_out;            /* the trainer holds the last batch handed out */
     uint32_t held_host;      /* loader slots not given back yet */
     uint32_t ring_slots;     /* the loader's ring */
@@ -257,8 +259,18 @@ int prefetch_next(prefetch_t *p, struct prefetch_batch **out)
     int rc = 0;
     while (rc == 0 && !p->ended && p->issued - p->handed < p->opt.depth)
         rc = prefetch_issue(p);
-    if (rc == 0 && p->issued == p->handed) /* the epoch is over */
-        return prefetch_drain(p);
+    if (rc < 0 && !p->failed) { /* a batch failed to arrive: the ones before it still go out first */
+        p->failed = rc;
+        p->ended = 1;
+        snprintf(p->failure, sizeof p->failure, "%s", err_msg());
+        rc = 0;
+    }
+    if (rc == 0 && p->issued == p->handed) { /* the epoch is over */
+        int failed = p->failed;
+        p->failed = 0;
+        rc = prefetch_drain(p);
+        return failed ? err_set(failed, "%s", p->failure) : rc;
+    }
     struct prefetch_buffer *b = prefetch_buffer_of(p, p->handed);
     if (rc == 0)
         rc = prefetch_hand_over(p, b);

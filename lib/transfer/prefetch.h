@@ -83,10 +83,11 @@ int prefetch_open(device_t *dev, loader_t *loader, const struct prefetch_options
 
 /* Hands out the next batch, in order: 1 and *out set; 0 when the loader's
  * epoch is over (every copy done, every loader slot back; call again after
- * loader_start_epoch for the next one); or a negative error: the loader's
- * (a failing sample, a timeout), the device's (a use-before-ready hazard),
- * ERR_RANGE (a batch larger than max_bytes or max_batch), ERR_STATE (the
- * previous batch was not released). */
+ * loader_start_epoch for the next one); or a negative error, which ends the
+ * epoch the same way: the loader's (a failing sample, a timeout: it comes
+ * after the batches before it, as the loader delivers it), the device's (a
+ * use-before-ready hazard), ERR_RANGE (a batch larger than max_bytes or
+ * max_batch), ERR_STATE (the previous batch was not released). */
 int prefetch_next(prefetch_t *p, struct prefetch_batch **out);
 
 /* The trainer has queued all its work on b (on the compute stream): its

@@ -234,4 +234,65 @@ static inline int pf_copy_overlaps_compute(struct pf_rig *r, unsigned seconds)
     return overlapped;
 }
 
+/* The other half of overlap: the compute on batch 0 starts when batch 0's
+ * copy is done, not batch 1's. The copy engine is held behind a gate (a copy
+ * on another stream that waits for it, at the head of the engine's FIFO) while
+ * batches 0 and 1 are queued and batch 0's kernel is launched; then it is let
+ * go, and the two copies run back to back in device time. Returns how long
+ * before the end of batch 1's copy the compute on batch 0 began (seconds of
+ * device time): one copy's duration when right, about 0 when the compute
+ * waited for the wrong batch. Needs depth 2 and a slow link. */
+static inline double pf_compute_lead(struct pf_rig *r)
+{
+    device_stream_t *gs, *blocker;
+    device_event_t *opened, *mark;
+    void *hb, *db;
+    CHECK_OK(device_stream_create(r->dev, "gate", &gs));
+    CHECK_OK(device_stream_create(r->dev, "blocker", &blocker));
+    CHECK_OK(device_event_create(r->dev, &opened));
+    CHECK_OK(device_event_create(r->dev, &mark));
+    CHECK_OK(device_host_alloc(r->dev, DEVICE_HOST_PINNED, 64, "blocker source", &hb));
+    CHECK_OK(device_malloc(r->dev, 64, "blocker destination", &db));
+    atomic_store(&pf_gate_open, 0);
+    struct device_kernel gate = {.name = "gate", .batch = -1, .fn = pf_gate_fn};
+    CHECK_OK(device_launch(gs, &gate));
+    CHECK_OK(device_event_record(opened, gs));
+    CHECK_OK(device_stream_wait_event(blocker, opened));
+    CHECK_OK(device_copy_async(blocker, db, hb, 64, DEVICE_H2D, -1)); /* the H2D engine's head, held */
+    struct loader_epoch e = {.epoch = 0, .indices = r->order, .count = r->c.records, .batch_size = r->c.batch};
+    CHECK_OK(loader_start_epoch(r->loader, &e));
+    struct prefetch_batch *b;
+    double lead = -1;
+    int rc = prefetch_next(r->pf, &b);
+    if (rc == 1) {
+        struct device_span in = {b->data, b->bytes};
+        struct device_kernel k = {.name = "train step", .batch = 0, .seconds = 1e-4, .reads = &in, .nreads = 1};
+        rc = device_event_record(mark, r->compute); /* where the compute on batch 0 begins */
+        if (rc == 0)
+            rc = device_launch(r->compute, &k);
+        if (rc == 0)
+            rc = prefetch_release(r->pf, b);
+    }
+    atomic_store(&pf_gate_open, 1);
+    if (rc == 0)
+        rc = prefetch_next(r->pf, &b);
+    if (rc == 1) {
+        rc = device_event_synchronize(b->ready); /* batch 1's copy, done */
+        if (rc == 0)
+            rc = device_event_elapsed(mark, b->ready, &lead);
+        prefetch_release(r->pf, b);
+    }
+    CHECK_MSG(rc >= 0, "%s", err_msg());
+    while (prefetch_next(r->pf, &b) == 1) /* finish the epoch */
+        prefetch_release(r->pf, b);
+    device_synchronize(r->dev);
+    device_free(r->dev, db);
+    device_host_free(r->dev, hb);
+    device_event_destroy(opened);
+    device_event_destroy(mark);
+    device_stream_destroy(gs);
+    device_stream_destroy(blocker);
+    return lead;
+}
+
 #endif

@@ -95,8 +95,15 @@ TEST(prefetch_double_buffering_overlaps)
         struct pf_rig r;
         pf_open(&r, &c);
         int overlapped = pf_copy_overlaps_compute(&r, depth == 2 ? 30 : 1);
-        if (depth == 2)
+        if (depth == 2) {
             CHECK_MSG(overlapped, "two buffers: the copy of batch 1 waited for the compute on batch 0");
+            pf_close(&r);
+            c.gbps = 0.002;
+            pf_open(&r, &c);
+            double lead = pf_compute_lead(&r), copy = (double)c.batch * c.record_bytes / (c.gbps * 1e9);
+            CHECK_MSG(lead > 0.5 * copy, "two buffers: the compute on batch 0 began %.3f ms before batch 1's copy "
+                      "ended, expected about one copy (%.3f ms)", lead * 1e3, copy * 1e3);
+        }
         else
             CHECK_MSG(!overlapped, "one buffer: the copy of batch 1 overwrote the buffer batch 0's compute reads");
         pf_close(&r);
