@@ -263,6 +263,54 @@ TEST(device_pageable_copies_are_synchronous)
     device_close(dev);
 }
 
+/* Events order two streams: a copy up on one, the copy back on the other
+ * after a wait for the first's event, round trips exactly on any backend. */
+TEST(device_events_order_streams)
+{
+    device_t *dev = test_device(50, 1);
+    const uint64_t n = 3u << 20;
+    uint8_t *in, *out;
+    void *d;
+    CHECK_OK(device_host_alloc(dev, DEVICE_HOST_PINNED, n, "in", (void **)&in));
+    CHECK_OK(device_host_alloc(dev, DEVICE_HOST_PINNED, n, "out", (void **)&out));
+    CHECK_OK(device_malloc(dev, n, "d", &d));
+    device_stream_t *up, *down;
+    device_event_t *e0, *e1, *e2;
+    CHECK_OK(device_stream_create(dev, "up", &up));
+    CHECK_OK(device_stream_create(dev, "down", &down));
+    CHECK_OK(device_event_create(dev, &e0));
+    CHECK_OK(device_event_create(dev, &e1));
+    CHECK_OK(device_event_create(dev, &e2));
+    for (int round = 0; round < 3; round++) {
+        test_fill(in, n, (uint64_t)round + 10);
+        memset(out, 0, n);
+        CHECK_OK(device_event_record(e0, up));
+        CHECK_OK(device_copy_async(up, d, in, n, DEVICE_H2D, round));
+        CHECK_OK(device_event_record(e1, up));
+        CHECK_OK(device_stream_wait_event(down, e1));
+        CHECK_OK(device_copy_async(down, out, d, n, DEVICE_D2H, round));
+        CHECK_OK(device_event_record(e2, down));
+        CHECK_OK(device_event_synchronize(e2));
+        CHECK_EQ(device_event_query(e1), 1); /* what e2 waited for is done too */
+        CHECK_MSG(memcmp(in, out, n) == 0, "round %d: the copy back did not wait for the copy up", round);
+        double up_s, total_s;
+        CHECK_OK(device_event_elapsed(e0, e1, &up_s));
+        CHECK_OK(device_event_elapsed(e0, e2, &total_s));
+        CHECK_MSG(up_s > 0 && total_s > up_s, "round %d: events out of order: up %.9f s, up and down %.9f s", round,
+                  up_s, total_s);
+        CHECK_OK(device_stream_synchronize(up)); /* before the next round's writes into `in` */
+    }
+    device_event_destroy(e0);
+    device_event_destroy(e1);
+    device_event_destroy(e2);
+    device_stream_destroy(up);
+    device_stream_destroy(down);
+    device_free(dev, d);
+    device_host_free(dev, in);
+    device_host_free(dev, out);
+    device_close(dev);
+}
+
 /* ---- the detector ---------------------------------------------------------------------- */
 
 struct test_rig {

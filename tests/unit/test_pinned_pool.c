@@ -5,6 +5,7 @@
  * cached blocks given back when a new one would pass the limit, the errors
  * (0 bytes, more than the limit, the limit held in use) with what was asked
  * and what is held, and a loader whose slots are pinned memory of the device.
+ * DEVICE_TEST_BACKEND=cuda runs them on a GPU (make test-gpu).
  */
 #include "check.h"
 #include "loader_fixture.h"
@@ -14,11 +15,13 @@
 
 #define KIB 1024u
 
+/* The simulated device, or DEVICE_TEST_BACKEND's (make test-gpu sets cuda). */
 static device_t *pool_device(void)
 {
     struct device_config cfg;
     device_config_default(&cfg);
-    cfg.backend = "sim";
+    const char *backend = getenv("DEVICE_TEST_BACKEND");
+    cfg.backend = backend && *backend ? backend : "sim";
     device_t *dev;
     CHECK_OK(device_open(&cfg, &dev));
     return dev;
