@@ -193,38 +193,14 @@ static int ch4_bench_gpu(const struct ch4_opts *o)
     if (device_link(dev, &link)) {
         printf("bench: %s | not run: %s\n", what[0], err_msg());
     } else {
-        const uint64_t bytes = 256u << 20;
-        void *h = NULL, *d = NULL;
-        device_stream_t *s = NULL;
-        device_event_t *a = NULL, *b = NULL;
-        rc = device_host_alloc(dev, DEVICE_HOST_PINNED, bytes, "bench", &h);
-        if (rc == 0)
-            rc = device_malloc(dev, bytes, "bench", &d);
-        if (rc == 0)
-            rc = device_stream_create(dev, "bench", &s);
-        if (rc == 0)
-            rc = device_event_create(dev, &a);
-        if (rc == 0)
-            rc = device_event_create(dev, &b);
+        const uint64_t bytes = 256u << 20, n = 10;
+        struct ch4_train tr;
         double t = 0;
-        const int n = 10;
-        if (rc == 0)
-            rc = device_copy(dev, d, h, bytes, DEVICE_H2D); /* warm-up */
-        if (rc == 0)
-            rc = device_event_record(a, s);
-        for (int i = 0; rc == 0 && i < n; i++)
-            rc = device_copy_async(s, d, h, bytes, DEVICE_H2D, -1);
-        if (rc == 0)
-            rc = device_event_record(b, s);
-        if (rc == 0)
-            rc = device_event_synchronize(b);
-        if (rc == 0)
-            rc = device_event_elapsed(a, b, &t);
-        device_event_destroy(a);
-        device_event_destroy(b);
-        device_stream_destroy(s);
-        device_free(dev, d);
-        device_host_free(dev, h);
+        rc = ch4_train_open(dev, NULL, DEVICE_HOST_PINNED, bytes, &tr);
+        if (rc == 0) {
+            rc = ch4_train_time(&tr, bytes, 0, n, 1, &t);
+            ch4_train_close(&tr);
+        }
         if (rc == 0) {
             double bps = (double)bytes * n / t;
             char title[160];

@@ -12,6 +12,7 @@
 
 #include "transfer/device.h"
 #include "transfer/link.h"
+#include "transfer/pinned_pool.h"
 
 #include <stdint.h>
 
@@ -40,6 +41,26 @@ int ch4_device_open(const struct ch4_opts *o, const struct link_profile *link, d
  * the detector). One gate at a time. */
 int ch4_gate_hold(device_stream_t *s);
 void ch4_gate_release(void);
+
+/* A timed train of host-to-device copies (sweep.c): host memory of one kind
+ * (pinned from `pool` when given, else from the device), a device buffer, a
+ * stream and two events. */
+struct ch4_train {
+    device_t *dev;
+    pinned_pool_t *pool;
+    enum device_host_kind kind;
+    void *host, *target;
+    device_stream_t *s;
+    device_event_t *e0, *e1;
+};
+int ch4_train_open(device_t *dev, pinned_pool_t *pool, enum device_host_kind kind, uint64_t bytes,
+                   struct ch4_train *t);
+void ch4_train_close(struct ch4_train *t);
+
+/* Device seconds of n copies of `bytes` (each followed by one of `tail`
+ * bytes, when not 0: a batch's labels), the host waiting for each (sync) or
+ * all of them queued behind a gate first (async). */
+int ch4_train_time(struct ch4_train *t, uint64_t bytes, uint64_t tail, uint64_t n, int async, double *seconds);
 
 /* "64 KiB", "256 MiB": sizes in tables. Returns buf. */
 const char *ch4_size(uint64_t bytes, char *buf, size_t len);

@@ -55,38 +55,12 @@ static int ch4_open_data(const struct ch4_opts *o, dataset_t **ds, int say)
  * bytes): the model on the simulator, the GPU's own on a GPU. */
 static int ch4_copy_time(device_t *dev, uint64_t bytes, uint64_t labels, double *s)
 {
-    void *h = NULL, *d = NULL;
-    device_stream_t *st = NULL;
-    device_event_t *a = NULL, *b = NULL;
-    int rc = device_host_alloc(dev, DEVICE_HOST_PINNED, bytes, "calibration", &h);
-    if (rc == 0)
-        rc = device_malloc(dev, bytes, "calibration", &d);
-    if (rc == 0)
-        rc = device_stream_create(dev, "calibration", &st);
-    if (rc == 0)
-        rc = device_event_create(dev, &a);
-    if (rc == 0)
-        rc = device_event_create(dev, &b);
-    if (rc == 0) /* queued behind a gate: the copy's own device time, not this host's issue */
-        rc = ch4_gate_hold(st);
-    if (rc == 0)
-        rc = device_event_record(a, st);
-    if (rc == 0)
-        rc = device_copy_async(st, d, h, bytes, DEVICE_H2D, -1);
-    if (rc == 0)
-        rc = device_copy_async(st, d, h, labels, DEVICE_H2D, -1);
-    if (rc == 0)
-        rc = device_event_record(b, st);
-    ch4_gate_release();
-    if (rc == 0)
-        rc = device_event_synchronize(b);
-    if (rc == 0)
-        rc = device_event_elapsed(a, b, s);
-    device_event_destroy(a);
-    device_event_destroy(b);
-    device_stream_destroy(st);
-    device_free(dev, d);
-    device_host_free(dev, h);
+    struct ch4_train t;
+    int rc = ch4_train_open(dev, NULL, DEVICE_HOST_PINNED, bytes, &t);
+    if (rc == 0) {
+        rc = ch4_train_time(&t, bytes, labels, 1, 1, s);
+        ch4_train_close(&t);
+    }
     return rc;
 }
 

@@ -46,76 +46,85 @@ static uint64_t ch4_copies_of(uint64_t bytes)
     return n < 3 ? 3 : n > 256 ? 256 : n;
 }
 
-struct ch4_host {
-    void *ptr;
-    enum device_host_kind kind;
-};
-
-static int ch4_host_get(device_t *dev, pinned_pool_t *pool, enum device_host_kind kind, uint64_t bytes,
-                        struct ch4_host *h)
+int ch4_train_open(device_t *dev, pinned_pool_t *pool, enum device_host_kind kind, uint64_t bytes,
+                   struct ch4_train *t)
 {
-    h->kind = kind;
-    h->ptr = NULL;
+    memset(t, 0, sizeof *t);
+    t->dev = dev;
+    t->pool = pool;
+    t->kind = kind;
     int rc;
-    if (kind == DEVICE_HOST_PINNED) {
-        rc = pinned_pool_alloc(pool, bytes, &h->ptr);
+    if (kind == DEVICE_HOST_PINNED && pool) {
+        rc = pinned_pool_alloc(pool, bytes, &t->host);
     } else if (kind == DEVICE_HOST_REGISTERED) {
-        rc = posix_memalign(&h->ptr, 4096, bytes) ? err_set(ERR_NOMEM, "cannot allocate %llu bytes to register",
+        rc = posix_memalign(&t->host, 4096, bytes) ? err_set(ERR_NOMEM, "cannot allocate %llu bytes to register",
                                                               (unsigned long long)bytes)
-                                                   : device_host_register(dev, h->ptr, bytes, "registered buffer");
+                                                    : device_host_register(dev, t->host, bytes, "registered buffer");
         if (rc) {
-            free(h->ptr);
-            h->ptr = NULL;
+            free(t->host);
+            t->host = NULL;
         }
     } else {
-        rc = device_host_alloc(dev, kind, bytes, device_host_kind_name(kind), &h->ptr);
+        rc = device_host_alloc(dev, kind, bytes, device_host_kind_name(kind), &t->host);
     }
     if (rc == 0)
-        memset(h->ptr, 0x5a, bytes); /* fault the pages in now, not inside the first copy */
+        memset(t->host, 0x5a, bytes); /* fault the pages in now, not inside the first copy */
+    if (rc == 0)
+        rc = device_malloc(dev, bytes, "copy target", &t->target);
+    if (rc == 0)
+        rc = device_stream_create(dev, "copy", &t->s);
+    if (rc == 0)
+        rc = device_event_create(dev, &t->e0);
+    if (rc == 0)
+        rc = device_event_create(dev, &t->e1);
+    if (rc)
+        ch4_train_close(t);
     return rc;
 }
 
-static void ch4_host_put(device_t *dev, pinned_pool_t *pool, struct ch4_host *h)
+void ch4_train_close(struct ch4_train *t)
 {
-    if (!h->ptr)
+    device_event_destroy(t->e0);
+    device_event_destroy(t->e1);
+    device_stream_destroy(t->s);
+    device_free(t->dev, t->target);
+    if (!t->host)
         return;
-    if (h->kind == DEVICE_HOST_PINNED) {
-        pinned_pool_free(pool, h->ptr);
-    } else if (h->kind == DEVICE_HOST_REGISTERED) {
-        device_host_unregister(dev, h->ptr);
-        free(h->ptr);
+    if (t->kind == DEVICE_HOST_PINNED && t->pool) {
+        pinned_pool_free(t->pool, t->host);
+    } else if (t->kind == DEVICE_HOST_REGISTERED) {
+        device_host_unregister(t->dev, t->host);
+        free(t->host);
     } else {
-        device_host_free(dev, h->ptr);
+        device_host_free(t->dev, t->host);
     }
-    h->ptr = NULL;
+    t->host = NULL;
 }
 
-/* One measurement: n copies of `bytes`, the host waiting for each or not.
- * Bytes per second of device time. */
-static int ch4_measure(device_stream_t *s, device_event_t *e0, device_event_t *e1, void *dst, const void *src,
-                       uint64_t bytes, uint64_t n, int async, double *bps)
+int ch4_train_time(struct ch4_train *t, uint64_t bytes, uint64_t tail, uint64_t n, int async, double *seconds)
 {
-    int rc = device_copy_async(s, dst, src, bytes, DEVICE_H2D, -1); /* warm-up */
+    *seconds = 0;
+    int rc = device_copy_async(t->s, t->target, t->host, bytes, DEVICE_H2D, -1); /* warm-up */
     if (rc == 0)
-        rc = device_stream_synchronize(s);
+        rc = device_stream_synchronize(t->s);
     if (rc == 0 && async) /* the whole train is queued before the engine sees it */
-        rc = ch4_gate_hold(s);
+        rc = ch4_gate_hold(t->s);
     if (rc == 0)
-        rc = device_event_record(e0, s);
+        rc = device_event_record(t->e0, t->s);
     for (uint64_t i = 0; rc == 0 && i < n; i++) {
-        rc = device_copy_async(s, dst, src, bytes, DEVICE_H2D, -1);
+        rc = device_copy_async(t->s, t->target, t->host, bytes, DEVICE_H2D, -1);
+        if (rc == 0 && tail)
+            rc = device_copy_async(t->s, t->target, t->host, tail, DEVICE_H2D, -1);
         if (rc == 0 && !async)
-            rc = device_stream_synchronize(s);
+            rc = device_stream_synchronize(t->s);
     }
     if (rc == 0)
-        rc = device_event_record(e1, s);
+        rc = device_event_record(t->e1, t->s);
     ch4_gate_release();
     if (rc == 0)
-        rc = device_event_synchronize(e1);
-    double t = 0;
+        rc = device_event_synchronize(t->e1);
     if (rc == 0)
-        rc = device_event_elapsed(e0, e1, &t);
-    *bps = t > 0 ? (double)(bytes * n) / t : 0;
+        rc = device_event_elapsed(t->e0, t->e1, seconds);
     return rc;
 }
 
@@ -141,36 +150,29 @@ int ch4_sweep(const struct ch4_opts *o)
     if (rc == 0)
         printf("   this machine's memcpy (measured now, 64 MiB, best of 3): %.2f GB/s\n", mc.best_bps / 1e9);
     pinned_pool_t *pool = NULL;
-    void *d = NULL;
-    device_stream_t *s = NULL;
-    device_event_t *e0 = NULL, *e1 = NULL;
     if (rc == 0)
         rc = pinned_pool_create(dev, o->pool_bytes, DEVICE_HOST_PINNED, &pool);
-    if (rc == 0)
-        rc = device_malloc(dev, o->max_bytes, "sweep buffer", &d);
-    if (rc == 0)
-        rc = device_stream_create(dev, "copy", &s);
-    if (rc == 0)
-        rc = device_event_create(dev, &e0);
-    if (rc == 0)
-        rc = device_event_create(dev, &e1);
     static double bps[CH4_VARIANTS][CH4_MAX_SIZES];
     uint64_t late[CH4_VARIANTS] = {0};
     progress_t prog;
     progress_begin(&prog, "sweep", CH4_VARIANTS * (uint64_t)nsizes);
     for (size_t v = 0; rc == 0 && v < CH4_VARIANTS; v++) {
-        struct ch4_host h;
-        rc = ch4_host_get(dev, pool, ch4_variants[v].kind, o->max_bytes, &h);
+        struct ch4_train t;
+        rc = ch4_train_open(dev, pool, ch4_variants[v].kind, o->max_bytes, &t);
+        if (rc)
+            break;
         struct device_stats before, after;
         device_stats(dev, &before);
         for (int i = 0; rc == 0 && i < nsizes; i++) {
-            rc = ch4_measure(s, e0, e1, d, h.ptr, sizes[i], ch4_copies_of(sizes[i]), ch4_variants[v].async,
-                             &bps[v][i]);
+            uint64_t n = ch4_copies_of(sizes[i]);
+            double sec = 0;
+            rc = ch4_train_time(&t, sizes[i], 0, n, ch4_variants[v].async, &sec);
+            bps[v][i] = sec > 0 ? (double)(sizes[i] * n) / sec : 0;
             progress_update(&prog, v * (uint64_t)nsizes + (uint64_t)i + 1);
         }
         device_stats(dev, &after);
         late[v] = after.late_ops - before.late_ops;
-        ch4_host_put(dev, pool, &h);
+        ch4_train_close(&t);
     }
     progress_end(&prog, CH4_VARIANTS * (uint64_t)nsizes);
     char csv_path[PLOT_PATH_MAX], out_path[PLOT_PATH_MAX];
@@ -238,10 +240,6 @@ int ch4_sweep(const struct ch4_opts *o)
         else
             rc = prc;
     }
-    device_event_destroy(e0);
-    device_event_destroy(e1);
-    device_stream_destroy(s);
-    device_free(dev, d);
     pinned_pool_destroy(pool);
     device_close(dev);
     printf("\n");
