@@ -27,6 +27,16 @@ t_fail bad_demo 2 "--demo: unknown demo 'meteor' (race)" $P --demo=meteor
 t_fail bad_only 2 "--only: expected sweep, pinning or loop" $P --only=everything
 t_fail zero_batch 2 "--batch: expected 1 to" $P --batch=0
 
+# where the CUDA toolkit was found, the device's CUDA backend is built (it needs CUDA only, not NCCL)
+if [ "${SUITE:-plain}" != plain ]; then
+    t_skip cuda_backend_built "the $SUITE suite is built without CUDA"
+elif grep -q 'HAVE_CUDA := 1' "$BUILD/config.mk" 2>/dev/null; then
+    if ar t "$BUILD/libddp_gpu.a" 2>/dev/null | grep -qx device_cuda.o; then t_pass cuda_backend_built
+    else t_failed cuda_backend_built "HAVE_CUDA := 1, but $BUILD/libddp_gpu.a has no device_cuda.o"; fi
+else
+    t_skip cuda_backend_built "no CUDA toolkit was found at build time"
+fi
+
 # --backend=cuda where it cannot run: a clear error, exit 1, before any table
 if command -v nvidia-smi >/dev/null 2>&1 && nvidia-smi -L 2>/dev/null | grep -q '^GPU '; then
     t_skip cuda_without_gpu "this machine has a GPU: make test-gpu runs tests/gpu/transfer.sh"
