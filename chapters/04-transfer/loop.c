@@ -152,8 +152,8 @@ static int ch4_rig_open(const struct ch4_opts *o, enum ch4_ring ring, uint32_t d
     return 0;
 }
 
-/* Runs warmup + steps steps; measures the last `steps` (or, with tl, reads a
- * timeline of every step: the host then waits for each copy). */
+/* Runs warmup + steps steps; measures the last `steps` (and with tl reads
+ * their timeline: the host then waits for each copy to read its time). */
 static int ch4_run(const struct ch4_opts *o, enum ch4_ring ring, uint32_t depth, uint64_t warmup, uint64_t steps,
                    struct ch4_loop_result *res, struct ch4_timeline *tl)
 {
@@ -186,22 +186,24 @@ static int ch4_run(const struct ch4_opts *o, enum ch4_ring ring, uint32_t depth,
     uint64_t k = 0;
     while (rc == 0 && (rc = prefetch_next(r.pf, &b)) == 1) {
         rc = 0;
-        if (tl && k < CH4_TIMELINE_STEPS) {
+        uint64_t m = k - warmup; /* the timeline's step, once warm */
+        int mark = tl && k >= warmup && m < CH4_TIMELINE_STEPS;
+        if (mark) {
             double end;
             rc = device_event_synchronize(b->ready);
             if (rc == 0)
                 rc = device_event_elapsed(t0, b->ready, &end);
-            tl->copy[k] = (struct ch4_span_ms){(end - copy_s) * 1e3, end * 1e3};
+            tl->copy[m] = (struct ch4_span_ms){(end - copy_s) * 1e3, end * 1e3};
             if (rc == 0)
-                rc = device_event_record(marks[2 * k], r.compute);
+                rc = device_event_record(marks[2 * m], r.compute);
         }
         struct device_span in[2] = {{b->data, b->bytes}, {b->labels, b->count * sizeof(int64_t)}};
         struct device_kernel kern = {.name = "train step", .batch = (int64_t)b->number, .seconds = res->compute_s,
                                      .reads = in, .nreads = 2};
         if (rc == 0)
             rc = device_launch(r.compute, &kern);
-        if (rc == 0 && tl && k < CH4_TIMELINE_STEPS)
-            rc = device_event_record(marks[2 * k + 1], r.compute);
+        if (rc == 0 && mark)
+            rc = device_event_record(marks[2 * m + 1], r.compute);
         int rr = prefetch_release(r.pf, b);
         rc = rc ? rc : rr;
         if (rc == 0 && k + 1 == warmup) { /* the measured steps start here */
@@ -219,7 +221,7 @@ static int ch4_run(const struct ch4_opts *o, enum ch4_ring ring, uint32_t depth,
     double device_s = 0;
     if (rc == 0)
         rc = device_event_elapsed(t0, t1, &device_s);
-    for (uint64_t i = 0; rc == 0 && tl && i < CH4_TIMELINE_STEPS && i < k; i++) {
+    for (uint64_t i = 0; rc == 0 && tl && i < CH4_TIMELINE_STEPS && warmup + i < k; i++) {
         double a, e;
         rc = device_event_elapsed(t0, marks[2 * i], &a);
         if (rc == 0)
@@ -357,7 +359,7 @@ int ch4_loop(const struct ch4_opts *o)
     struct ch4_timeline tl[2];
     memset(tl, 0, sizeof tl);
     for (uint32_t depth = 1; rc == 0 && depth <= 2; depth++)
-        rc = ch4_run(o, CH4_PINNED, depth, 0, CH4_TIMELINE_STEPS, &tres, &tl[depth - 1]);
+        rc = ch4_run(o, CH4_PINNED, depth, o->warmup, CH4_TIMELINE_STEPS, &tres, &tl[depth - 1]);
     if (rc == 0)
         rc = ch4_timeline_plot(o, tl);
     printf("\n");
