@@ -75,7 +75,6 @@ struct dsim_event {
 
 struct dsim_engine {
     struct dsim *d;
-    int id;
     pthread_t thread;
     pthread_cond_t sleep; /* pacing: waits here until an operation's modelled end */
     int tid;
@@ -228,9 +227,9 @@ static void dsim_settle(struct dsim *d)
     }
 }
 
-/* Puts op at the end of stream s (op->stream, prev, issue time, clock). The
- * caller fills the rest and queues it. Returns the stream-local number. */
-static uint64_t dsim_issue(struct dsim *d, struct dsim_stream *s, struct dsim_op *op)
+/* Puts op at the end of stream s (op->stream, prev, issue time, its number
+ * in the stream's clock). The caller fills the rest and queues it. */
+static void dsim_issue(struct dsim *d, struct dsim_stream *s, struct dsim_op *op)
 {
     op->stream = s;
     op->issue_m = dsim_now(d);
@@ -238,7 +237,6 @@ static uint64_t dsim_issue(struct dsim *d, struct dsim_stream *s, struct dsim_op
     s->last = dsim_op_ref(op);
     race_clock_join(&s->clock, &d->host);
     s->clock.t[s->id] = ++d->next_seq[s->id];
-    return s->clock.t[s->id];
 }
 
 static void dsim_enqueue(struct dsim *d, int engine, struct dsim_op *op)
@@ -1147,7 +1145,6 @@ static int dsim_open(device_t *dev, const struct device_config *cfg)
     pthread_cond_init(&d->work, NULL);
     for (int i = 0; i < DSIM_ENGINES; i++) {
         d->eng[i].d = d;
-        d->eng[i].id = i;
         pthread_cond_init(&d->eng[i].sleep, &attr);
     }
     pthread_condattr_destroy(&attr);
