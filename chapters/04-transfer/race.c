@@ -14,7 +14,7 @@
  * of it). The simulated device write-protects a pinned buffer while a copy
  * reads it, so the worker's first write is caught and named. The fix: hand
  * the slot back only once the copy's event has completed, which is what
- * lib/transfer/prefetch.c does. The copies run on a slow link here (0.01
+ * lib/transfer/prefetch.c does. The copies run on a slow link here (0.004
  * GB/s) so each one is in flight for tens of milliseconds: the worker writes
  * long before the copy ends.
  */
@@ -37,7 +37,7 @@
 static int ch4_race_loop(const struct ch4_opts *o, int fixed)
 {
     struct ch4_opts slow = *o;
-    link_profile_set(&slow.link, 0.01, -1);
+    link_profile_set(&slow.link, 0.004, -1);
     slow.backend = "sim"; /* the detector is the simulator's */
     device_t *dev;
     int rc = ch4_device_open(&slow, &slow.link, &dev);
