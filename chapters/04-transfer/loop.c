@@ -173,7 +173,8 @@ static int ch4_run(const struct ch4_opts *o, enum ch4_ring ring, uint32_t depth,
         rc = device_event_create(r.dev, &t1);
     for (int i = 0; rc == 0 && tl && i < 2 * CH4_TIMELINE_STEPS; i++)
         rc = device_event_create(r.dev, &marks[i]);
-    struct loader_epoch ep = {.epoch = 0, .indices = r.order, .count = r.count, .batch_size = (uint32_t)o->batch};
+    struct index_array order = {r.order, r.count};
+    struct loader_epoch ep = {.epoch = 0, .indices = index_stream_of_array(&order), .batch_size = (uint32_t)o->batch};
     if (rc == 0)
         rc = loader_start_epoch(r.loader, &ep);
     struct prefetch_stats p0 = {0}, p1;

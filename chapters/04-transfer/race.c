@@ -76,8 +76,8 @@ static int ch4_race_loop(const struct ch4_opts *o, int fixed)
     uint64_t idx[CH4_RACE_BATCHES * CH4_RACE_BATCH];
     for (uint64_t i = 0; i < CH4_RACE_BATCHES * CH4_RACE_BATCH; i++)
         idx[i] = i;
-    struct loader_epoch ep = {.epoch = 0, .indices = idx, .count = CH4_RACE_BATCHES * CH4_RACE_BATCH,
-                              .batch_size = CH4_RACE_BATCH};
+    struct index_array all = {idx, CH4_RACE_BATCHES * CH4_RACE_BATCH};
+    struct loader_epoch ep = {.epoch = 0, .indices = index_stream_of_array(&all), .batch_size = CH4_RACE_BATCH};
     if (rc == 0)
         rc = loader_start_epoch(L, &ep);
     struct loader_batch *held = NULL; /* the fixed loop's: the slot whose copy is in flight */

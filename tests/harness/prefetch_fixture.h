@@ -127,7 +127,8 @@ static inline void pf_epoch(struct pf_rig *r, uint64_t epoch, double compute_s, 
     memset(out, 0, sizeof *out);
     uint64_t nb = (r->c.records + r->c.batch - 1) / r->c.batch;
     struct pf_check *checks = calloc(nb, sizeof *checks);
-    struct loader_epoch e = {.epoch = epoch, .indices = r->order, .count = r->c.records, .batch_size = r->c.batch};
+    struct loader_epoch e = {.epoch = epoch, .indices = index_stream_of_array(&(struct index_array){r->order, r->c.records}),
+                             .batch_size = r->c.batch};
     CHECK_OK(loader_start_epoch(r->loader, &e));
     struct prefetch_batch *b;
     int rc;
@@ -206,7 +207,8 @@ static inline int pf_copy_overlaps_compute(struct pf_rig *r, unsigned seconds)
     CHECK_OK(device_launch(r->compute, &gate));
     pthread_t dog;
     CHECK(pthread_create(&dog, NULL, pf_watchdog, &seconds) == 0);
-    struct loader_epoch e = {.epoch = 0, .indices = r->order, .count = r->c.records, .batch_size = r->c.batch};
+    struct loader_epoch e = {.epoch = 0, .indices = index_stream_of_array(&(struct index_array){r->order, r->c.records}),
+                             .batch_size = r->c.batch};
     CHECK_OK(loader_start_epoch(r->loader, &e));
     struct prefetch_batch *b;
     int overlapped = 0, rc = prefetch_next(r->pf, &b);
@@ -259,7 +261,8 @@ static inline double pf_compute_lead(struct pf_rig *r)
     CHECK_OK(device_event_record(opened, gs));
     CHECK_OK(device_stream_wait_event(blocker, opened));
     CHECK_OK(device_copy_async(blocker, db, hb, 64, DEVICE_H2D, -1)); /* the H2D engine's head, held */
-    struct loader_epoch e = {.epoch = 0, .indices = r->order, .count = r->c.records, .batch_size = r->c.batch};
+    struct loader_epoch e = {.epoch = 0, .indices = index_stream_of_array(&(struct index_array){r->order, r->c.records}),
+                             .batch_size = r->c.batch};
     CHECK_OK(loader_start_epoch(r->loader, &e));
     struct prefetch_batch *b;
     double lead = -1;

@@ -96,7 +96,7 @@ TEST(pool_loader_ring_is_pinned)
     loader_t *L;
     CHECK_OK(loader_open(ds, &opt, &L));
     uint64_t *idx = fixture_shuffled(n, 1);
-    struct loader_epoch e = {.epoch = 0, .indices = idx, .count = n, .batch_size = bs};
+    struct loader_epoch e = {.epoch = 0, .indices = index_stream_of_array(&(struct index_array){idx, n}), .batch_size = bs};
     CHECK_OK(loader_start_epoch(L, &e));
     struct loader_batch *b;
     uint64_t got = 0;

@@ -140,7 +140,8 @@ TEST(prefetch_bad_use)
     po.max_bytes = 100;
     po.depth = 17;
     CHECK_ERR(prefetch_open(r.dev, r.loader, &po, &p), ERR_ARG, "depth 17");
-    struct loader_epoch e = {.epoch = 0, .indices = r.order, .count = pf_base.records, .batch_size = pf_base.batch};
+    struct index_array order = {r.order, pf_base.records};
+    struct loader_epoch e = {.epoch = 0, .indices = index_stream_of_array(&order), .batch_size = pf_base.batch};
     CHECK_OK(loader_start_epoch(r.loader, &e));
     struct prefetch_batch *b, *b2;
     CHECK_EQ(prefetch_next(r.pf, &b), 1);
@@ -154,7 +155,8 @@ TEST(prefetch_bad_use)
     prefetch_close(r.pf);
     po = (struct prefetch_options){.depth = 2, .max_bytes = 100, .max_batch = 16, .compute = r.compute};
     CHECK_OK(prefetch_open(r.dev, r.loader, &po, &r.pf));
-    e.indices = r.order;
+    order.indices = r.order;
+    e.indices = index_stream_of_array(&order);
     CHECK_OK(loader_start_epoch(r.loader, &e));
     CHECK_ERR(prefetch_next(r.pf, &b), ERR_RANGE, "batch 0 has 3200 bytes and 16 samples; the device buffers hold "
                                                   "100 bytes");
