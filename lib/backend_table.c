@@ -14,6 +14,10 @@
 #ifdef HAVE_NCCL
 #include "comm/nccl/comm_nccl.h"
 #endif
+#include "sim/device_sim.h"
+#ifdef HAVE_CUDA
+#include "transfer/cuda/device_cuda.h"
+#endif
 
 #include <pthread.h>
 #include <stddef.h>
@@ -88,4 +92,35 @@ const char *const *backend_table_comm_names(void)
     static pthread_once_t once = PTHREAD_ONCE_INIT;
     pthread_once(&once, backend_comm_names_fill);
     return backend_comm_names;
+}
+
+/* ---- devices ------------------------------------------------------------------ */
+
+int device_backend_find(const char *name, const struct device_backend_ops **out)
+{
+    *out = NULL;
+    if (!name) { /* the default: the real device when there is one */
+#ifdef HAVE_CUDA
+        if (device_backend_cuda.probe()) {
+            *out = &device_backend_cuda;
+            return 0;
+        }
+#endif
+        *out = &device_backend_sim;
+        return 0;
+    }
+    if (strcmp(name, "sim") == 0) {
+        *out = &device_backend_sim;
+        return 0;
+    }
+    if (strcmp(name, "cuda") == 0) {
+#ifdef HAVE_CUDA
+        *out = &device_backend_cuda;
+        return 0;
+#else
+        return err_set(ERR_UNSUPPORTED, "device: this build has no CUDA support (the CUDA toolkit was not found "
+                       "at build time): use --backend=sim");
+#endif
+    }
+    return err_set(ERR_ARG, "device: unknown backend '%s' (sim or cuda)", name);
 }
