@@ -1,8 +1,9 @@
 /* backend_table: the rows of every backend table (see backend_table.h).
  *
- * The build defines HAVE_MPI / HAVE_NCCL when it compiled those backends; a
- * backend's own header declares only its ops (no MPI, CUDA or NCCL header
- * comes with it), so this file compiles the same with or without them. */
+ * The build defines HAVE_MPI / HAVE_NCCL / HAVE_CUDA when it compiled those
+ * backends; a backend's own header declares only its ops (no MPI, CUDA or
+ * NCCL header comes with it), so this file compiles the same with or without
+ * them. */
 #include "backend_table.h"
 
 #include "base/error.h"
@@ -15,6 +16,7 @@
 #include "comm/nccl/comm_nccl.h"
 #endif
 #include "sim/device_sim.h"
+#include "transfer/device_backend.h"
 #ifdef HAVE_CUDA
 #include "transfer/cuda/device_cuda.h"
 #endif
@@ -32,8 +34,9 @@ struct backend_row {
     const char *unbuilt; /* NULL when built; else the message, saying what would build it */
 };
 
-/* Looks `name` up in `rows` (n of them) for a table of `kind` ("comm"): 0 and
- * *ops, ERR_UNSUPPORTED for a row not built, ERR_ARG for an unknown name. */
+/* Looks `name` up in `rows` (n of them) for a table of `kind` ("comm",
+ * "device"): 0 and *ops, ERR_UNSUPPORTED for a row not built, ERR_ARG for an
+ * unknown name. */
 static int backend_lookup(const char *kind, const struct backend_row *rows, size_t n, const char *name,
                           const void **ops)
 {
@@ -79,48 +82,61 @@ int backend_table_comm(const char *name, const struct comm_backend_ops **out)
     return rc;
 }
 
-static const char *backend_comm_names[BACKEND_COMM_ROWS + 1];
+/* ---- devices ------------------------------------------------------------------ */
 
-static void backend_comm_names_fill(void)
+/* The simulator has no probe; a real device's probe() says whether this
+ * machine has one. */
+static const struct backend_row backend_device_rows[] = {
+    {"sim", &device_backend_sim, NULL},
+#ifdef HAVE_CUDA
+    {"cuda", &device_backend_cuda, NULL},
+#else
+    {"cuda", NULL, "this build has no CUDA support (the CUDA toolkit was not found at build time): use --backend=sim"},
+#endif
+};
+#define BACKEND_DEVICE_ROWS (sizeof backend_device_rows / sizeof backend_device_rows[0])
+
+int backend_table_device(const char *name, const struct device_backend_ops **out)
+{
+    if (!name) { /* the default: the real device when this machine has one, else the simulator */
+        name = "sim";
+        for (size_t i = 0; i < BACKEND_DEVICE_ROWS; i++) {
+            const struct device_backend_ops *ops = backend_device_rows[i].ops;
+            if (ops && ops->probe && ops->probe()) {
+                name = backend_device_rows[i].name;
+                break;
+            }
+        }
+    }
+    const void *ops;
+    int rc = backend_lookup("device", backend_device_rows, BACKEND_DEVICE_ROWS, name, &ops);
+    *out = ops;
+    return rc;
+}
+
+/* ---- every table's names, for --help and flag parsing -------------------------- */
+
+static const char *backend_comm_names[BACKEND_COMM_ROWS + 1];
+static const char *backend_device_names[BACKEND_DEVICE_ROWS + 1];
+
+static void backend_names_fill(void)
 {
     for (size_t i = 0; i < BACKEND_COMM_ROWS; i++)
         backend_comm_names[i] = backend_comm_rows[i].name;
+    for (size_t i = 0; i < BACKEND_DEVICE_ROWS; i++)
+        backend_device_names[i] = backend_device_rows[i].name;
 }
+
+static pthread_once_t backend_names_once = PTHREAD_ONCE_INIT;
 
 const char *const *backend_table_comm_names(void)
 {
-    static pthread_once_t once = PTHREAD_ONCE_INIT;
-    pthread_once(&once, backend_comm_names_fill);
+    pthread_once(&backend_names_once, backend_names_fill);
     return backend_comm_names;
 }
 
-/* ---- devices ------------------------------------------------------------------ */
-
-int device_backend_find(const char *name, const struct device_backend_ops **out)
+const char *const *backend_table_device_names(void)
 {
-    *out = NULL;
-    if (!name) { /* the default: the real device when there is one */
-#ifdef HAVE_CUDA
-        if (device_backend_cuda.probe()) {
-            *out = &device_backend_cuda;
-            return 0;
-        }
-#endif
-        *out = &device_backend_sim;
-        return 0;
-    }
-    if (strcmp(name, "sim") == 0) {
-        *out = &device_backend_sim;
-        return 0;
-    }
-    if (strcmp(name, "cuda") == 0) {
-#ifdef HAVE_CUDA
-        *out = &device_backend_cuda;
-        return 0;
-#else
-        return err_set(ERR_UNSUPPORTED, "device: this build has no CUDA support (the CUDA toolkit was not found "
-                       "at build time): use --backend=sim");
-#endif
-    }
-    return err_set(ERR_ARG, "device: unknown backend '%s' (sim or cuda)", name);
+    pthread_once(&backend_names_once, backend_names_fill);
+    return backend_device_names;
 }

@@ -1,20 +1,21 @@
 /* backend_table: which implementation stands behind each run-time name.
  *
  * Where it sits: beside the stages, not in one. The portable core (lib/comm's
- * front, and chapter 4's device front when it comes) knows its backends only
- * through an interface (struct comm_backend_ops); this table is the one place
- * that names them, and so the one file of lib/ that includes sim/ headers and
- * the backend folders' headers (lib/comm/mpi/, lib/comm/nccl/). A front asks
- * the table by the name the user typed (--backend=mpi) and gets the
- * operations, or an error that says what to install.
+ * front, lib/transfer's device front) knows its backends only through an
+ * interface (struct comm_backend_ops, struct device_backend_ops); this table
+ * is the one place that names them, and so the one file of lib/ that includes
+ * sim/ headers and the backend folders' headers (lib/comm/mpi/,
+ * lib/comm/nccl/, lib/transfer/cuda/). A front asks the table by the name the
+ * user typed (--backend=mpi) and gets the operations, or an error that says
+ * what to install.
  *
  * A backend the build did not compile still has its row: its name then gives
  * "not built, install X" rather than "unknown".
  *
- * Adding a kind of backend (chapter 4's devices, planned: "sim", "cuda") is one more
- * table of rows in backend_table.c and one typed lookup here, in the shape of
- * the comm functions below; this header stays free of every stage's headers
- * (the ops types are only declared), so any stage's front may include it.
+ * Adding a kind of backend is one more table of rows in backend_table.c and
+ * one typed lookup here, in the shape of the comm and device functions below;
+ * this header stays free of every stage's headers (the ops types are only
+ * declared), so any stage's front may include it.
  *
  * Read backend_table_comm() first.
  */
@@ -22,6 +23,7 @@
 #define DDP_BACKEND_TABLE_H
 
 struct comm_backend_ops;
+struct device_backend_ops;
 
 /* ---- communicator backends (lib/comm/comm.h) -------------------------------- */
 
@@ -35,5 +37,18 @@ int backend_table_comm(const char *name, const struct comm_backend_ops **out);
  * outside this list is a usage error, a listed one that is not built is a
  * run-time one. */
 const char *const *backend_table_comm_names(void);
+
+/* ---- device backends (lib/transfer/device.h) --------------------------------- */
+
+/* Finds the device backend called `name`: 0 with *out set; ERR_UNSUPPORTED
+ * when this build lacks it ("cuda" without the CUDA toolkit: the message says
+ * so); ERR_ARG for a name no build knows (the message lists the names). NULL
+ * asks for the default: the real device when it is built and its probe finds
+ * one on this machine (a GPU), else the simulator. */
+int backend_table_device(const char *name, const struct device_backend_ops **out);
+
+/* Every device backend's name, built or not, NULL-terminated, in the order
+ * --help lists them ("sim", "cuda"). */
+const char *const *backend_table_device_names(void);
 
 #endif

@@ -1,8 +1,9 @@
-/* device: the device's front (see device.h): backend choice, argument checks,
- * copy counts, dispatch to the backend's vtable (device_backend.h). Nothing
- * here knows how bytes move. */
+/* device: the device's front (see device.h): the backend from lib/backend_table.h,
+ * argument checks, copy counts, dispatch to the backend's vtable
+ * (device_backend.h). Nothing here knows how bytes move. */
 #include "transfer/device.h"
 
+#include "backend_table.h"
 #include "base/error.h"
 #include "transfer/device_backend.h"
 
@@ -28,7 +29,7 @@ int device_open(const struct device_config *cfg, device_t **out)
 {
     *out = NULL;
     const struct device_backend_ops *ops;
-    int rc = device_backend_find(cfg->backend, &ops);
+    int rc = backend_table_device(cfg->backend, &ops);
     if (rc)
         return rc;
     device_t *d = calloc(1, sizeof *d);

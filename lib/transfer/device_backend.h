@@ -6,7 +6,7 @@
  *   sim/device_sim.c                 device_backend_sim   (always built)
  *   lib/transfer/cuda/device_cuda.cu device_backend_cuda  (when HAVE_CUDA; extern "C")
  *
- * lib/transfer/device_table.c is the one file that names them. The front has
+ * lib/backend_table.c is the one file that names them. The front has
  * checked every argument a backend receives: no NULL pointer, no 0-byte copy,
  * no invalid enum, streams and events of the same device. A backend reports
  * failure like every module (negative ERR_*, err_set()) and keeps its errors
@@ -83,11 +83,6 @@ struct device_backend_ops {
     /* Fills the backend's own fields of *out (the front filled the counts). */
     void (*stats)(device_t *d, struct device_stats *out);
 };
-
-/* The backend called `name` ("sim", "cuda"), or for NULL the default: cuda
- * when it is built and probe() finds a GPU, else sim. ERR_ARG for an unknown
- * name, ERR_UNSUPPORTED for one this build lacks. (device_table.c) */
-int device_backend_find(const char *name, const struct device_backend_ops **out);
 
 #ifdef __cplusplus
 }

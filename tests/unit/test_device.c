@@ -15,6 +15,7 @@
  * test-gpu); the detector's tests then skip, saying why.
  */
 #include "check.h"
+#include "backend_table.h"
 #include "base/error.h"
 #include "transfer/device.h"
 #include "transfer/link.h"
@@ -523,9 +524,15 @@ TEST(device_backend_choice)
         CHECK_MSG(strstr(err_msg(), "no CUDA device found") || strstr(err_msg(), "no CUDA support"),
                   "expected 'no CUDA device found' or 'no CUDA support', got: %s", err_msg());
     }
-    cfg.backend = NULL; /* the default is always something */
+    cfg.backend = NULL; /* the default is always something: a GPU this machine has, else the simulator */
     CHECK_OK(device_open(&cfg, &dev));
+    CHECK_STR(device_backend_name(dev), rc == 0 ? "cuda" : "sim");
     device_close(dev);
+    /* the names --backend accepts, in --help's order */
+    const char *const *names = backend_table_device_names();
+    CHECK_STR(names[0], "sim");
+    CHECK_STR(names[1], "cuda");
+    CHECK(names[2] == NULL);
 }
 
 TEST(link_profiles)

@@ -13,7 +13,7 @@
  *
  * There is no detector here: that is what the simulator is for.
  *
- * No CUDA header here: device_table.c includes this file when HAVE_CUDA.
+ * No CUDA header here: lib/backend_table.c includes this file when HAVE_CUDA.
  */
 #ifndef DDP_DEVICE_CUDA_H
 #define DDP_DEVICE_CUDA_H
