@@ -2,8 +2,8 @@
  *
  * Where it sits: under every simulated chapter. The partition check
  * (sim/partition.h) runs one DistributedSampler per rank thread; the communicator
- * (sim/comm_sim.c), the rank launcher (sim/launch.h) and, with chapter 4
- * (planned), the modelled device build on the same group. A rank's
+ * (sim/comm_sim.c) and the rank launcher (sim/launch.h) build on the same
+ * group. A rank's
  * function returns 0 or a negative ERR_* with err_msg() set, exactly like a
  * real rank process would exit; ranks_run() carries the first failure out,
  * naming the rank that raised it, so "rank 2: sampler: ..." reaches the user.

@@ -91,9 +91,9 @@ struct loader_job {
  * nothing but these two calls, as a collate of your own would. */
 typedef int (*loader_collate_fn)(void *user, struct loader_job *job);
 
-/* Where the ring's slots come from. The pinned-transfer chapter (4, planned) passes an
- * allocator of page-locked memory, so collate writes where the copy engine
- * reads. alloc returns memory of `bytes` bytes, or NULL, having said why with
+/* Where the ring's slots come from. The pinned-transfer chapter (4) passes an
+ * allocator of page-locked memory (pinned_pool_loader_allocator() of
+ * lib/transfer/pinned_pool.h), so collate writes where the copy engine reads. alloc returns memory of `bytes` bytes, or NULL, having said why with
  * err_set() if it can (loader_open's error then carries the reason). */
 struct loader_allocator {
     void *(*alloc)(void *user, uint64_t bytes);
