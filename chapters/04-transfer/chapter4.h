@@ -17,7 +17,6 @@
 #include <stdint.h>
 
 #define CH4_OUT_DIR "notebooks-out/chapter-4"
-#define CH4_FASHION_TRAIN "/usr/share/datasets/fashion-mnist/train-images-idx3-ubyte.gz"
 
 struct ch4_opts {
     const char *backend;        /* NULL: cuda when a GPU is found, else sim */
@@ -25,7 +24,7 @@ struct ch4_opts {
     struct link_profile loop_link; /* the loop's link (sim) */
     uint64_t min_bytes, max_bytes; /* the sweep's sizes, times 4 per row */
     uint64_t pool_bytes;        /* the pinned pool's limit */
-    const char *data;           /* the loop's dataset; NULL: Fashion-MNIST, else synthetic */
+    const char *data;           /* the loop's dataset; NULL: dataset_open_default() */
     uint64_t batch, steps, warmup, workers;
     double compute_s;           /* the loop's compute per step; < 0: as long as the batch's copy */
     const char *out_dir;

@@ -24,6 +24,7 @@
 #include "base/error.h"
 #include "base/plot.h"
 #include "dataset/dataset.h"
+#include "dataset/dataset_default.h"
 #include "loader/loader.h"
 #include "sampler/sampler.h"
 #include "transfer/pinned_pool.h"
@@ -38,17 +39,18 @@
 static const char *ch4_ring_names[] = {"pageable ring", "pageable + pin copy", "pinned ring"};
 static const char *ch4_ring_torch[] = {"pin_memory=False", "pin_memory=True", "ours"};
 
-/* The loop's dataset: --data, else Fashion-MNIST's training images, else the
- * synthetic stand-in of the same shape. */
+/* The loop's dataset: --data, else dataset_open_default() (Fashion-MNIST's
+ * training images, else the synthetic stand-in of the same shape), saying
+ * which when `say`. */
 static int ch4_open_data(const struct ch4_opts *o, dataset_t **ds, int say)
 {
     if (o->data)
         return dataset_open(o->data, NULL, ds);
-    if (dataset_open(CH4_FASHION_TRAIN, NULL, ds) == 0)
-        return 0;
-    if (say)
-        printf("(Fashion-MNIST not found: %s; using synthetic records of the same shape)\n", err_msg());
-    return dataset_open("synthetic", NULL, ds);
+    char why[768];
+    int rc = dataset_open_default(NULL, ds, why, sizeof why);
+    if (rc == 0 && say && dataset_info(*ds)->kind == DATASET_SYNTHETIC)
+        printf("(%s)\n", why);
+    return rc;
 }
 
 /* Device seconds of a batch's pinned copies (`bytes` of data, then `labels`
