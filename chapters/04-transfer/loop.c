@@ -194,6 +194,8 @@ static int ch4_run(const struct ch4_opts *o, enum ch4_ring ring, uint32_t depth,
         if (mark) {
             double end;
             rc = device_event_synchronize(b->ready);
+            if (rc == 0) /* t0 is on the compute stream, which may still trail this copy: both must have happened */
+                rc = device_event_synchronize(t0);
             if (rc == 0)
                 rc = device_event_elapsed(t0, b->ready, &end);
             tl->copy[m] = (struct ch4_span_ms){(end - copy_s) * 1e3, end * 1e3};
