@@ -61,6 +61,10 @@ void ch4_train_close(struct ch4_train *t);
  * all of them queued behind a gate first (async). */
 int ch4_train_time(struct ch4_train *t, uint64_t bytes, uint64_t tail, uint64_t n, int async, double *seconds);
 
+/* Renders gnuplot `script` over the CSV at csv_path into out_path.png and
+ * .svg and says so; without gnuplot, says that instead and returns 0. */
+int ch4_plot(const char *script, const char *csv_path, const char *out_path);
+
 /* "64 KiB", "256 MiB": sizes in tables. Returns buf. */
 const char *ch4_size(uint64_t bytes, char *buf, size_t len);
 

@@ -291,12 +291,7 @@ static int ch4_timeline_plot(const struct ch4_opts *o, const struct ch4_timeline
     }
     fclose(csv);
     printf("wrote %s\n", csv_path);
-    int rc = plot_render("chapters/04-transfer/timeline.gp", csv_path, out_path);
-    if (rc == 0)
-        printf("wrote %s.png and %s.svg\n", out_path, out_path);
-    else if (rc == ERR_UNSUPPORTED)
-        printf("(%s)\n", err_msg());
-    return rc == ERR_UNSUPPORTED ? 0 : rc;
+    return ch4_plot("chapters/04-transfer/timeline.gp", csv_path, out_path);
 }
 
 int ch4_loop(const struct ch4_opts *o)

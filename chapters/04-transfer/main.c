@@ -16,14 +16,18 @@
  */
 #include "chapter4.h"
 
+#include "backend_table.h"
 #include "base/cli.h"
 #include "base/error.h"
+#include "base/plot.h"
 
 #include <getopt.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+
+#define CH4_PROG "chapter-4" /* the name every message starts with */
 
 static void ch4_usage(FILE *f)
 {
@@ -37,9 +41,9 @@ static void ch4_usage(FILE *f)
             "\n"
             "device:\n"
             "  --backend=sim|cuda      the simulated device or a GPU (default: cuda when one is found, else sim)\n"
-            "  --link=NAME             the simulated link: pcie3, pcie4, pcie5 (x16 each; default " LINK_DEFAULT ")\n"
-            "  --link-gbps=G           ... or a link of G GB/s (1e9 bytes/s)\n"
-            "  --link-latency-us=US    its fixed cost per copy (default 5 us)\n"
+            "  --link=pcie3|pcie4|pcie5  the simulated link, PCIe x16 of that generation (default " LINK_DEFAULT ")\n"
+            "  --link-gbps=G           ... or a link of G GB/s (1e9 bytes/s), 0.001 to 10000\n"
+            "  --link-latency-us=US    its fixed cost per copy, 0 to 1000000 (default 5 us)\n"
             "  --pool=SIZE             the pinned pool's limit (default 512M; K, M, G suffixes)\n"
             "size sweep:\n"
             "  --min-bytes=SIZE        the smallest copy, at least 1 (default 64K)\n"
@@ -102,31 +106,115 @@ const char *ch4_size(uint64_t bytes, char *buf, size_t len)
     return buf;
 }
 
+/* Renders `script` over the CSV at csv_path into out_path.png and .svg, and
+ * says what it wrote; without gnuplot, says so and goes on (0). */
+int ch4_plot(const char *script, const char *csv_path, const char *out_path)
+{
+    int rc = plot_render(script, csv_path, out_path);
+    if (rc == 0)
+        printf("wrote %s.png and %s.svg\n", out_path, out_path);
+    else if (rc == ERR_UNSUPPORTED)
+        printf("(%s)\n", err_msg());
+    return rc == ERR_UNSUPPORTED ? 0 : rc;
+}
+
+/* Everything the flags say, beyond the options the sections read. */
+struct ch4_cli {
+    struct ch4_opts opt;
+    const char *demo, *only;
+    double gbps, latency_us, loop_gbps; /* < 0: the profile's own */
+    int bench, max_given;
+};
+
 enum { O_BACKEND = 256, O_LINK, O_GBPS, O_LATENCY, O_POOL, O_MIN, O_MAX, O_DATA, O_BATCH, O_STEPS, O_WARMUP,
        O_WORKERS, O_COMPUTE, O_LOOP_GBPS, O_DEMO, O_BENCH, O_OUT, O_PLOT, O_ONLY };
 
-/* A count flag in [lo, hi]. */
-static int ch4_count(const char *flag, const char *text, uint64_t lo, uint64_t hi, uint64_t *out)
+static const struct option ch4_longopts[] = {
+    {"backend", required_argument, 0, O_BACKEND}, {"link", required_argument, 0, O_LINK},
+    {"link-gbps", required_argument, 0, O_GBPS},  {"link-latency-us", required_argument, 0, O_LATENCY},
+    {"pool", required_argument, 0, O_POOL},       {"min-bytes", required_argument, 0, O_MIN},
+    {"max-bytes", required_argument, 0, O_MAX},   {"data", required_argument, 0, O_DATA},
+    {"batch", required_argument, 0, O_BATCH},     {"steps", required_argument, 0, O_STEPS},
+    {"warmup", required_argument, 0, O_WARMUP},   {"workers", required_argument, 0, O_WORKERS},
+    {"compute-ms", required_argument, 0, O_COMPUTE}, {"loop-gbps", required_argument, 0, O_LOOP_GBPS},
+    {"demo", required_argument, 0, O_DEMO},       {"bench", no_argument, 0, O_BENCH},
+    {"out", required_argument, 0, O_OUT},         {"plot", no_argument, 0, O_PLOT},
+    {"only", required_argument, 0, O_ONLY},       {"help", no_argument, 0, 'h'},
+    {0, 0, 0, 0},
+};
+
+/* Reads the flags into *cli. 0, or ERR_ARG naming the flag; --help prints
+ * the usage and exits 0. */
+static int ch4_parse(int argc, char **argv, struct ch4_cli *cli)
 {
-    int rc = cli_parse_u64(flag, text, out);
-    if (rc == 0 && (*out < lo || *out > hi))
-        rc = err_set(ERR_ARG, "--%s: expected %llu to %llu, got %s", flag, (unsigned long long)lo,
-                     (unsigned long long)hi, text);
+    static const char *const demos[] = {"race", NULL};
+    static const char *const sections[] = {"sweep", "pinning", "loop", NULL};
+    struct ch4_opts *o = &cli->opt;
+    int rc = 0, c, choice;
+    double compute_ms;
+    opterr = 0;
+    while (rc == 0 && (c = getopt_long(argc, argv, ":", ch4_longopts, NULL)) != -1) {
+        switch (c) {
+        case O_BACKEND:
+            if ((rc = cli_parse_choice("backend", optarg, backend_table_device_names(), &choice)) == 0)
+                o->backend = backend_table_device_names()[choice];
+            break;
+        case O_LINK:
+            if ((rc = link_profile_find(optarg, &o->link)) < 0)
+                rc = err_wrap(ERR_ARG, "--link");
+            break;
+        /* the link's limits are link_profile_set()'s: more than 0 and at most 10000 GB/s, 0 to 1e6 us */
+        case O_GBPS: rc = cli_parse_double_range("link-gbps", optarg, 1e-3, 1e4, &cli->gbps); break;
+        case O_LATENCY: rc = cli_parse_double_range("link-latency-us", optarg, 0, 1e6, &cli->latency_us); break;
+        case O_LOOP_GBPS: rc = cli_parse_double_range("loop-gbps", optarg, 1e-3, 1e4, &cli->loop_gbps); break;
+        case O_POOL: rc = cli_parse_bytes("pool", optarg, &o->pool_bytes); break;
+        case O_MIN: rc = cli_parse_bytes("min-bytes", optarg, &o->min_bytes); break;
+        case O_MAX:
+            rc = cli_parse_bytes("max-bytes", optarg, &o->max_bytes);
+            cli->max_given = 1;
+            break;
+        case O_DATA: o->data = optarg; break;
+        case O_BATCH: rc = cli_parse_range("batch", optarg, 1, 1u << 20, &o->batch); break;
+        case O_STEPS: rc = cli_parse_range("steps", optarg, 1, 100000, &o->steps); break;
+        case O_WARMUP: rc = cli_parse_range("warmup", optarg, 0, 100000, &o->warmup); break;
+        case O_WORKERS: rc = cli_parse_range("workers", optarg, 0, 64, &o->workers); break;
+        case O_COMPUTE:
+            if ((rc = cli_parse_double_range("compute-ms", optarg, 0, 10000, &compute_ms)) == 0)
+                o->compute_s = compute_ms * 1e-3;
+            break;
+        case O_DEMO:
+            if ((rc = cli_parse_choice("demo", optarg, demos, &choice)) == 0)
+                cli->demo = demos[choice];
+            break;
+        case O_BENCH: cli->bench = 1; break;
+        case O_OUT: o->out_dir = optarg; break;
+        case O_PLOT: break; /* the default run is the plotted lesson */
+        case O_ONLY:
+            if ((rc = cli_parse_choice("only", optarg, sections, &choice)) == 0)
+                cli->only = sections[choice];
+            break;
+        case 'h': ch4_usage(stdout); exit(CLI_EXIT_OK);
+        default: rc = cli_getopt_error(c, argv[optind - 1], ch4_longopts);
+        }
+    }
+    if (rc == 0 && optind < argc)
+        rc = err_set(ERR_ARG, "unexpected argument '%s'", argv[optind]);
     return rc;
 }
 
-static int ch4_gbps(const char *flag, const char *text, double *out)
+/* The flags together, every size against every other and against the
+ * machine, before anything starts. 0 or ERR_ARG naming the flag. */
+static int ch4_validate(struct ch4_cli *cli)
 {
-    int rc = cli_parse_double(flag, text, out);
-    if (rc == 0 && !(*out > 0 && *out <= 10000))
-        rc = err_set(ERR_ARG, "--%s: expected more than 0 and at most 10000 GB/s, got %s", flag, text);
-    return rc;
-}
-
-/* Every size against every other and against the machine, before anything
- * starts. 0 or ERR_ARG naming the flag. */
-static int ch4_validate(struct ch4_opts *o, int max_given)
-{
+    struct ch4_opts *o = &cli->opt;
+    if (!!cli->demo + cli->bench + !!cli->only > 1)
+        return err_set(ERR_ARG, "--demo, --bench and --only each choose what runs: give one of them");
+    int rc = link_profile_set(&o->link, cli->gbps, cli->latency_us); /* in range: parsed so */
+    o->loop_link = o->link;
+    if (rc == 0)
+        rc = link_profile_set(&o->loop_link, cli->loop_gbps, -1);
+    if (rc < 0)
+        return rc;
     uint64_t memory = (uint64_t)sysconf(_SC_PHYS_PAGES) * (uint64_t)sysconf(_SC_PAGESIZE);
     char a[32], b[32];
     if (o->pool_bytes == 0)
@@ -134,7 +222,7 @@ static int ch4_validate(struct ch4_opts *o, int max_given)
     if (o->pool_bytes > memory / 2)
         return err_set(ERR_ARG, "--pool: %s is more than half this machine's memory (%s): pinned memory cannot be "
                        "swapped out", ch4_size(o->pool_bytes, a, sizeof a), ch4_size(memory, b, sizeof b));
-    if (!max_given && o->max_bytes > o->pool_bytes) /* the default sweep stops at what the pool holds */
+    if (!cli->max_given && o->max_bytes > o->pool_bytes) /* the default sweep stops at what the pool holds */
         o->max_bytes = o->pool_bytes;
     if (o->min_bytes == 0)
         return err_set(ERR_ARG, "--min-bytes: a copy of 0 bytes moves nothing: give at least 1");
@@ -148,117 +236,39 @@ static int ch4_validate(struct ch4_opts *o, int max_given)
     return 0;
 }
 
+/* Runs what the flags asked for; returns the exit status. */
+static int ch4_run(const struct ch4_cli *cli)
+{
+    const struct ch4_opts *o = &cli->opt;
+    int rc = 0;
+    if (cli->demo)
+        rc = ch4_demo_race(o);
+    else if (cli->bench)
+        rc = ch4_bench(o);
+    else {
+        if (rc == 0 && (!cli->only || strcmp(cli->only, "sweep") == 0))
+            rc = ch4_sweep(o);
+        if (rc == 0 && (!cli->only || strcmp(cli->only, "pinning") == 0))
+            rc = ch4_pinning(o);
+        if (rc == 0 && (!cli->only || strcmp(cli->only, "loop") == 0))
+            rc = ch4_loop(o);
+    }
+    return rc < 0 ? cli_error(CH4_PROG) : CLI_EXIT_OK;
+}
+
 int main(int argc, char **argv)
 {
-    struct ch4_opts o = {
-        .min_bytes = 64 << 10, .max_bytes = 256u << 20, .pool_bytes = 512u << 20, .batch = 1024, .steps = 48,
-        .warmup = 4, .workers = 1, .compute_s = -1, .out_dir = CH4_OUT_DIR,
+    struct ch4_cli cli = {
+        .opt = {
+            .min_bytes = 64 << 10, .max_bytes = 256u << 20, .pool_bytes = 512u << 20, .batch = 1024, .steps = 48,
+            .warmup = 4, .workers = 1, .compute_s = -1, .out_dir = CH4_OUT_DIR,
+        },
+        .gbps = -1,
+        .latency_us = -1,
+        .loop_gbps = 1, /* see --help: a batch's copy as long as a step */
     };
-    static const struct option longopts[] = {
-        {"backend", required_argument, 0, O_BACKEND}, {"link", required_argument, 0, O_LINK},
-        {"link-gbps", required_argument, 0, O_GBPS},  {"link-latency-us", required_argument, 0, O_LATENCY},
-        {"pool", required_argument, 0, O_POOL},       {"min-bytes", required_argument, 0, O_MIN},
-        {"max-bytes", required_argument, 0, O_MAX},   {"data", required_argument, 0, O_DATA},
-        {"batch", required_argument, 0, O_BATCH},     {"steps", required_argument, 0, O_STEPS},
-        {"warmup", required_argument, 0, O_WARMUP},   {"workers", required_argument, 0, O_WORKERS},
-        {"compute-ms", required_argument, 0, O_COMPUTE}, {"loop-gbps", required_argument, 0, O_LOOP_GBPS},
-        {"demo", required_argument, 0, O_DEMO},       {"bench", no_argument, 0, O_BENCH},
-        {"out", required_argument, 0, O_OUT},         {"plot", no_argument, 0, O_PLOT},
-        {"only", required_argument, 0, O_ONLY},       {"help", no_argument, 0, 'h'},
-        {0, 0, 0, 0},
-    };
-    const char *link_name = LINK_DEFAULT, *demo = NULL, *only = NULL;
-    double gbps = -1, latency_us = -1, loop_gbps = 1, compute_ms;
-    int bench = 0, max_given = 0, c;
-    opterr = 0;
-    while ((c = getopt_long(argc, argv, ":h", longopts, NULL)) != -1) {
-        int rc = 0;
-        switch (c) {
-        case O_BACKEND:
-            o.backend = optarg;
-            if (strcmp(optarg, "sim") != 0 && strcmp(optarg, "cuda") != 0)
-                rc = err_set(ERR_ARG, "--backend: expected sim or cuda, got '%s'", optarg);
-            break;
-        case O_LINK: link_name = optarg; break;
-        case O_GBPS: rc = ch4_gbps("link-gbps", optarg, &gbps); break;
-        case O_LATENCY:
-            rc = cli_parse_double("link-latency-us", optarg, &latency_us);
-            if (rc == 0 && !(latency_us >= 0 && latency_us <= 1e6))
-                rc = err_set(ERR_ARG, "--link-latency-us: expected 0 to 1000000, got %s", optarg);
-            break;
-        case O_POOL: rc = cli_parse_bytes("pool", optarg, &o.pool_bytes); break;
-        case O_MIN: rc = cli_parse_bytes("min-bytes", optarg, &o.min_bytes); break;
-        case O_MAX:
-            rc = cli_parse_bytes("max-bytes", optarg, &o.max_bytes);
-            max_given = 1;
-            break;
-        case O_DATA: o.data = optarg; break;
-        case O_BATCH: rc = ch4_count("batch", optarg, 1, 1u << 20, &o.batch); break;
-        case O_STEPS: rc = ch4_count("steps", optarg, 1, 100000, &o.steps); break;
-        case O_WARMUP: rc = ch4_count("warmup", optarg, 0, 100000, &o.warmup); break;
-        case O_WORKERS: rc = ch4_count("workers", optarg, 0, 64, &o.workers); break;
-        case O_COMPUTE:
-            rc = cli_parse_double("compute-ms", optarg, &compute_ms);
-            if (rc == 0 && !(compute_ms >= 0 && compute_ms <= 10000))
-                rc = err_set(ERR_ARG, "--compute-ms: expected 0 to 10000, got %s", optarg);
-            o.compute_s = compute_ms * 1e-3;
-            break;
-        case O_LOOP_GBPS: rc = ch4_gbps("loop-gbps", optarg, &loop_gbps); break;
-        case O_DEMO:
-            demo = optarg;
-            if (strcmp(demo, "race") != 0)
-                rc = err_set(ERR_ARG, "--demo: unknown demo '%s' (race)", demo);
-            break;
-        case O_BENCH: bench = 1; break;
-        case O_OUT: o.out_dir = optarg; break;
-        case O_PLOT: break; /* the default run is the plotted lesson */
-        case O_ONLY:
-            only = optarg;
-            if (strcmp(only, "sweep") != 0 && strcmp(only, "pinning") != 0 && strcmp(only, "loop") != 0)
-                rc = err_set(ERR_ARG, "--only: expected sweep, pinning or loop, got '%s'", only);
-            break;
-        case 'h': ch4_usage(stdout); return 0;
-        case ':':
-            err_set(ERR_ARG, "option '%s' needs a value (%s=VALUE)", argv[optind - 1], argv[optind - 1]);
-            return cli_fail("chapter-4");
-        default:
-            err_set(ERR_ARG, "unrecognized option '%s'", argv[optind - 1]);
-            return cli_fail("chapter-4");
-        }
-        if (rc < 0)
-            return cli_fail("chapter-4");
-    }
-    if (optind < argc) {
-        err_set(ERR_ARG, "unexpected argument '%s'", argv[optind]);
-        return cli_fail("chapter-4");
-    }
-    /* validate: every size and link before anything starts */
-    if (link_profile_find(link_name, &o.link) || link_profile_set(&o.link, gbps, latency_us)) {
-        err_wrap(ERR_ARG, "--link");
-        return cli_fail("chapter-4");
-    }
-    o.loop_link = o.link;
-    link_profile_set(&o.loop_link, loop_gbps, -1);
-    if (ch4_validate(&o, max_given))
-        return cli_fail("chapter-4");
-
-    int rc;
-    if (demo) {
-        rc = ch4_demo_race(&o);
-    } else if (bench) {
-        rc = ch4_bench(&o);
-    } else {
-        rc = 0;
-        if (rc == 0 && (!only || strcmp(only, "sweep") == 0))
-            rc = ch4_sweep(&o);
-        if (rc == 0 && (!only || strcmp(only, "pinning") == 0))
-            rc = ch4_pinning(&o);
-        if (rc == 0 && (!only || strcmp(only, "loop") == 0))
-            rc = ch4_loop(&o);
-    }
-    if (rc) {
-        fprintf(stderr, "chapter-4: %s\n", err_msg());
-        return 1;
-    }
-    return 0;
+    link_profile_find(LINK_DEFAULT, &cli.opt.link);
+    if (ch4_parse(argc, argv, &cli) < 0 || ch4_validate(&cli) < 0)
+        return cli_fail(CH4_PROG);
+    return ch4_run(&cli);
 }

@@ -232,13 +232,7 @@ int ch4_sweep(const struct ch4_opts *o)
             printf("(the system does not report this GPU's PCIe link: no limit to compare with)\n");
         }
         printf("wrote %s\n", csv_path);
-        int prc = plot_render("chapters/04-transfer/plot.gp", csv_path, out_path);
-        if (prc == 0)
-            printf("wrote %s.png and %s.svg\n", out_path, out_path);
-        else if (prc == ERR_UNSUPPORTED)
-            printf("(%s)\n", err_msg());
-        else
-            rc = prc;
+        rc = ch4_plot("chapters/04-transfer/plot.gp", csv_path, out_path);
     }
     pinned_pool_destroy(pool);
     device_close(dev);

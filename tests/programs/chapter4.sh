@@ -14,7 +14,7 @@ t_out help "--demo=race" $P --help
 t_fail bad_flag 2 "chapter-4: unrecognized option '--frobnicate'" $P --frobnicate
 t_fail missing_value 2 "option '--link' needs a value" $P --link
 t_fail unknown_link 2 "--link: unknown link profile 'pcie9' (known: pcie3, pcie4, pcie5)" $P --link=pcie9
-t_fail zero_gbps 2 "--link-gbps: expected more than 0" $P --link-gbps=0
+t_fail zero_gbps 2 "--link-gbps: expected 0.001 to 10000, got '0'" $P --link-gbps=0
 t_fail nan_latency 2 "--link-latency-us: expected a finite number" $P --link-latency-us=nan
 t_fail zero_size 2 "--min-bytes: a copy of 0 bytes moves nothing" $P --min-bytes=0
 t_fail sizes_reversed 2 "--max-bytes (1024) is smaller than --min-bytes (2048)" $P --min-bytes=2K --max-bytes=1K
@@ -22,17 +22,18 @@ t_fail one_past_the_pool 2 "--max-bytes: 1048577 bytes do not fit in the pinned 
     $P --max-bytes=1048577 --pool=1M
 t_fail zero_pool 2 "--pool: a pinned pool of 0 bytes holds nothing" $P --pool=0
 t_fail huge_pool 2 "more than half this machine's memory" $P --pool=16777216G
-t_fail bad_backend 2 "--backend: expected sim or cuda, got 'tpu'" $P --backend=tpu
-t_fail bad_demo 2 "--demo: unknown demo 'meteor' (race)" $P --demo=meteor
-t_fail bad_only 2 "--only: expected sweep, pinning or loop" $P --only=everything
+t_fail bad_backend 2 "--backend: unknown value 'tpu' (sim or cuda)" $P --backend=tpu
+t_fail bad_demo 2 "--demo: unknown value 'meteor' (race)" $P --demo=meteor
+t_fail bad_only 2 "--only: unknown value 'everything' (sweep, pinning or loop)" $P --only=everything
+t_fail two_modes 2 "--demo, --bench and --only each choose what runs" $P --bench --only=loop
 t_fail zero_batch 2 "--batch: expected 1 to" $P --batch=0
 
 # where the CUDA toolkit was found, the device's CUDA backend is built (it needs CUDA only, not NCCL)
 if [ "${SUITE:-plain}" != plain ]; then
     t_skip cuda_backend_built "the $SUITE suite is built without CUDA"
 elif grep -q 'HAVE_CUDA := 1' "$BUILD/config.mk" 2>/dev/null; then
-    if ar t "$BUILD/libddp_gpu.a" 2>/dev/null | grep -qx device_cuda.o; then t_pass cuda_backend_built
-    else t_failed cuda_backend_built "HAVE_CUDA := 1, but $BUILD/libddp_gpu.a has no device_cuda.o"; fi
+    if ar t "$BUILD/libddp.a" 2>/dev/null | grep -qx device_cuda.o; then t_pass cuda_backend_built
+    else t_failed cuda_backend_built "HAVE_CUDA := 1, but $BUILD/libddp.a has no device_cuda.o"; fi
 else
     t_skip cuda_backend_built "no CUDA toolkit was found at build time"
 fi
