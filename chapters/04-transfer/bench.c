@@ -2,7 +2,7 @@
  *
  *   bench: <what>: <figure> <unit> | <peer or limit>: <figure> <unit> | ratio <x.xx> | target <op> <t> | PASS|MISS
  *
- * In the simulator:
+ * (the format is lib/base/verdict.h's). In the simulator:
  *   - the copy engines' rates against the model's own formula S / (α + S/B),
  *     both directions at once: the engines must add no error (within 2 %);
  *   - the double-buffered training loop's step against max(copy, compute):
@@ -17,17 +17,19 @@
 
 #include "base/error.h"
 #include "base/measure.h"
+#include "base/verdict.h"
 
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
 
+/* One verdict line in the project's one format (lib/base/verdict.h). */
 static void ch4_verdict(const char *what, double figure, const char *unit, const char *peer, double peer_figure,
-                        const char *peer_unit, double ratio, const char *op, double target)
+                        const char *peer_unit, double ratio, enum verdict_op op, double target)
 {
-    int pass = strcmp(op, ">=") == 0 ? ratio >= target : ratio <= target;
-    printf("bench: %s: %.3f %s | %s: %.3f %s | ratio %.3f | target %s %.2f | %s\n", what, figure, unit, peer,
-           peer_figure, peer_unit, ratio, op, target, pass ? "PASS" : "MISS");
+    struct verdict v = {what, figure, unit, peer, peer_figure, peer_unit, ratio, op, target};
+    if (verdict_print(stdout, &v) < 0)
+        fprintf(stderr, "chapter-4: %s\n", err_msg());
 }
 
 /* The double-buffered training loop against max(copy, compute): the best of
@@ -45,7 +47,7 @@ static int ch4_bench_loop(const struct ch4_opts *o, const char *what)
         if (run == 0 || res.step_s / b < best)
             best = res.step_s / b, step = res.step_s, bound = b;
     }
-    ch4_verdict(what, step * 1e3, "ms", "max(copy, compute)", bound * 1e3, "ms", best, "<=", 1.10);
+    ch4_verdict(what, step * 1e3, "ms", "max(copy, compute)", bound * 1e3, "ms", best, VERDICT_AT_MOST, 1.10);
     return 0;
 }
 
@@ -161,8 +163,8 @@ static int ch4_bench_sim(const struct ch4_opts *o)
     char what[160], sz[32];
     snprintf(what, sizeof what, "sim copy engines, both directions at once, worst of 64 KiB .. 64 MiB (%s), device "
              "time", ch4_size(worst_bytes, sz, sizeof sz));
-    ch4_verdict(what, worst_rate / 1e9, "GB/s", "the model S/(alpha+S/B)", worst_formula / 1e9, "GB/s", worst, ">=",
-                0.98);
+    ch4_verdict(what, worst_rate / 1e9, "GB/s", "the model S/(alpha+S/B)", worst_formula / 1e9, "GB/s", worst,
+                VERDICT_AT_LEAST, 0.98);
     /* The CPU the engines burn moving those bytes, against memcpy of as many. */
     struct measure_bandwidth mc;
     rc = measure_memcpy(64u << 20, 3, MEASURE_THREAD_CPU, &mc);
@@ -171,7 +173,7 @@ static int ch4_bench_sim(const struct ch4_opts *o)
     double gib = (double)moved / (1u << 30);
     double engine_ms = (after.engine_cpu_s - before.engine_cpu_s) * 1e3 / gib, memcpy_ms = 1e3 * (1u << 30) / mc.best_bps;
     ch4_verdict("sim copy engines' CPU per copied GiB", engine_ms, "ms", "memcpy of 1 GiB, same run", memcpy_ms, "ms",
-                engine_ms / memcpy_ms, "<=", 2);
+                engine_ms / memcpy_ms, VERDICT_AT_MOST, 2);
     if (after.late_ops > before.late_ops)
         printf("  (%llu of the copies ended late on the wall clock: this machine's memcpy is slower than the "
                "modelled link; device time is unaffected)\n",
@@ -182,11 +184,13 @@ static int ch4_bench_sim(const struct ch4_opts *o)
 
 static int ch4_bench_gpu(const struct ch4_opts *o)
 {
-    const char *what[] = {"GPU pinned H2D of 256 MiB against the PCIe limit",
-                          "GPU double-buffered training step against max(copy, compute)"};
+    const char *what[] = {"GPU pinned H2D of 256 MiB", "GPU double-buffered training step"};
+    const char *peer[] = {"the PCIe limit the system reports", "max(copy, compute)"};
+    const enum verdict_op op[] = {VERDICT_AT_LEAST, VERDICT_AT_MOST};
+    const double target[] = {0.85, 1.10};
     if (o->backend && strcmp(o->backend, "sim") == 0) {
         for (int i = 0; i < 2; i++)
-            printf("bench: %s | not run: --backend=sim\n", what[i]);
+            verdict_print_not_run(stdout, what[i], peer[i], op[i], target[i], "--backend=sim");
         return 0;
     }
     struct ch4_opts go = *o;
@@ -195,7 +199,7 @@ static int ch4_bench_gpu(const struct ch4_opts *o)
     int rc = ch4_device_open(&go, &go.link, &dev);
     if (rc == ERR_UNSUPPORTED) {
         for (int i = 0; i < 2; i++)
-            printf("bench: %s | not run: no GPU\n", what[i]);
+            verdict_print_not_run(stdout, what[i], peer[i], op[i], target[i], "no GPU");
         return 0;
     }
     if (rc)
@@ -203,7 +207,7 @@ static int ch4_bench_gpu(const struct ch4_opts *o)
     printf("== chapter 4 benchmarks, GPU: %s\n", device_describe(dev));
     struct link_profile link;
     if (device_link(dev, &link)) {
-        printf("bench: %s | not run: %s\n", what[0], err_msg());
+        verdict_print_not_run(stdout, what[0], peer[0], op[0], target[0], err_msg());
     } else {
         const uint64_t bytes = 256u << 20, n = 10;
         struct ch4_train tr;
@@ -217,8 +221,8 @@ static int ch4_bench_gpu(const struct ch4_opts *o)
             double bps = (double)bytes * n / t;
             char title[160];
             snprintf(title, sizeof title, "%s (%s)", what[0], link.title);
-            ch4_verdict(title, bps / 1e9, "GB/s", "limit", link.limit_bps / 1e9, "GB/s", bps / link.limit_bps, ">=",
-                        0.85);
+            ch4_verdict(title, bps / 1e9, "GB/s", "limit", link.limit_bps / 1e9, "GB/s", bps / link.limit_bps,
+                        VERDICT_AT_LEAST, 0.85);
         }
     }
     device_close(dev);
