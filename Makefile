@@ -16,7 +16,7 @@ SAN ?=
 CFLAGS ?= $(OPT) -g
 WARN := -Wall -Wextra -Werror
 CPPFLAGS := -D_GNU_SOURCE -Ilib -I. $(CPPFLAGS)
-LDLIBS := -lz -ljansson -lm -pthread $(LDLIBS)
+LDLIBS := -lz -ljansson -lopenblas -lm -pthread $(LDLIBS)
 ifneq ($(SAN),)
   CFLAGS += -fsanitize=$(SAN) -fno-sanitize-recover=all -fno-omit-frame-pointer
   LDFLAGS += -fsanitize=$(SAN)

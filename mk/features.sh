@@ -2,7 +2,7 @@
 # Feature detection: the first thing the build runs. It prints one line per
 # feature on stderr (found or not, and what a missing one turns off) and writes
 # the Make variables of build/config.mk on stdout. Missing hard requirements
-# (a C compiler, zlib, jansson) stop the build with the apt-get line that fixes it.
+# (a C compiler, zlib, jansson, OpenBLAS) stop the build with the apt-get line that fixes it.
 # Override any detection from the environment: WITH_CUDA=0, WITH_MPI=0.
 
 say() { printf '  %-10s %s\n' "$1" "$2" >&2; }
@@ -21,6 +21,11 @@ if probe_lib zlib.h -lz; then say zlib "found"
 else say zlib "NOT FOUND (required: it reads gzipped datasets)"; missing="$missing zlib1g-dev"; fi
 if probe_lib jansson.h -ljansson; then say jansson "found"
 else say jansson "NOT FOUND (required: it parses JSONL length fields)"; missing="$missing libjansson-dev"; fi
+# OpenBLAS, not any CBLAS: the model sets one BLAS thread per rank with
+# openblas_set_num_threads(), which only OpenBLAS's cblas.h declares.
+if printf '#include <cblas.h>\nint main(void){openblas_set_num_threads(1);return 0;}\n' |
+   "$CC" -x c - -o /dev/null -lopenblas >/dev/null 2>&1; then say openblas "found"
+else say openblas "NOT FOUND (required: the model's matrix products)"; missing="$missing libopenblas-dev"; fi
 
 # CUDA + NCCL. nvcc on the PATH may be a wrapper script outside the toolkit
 # (Debian-style /usr/local/bin/nvcc), so ask nvcc itself where its toolkit is
