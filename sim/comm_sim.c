@@ -6,6 +6,7 @@
 
 #include "base/clock.h"
 #include "base/error.h"
+#include "base/half.h"
 
 #include <errno.h>
 #include <stdarg.h>
@@ -241,6 +242,12 @@ static void sim_first_difference(const struct sim_world *w, int r, enum comm_dty
         } else if (dtype == COMM_FLOAT64) {
             memcpy(&va, a + i * es, 8);
             memcpy(&vb, b + i * es, 8);
+        } else if (dtype == COMM_FLOAT16 || dtype == COMM_BFLOAT16) {
+            uint16_t ha, hb;
+            memcpy(&ha, a + i * es, 2);
+            memcpy(&hb, b + i * es, 2);
+            va = dtype == COMM_FLOAT16 ? half_to_float(ha) : half_bf16_to_float(ha);
+            vb = dtype == COMM_FLOAT16 ? half_to_float(hb) : half_bf16_to_float(hb);
         } else {
             snprintf(buf, len, "element %zu differs", i);
             return;

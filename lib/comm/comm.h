@@ -11,9 +11,10 @@
  *   "sim"   W rank threads in one process (sim/comm_sim*.c): ring, tree and
  *           naive algorithms over bounded per-link channels, a watchdog that
  *           names the missing ranks, an always-on fingerprint check, fault
- *           injection. Types: float32, float64, int32, int64.
+ *           injection. Types: all of enum comm_dtype.
  *   "mpi"   one process per rank under mpirun (lib/comm/mpi/comm_mpi.c), one node
- *           or many. Fingerprint check as a debug mode.
+ *           or many. Fingerprint check as a debug mode. Types: all (float16
+ *           and bfloat16 through a user-defined MPI sum).
  *   "nccl"  one GPU per rank (lib/comm/nccl/comm_nccl.cu): buffers are DEVICE
  *           pointers, collectives are ordered on a CUDA stream.
  *
@@ -52,12 +53,18 @@ typedef struct comm_request comm_request_t;
 typedef struct comm_world comm_world_t;
 
 /* Element types. float32 is supported by every backend; the others where the
- * backend's header comment says so (ERR_UNSUPPORTED otherwise). */
+ * backend's header comment says so (ERR_UNSUPPORTED otherwise). The 16-bit
+ * floats (lib/base/half.h: IEEE binary16 and bfloat16, stored as uint16_t)
+ * carry DDP's compressed gradients; a sum of two of them is the correctly
+ * rounded 16-bit sum, as NCCL's, and COMM_AVG divides that sum by the world
+ * size in the same precision. */
 enum comm_dtype {
     COMM_FLOAT32,
     COMM_FLOAT64,
     COMM_INT32,
     COMM_INT64,
+    COMM_FLOAT16,
+    COMM_BFLOAT16,
     COMM_DTYPE_COUNT
 };
 
@@ -270,11 +277,12 @@ int comm_barrier(comm_t *c);
 
 /* ---- names --------------------------------------------------------------- */
 size_t comm_dtype_size(enum comm_dtype dtype);      /* bytes per element; 0 if invalid */
-const char *comm_dtype_name(enum comm_dtype dtype); /* "float32" (nccl-tests says "float") */
+const char *comm_dtype_name(enum comm_dtype dtype); /* "float32" (nccl-tests says "float"), "float16", "bfloat16" */
 const char *comm_op_name(enum comm_op op);          /* "sum", "avg" */
 const char *comm_coll_name(enum comm_coll coll);    /* "allreduce", ... */
 const char *comm_algo_name(enum comm_algo algo);    /* "default", "ring", "tree", "naive" */
-/* Parse the names above ("float32"/"float", "sum", "ring", ...). 0 or ERR_ARG. */
+/* Parse the names above ("float32"/"float", "float16"/"half", "sum", "ring",
+ * ...). 0 or ERR_ARG. */
 int comm_dtype_parse(const char *text, enum comm_dtype *out);
 int comm_op_parse(const char *text, enum comm_op *out);
 int comm_algo_parse(const char *text, enum comm_algo *out);

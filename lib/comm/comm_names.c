@@ -10,8 +10,9 @@
 #include <stdio.h>
 #include <string.h>
 
-static const char *const dtype_names[COMM_DTYPE_COUNT] = {"float32", "float64", "int32", "int64"};
-static const size_t dtype_sizes[COMM_DTYPE_COUNT] = {4, 8, 4, 8};
+static const char *const dtype_names[COMM_DTYPE_COUNT] = {"float32", "float64", "int32", "int64", "float16",
+                                                          "bfloat16"};
+static const size_t dtype_sizes[COMM_DTYPE_COUNT] = {4, 8, 4, 8, 2, 2};
 static const char *const op_names[COMM_OP_COUNT] = {"sum", "avg"};
 static const char *const coll_names[COMM_COLL_COUNT] = {"allreduce", "broadcast", "reduce_scatter", "allgather",
                                                         "barrier"};
@@ -50,13 +51,13 @@ static int comm_name_index(const char *const *names, int n, const char *text)
 
 int comm_dtype_parse(const char *text, enum comm_dtype *out)
 {
-    /* nccl-tests spells them "float", "double", "int32", "int64" */
-    static const char *const aliases[COMM_DTYPE_COUNT] = {"float", "double", "int", "long"};
+    /* nccl-tests spells them "float", "double", "int32", "int64", "half", "bfloat16" */
+    static const char *const aliases[COMM_DTYPE_COUNT] = {"float", "double", "int", "long", "half", "bf16"};
     int i = comm_name_index(dtype_names, COMM_DTYPE_COUNT, text);
     if (i < 0)
         i = comm_name_index(aliases, COMM_DTYPE_COUNT, text);
     if (i < 0)
-        return err_set(ERR_ARG, "unknown type '%s' (float32, float64, int32, int64)", text);
+        return err_set(ERR_ARG, "unknown type '%s' (float32, float64, int32, int64, float16, bfloat16)", text);
     *out = (enum comm_dtype)i;
     return 0;
 }

@@ -5,6 +5,7 @@
 #include "comm/comm_backend.h"
 
 #include "base/error.h"
+#include "base/half.h"
 #include "base/hash.h"
 
 #include <stdio.h>
@@ -19,6 +20,16 @@
             o_[i_] = a_[i_] + b_[i_];                                           \
     } while (0)
 
+/* The 16-bit floats: widen, add in float32, narrow once (correctly rounded,
+ * see lib/base/half.h). */
+#define COMM_SUM3_HALF_LOOP(widen, narrow)                                      \
+    do {                                                                        \
+        uint16_t *o_ = out;                                                     \
+        const uint16_t *a_ = a, *b_ = b;                                        \
+        for (size_t i_ = 0; i_ < count; i_++)                                   \
+            o_[i_] = narrow(widen(a_[i_]) + widen(b_[i_]));                     \
+    } while (0)
+
 void comm_reduce_sum3(enum comm_dtype dtype, void *out, const void *a, const void *b, size_t count)
 {
     switch (dtype) {
@@ -27,6 +38,8 @@ void comm_reduce_sum3(enum comm_dtype dtype, void *out, const void *a, const voi
     /* integers wrap as two's complement, as in NCCL and MPI on every platform we build for */
     case COMM_INT32: COMM_SUM3_LOOP(uint32_t); break;
     case COMM_INT64: COMM_SUM3_LOOP(uint64_t); break;
+    case COMM_FLOAT16: COMM_SUM3_HALF_LOOP(half_to_float, half_from_float); break;
+    case COMM_BFLOAT16: COMM_SUM3_HALF_LOOP(half_bf16_to_float, half_bf16_from_float); break;
     default: break;
     }
 }
@@ -46,6 +59,14 @@ void comm_reduce_divide(enum comm_dtype dtype, void *buf, size_t count, int worl
         double *p = buf, w = world;
         for (size_t i = 0; i < count; i++)
             p[i] /= w;
+    } else if (dtype == COMM_FLOAT16) {
+        uint16_t *p = buf;
+        for (size_t i = 0; i < count; i++)
+            p[i] = half_from_float(half_to_float(p[i]) / (float)world);
+    } else if (dtype == COMM_BFLOAT16) {
+        uint16_t *p = buf;
+        for (size_t i = 0; i < count; i++)
+            p[i] = half_bf16_from_float(half_bf16_to_float(p[i]) / (float)world);
     }
 }
 

@@ -21,6 +21,7 @@
 #include "comm/comm.h"
 #include "comm/comm_backend.h"
 #include "base/error.h"
+#include "base/half.h"
 #include "base/hash.h"
 #ifdef HAVE_MPI
 #include "comm/mpi/comm_mpi.h"
@@ -78,6 +79,9 @@ static void test_fill(enum comm_dtype t, void *buf, int r, size_t first, size_t 
         case COMM_FLOAT32: ((float *)buf)[i] = (float)v; break;
         case COMM_FLOAT64: ((double *)buf)[i] = v; break;
         case COMM_INT32: ((int32_t *)buf)[i] = (int32_t)v; break;
+        /* the 16-bit floats: scaled so that a sum over 4 ranks stays below float16's 65504 */
+        case COMM_FLOAT16: ((uint16_t *)buf)[i] = half_from_float((float)(v / 128)); break;
+        case COMM_BFLOAT16: ((uint16_t *)buf)[i] = half_bf16_from_float((float)(v / 128)); break;
         default: ((int64_t *)buf)[i] = (int64_t)v; break;
         }
     }
@@ -89,6 +93,8 @@ static double test_get(enum comm_dtype t, const void *buf, size_t i)
     case COMM_FLOAT32: return ((const float *)buf)[i];
     case COMM_FLOAT64: return ((const double *)buf)[i];
     case COMM_INT32: return ((const int32_t *)buf)[i];
+    case COMM_FLOAT16: return half_to_float(((const uint16_t *)buf)[i]);
+    case COMM_BFLOAT16: return half_bf16_to_float(((const uint16_t *)buf)[i]);
     default: return (double)((const int64_t *)buf)[i];
     }
 }
@@ -98,7 +104,12 @@ static double test_get(enum comm_dtype t, const void *buf, size_t i)
 static void test_check_reduced(enum comm_dtype t, enum comm_op op, int world, const void *got, size_t first,
                                size_t n, const char *what)
 {
-    double eps = t == COMM_FLOAT32 ? 1e-6 : t == COMM_FLOAT64 ? 1e-14 : 0;
+    /* one rounding per addition: 2^-24, 2^-53, 2^-11, 2^-8 relative, with room */
+    double eps = t == COMM_FLOAT32   ? 1e-6
+                 : t == COMM_FLOAT64 ? 1e-14
+                 : t == COMM_FLOAT16 ? 1e-3
+                 : t == COMM_BFLOAT16 ? 8e-3
+                                      : 0;
     for (size_t i = 0; i < n; i++) {
         double ref = 0, mag = 0, one;
         for (int r = 0; r < world; r++) {
@@ -196,6 +207,8 @@ TEST(comm_mpi_allreduce_avg_float32) { test_allreduce(COMM_FLOAT32, COMM_AVG, 0)
 TEST(comm_mpi_allreduce_avg_float64) { test_allreduce(COMM_FLOAT64, COMM_AVG, 0); }
 TEST(comm_mpi_allreduce_sum_int32) { test_allreduce(COMM_INT32, COMM_SUM, 0); }
 TEST(comm_mpi_allreduce_sum_int64) { test_allreduce(COMM_INT64, COMM_SUM, 0); }
+TEST(comm_mpi_allreduce_sum_float16) { test_allreduce(COMM_FLOAT16, COMM_SUM, 0); }
+TEST(comm_mpi_allreduce_avg_bfloat16) { test_allreduce(COMM_BFLOAT16, COMM_AVG, 0); }
 
 /* Without a watchdog (COMM_NO_TIMEOUT, what `make bench` runs) the blocking
  * collectives call MPI's blocking functions, and give the same results; the

@@ -8,6 +8,7 @@
 #include "comm/comm.h"
 #include "sim/comm_sim.h"
 #include "base/error.h"
+#include "base/half.h"
 #include "sim/ranks.h"
 
 #include <math.h>
@@ -470,6 +471,84 @@ TEST(async_requests_other_types_and_sequence_numbers)
 {
     for (int W = 1; W <= 4; W++)
         CHECK_OK(world_run(W, async_rank));
+}
+
+/* float16 and bfloat16: sums of small integers are exact in any order, so
+ * every algorithm must give them exactly; avg is that sum divided by W and
+ * rounded once; broadcast and all-gather move the bits untouched. */
+struct half_job {
+    comm_world_t *world;
+    enum comm_algo algo;
+    enum comm_dtype dtype;
+};
+
+static uint16_t half_of(enum comm_dtype t, float f)
+{
+    return t == COMM_FLOAT16 ? half_from_float(f) : half_bf16_from_float(f);
+}
+
+static int half_rank(struct rank_ctx *ctx)
+{
+    struct half_job *j = ctx->shared;
+    int r = ctx->rank, W = ctx->world;
+    comm_t *c;
+    int rc = test_open(ctx, j->world, j->algo, COMM_CHECK_RESULTS, 0, &c);
+    if (rc < 0)
+        return rc;
+    enum { N = 70001 }; /* past one 256 KiB channel slot, not divisible by W */
+    uint16_t *sum = malloc(N * 2), *avg = malloc(N * 2), *all = malloc(N * 2 * (size_t)W);
+    for (size_t i = 0; i < N; i++)
+        sum[i] = avg[i] = half_of(j->dtype, (float)((int)((i * 7 + (size_t)r * 3) % 15) - 7));
+    rc = comm_allreduce(c, sum, sum, N, j->dtype, COMM_SUM);
+    if (rc == 0)
+        rc = comm_allreduce(c, avg, avg, N, j->dtype, COMM_AVG);
+    for (size_t i = 0; rc == 0 && i < N; i++) {
+        int exact = 0;
+        for (int q = 0; q < W; q++)
+            exact += (int)((i * 7 + (size_t)q * 3) % 15) - 7;
+        if (sum[i] != half_of(j->dtype, (float)exact))
+            rc = err_set(ERR_STATE, "%s %s W=%d: sum element %zu is 0x%04x, want %d", comm_dtype_name(j->dtype),
+                         comm_algo_name(j->algo), W, i, sum[i], exact);
+        else if (avg[i] != half_of(j->dtype, (float)exact / (float)W))
+            rc = err_set(ERR_STATE, "%s %s W=%d: avg element %zu is 0x%04x, want %d/%d rounded",
+                         comm_dtype_name(j->dtype), comm_algo_name(j->algo), W, i, avg[i], exact, W);
+    }
+    uint16_t mine[5] = {(uint16_t)(0x3c00u + r), 0x7c00u, 0x8001u, 0x7bffu, (uint16_t)r};
+    if (rc == 0)
+        rc = comm_allgather(c, mine, all, 5, j->dtype);
+    for (int q = 0; rc == 0 && q < W; q++)
+        if (all[q * 5] != 0x3c00u + q || all[q * 5 + 1] != 0x7c00u || all[q * 5 + 4] != q)
+            rc = err_set(ERR_STATE, "allgather %s: rank %d's block is wrong", comm_dtype_name(j->dtype), q);
+    if (rc == 0)
+        rc = comm_broadcast(c, mine, 5, j->dtype, W - 1);
+    if (rc == 0 && mine[0] != 0x3c00u + W - 1)
+        rc = err_set(ERR_STATE, "broadcast %s: got 0x%04x", comm_dtype_name(j->dtype), mine[0]);
+    free(sum);
+    free(avg);
+    free(all);
+    comm_close(c);
+    return rc;
+}
+
+TEST(half_precision_types_sum_avg_move)
+{
+    const enum comm_dtype types[] = {COMM_FLOAT16, COMM_BFLOAT16};
+    for (size_t t = 0; t < 2; t++)
+        for (size_t a = 0; a < sizeof algos / sizeof algos[0]; a++)
+            for (int W = 1; W <= 5; W += 2) {
+                struct comm_world_options opt = {.world = W};
+                struct half_job j = {.algo = algos[a], .dtype = types[t]};
+                CHECK_OK(comm_world_create("sim", &opt, &j.world));
+                int rc = ranks_run(W, half_rank, &j, NULL, 0, NULL);
+                CHECK_MSG(rc == 0, "%s", err_msg());
+                comm_world_destroy(j.world);
+            }
+    enum comm_dtype t;
+    CHECK_OK(comm_dtype_parse("half", &t));
+    CHECK_EQ(t, COMM_FLOAT16);
+    CHECK_OK(comm_dtype_parse("bfloat16", &t));
+    CHECK_EQ(t, COMM_BFLOAT16);
+    CHECK_EQ(comm_dtype_size(COMM_BFLOAT16), 2);
 }
 
 TEST(backends_not_built_say_so)

@@ -46,6 +46,10 @@ static int mpi_sessions;          /* begin() calls not yet ended */
 static int mpi_we_initialized;    /* we called MPI_Init, so we finalize */
 static int mpi_stuck;             /* a session broadcast never completed */
 static MPI_Comm mpi_session_comm = MPI_COMM_NULL; /* for comm_mpi_bcast_bytes */
+/* MPI has no 16-bit float types (MPI-4.0 has none either), so float16 and
+ * bfloat16 travel as MPI_UINT16_T and are summed by these user-defined ops,
+ * created with the session and freed before MPI_Finalize. */
+static MPI_Op mpi_sum_float16 = MPI_OP_NULL, mpi_sum_bfloat16 = MPI_OP_NULL;
 
 /* Sets the message for a failed MPI call and returns ERR_IO. */
 static int mpi_fail(int mpi_rc, const char *call, int rank, const char *what)
@@ -55,6 +59,20 @@ static int mpi_fail(int mpi_rc, const char *call, int rank, const char *what)
     if (MPI_Error_string(mpi_rc, text, &len) != MPI_SUCCESS)
         snprintf(text, sizeof text, "MPI error code %d", mpi_rc);
     return err_set(ERR_IO, "mpi: rank %d: %s%s%s failed: %s", rank, what, what[0] ? ": " : "", call, text);
+}
+
+/* MPI_User_function: inout[i] = in[i] + inout[i], in the 16-bit type (the
+ * sum is commutative, so the order of the operands does not matter). */
+static void mpi_sum_float16_fn(void *in, void *inout, int *len, MPI_Datatype *type)
+{
+    (void)type;
+    comm_reduce_sum(COMM_FLOAT16, inout, in, (size_t)*len);
+}
+
+static void mpi_sum_bfloat16_fn(void *in, void *inout, int *len, MPI_Datatype *type)
+{
+    (void)type;
+    comm_reduce_sum(COMM_BFLOAT16, inout, in, (size_t)*len);
 }
 
 /* A duplicate of MPI_COMM_WORLD whose errors return to us. */
@@ -103,6 +121,9 @@ int comm_mpi_session_begin(struct comm_mpi_place *out)
         rc = mpi_comm_dup_returning(rank, &mpi_session_comm);
         if (rc < 0)
             return rc;
+        if ((rc = MPI_Op_create(mpi_sum_float16_fn, 1, &mpi_sum_float16)) != MPI_SUCCESS ||
+            (rc = MPI_Op_create(mpi_sum_bfloat16_fn, 1, &mpi_sum_bfloat16)) != MPI_SUCCESS)
+            return mpi_fail(rc, "MPI_Op_create", rank, "the 16-bit float sums");
     }
     mpi_sessions++;
     return 0;
@@ -118,6 +139,10 @@ void comm_mpi_session_end(int abort_job)
     if (mpi_sessions == 0 || --mpi_sessions > 0)
         return;
     MPI_Comm_free(&mpi_session_comm);
+    if (mpi_sum_float16 != MPI_OP_NULL)
+        MPI_Op_free(&mpi_sum_float16);
+    if (mpi_sum_bfloat16 != MPI_OP_NULL)
+        MPI_Op_free(&mpi_sum_bfloat16);
     if (mpi_we_initialized)
         MPI_Finalize();
 }
@@ -193,8 +218,15 @@ static MPI_Datatype mpi_type(enum comm_dtype dtype)
     case COMM_FLOAT64: return MPI_DOUBLE;
     case COMM_INT32: return MPI_INT32_T;
     case COMM_INT64: return MPI_INT64_T;
+    case COMM_FLOAT16:
+    case COMM_BFLOAT16: return MPI_UINT16_T; /* summed by mpi_sum_op() */
     default: return MPI_FLOAT;
     }
+}
+
+static MPI_Op mpi_sum_op(enum comm_dtype dtype)
+{
+    return dtype == COMM_FLOAT16 ? mpi_sum_float16 : dtype == COMM_BFLOAT16 ? mpi_sum_bfloat16 : MPI_SUM;
 }
 
 static int mpi_launch_resolve(enum comm_launch requested, enum comm_launch *out)
@@ -305,8 +337,8 @@ static int mpi_post(comm_t *c, const struct comm_coll_desc *d, struct mpi_req *q
     switch (d->coll) {
     case COMM_ALLREDUCE:
         q->call = blocking ? "MPI_Allreduce" : "MPI_Iallreduce";
-        return blocking ? MPI_Allreduce(send, d->recvbuf, n, t, MPI_SUM, comm)
-                        : MPI_Iallreduce(send, d->recvbuf, n, t, MPI_SUM, comm, &q->r);
+        return blocking ? MPI_Allreduce(send, d->recvbuf, n, t, mpi_sum_op(d->dtype), comm)
+                        : MPI_Iallreduce(send, d->recvbuf, n, t, mpi_sum_op(d->dtype), comm, &q->r);
     case COMM_BROADCAST:
         q->call = blocking ? "MPI_Bcast" : "MPI_Ibcast";
         return blocking ? MPI_Bcast(d->recvbuf, n, t, d->root, comm)
@@ -322,8 +354,8 @@ static int mpi_post(comm_t *c, const struct comm_coll_desc *d, struct mpi_req *q
             out = q->tmp;
         }
         q->call = blocking ? "MPI_Reduce_scatter_block" : "MPI_Ireduce_scatter_block";
-        return blocking ? MPI_Reduce_scatter_block(d->sendbuf, out, n, t, MPI_SUM, comm)
-                        : MPI_Ireduce_scatter_block(d->sendbuf, out, n, t, MPI_SUM, comm, &q->r);
+        return blocking ? MPI_Reduce_scatter_block(d->sendbuf, out, n, t, mpi_sum_op(d->dtype), comm)
+                        : MPI_Ireduce_scatter_block(d->sendbuf, out, n, t, mpi_sum_op(d->dtype), comm, &q->r);
     }
     case COMM_ALLGATHER:
         /* here the conventions agree: in place means my block of recvbuf */

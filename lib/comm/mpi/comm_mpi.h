@@ -8,7 +8,8 @@
  *
  * What it supports: all-reduce (sum, avg), broadcast, reduce-scatter,
  * all-gather and barrier on float32, float64, int32 and int64 (MPI_FLOAT,
- * MPI_DOUBLE, MPI_INT32_T, MPI_INT64_T), counts up to INT_MAX elements per
+ * MPI_DOUBLE, MPI_INT32_T, MPI_INT64_T), and float16 and bfloat16 (as
+ * MPI_UINT16_T, summed by user-defined ops), counts up to INT_MAX elements per
  * buffer (MPI's counts are int; larger gives ERR_RANGE). Average is MPI_SUM
  * followed by a division by W on every rank (MPI has no average operator;
  * this is what ncclAvg computes too, so results compare bit for bit).

@@ -393,6 +393,8 @@ static ncclDataType_t nccl_type(enum comm_dtype dtype)
     case COMM_FLOAT64: return ncclFloat64;
     case COMM_INT32: return ncclInt32;
     case COMM_INT64: return ncclInt64;
+    case COMM_FLOAT16: return ncclFloat16;
+    case COMM_BFLOAT16: return ncclBfloat16;
     default: return ncclFloat32;
     }
 }

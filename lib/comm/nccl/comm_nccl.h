@@ -16,7 +16,8 @@
  *            (lib/comm/rendezvous.h); GPU = LOCAL_RANK.
  * All three work across nodes except THREADS.
  *
- * Types: float32, float64, int32, int64. Average is ncclAvg (NCCL >= 2.10).
+ * Types: float32, float64, int32, int64, float16, bfloat16 (ncclBfloat16:
+ * NCCL >= 2.10). Average is ncclAvg (NCCL >= 2.10).
  * For floating types NCCL multiplies every input by 1/W before it sums
  * (ncclDevPreMulSum, in hostToDevRedOp of NCCL's src/enqueue.cc); for
  * integers it divides after. So a float average may differ in its last bit
