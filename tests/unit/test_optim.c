@@ -1,0 +1,236 @@
+/* test_optim: lib/ddp/optim applies PyTorch's SGD and Adam rules exactly as
+ * optim.h writes them (each operation rounded once, in that order, so the
+ * expected values here are computed the same way and compared bit for bit),
+ * whatever the gradient layout; the schedules' closed forms; configuration
+ * checks. Agreement with torch itself is tests/crosscheck/ddp_torch.sh's. */
+#include "check.h"
+#include "base/error.h"
+#include "ddp/optim.h"
+
+#include <math.h>
+
+/* fc1.weight [2, 3], fc1.bias [2]: 8 parameters */
+static model_t *tiny(void)
+{
+    struct model_spec s = {.inputs = 3, .classes = 2, .nhidden = 0};
+    model_t *m;
+    CHECK_OK(model_create(&s, 1, &m));
+    for (int i = 0; i < 8; i++)
+        model_params(m)[i] = 0.25f * (float)i - 0.6f;
+    return m;
+}
+
+static void set_grads(model_t *m, float scale)
+{
+    for (int t = 0; t < 2; t++)
+        for (size_t i = 0; i < model_param(m, t)->numel; i++)
+            model_grad(m, t)[i] = scale * (0.1f + 0.3f * (float)(model_param(m, t)->offset + i)) * (i % 2 ? -1 : 1);
+}
+
+/* what set_grads put at parameter element k (weight 0..5, bias 6..7) */
+static float grad_of(const model_t *m, int k, float scale)
+{
+    (void)m;
+    return scale * (0.1f + 0.3f * (float)k) * ((k < 6 ? k : k - 6) % 2 ? -1 : 1);
+}
+
+TEST(optim_sgd_momentum_buffer_starts_as_the_gradient)
+{
+    model_t *m = tiny();
+    struct optim_config c;
+    optim_config_default(&c, OPTIM_SGD);
+    c.lr = 0.1;
+    optim_t *o;
+    CHECK_OK(optim_create(&c, m, &o));
+    CHECK_EQ(optim_state_count(o), 1);
+    CHECK_STR(optim_state_name(o, 0), "momentum_buffer");
+    float p[8], b[8], lr = 0.1f, mu = 0.9f;
+    memcpy(p, model_params(m), sizeof p);
+    for (int step = 0; step < 3; step++) {
+        float scale = 1.0f + (float)step;
+        set_grads(m, scale);
+        optim_step(o, m);
+        for (int k = 0; k < 8; k++) {
+            float g = grad_of(m, k, scale);
+            b[k] = step == 0 ? g : mu * b[k] + g;
+            p[k] = p[k] - lr * b[k];
+            CHECK_MSG(model_params(m)[k] == p[k], "step %d element %d: %.9g, expected %.9g", step, k,
+                      model_params(m)[k], p[k]);
+            CHECK(optim_state(o, 0)[k] == b[k]);
+        }
+    }
+    CHECK_EQ_U64(optim_steps(o), 3);
+    optim_destroy(o);
+    model_destroy(m);
+}
+
+TEST(optim_sgd_weight_decay_dampening_nesterov)
+{
+    const int nesterov[] = {0, 1, 0};
+    const double damp[] = {0.0, 0.0, 0.25};
+    for (int v = 0; v < 3; v++) {
+        model_t *m = tiny();
+        struct optim_config c;
+        optim_config_default(&c, OPTIM_SGD);
+        c.lr = 0.05;
+        c.weight_decay = 0.01;
+        c.nesterov = nesterov[v];
+        c.dampening = damp[v];
+        optim_t *o;
+        CHECK_OK(optim_create(&c, m, &o));
+        float p[8], b[8], lr = 0.05f, mu = 0.9f, wd = 0.01f, d1 = (float)(1 - damp[v]);
+        memcpy(p, model_params(m), sizeof p);
+        for (int step = 0; step < 3; step++) {
+            set_grads(m, 1.0f);
+            optim_step(o, m);
+            for (int k = 0; k < 8; k++) {
+                float g = grad_of(m, k, 1.0f) + wd * p[k];
+                b[k] = step == 0 ? g : mu * b[k] + d1 * g;
+                float d = nesterov[v] ? g + mu * b[k] : b[k];
+                p[k] = p[k] - lr * d;
+                CHECK_MSG(model_params(m)[k] == p[k], "variant %d step %d element %d: %.9g, expected %.9g", v, step, k,
+                          model_params(m)[k], p[k]);
+            }
+        }
+        optim_destroy(o);
+        model_destroy(m);
+    }
+}
+
+TEST(optim_sgd_without_momentum_has_no_state)
+{
+    model_t *m = tiny();
+    struct optim_config c;
+    optim_config_default(&c, OPTIM_SGD);
+    c.momentum = 0;
+    optim_t *o;
+    CHECK_OK(optim_create(&c, m, &o));
+    CHECK_EQ(optim_state_count(o), 0);
+    float p0 = model_params(m)[5];
+    set_grads(m, 1.0f);
+    optim_step(o, m);
+    CHECK(model_params(m)[5] == p0 - 0.01f * grad_of(m, 5, 1.0f));
+    optim_destroy(o);
+    model_destroy(m);
+}
+
+TEST(optim_adam_matches_its_rule)
+{
+    model_t *m = tiny();
+    struct optim_config c;
+    optim_config_default(&c, OPTIM_ADAM);
+    c.weight_decay = 0.1;
+    optim_t *o;
+    CHECK_OK(optim_create(&c, m, &o));
+    CHECK_EQ(optim_state_count(o), 2);
+    CHECK_STR(optim_state_name(o, 0), "exp_avg");
+    CHECK_STR(optim_state_name(o, 1), "exp_avg_sq");
+    float p[8], m1[8] = {0}, m2[8] = {0};
+    memcpy(p, model_params(m), sizeof p);
+    for (int step = 1; step <= 4; step++) {
+        set_grads(m, (float)step);
+        optim_step(o, m);
+        double bc1 = 1 - pow(0.9, step), bc2 = 1 - pow(0.999, step);
+        float step_size = (float)(1e-3 / bc1), bc2s = (float)sqrt(bc2);
+        for (int k = 0; k < 8; k++) {
+            float g = grad_of(m, k, (float)step) + 0.1f * p[k];
+            m1[k] = 0.9f * m1[k] + (float)(1 - 0.9) * g;
+            m2[k] = 0.999f * m2[k] + (float)(1 - 0.999) * g * g;
+            float denom = sqrtf(m2[k]) / bc2s + 1e-8f;
+            p[k] = p[k] + (-step_size * m1[k]) / denom;
+            CHECK_MSG(model_params(m)[k] == p[k], "Adam step %d element %d: %.9g, expected %.9g", step, k,
+                      model_params(m)[k], p[k]);
+        }
+    }
+    optim_destroy(o);
+    model_destroy(m);
+}
+
+TEST(optim_reads_gradients_through_their_layout)
+{
+    model_t *a = tiny(), *b = tiny();
+    size_t offs[2] = {2, 0}; /* bias first */
+    CHECK_OK(model_set_grad_layout(b, offs));
+    struct optim_config c;
+    optim_config_default(&c, OPTIM_SGD);
+    optim_t *oa, *ob;
+    CHECK_OK(optim_create(&c, a, &oa));
+    CHECK_OK(optim_create(&c, b, &ob));
+    for (int s = 0; s < 2; s++) {
+        set_grads(a, 1.0f);
+        set_grads(b, 1.0f);
+        optim_step(oa, a);
+        optim_step(ob, b);
+    }
+    CHECK(memcmp(model_params(a), model_params(b), 8 * sizeof(float)) == 0);
+    optim_destroy(oa);
+    optim_destroy(ob);
+    model_destroy(a);
+    model_destroy(b);
+}
+
+TEST(optim_schedules_are_the_closed_forms)
+{
+    model_t *m = tiny();
+    struct optim_config c;
+    optim_config_default(&c, OPTIM_SGD);
+    c.lr = 0.2;
+    optim_t *o;
+    CHECK_OK(optim_create(&c, m, &o));
+    CHECK(optim_lr_at(o, 0) == 0.2 && optim_lr_at(o, 12345) == 0.2);
+    optim_destroy(o);
+    c.schedule = OPTIM_COSINE;
+    c.total_steps = 100;
+    CHECK_OK(optim_create(&c, m, &o));
+    CHECK(optim_lr_at(o, 0) == 0.2);
+    CHECK(fabs(optim_lr_at(o, 50) - 0.1) < 1e-15);
+    CHECK(fabs(optim_lr_at(o, 100)) < 1e-15);
+    CHECK(fabs(optim_lr_at(o, 25) - 0.2 * (1 + cos(M_PI / 4)) / 2) < 1e-15);
+    optim_destroy(o);
+    c.schedule = OPTIM_STEP;
+    c.step_size = 30;
+    CHECK_OK(optim_create(&c, m, &o));
+    CHECK(optim_lr_at(o, 29) == 0.2);
+    CHECK(fabs(optim_lr_at(o, 30) - 0.02) < 1e-15);
+    CHECK(fabs(optim_lr_at(o, 65) - 0.002) < 1e-15);
+    /* a step uses its own rate: step 29 the undecayed one */
+    optim_set_steps(o, 29);
+    float p0 = model_params(m)[0];
+    set_grads(m, 1.0f);
+    optim_step(o, m);
+    CHECK(model_params(m)[0] == p0 - 0.2f * grad_of(m, 0, 1.0f));
+    optim_destroy(o);
+    model_destroy(m);
+}
+
+TEST(optim_configs_are_checked)
+{
+    model_t *m = tiny();
+    optim_t *o;
+    struct optim_config c;
+    optim_config_default(&c, OPTIM_SGD);
+    c.lr = 0;
+    CHECK_ERR(optim_create(&c, m, &o), ERR_ARG, "learning rate 0");
+    optim_config_default(&c, OPTIM_SGD);
+    c.momentum = 1.0;
+    CHECK_ERR(optim_create(&c, m, &o), ERR_ARG, "momentum 1");
+    optim_config_default(&c, OPTIM_SGD);
+    c.nesterov = 1;
+    c.dampening = 0.5;
+    CHECK_ERR(optim_create(&c, m, &o), ERR_ARG, "Nesterov");
+    optim_config_default(&c, OPTIM_SGD);
+    c.schedule = OPTIM_COSINE;
+    CHECK_ERR(optim_create(&c, m, &o), ERR_ARG, "total number of steps");
+    optim_config_default(&c, OPTIM_ADAM);
+    c.beta2 = 1.5;
+    CHECK_ERR(optim_create(&c, m, &o), ERR_ARG, "betas");
+    enum optim_kind k;
+    enum optim_schedule s;
+    CHECK_OK(optim_kind_parse("--optimizer", "adam", &k));
+    CHECK_EQ(k, OPTIM_ADAM);
+    CHECK_ERR(optim_kind_parse("--optimizer", "adamw", &k), ERR_ARG, "--optimizer=adamw: unknown optimizer (sgd, adam)");
+    CHECK_OK(optim_schedule_parse("--schedule", "cosine", &s));
+    CHECK_EQ(s, OPTIM_COSINE);
+    CHECK_ERR(optim_schedule_parse("--schedule", "linear", &s), ERR_ARG, "constant, cosine, step");
+    model_destroy(m);
+}
