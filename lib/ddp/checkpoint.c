@@ -1,0 +1,410 @@
+/* checkpoint: model files and training checkpoints over safetensors (see
+ * checkpoint.h). Read checkpoint_save(), then checkpoint_load(): it reads
+ * every tensor into scratch buffers and copies them into the model and
+ * optimizer only once the whole file has passed. */
+#include "ddp/checkpoint.h"
+
+#include "base/error.h"
+#include "base/fsutil.h"
+#include "base/hash.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+/* The tensors of one file, with room for the names we make up. */
+struct ck_list {
+    struct safetensors_entry *e;
+    char (*names)[2 * MODEL_NAME_MAX];
+    size_t n, cap;
+};
+
+static int ck_list_init(struct ck_list *l, size_t cap)
+{
+    l->n = 0;
+    l->cap = cap;
+    l->e = calloc(cap ? cap : 1, sizeof *l->e);
+    l->names = calloc(cap ? cap : 1, sizeof *l->names);
+    return l->e && l->names ? 0 : err_set(ERR_NOMEM, "checkpoint: out of memory");
+}
+
+static void ck_list_free(struct ck_list *l)
+{
+    free(l->e);
+    free(l->names);
+}
+
+static void ck_add(struct ck_list *l, const char *name, enum safetensors_dtype t, const struct model_tensor *shape_of,
+                   const void *data)
+{
+    struct safetensors_entry *e = &l->e[l->n];
+    snprintf(l->names[l->n], sizeof l->names[l->n], "%s", name);
+    e->name = l->names[l->n];
+    e->dtype = t;
+    e->ndim = shape_of ? shape_of->ndim : 0; /* no shape: a scalar */
+    for (int d = 0; d < e->ndim; d++)
+        e->shape[d] = shape_of->shape[d];
+    e->data = data;
+    l->n++;
+}
+
+/* "bn1.num_batches_tracked" for the buffer "bn1.running_mean", else "" */
+static void ck_counter_name(const char *buffer, char *out, size_t len)
+{
+    const char *dot = strrchr(buffer, '.');
+    out[0] = '\0';
+    if (dot && strcmp(dot, ".running_mean") == 0)
+        snprintf(out, len, "%.*s.num_batches_tracked", (int)(dot - buffer), buffer);
+}
+
+/* The state_dict: parameters, buffers, one num_batches_tracked per BatchNorm. */
+static void ck_add_model(struct ck_list *l, const model_t *m, const int64_t *tracked)
+{
+    for (int t = 0; t < model_param_tensors(m); t++)
+        ck_add(l, model_param(m, t)->name, SAFETENSORS_F32, model_param(m, t),
+               model_params_const(m) + model_param(m, t)->offset);
+    for (int b = 0; b < model_buffer_tensors(m); b++) {
+        const struct model_tensor *bt = model_buffer(m, b);
+        ck_add(l, bt->name, SAFETENSORS_F32, bt, model_buffers_const(m) + bt->offset);
+        char counter[2 * MODEL_NAME_MAX];
+        ck_counter_name(bt->name, counter, sizeof counter);
+        if (counter[0])
+            ck_add(l, counter, SAFETENSORS_I64, NULL, tracked);
+    }
+}
+
+static size_t ck_model_entries(const model_t *m) { return (size_t)model_param_tensors(m) + 2 * (size_t)model_buffer_tensors(m); }
+
+int checkpoint_save_model(const char *path, const model_t *m, unsigned fsync_flags)
+{
+    struct ck_list l;
+    int64_t tracked = model_batches_tracked(m);
+    int rc = ck_list_init(&l, ck_model_entries(m));
+    if (rc < 0)
+        return rc;
+    ck_add_model(&l, m, &tracked);
+    char spec[128];
+    struct safetensors_meta meta[] = {{"format", "pt"}, {"model", model_spec_describe(model_get_spec(m), spec, sizeof spec)}};
+    rc = safetensors_write(path, l.e, l.n, meta, 2, fsync_flags);
+    ck_list_free(&l);
+    return rc;
+}
+
+/* ---- reading the model's tensors into scratch ----------------------------------------------- */
+
+struct ck_scratch {
+    float *params, *buffers, *state[2];
+    int64_t tracked;
+};
+
+static void ck_scratch_free(struct ck_scratch *s)
+{
+    free(s->params);
+    free(s->buffers);
+    free(s->state[0]);
+    free(s->state[1]);
+}
+
+/* Reads the model's tensors from st into s (params required; buffers
+ * required when `all`); refuses any tensor that is neither the model's nor,
+ * with `optimizer`, an "optimizer." state of o. */
+static int ck_read(const safetensors_t *st, const model_t *m, const optim_t *o, int all, struct ck_scratch *s)
+{
+    const char *path = safetensors_path(st);
+    char spec[128], name[2 * MODEL_NAME_MAX];
+    int nstate = o ? optim_state_count(o) : 0;
+    memset(s, 0, sizeof *s);
+    s->params = malloc((model_param_floats(m) ? model_param_floats(m) : 1) * sizeof(float));
+    s->buffers = malloc((model_buffer_floats(m) ? model_buffer_floats(m) : 1) * sizeof(float));
+    int rc = s->params && s->buffers ? 0 : err_set(ERR_NOMEM, "%s: out of memory", path);
+    for (int k = 0; rc == 0 && k < nstate; k++)
+        if (!(s->state[k] = malloc((model_param_floats(m) ? model_param_floats(m) : 1) * sizeof(float))))
+            rc = err_set(ERR_NOMEM, "%s: out of memory", path);
+    if (rc < 0)
+        return rc;
+    memcpy(s->buffers, model_buffers_const(m), model_buffer_floats(m) * sizeof(float));
+    s->tracked = model_batches_tracked(m);
+    /* every tensor of the file must be one we know */
+    for (size_t i = 0; i < safetensors_count(st); i++) {
+        const char *n = safetensors_at(st, i)->name;
+        int known = model_param_find(m, n) >= 0 || model_buffer_find(m, n) >= 0;
+        for (int b = 0; !known && b < model_buffer_tensors(m); b++) {
+            ck_counter_name(model_buffer(m, b)->name, name, sizeof name);
+            known = strcmp(name, n) == 0;
+        }
+        for (int t = 0; !known && t < model_param_tensors(m); t++)
+            for (int k = 0; !known && k < nstate; k++) {
+                snprintf(name, sizeof name, "optimizer.%s.%s", model_param(m, t)->name, optim_state_name(o, k));
+                known = strcmp(name, n) == 0;
+            }
+        if (!known)
+            return err_set(ERR_FORMAT, "%s: unexpected tensor %s: not a parameter or buffer of the %s MLP%s", path,
+                           n, model_spec_describe(model_get_spec(m), spec, sizeof spec),
+                           o ? " nor a state of its optimizer" : "");
+    }
+    for (int t = 0; rc == 0 && t < model_param_tensors(m); t++) {
+        const struct model_tensor *pt = model_param(m, t);
+        rc = safetensors_read(st, pt->name, SAFETENSORS_F32, pt->ndim, pt->shape, s->params + pt->offset);
+        for (int k = 0; rc == 0 && k < nstate; k++) {
+            snprintf(name, sizeof name, "optimizer.%s.%s", pt->name, optim_state_name(o, k));
+            rc = safetensors_read(st, name, SAFETENSORS_F32, pt->ndim, pt->shape, s->state[k] + pt->offset);
+        }
+    }
+    for (int b = 0; rc == 0 && b < model_buffer_tensors(m); b++) {
+        const struct model_tensor *bt = model_buffer(m, b);
+        if (all || safetensors_find(st, bt->name))
+            rc = safetensors_read(st, bt->name, SAFETENSORS_F32, bt->ndim, bt->shape, s->buffers + bt->offset);
+        ck_counter_name(bt->name, name, sizeof name);
+        if (rc == 0 && name[0] && (all || safetensors_find(st, name)))
+            rc = safetensors_read(st, name, SAFETENSORS_I64, 0, NULL, &s->tracked);
+    }
+    return rc;
+}
+
+int checkpoint_load_model(const char *path, model_t *m)
+{
+    safetensors_t *st;
+    int rc = safetensors_open(path, &st);
+    if (rc < 0)
+        return rc;
+    struct ck_scratch s;
+    rc = ck_read(st, m, NULL, 0, &s);
+    if (rc == 0) {
+        memcpy(model_params(m), s.params, model_param_floats(m) * sizeof(float));
+        memcpy(model_buffers(m), s.buffers, model_buffer_floats(m) * sizeof(float));
+        model_set_batches_tracked(m, s.tracked);
+    }
+    ck_scratch_free(&s);
+    safetensors_close(st);
+    return rc;
+}
+
+/* ---- training checkpoints ------------------------------------------------------------------- */
+
+/* The optimizer as text: resuming with other hyperparameters is another run. */
+static const char *ck_optimizer_text(const optim_t *o, char *buf, size_t len)
+{
+    const struct optim_config *c = optim_get_config(o);
+    snprintf(buf, len,
+             "%s lr=%.17g weight_decay=%.17g momentum=%.17g dampening=%.17g nesterov=%d betas=%.17g,%.17g eps=%.17g "
+             "schedule=%s total_steps=%" PRIu64 " step_size=%" PRIu64 " gamma=%.17g",
+             optim_kind_name(c->kind), c->lr, c->weight_decay, c->momentum, c->dampening, c->nesterov, c->beta1,
+             c->beta2, c->eps, optim_schedule_name(c->schedule), c->total_steps, c->step_size, c->gamma);
+    return buf;
+}
+
+/* FNV-1a over every tensor's bytes, in data order, as 16 hex digits. */
+static void ck_checksum_entries(const struct safetensors_entry *e, size_t n, char *out)
+{
+    uint64_t h = HASH_FNV1A_BASIS;
+    for (size_t i = 0; i < n; i++) {
+        size_t numel = 1;
+        for (int d = 0; d < e[i].ndim; d++)
+            numel *= (size_t)e[i].shape[d];
+        h = hash_fnv1a_words(h, e[i].data, numel * safetensors_dtype_size(e[i].dtype));
+    }
+    snprintf(out, 17, "%016" PRIx64, h);
+}
+
+static void ck_checksum_file(const safetensors_t *st, char *out)
+{
+    uint64_t h = HASH_FNV1A_BASIS;
+    for (size_t i = 0; i < safetensors_count(st); i++)
+        h = hash_fnv1a_words(h, safetensors_at(st, i)->data, safetensors_at(st, i)->bytes);
+    snprintf(out, 17, "%016" PRIx64, h);
+}
+
+const char *checkpoint_path(const char *path, char *buf, size_t len)
+{
+    struct stat sb;
+    if (stat(path, &sb) == 0 && S_ISDIR(sb.st_mode))
+        snprintf(buf, len, "%s/%s", path, CHECKPOINT_FILE);
+    else
+        snprintf(buf, len, "%s", path);
+    return buf;
+}
+
+int checkpoint_save(const char *dir, const model_t *m, const optim_t *o, const struct checkpoint_state *s)
+{
+    char path[PATH_MAX];
+    if (snprintf(path, sizeof path, "%s/%s", dir, CHECKPOINT_FILE) >= (int)sizeof path)
+        return err_set(ERR_ARG, "%s: checkpoint directory path too long", dir);
+    int rc = fsutil_mkdir_p(dir);
+    if (rc < 0)
+        return rc;
+    struct ck_list l;
+    int nstate = optim_state_count(o);
+    int64_t tracked = model_batches_tracked(m);
+    if ((rc = ck_list_init(&l, ck_model_entries(m) + (size_t)nstate * (size_t)model_param_tensors(m))) < 0)
+        return rc;
+    ck_add_model(&l, m, &tracked);
+    for (int t = 0; t < model_param_tensors(m); t++)
+        for (int k = 0; k < nstate; k++) {
+            char name[2 * MODEL_NAME_MAX];
+            const struct model_tensor *pt = model_param(m, t);
+            snprintf(name, sizeof name, "optimizer.%s.%s", pt->name, optim_state_name(o, k));
+            ck_add(&l, name, SAFETENSORS_F32, pt, optim_state((optim_t *)o, k) + pt->offset);
+        }
+    char spec[128], opt[512], sum[17], num[9][24];
+    ck_checksum_entries(l.e, l.n, sum);
+    const uint64_t nums[9] = {s->step, s->epoch, s->batch, s->seed, (uint64_t)s->world, (uint64_t)s->batch_size,
+                              (uint64_t)s->accumulate, s->first_bucket_bytes, s->bucket_cap_bytes};
+    for (int i = 0; i < 9; i++)
+        snprintf(num[i], sizeof num[i], "%" PRIu64, nums[i]);
+    char steps[24];
+    snprintf(steps, sizeof steps, "%" PRIu64, optim_steps(o));
+    struct safetensors_meta meta[] = {
+        {"format", CHECKPOINT_FORMAT},
+        {"model", model_spec_describe(model_get_spec(m), spec, sizeof spec)},
+        {"optimizer", ck_optimizer_text(o, opt, sizeof opt)},
+        {"optimizer_steps", steps},
+        {"step", num[0]},
+        {"epoch", num[1]},
+        {"batch", num[2]},
+        {"seed", num[3]},
+        {"world", num[4]},
+        {"batch_size", num[5]},
+        {"accumulate", num[6]},
+        {"first_bucket_bytes", num[7]},
+        {"bucket_cap_bytes", num[8]},
+        {"compress", s->compress},
+        {"buckets", s->buckets},
+        {"checksum", sum},
+    };
+    rc = safetensors_write(path, l.e, l.n, meta, sizeof meta / sizeof meta[0], FSUTIL_DURABLE);
+    ck_list_free(&l);
+    return rc;
+}
+
+/* Metadata value `key` of a checkpoint, required. */
+static int ck_meta(const safetensors_t *st, const char *key, const char **out)
+{
+    *out = safetensors_meta(st, key);
+    if (!*out)
+        return err_set(ERR_FORMAT, "%s: a checkpoint without \"%s\" in its metadata (damaged, or written by "
+                                   "another version)", safetensors_path(st), key);
+    return 0;
+}
+
+static int ck_meta_u64(const safetensors_t *st, const char *key, uint64_t max, uint64_t *out)
+{
+    const char *v;
+    int rc = ck_meta(st, key, &v);
+    if (rc < 0)
+        return rc;
+    char *end;
+    errno = 0;
+    unsigned long long x = strtoull(v, &end, 10);
+    if (errno || end == v || *end || v[0] == '-' || x > max)
+        return err_set(ERR_FORMAT, "%s: metadata \"%s\" is \"%.40s\", not a number up to %" PRIu64,
+                       safetensors_path(st), key, v, max);
+    *out = x;
+    return 0;
+}
+
+/* The metadata into *s, every field checked. */
+static int ck_read_state(const safetensors_t *st, struct checkpoint_state *s)
+{
+    uint64_t world, batch_size, accumulate;
+    const char *compress, *buckets;
+    int rc;
+    memset(s, 0, sizeof *s);
+    if ((rc = ck_meta_u64(st, "step", UINT64_MAX, &s->step)) < 0 ||
+        (rc = ck_meta_u64(st, "epoch", UINT64_MAX, &s->epoch)) < 0 ||
+        (rc = ck_meta_u64(st, "batch", UINT64_MAX, &s->batch)) < 0 ||
+        (rc = ck_meta_u64(st, "seed", UINT64_MAX, &s->seed)) < 0 ||
+        (rc = ck_meta_u64(st, "world", INT32_MAX, &world)) < 0 ||
+        (rc = ck_meta_u64(st, "batch_size", INT32_MAX, &batch_size)) < 0 ||
+        (rc = ck_meta_u64(st, "accumulate", INT32_MAX, &accumulate)) < 0 ||
+        (rc = ck_meta_u64(st, "first_bucket_bytes", UINT64_MAX, &s->first_bucket_bytes)) < 0 ||
+        (rc = ck_meta_u64(st, "bucket_cap_bytes", UINT64_MAX, &s->bucket_cap_bytes)) < 0 ||
+        (rc = ck_meta(st, "compress", &compress)) < 0 || (rc = ck_meta(st, "buckets", &buckets)) < 0)
+        return rc;
+    if (strlen(compress) >= sizeof s->compress || strlen(buckets) >= sizeof s->buckets)
+        return err_set(ERR_FORMAT, "%s: metadata \"compress\" or \"buckets\" is too long", safetensors_path(st));
+    s->world = (int)world;
+    s->batch_size = (int)batch_size;
+    s->accumulate = (int)accumulate;
+    snprintf(s->compress, sizeof s->compress, "%s", compress);
+    snprintf(s->buckets, sizeof s->buckets, "%s", buckets);
+    return 0;
+}
+
+int checkpoint_load(const char *path, model_t *m, optim_t *o, struct checkpoint_state *s)
+{
+    char file[PATH_MAX], spec[128], opt[512], sum[17];
+    checkpoint_path(path, file, sizeof file);
+    safetensors_t *st;
+    int rc = safetensors_open(file, &st);
+    if (rc < 0)
+        return rc;
+    const char *v;
+    uint64_t steps = 0;
+    if (!(v = safetensors_meta(st, "format")) || strcmp(v, CHECKPOINT_FORMAT) != 0)
+        rc = err_set(ERR_FORMAT, "%s: not a checkpoint of this program (its metadata \"format\" is %s%s%s, expected "
+                                 "\"%s\"): a foreign file", file, v ? "\"" : "", v ? v : "missing", v ? "\"" : "",
+                     CHECKPOINT_FORMAT);
+    if (rc == 0 && (rc = ck_meta(st, "checksum", &v)) == 0) {
+        ck_checksum_file(st, sum);
+        if (strcmp(v, sum) != 0)
+            rc = err_set(ERR_FORMAT, "%s: damaged: its tensors' checksum is %s, the file says %s", file, sum, v);
+    }
+    if (rc == 0 && (rc = ck_meta(st, "model", &v)) == 0 &&
+        strcmp(v, model_spec_describe(model_get_spec(m), spec, sizeof spec)) != 0)
+        rc = err_set(ERR_FORMAT, "%s: a checkpoint of the %s MLP; this run's model is %s", file, v, spec);
+    if (rc == 0 && (rc = ck_meta(st, "optimizer", &v)) == 0 && strcmp(v, ck_optimizer_text(o, opt, sizeof opt)) != 0)
+        rc = err_set(ERR_FORMAT, "%s: written with the optimizer \"%s\"; this run has \"%s\": resuming with other "
+                                 "hyperparameters would not continue the same run", file, v, opt);
+    if (rc == 0)
+        rc = ck_meta_u64(st, "optimizer_steps", UINT64_MAX, &steps);
+    if (rc == 0)
+        rc = ck_read_state(st, s);
+    struct ck_scratch scratch = {0};
+    if (rc == 0)
+        rc = ck_read(st, m, o, 1, &scratch);
+    if (rc == 0) {
+        memcpy(model_params(m), scratch.params, model_param_floats(m) * sizeof(float));
+        memcpy(model_buffers(m), scratch.buffers, model_buffer_floats(m) * sizeof(float));
+        model_set_batches_tracked(m, scratch.tracked);
+        for (int k = 0; k < optim_state_count(o); k++)
+            memcpy(optim_state(o, k), scratch.state[k], model_param_floats(m) * sizeof(float));
+        optim_set_steps(o, steps);
+    }
+    ck_scratch_free(&scratch);
+    safetensors_close(st);
+    return rc;
+}
+
+int checkpoint_check_resume(const char *path, const struct checkpoint_state *saved,
+                            const struct checkpoint_state *now)
+{
+    if (saved->world != now->world)
+        return err_set(ERR_STATE, "%s: written by a world of %d ranks; this run has %d. Each rank's share of every "
+                                  "epoch (the DistributedSampler's split) and the all-reduce's summation order "
+                                  "depend on the world size, so the run cannot continue exactly: resume with %d "
+                                  "ranks, or start a new run from its parameters (--init)",
+                       path, saved->world, now->world, saved->world);
+    if (saved->batch_size != now->batch_size || saved->accumulate != now->accumulate)
+        return err_set(ERR_STATE, "%s: written with %d samples per rank and batch, accumulating %d; this run has %d "
+                                  "and %d: the position in the epoch (batch %llu) would point elsewhere",
+                       path, saved->batch_size, saved->accumulate, now->batch_size, now->accumulate,
+                       (unsigned long long)saved->batch);
+    if (saved->seed != now->seed)
+        return err_set(ERR_STATE, "%s: written with seed %llu; this run has %llu: the sampler would shuffle the "
+                                  "rest of the epoch differently", path, (unsigned long long)saved->seed,
+                       (unsigned long long)now->seed);
+    if (saved->first_bucket_bytes != now->first_bucket_bytes || saved->bucket_cap_bytes != now->bucket_cap_bytes ||
+        strcmp(saved->compress, now->compress) != 0)
+        return err_set(ERR_STATE, "%s: written with buckets of first %llu bytes, then %llu, compression %s; this run "
+                                  "asks %llu, %llu, %s. The buckets decide which gradients each all-reduce sums "
+                                  "together and in what order, so the resumed run would differ in the last bits: "
+                                  "resume with the same bucket sizes and compression",
+                       path, (unsigned long long)saved->first_bucket_bytes,
+                       (unsigned long long)saved->bucket_cap_bytes, saved->compress,
+                       (unsigned long long)now->first_bucket_bytes, (unsigned long long)now->bucket_cap_bytes,
+                       now->compress);
+    return 0;
+}

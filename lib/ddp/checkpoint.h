@@ -1,0 +1,106 @@
+/* checkpoint: the model's parameters, and the whole training state, as
+ * safetensors files.
+ *
+ * Where it sits: beside the training loop of chapter 6. Two kinds of file:
+ *
+ * - A model file (--init, --save): the model's state_dict, as
+ *   torch.nn.Module.state_dict() names it (fc1.weight, ..., bn1.running_mean,
+ *   bn1.num_batches_tracked), float32 (num_batches_tracked int64), metadata
+ *   {"format": "pt"}. PyTorch loads it with a dozen lines of Python
+ *   (tests/crosscheck/ddp_torch.py has them) and load_state_dict().
+ *
+ * - A checkpoint (--checkpoint=DIR, --resume=DIR): DIR/checkpoint.safetensors
+ *   holds the same tensors, the optimizer's state ("optimizer.fc1.weight.
+ *   momentum_buffer", ...), and in __metadata__ everything an exact resume
+ *   needs: the optimizer steps taken, the epoch, the batches of that epoch
+ *   already consumed (trained on, not merely prefetched), the seed, the world
+ *   size, the per-rank batch, the accumulation, the bucket limits and layout,
+ *   the compression, plus a checksum of all tensor bytes. Rank 0 writes it;
+ *   the other ranks hold the same bits (lib/ddp/replica.h).
+ *
+ * Writing is atomic and durable: a temporary file beside the final one,
+ * fsync, rename over it, fsync of the directory (lib/base/fsutil.h,
+ * FSUTIL_DURABLE). A process killed at any instant, mid-write included,
+ * leaves the previous checkpoint complete and loadable (a temporary
+ * "checkpoint.safetensors.tmp-XXXXXX" may remain beside it; it is never
+ * read).
+ *
+ * Loading checks everything before it changes anything: a file that is not a
+ * safetensors file, not a checkpoint of this program ("foreign"), damaged
+ * (its checksum), or of another model or optimizer is refused with a message
+ * that names the file and what is wrong, and the model and optimizer are left
+ * as they were. checkpoint_check_resume() then compares the run shape:
+ * resuming with another world size, batch, seed or bucket layout would not
+ * continue the same run, and is refused with the reason.
+ *
+ * Read checkpoint_save() and checkpoint_load().
+ */
+#ifndef DDP_CHECKPOINT_H
+#define DDP_CHECKPOINT_H
+
+#include "ddp/model.h"
+#include "ddp/optim.h"
+#include "ddp/safetensors.h"
+
+#include <stddef.h>
+#include <stdint.h>
+
+#define CHECKPOINT_FILE "checkpoint.safetensors"
+#define CHECKPOINT_FORMAT "ddp-datapath checkpoint 1" /* __metadata__ "format" */
+#define CHECKPOINT_TEXT_MAX 4096
+
+/* The run a checkpoint belongs to, and where in it the checkpoint was taken. */
+struct checkpoint_state {
+    uint64_t step;                 /* optimizer steps taken (the optimizer's own count is saved too) */
+    uint64_t epoch;                /* the epoch in progress */
+    uint64_t batch;                /* batches of that epoch consumed: training resumes at this index */
+    uint64_t seed;                 /* sampler, initialisation, augmentation */
+    int world;                     /* ranks */
+    int batch_size;                /* per rank */
+    int accumulate;                /* micro-batches per optimizer step (no_sync) */
+    uint64_t first_bucket_bytes;   /* the reducer's limits ... */
+    uint64_t bucket_cap_bytes;
+    char compress[8];              /* "none", "fp16", "bf16" */
+    char buckets[CHECKPOINT_TEXT_MAX]; /* reducer_layout_describe() */
+};
+
+/* ---- model files --------------------------------------------------------------------- */
+
+/* Writes m's state_dict to `path` (atomically; fsync_flags as fsutil's).
+ * 0 or ERR_IO / ERR_NOMEM naming the file. */
+int checkpoint_save_model(const char *path, const model_t *m, unsigned fsync_flags);
+
+/* Loads a model file into m: every parameter must be there with its exact
+ * shape; buffers are loaded when present; any other tensor makes it foreign.
+ * On error m is unchanged. 0, or ERR_IO / ERR_FORMAT naming the file and the
+ * tensor ("init.safetensors: fc1.weight has shape [128, 784], expected
+ * [256, 784]"; "init.safetensors: unexpected tensor conv1.weight: not a
+ * parameter or buffer of the 784-256-128-10 MLP"). */
+int checkpoint_load_model(const char *path, model_t *m);
+
+/* ---- training checkpoints ------------------------------------------------------------- */
+
+/* Writes DIR/checkpoint.safetensors (creating DIR), durably and atomically.
+ * 0, or ERR_IO naming the directory or file (not writable, disk full). */
+int checkpoint_save(const char *dir, const model_t *m, const optim_t *o, const struct checkpoint_state *s);
+
+/* The checkpoint file of `path`: path itself if it is a file, else
+ * path/checkpoint.safetensors. Returns buf. */
+const char *checkpoint_path(const char *path, char *buf, size_t len);
+
+/* Loads a checkpoint (a directory or the file) into m and o, and its state
+ * into *s. Everything is checked first; on error m and o are unchanged. 0,
+ * or ERR_IO (missing, unreadable), ERR_FORMAT (not safetensors, foreign,
+ * damaged, another model or optimizer: err_msg() names the file and says
+ * which). */
+int checkpoint_load(const char *path, model_t *m, optim_t *o, struct checkpoint_state *s);
+
+/* Compares a loaded checkpoint's run with this run's: world size, per-rank
+ * batch, accumulation, seed, bucket limits and compression must be equal
+ * (the layout itself is restored with reducer_layout_restore). 0, or ERR_STATE
+ * saying what differs and why that breaks an exact resume. `path` names the
+ * checkpoint in the message. */
+int checkpoint_check_resume(const char *path, const struct checkpoint_state *saved,
+                            const struct checkpoint_state *now);
+
+#endif
