@@ -1,0 +1,56 @@
+/* reducer_impl: the reducer's state, shared by reducer.c (buckets, rebuild,
+ * broadcasts, compression) and reducer_ready.c (readiness, launch, wait: the
+ * part lab 6 has learners write). Not a public header: programs use
+ * ddp/reducer.h. */
+#ifndef DDP_REDUCER_IMPL_H
+#define DDP_REDUCER_IMPL_H
+
+#include "ddp/reducer.h"
+
+struct reducer_bucket {
+    int *params;          /* parameter indices, in bucket order */
+    int nparams;
+    size_t offset, count; /* its slice of the gradient buffer, in floats */
+    size_t limit;         /* the size limit it was built under, bytes */
+    int pending;          /* gradients of this bucket not yet ready in this backward */
+    comm_request_t *req;  /* its all-reduce, from launch until finish waited for it */
+    uint16_t *half;       /* compression: the 16-bit copy that is all-reduced */
+    uint64_t seq, ready_ns, launch_ns, done_ns;
+};
+
+struct reducer {
+    struct reducer_config cfg;
+    comm_t *comm;
+    model_t *model;
+    int world;
+    int nparams;
+    struct reducer_bucket *buckets;
+    int nbuckets;
+    int *bucket_of;          /* parameter -> its bucket */
+    unsigned char *marked;   /* parameter -> marked ready in this backward */
+    int next_bucket;         /* the next bucket to launch, in bucket order */
+    int in_backward;         /* between prepare_backward and finish */
+    int sync;                /* 0 inside no_sync */
+    int *ready_order;        /* the first reducing backward's ready order, for the rebuild */
+    int nready;
+    int rebuild_due;         /* ready_order is complete and the buckets were not rebuilt yet */
+    struct reducer_stats stats;
+};
+
+/* Starts bucket b's all-reduce (reducer_ready.c, lab region "launch"). */
+int reducer_bucket_launch(reducer_t *r, int b);
+
+/* Before the all-reduce, with compression: the bucket's gradients rounded to
+ * 16 bits and divided by W, into bk->half (fp16_compress_hook's
+ * buffer.to(float16).div_(world_size)). */
+void reducer_bucket_compress(reducer_t *r, struct reducer_bucket *bk);
+
+/* After the all-reduce: the sum divided by W, or the 16-bit result widened
+ * back into the gradient slice. Call exactly once per completed all-reduce. */
+void reducer_bucket_average(reducer_t *r, struct reducer_bucket *bk);
+
+/* "fc1.bias, fc2.weight" into buf: the parameters whose gradients were not
+ * marked ready in this backward. */
+const char *reducer_unready_names(const reducer_t *r, char *buf, size_t len);
+
+#endif
