@@ -1,0 +1,222 @@
+/* test_torch_cases: the C side of the PyTorch equivalence check
+ * (tests/crosscheck/ddp_torch.sh). Each case trains the model a few steps
+ * from PyTorch's initialisation on fixed batches and writes, as one
+ * safetensors file, the batches and everything torch must reproduce: the
+ * first logits, every step's loss, the first step's gradients, the final
+ * parameters and buffers, and a model file written by checkpoint_save_model
+ * for torch's load_state_dict. The files go to $DDP_TORCH_DIR when it is set
+ * (the cross-check), else to a temporary directory, where this test checks
+ * that a second run writes the same bits and that training lowered the loss.
+ *
+ * torch_file_loads reads a file PyTorch wrote ($DDP_TORCH_DIR/
+ * torch_written.safetensors, or the committed tests/crosscheck/
+ * torch_written.safetensors made by `ddp_torch.py --fixture`) with
+ * checkpoint_load_model and checks each tensor against the sums torch put in
+ * its metadata. */
+#include "check.h"
+#include "base/error.h"
+#include "base/hash.h"
+#include "ddp/checkpoint.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+struct torch_case {
+    const char *name;
+    int hidden[2], nhidden, batchnorm, batch, steps;
+    enum optim_kind kind;
+    double lr, momentum, weight_decay;
+    int nesterov;
+};
+
+static const struct torch_case cases[] = {
+    {"sgd_momentum", {256, 128}, 2, 0, 32, 5, OPTIM_SGD, 0.05, 0.9, 0, 0},
+    {"sgd_decay_nesterov", {256, 128}, 2, 0, 32, 5, OPTIM_SGD, 0.05, 0.9, 1e-3, 1},
+    {"adam", {256, 128}, 2, 0, 32, 5, OPTIM_ADAM, 1e-3, 0, 0, 0},
+    {"batchnorm_sgd", {256, 128}, 2, 1, 32, 5, OPTIM_SGD, 0.05, 0.9, 0, 0},
+    {"batchnorm_adam_decay", {256, 128}, 2, 1, 32, 5, OPTIM_ADAM, 1e-3, 0, 1e-4, 0},
+    {"one_hidden_plain_sgd", {64, 0}, 1, 0, 7, 4, OPTIM_SGD, 0.1, 0, 0, 0},
+};
+#define NCASES (sizeof cases / sizeof cases[0])
+#define CASE_SEED 3
+
+/* the case's batches: bytes and labels from one splitmix64 stream, with a
+ * pattern per class so training has something to learn */
+static void case_data(const struct torch_case *tc, uint8_t *x, int64_t *y)
+{
+    uint64_t st = 77;
+    size_t n = (size_t)tc->steps * (size_t)tc->batch;
+    for (size_t s = 0; s < n; s++) {
+        y[s] = (int64_t)(hash_splitmix64_next(&st) % 10);
+        for (int i = 0; i < 784; i++) {
+            uint64_t r = hash_splitmix64_next(&st);
+            x[s * 784 + (size_t)i] = (uint8_t)((i % 10 == y[s] ? 128 : 0) + (int)(r % 128));
+        }
+    }
+}
+
+struct case_run {
+    model_t *m;
+    float *grad0, *init, *logits0;
+    double loss[8];
+};
+
+static void case_train(const struct torch_case *tc, const uint8_t *x, const int64_t *y, struct case_run *out)
+{
+    struct model_spec s = {.inputs = 784, .classes = 10, .nhidden = tc->nhidden, .batchnorm = tc->batchnorm};
+    memcpy(s.hidden, tc->hidden, sizeof tc->hidden);
+    CHECK_OK(model_create(&s, tc->batch, &out->m));
+    model_t *m = out->m;
+    model_init(m, CASE_SEED);
+    size_t n = model_param_floats(m);
+    out->init = malloc(n * sizeof(float));
+    out->grad0 = malloc(n * sizeof(float));
+    out->logits0 = malloc((size_t)tc->batch * 10 * sizeof(float));
+    memcpy(out->init, model_params(m), n * sizeof(float));
+    struct optim_config c;
+    optim_config_default(&c, tc->kind);
+    c.lr = tc->lr;
+    c.momentum = tc->momentum;
+    c.weight_decay = tc->weight_decay;
+    c.nesterov = tc->nesterov;
+    optim_t *o;
+    CHECK_OK(optim_create(&c, m, &o));
+    for (int step = 0; step < tc->steps; step++) {
+        struct model_loss loss;
+        CHECK_OK(model_input_from_bytes(m, x + (size_t)step * (size_t)tc->batch * 784, tc->batch));
+        CHECK_OK(model_forward(m, tc->batch, MODEL_TRAIN));
+        if (step == 0)
+            for (int b = 0; b < tc->batch; b++)
+                for (int k = 0; k < 10; k++)
+                    out->logits0[b * 10 + k] = model_logit(m, b, k);
+        CHECK_OK(model_loss(m, y + (size_t)step * (size_t)tc->batch, tc->batch, 1.0f, &loss));
+        CHECK_OK(model_backward(m, tc->batch, 0, NULL, NULL));
+        out->loss[step] = loss.loss;
+        if (step == 0)
+            for (int t = 0; t < model_param_tensors(m); t++)
+                memcpy(out->grad0 + model_param(m, t)->offset, model_grad(m, t), model_param(m, t)->numel * 4);
+        optim_step(o, m);
+    }
+    optim_destroy(o);
+}
+
+static void case_free(struct case_run *r)
+{
+    model_destroy(r->m);
+    free(r->grad0);
+    free(r->init);
+    free(r->logits0);
+}
+
+/* Writes case tc's file into dir. */
+static void case_write(const char *dir, const struct torch_case *tc, const uint8_t *x, const int64_t *y,
+                       const struct case_run *r)
+{
+    const model_t *m = r->m;
+    int np = model_param_tensors(m), nb = model_buffer_tensors(m);
+    struct safetensors_entry *e = calloc((size_t)(3 * np + nb + 4), sizeof *e);
+    char (*names)[64] = calloc((size_t)(3 * np + nb + 4), sizeof *names);
+    size_t n = 0;
+    const char *prefix[3] = {"init.", "grad0.", "final."};
+    const float *base[3] = {r->init, r->grad0, model_params_const(m)};
+    for (int k = 0; k < 3; k++)
+        for (int t = 0; t < np; t++) {
+            const struct model_tensor *pt = model_param(m, t);
+            snprintf(names[n], sizeof names[n], "%s%s", prefix[k], pt->name);
+            e[n] = (struct safetensors_entry){.name = names[n], .dtype = SAFETENSORS_F32, .ndim = pt->ndim,
+                                              .shape = {pt->shape[0], pt->shape[1]}, .data = base[k] + pt->offset};
+            n++;
+        }
+    for (int b = 0; b < nb; b++) {
+        const struct model_tensor *bt = model_buffer(m, b);
+        snprintf(names[n], sizeof names[n], "final.%s", bt->name);
+        e[n] = (struct safetensors_entry){.name = names[n], .dtype = SAFETENSORS_F32, .ndim = 1,
+                                          .shape = {bt->shape[0]}, .data = model_buffers_const(m) + bt->offset};
+        n++;
+    }
+    e[n++] = (struct safetensors_entry){.name = "x", .dtype = SAFETENSORS_U8, .ndim = 3,
+                                        .shape = {tc->steps, tc->batch, 784}, .data = x};
+    e[n++] = (struct safetensors_entry){.name = "y", .dtype = SAFETENSORS_I64, .ndim = 2,
+                                        .shape = {tc->steps, tc->batch}, .data = y};
+    e[n++] = (struct safetensors_entry){.name = "logits0", .dtype = SAFETENSORS_F32, .ndim = 2,
+                                        .shape = {tc->batch, 10}, .data = r->logits0};
+    e[n++] = (struct safetensors_entry){.name = "loss", .dtype = SAFETENSORS_F64, .ndim = 1, .shape = {tc->steps},
+                                        .data = r->loss};
+    char hidden[32], lr[32], mom[32], wd[32], seed[8];
+    snprintf(hidden, sizeof hidden, tc->nhidden == 2 ? "%d,%d" : "%d", tc->hidden[0], tc->hidden[1]);
+    snprintf(lr, sizeof lr, "%.17g", tc->lr);
+    snprintf(mom, sizeof mom, "%.17g", tc->momentum);
+    snprintf(wd, sizeof wd, "%.17g", tc->weight_decay);
+    snprintf(seed, sizeof seed, "%d", CASE_SEED);
+    struct safetensors_meta meta[] = {
+        {"hidden", hidden}, {"batchnorm", tc->batchnorm ? "1" : "0"}, {"optimizer", optim_kind_name(tc->kind)},
+        {"lr", lr}, {"momentum", mom}, {"weight_decay", wd}, {"nesterov", tc->nesterov ? "1" : "0"}, {"seed", seed},
+    };
+    char path[1024];
+    snprintf(path, sizeof path, "%s/case_%s.safetensors", dir, tc->name);
+    CHECK_OK(safetensors_write(path, e, n, meta, sizeof meta / sizeof meta[0], 0));
+    snprintf(path, sizeof path, "%s/model_%s.safetensors", dir, tc->name); /* what --save writes */
+    CHECK_OK(checkpoint_save_model(path, m, 0));
+    free(e);
+    free(names);
+}
+
+TEST(torch_cases_written)
+{
+    const char *dir = getenv("DDP_TORCH_DIR") ? getenv("DDP_TORCH_DIR") : check_tmpdir();
+    for (size_t c = 0; c < NCASES; c++) {
+        const struct torch_case *tc = &cases[c];
+        size_t n = (size_t)tc->steps * (size_t)tc->batch;
+        uint8_t *x = malloc(n * 784);
+        int64_t *y = malloc(n * sizeof *y);
+        case_data(tc, x, y);
+        struct case_run a = {0}, b = {0};
+        case_train(tc, x, y, &a);
+        case_write(dir, tc, x, y, &a);
+        /* the run repeats bit for bit, and it learns */
+        case_train(tc, x, y, &b);
+        CHECK_MSG(memcmp(model_params(a.m), model_params(b.m), model_param_floats(a.m) * 4) == 0,
+                  "%s: a second run ends with other parameters", tc->name);
+        CHECK_MSG(a.loss[tc->steps - 1] < a.loss[0], "%s: the loss went from %g to %g", tc->name, a.loss[0],
+                  a.loss[tc->steps - 1]);
+        case_free(&a);
+        case_free(&b);
+        free(x);
+        free(y);
+    }
+}
+
+TEST(torch_file_loads)
+{
+    char path[1024];
+    const char *dir = getenv("DDP_TORCH_DIR");
+    snprintf(path, sizeof path, "%s/torch_written.safetensors", dir ? dir : "tests/crosscheck");
+    safetensors_t *st;
+    CHECK_OK(safetensors_open(path, &st));
+    struct model_spec s = {.inputs = 20, .classes = 4, .hidden = {9, 6}, .nhidden = 2, .batchnorm = 1};
+    char want[64];
+    CHECK_STR(safetensors_meta(st, "model"), model_spec_describe(&s, want, sizeof want));
+    model_t *m;
+    CHECK_OK(model_create(&s, 4, &m));
+    CHECK_OK(checkpoint_load_model(path, m));
+    for (int k = 0; k < model_param_tensors(m) + model_buffer_tensors(m); k++) {
+        int param = k < model_param_tensors(m);
+        const struct model_tensor *t = param ? model_param(m, k) : model_buffer(m, k - model_param_tensors(m));
+        const float *v = (param ? model_params(m) : model_buffers(m)) + t->offset;
+        char key[64];
+        snprintf(key, sizeof key, "sum.%s", t->name);
+        const char *text = safetensors_meta(st, key);
+        CHECK_MSG(text, "%s: no %s in the metadata", path, key);
+        double sum = 0, mag = 0, expect = strtod(text, NULL);
+        for (size_t i = 0; i < t->numel; i++) {
+            sum += v[i];
+            mag += fabs(v[i]);
+        }
+        CHECK_MSG(fabs(sum - expect) <= 1e-12 * (mag + 1), "%s: %s sums to %.17g here, %.17g in torch", path, t->name,
+                  sum, expect);
+    }
+    CHECK_EQ(model_batches_tracked(m), strtoll(safetensors_meta(st, "num_batches_tracked"), NULL, 10));
+    safetensors_close(st);
+    model_destroy(m);
+}
