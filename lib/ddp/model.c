@@ -147,6 +147,13 @@ static float *model_alloc(size_t floats)
     return p;
 }
 
+/* One BLAS thread for the whole process, set once: every rank thread runs its
+ * own products, and openblas_set_num_threads is not safe to call from several
+ * threads at once. */
+static pthread_once_t model_blas_once = PTHREAD_ONCE_INIT;
+
+static void model_blas_one_thread(void) { openblas_set_num_threads(1); }
+
 int model_create(const struct model_spec *spec, int max_batch, model_t **out)
 {
     *out = NULL;
@@ -202,7 +209,7 @@ int model_create(const struct model_spec *spec, int max_batch, model_t **out)
         model_destroy(m);
         return err_set(ERR_NOMEM, "model: out of memory for a batch of %d", max_batch);
     }
-    openblas_set_num_threads(1);
+    pthread_once(&model_blas_once, model_blas_one_thread);
     *out = m;
     return 0;
 }
