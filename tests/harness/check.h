@@ -32,6 +32,10 @@ void check_skip(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
  * runner), for tests that write files. */
 const char *check_tmpdir(void);
 
+/* check_tmpdir()/name, in one of 8 static buffers used in turn: valid until
+ * the 8th call after it. */
+const char *check_tmp_path(const char *name);
+
 #define TEST(name)                                                                  \
     static void name(void);                                                         \
     __attribute__((constructor)) static void name##_register(void)                  \

@@ -5,6 +5,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <poll.h>
 #include <stdarg.h>
 #include <signal.h>
@@ -163,6 +164,15 @@ const char *check_tmpdir(void)
         }
     }
     return isolate_dir;
+}
+
+const char *check_tmp_path(const char *name)
+{
+    static char paths[8][PATH_MAX];
+    static int next;
+    next = (next + 1) % 8;
+    snprintf(paths[next], sizeof paths[next], "%s/%s", check_tmpdir(), name);
+    return paths[next];
 }
 
 void isolate_tmpdir_remove(void)

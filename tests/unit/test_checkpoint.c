@@ -19,15 +19,6 @@
 #include <time.h>
 #include <unistd.h>
 
-static const char *tmp_path(const char *name)
-{
-    static char buf[4][512];
-    static int k;
-    k = (k + 1) % 4;
-    snprintf(buf[k], sizeof buf[k], "%s/%s", check_tmpdir(), name);
-    return buf[k];
-}
-
 static model_t *make_model(int bn, int hidden)
 {
     struct model_spec s = {.inputs = 20, .classes = 4, .hidden = {hidden, 6}, .nhidden = 2, .batchnorm = bn};
@@ -78,7 +69,7 @@ TEST(checkpoint_round_trip_is_bit_exact)
         CHECK_OK(optim_create(&c, b, &ob));
         train(a, oa, 3);
         struct checkpoint_state s = run_state(), got;
-        const char *dir = tmp_path(k ? "ck-adam" : "ck-sgd");
+        const char *dir = check_tmp_path(k ? "ck-adam" : "ck-sgd");
         CHECK_OK(checkpoint_save(dir, a, oa, &s));
         CHECK_OK(checkpoint_load(dir, b, ob, &got));
         CHECK(memcmp(model_params(a), model_params(b), model_param_floats(a) * 4) == 0);
@@ -118,7 +109,7 @@ TEST(checkpoint_model_files)
     optim_t *o;
     CHECK_OK(optim_create(&c, a, &o));
     train(a, o, 2);
-    const char *path = tmp_path("model.safetensors");
+    const char *path = check_tmp_path("model.safetensors");
     CHECK_OK(checkpoint_save_model(path, a, 0));
     CHECK_OK(checkpoint_load_model(path, b));
     CHECK(memcmp(model_params(a), model_params(b), model_param_floats(a) * 4) == 0);
@@ -132,9 +123,9 @@ TEST(checkpoint_model_files)
     CHECK_ERR(checkpoint_load_model(path, plain), ERR_FORMAT, "unexpected tensor bn1.");
     /* a checkpoint is not a model file: its optimizer state is foreign there */
     struct checkpoint_state s = run_state();
-    CHECK_OK(checkpoint_save(tmp_path("ckm"), a, o, &s));
+    CHECK_OK(checkpoint_save(check_tmp_path("ckm"), a, o, &s));
     char file[600];
-    CHECK_ERR(checkpoint_load_model(checkpoint_path(tmp_path("ckm"), file, sizeof file), b), ERR_FORMAT,
+    CHECK_ERR(checkpoint_load_model(checkpoint_path(check_tmp_path("ckm"), file, sizeof file), b), ERR_FORMAT,
               "unexpected tensor optimizer.");
     optim_destroy(o);
     model_destroy(a);
@@ -155,18 +146,18 @@ TEST(checkpoint_refuses_foreign_damaged_and_mismatched_files)
     struct checkpoint_state s = run_state(), got;
     float keep = model_params(b)[3];
     /* missing */
-    CHECK_ERR(checkpoint_load(tmp_path("nowhere"), b, ob, &got), ERR_IO, "nowhere");
+    CHECK_ERR(checkpoint_load(check_tmp_path("nowhere"), b, ob, &got), ERR_IO, "nowhere");
     /* not safetensors at all */
-    FILE *f = fopen(tmp_path("junk"), "wb");
+    FILE *f = fopen(check_tmp_path("junk"), "wb");
     fputs("this is not a checkpoint", f);
     fclose(f);
-    CHECK_ERR(checkpoint_load(tmp_path("junk"), b, ob, &got), ERR_FORMAT, "junk");
+    CHECK_ERR(checkpoint_load(check_tmp_path("junk"), b, ob, &got), ERR_FORMAT, "junk");
     /* a model file: safetensors, but foreign */
-    CHECK_OK(checkpoint_save_model(tmp_path("plain.safetensors"), a, 0));
-    CHECK_ERR(checkpoint_load(tmp_path("plain.safetensors"), b, ob, &got), ERR_FORMAT,
+    CHECK_OK(checkpoint_save_model(check_tmp_path("plain.safetensors"), a, 0));
+    CHECK_ERR(checkpoint_load(check_tmp_path("plain.safetensors"), b, ob, &got), ERR_FORMAT,
               "not a checkpoint of this program");
     /* damaged: one flipped bit in the data */
-    const char *dir = tmp_path("ck");
+    const char *dir = check_tmp_path("ck");
     CHECK_OK(checkpoint_save(dir, a, oa, &s));
     char file[600];
     checkpoint_path(dir, file, sizeof file);
@@ -267,7 +258,7 @@ TEST(checkpoint_survives_sigkill_during_save)
     optim_config_default(&c, OPTIM_SGD);
     optim_t *o;
     CHECK_OK(optim_create(&c, m, &o));
-    const char *dir = tmp_path("kill");
+    const char *dir = check_tmp_path("kill");
     struct checkpoint_state s = run_state(), got;
     stamp(m, o, 0);
     CHECK_OK(checkpoint_save(dir, m, o, &s));

@@ -16,19 +16,10 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-static const char *tmp_path(const char *name)
-{
-    static char buf[4][512];
-    static int k;
-    k = (k + 1) % 4;
-    snprintf(buf[k], sizeof buf[k], "%s/%s", check_tmpdir(), name);
-    return buf[k];
-}
-
 /* A raw file: 8-byte size (header length unless `size` is given), header, data. */
 static const char *raw_file(const char *name, const char *header, const uint64_t *size, const void *data, size_t n)
 {
-    const char *path = tmp_path(name);
+    const char *path = check_tmp_path(name);
     FILE *f = fopen(path, "wb");
     CHECK(f);
     uint64_t len = size ? *size : strlen(header);
@@ -56,7 +47,7 @@ TEST(safetensors_round_trip)
         {.name = "empty", .dtype = SAFETENSORS_F32, .ndim = 2, .shape = {0, 5}, .data = NULL},
     };
     struct safetensors_meta meta[] = {{"format", "pt"}, {"step", "17"}};
-    const char *path = tmp_path("rt.safetensors");
+    const char *path = check_tmp_path("rt.safetensors");
     CHECK_OK(safetensors_write(path, e, 5, meta, 2, FSUTIL_DURABLE));
     safetensors_t *st;
     CHECK_OK(safetensors_open(path, &st));
@@ -99,12 +90,12 @@ TEST(safetensors_write_refuses_bad_entries_and_leaves_nothing)
     float x = 1;
     struct safetensors_entry dup[] = {{.name = "a", .dtype = SAFETENSORS_F32, .ndim = 1, .shape = {1}, .data = &x},
                                       {.name = "a", .dtype = SAFETENSORS_F32, .ndim = 1, .shape = {1}, .data = &x}};
-    CHECK_ERR(safetensors_write(tmp_path("dup.safetensors"), dup, 2, NULL, 0, 0), ERR_ARG, "two tensors are called a");
+    CHECK_ERR(safetensors_write(check_tmp_path("dup.safetensors"), dup, 2, NULL, 0, 0), ERR_ARG, "two tensors are called a");
     struct safetensors_entry meta_name = {.name = "__metadata__", .dtype = SAFETENSORS_F32, .ndim = 0, .data = &x};
-    CHECK_ERR(safetensors_write(tmp_path("m.safetensors"), &meta_name, 1, NULL, 0, 0), ERR_ARG, "__metadata__");
+    CHECK_ERR(safetensors_write(check_tmp_path("m.safetensors"), &meta_name, 1, NULL, 0, 0), ERR_ARG, "__metadata__");
     struct safetensors_entry neg = {.name = "n", .dtype = SAFETENSORS_F32, .ndim = 1, .shape = {-4}, .data = &x};
-    CHECK_ERR(safetensors_write(tmp_path("n.safetensors"), &neg, 1, NULL, 0, 0), ERR_ARG, "negative or overflowing");
-    CHECK(access(tmp_path("dup.safetensors"), F_OK) != 0);
+    CHECK_ERR(safetensors_write(check_tmp_path("n.safetensors"), &neg, 1, NULL, 0, 0), ERR_ARG, "negative or overflowing");
+    CHECK(access(check_tmp_path("dup.safetensors"), F_OK) != 0);
     /* an unwritable directory: the error names the file, and nothing is created */
     struct safetensors_entry one = {.name = "a", .dtype = SAFETENSORS_F32, .ndim = 1, .shape = {1}, .data = &x};
     CHECK_ERR(safetensors_write("/nonexistent-dir/x.safetensors", &one, 1, NULL, 0, 0), ERR_IO,
@@ -126,10 +117,10 @@ TEST(safetensors_refuses_hostile_headers)
     float d[4] = {0};
     uint64_t huge = UINT64_MAX - 3, big = 200u << 20, past = 1000;
     expect_refused(raw_file("short", "", NULL, NULL, 0), "does not start with"); /* only the 8-byte size, of 0 */
-    FILE *f = fopen(tmp_path("tiny"), "wb");
+    FILE *f = fopen(check_tmp_path("tiny"), "wb");
     fwrite("abc", 1, 3, f);
     fclose(f);
-    expect_refused(tmp_path("tiny"), "3 bytes, too short");
+    expect_refused(check_tmp_path("tiny"), "3 bytes, too short");
     expect_refused(raw_file("huge", "{}", &huge, NULL, 0), "header size is 18446744073709551612 bytes, but only 2");
     expect_refused(raw_file("past", "{}", &past, NULL, 0), "but only 2 bytes follow");
     char *pad = malloc((200u << 20) + 1);
@@ -174,7 +165,7 @@ TEST(safetensors_refuses_hostile_headers)
     expect_refused(raw_file("trailing", "{\"a\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[0,4]}}", NULL, d, 12),
                    "8 bytes after the last tensor belong to no tensor");
     safetensors_t *st;
-    CHECK_ERR(safetensors_open(tmp_path("does-not-exist"), &st), ERR_IO, "cannot open");
+    CHECK_ERR(safetensors_open(check_tmp_path("does-not-exist"), &st), ERR_IO, "cannot open");
     CHECK_ERR(safetensors_open(check_tmpdir(), &st), ERR_IO, "not a regular file");
 }
 
@@ -184,7 +175,7 @@ TEST(safetensors_truncated_file_is_refused)
     for (int i = 0; i < 256; i++)
         w[i] = (float)i;
     struct safetensors_entry e = {.name = "w", .dtype = SAFETENSORS_F32, .ndim = 1, .shape = {256}, .data = w};
-    const char *path = tmp_path("trunc.safetensors");
+    const char *path = check_tmp_path("trunc.safetensors");
     CHECK_OK(safetensors_write(path, &e, 1, NULL, 0, 0));
     struct stat sb;
     CHECK(stat(path, &sb) == 0);
