@@ -260,6 +260,7 @@ TEST(checkpoint_survives_sigkill_during_save)
     CHECK_OK(optim_create(&c, m, &o));
     const char *dir = check_tmp_path("kill");
     struct checkpoint_state s = run_state(), got;
+    s.step = 0;
     stamp(m, o, 0);
     CHECK_OK(checkpoint_save(dir, m, o, &s));
     /* how long one durable save takes here, to spread the kills over it */
