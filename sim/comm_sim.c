@@ -286,7 +286,7 @@ static int sim_delay(struct sim_world *w, int rank, const struct fault *f, const
     snprintf(me->note, sizeof me->note, "sleeping in an injected delay of %llu ms before collective #%llu (%s)",
              (unsigned long long)f->ms, (unsigned long long)d->seq, fault_describe(f, what, sizeof what));
     me->state = SIM_DELAYED;
-    struct timespec ts = channel_deadline(clock_now_ns() + f->ms * 1000000u);
+    struct timespec ts = channel_deadline(clock_deadline_ns(fault_delay_ns(f)));
     while (!atomic_load(&w->broken) && pthread_cond_timedwait(&w->cond, &w->lock, &ts) != ETIMEDOUT) {
     }
     me->state = SIM_RUNNING;
@@ -428,7 +428,7 @@ static int sim_execute(struct sim_comm *sc, const struct comm_coll_desc *d)
             return rc;
     }
 
-    uint64_t deadline = clock_now_ns() + (uint64_t)(c->timeout_s * 1e9);
+    uint64_t deadline = clock_deadline_s(c->timeout_s);
     comm_fingerprint_of(d, &w->ranks[rank].fp);
     int rc = sim_rendezvous(w, rank, d, deadline, c->timeout_s, "start", sim_check_fingerprints);
     if (rc < 0)

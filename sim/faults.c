@@ -95,6 +95,11 @@ struct fault *faults_take(struct fault *faults, int count, enum fault_kind kind,
     return NULL;
 }
 
+uint64_t fault_delay_ns(const struct fault *f)
+{
+    return f->ms > UINT64_MAX / 1000000u ? UINT64_MAX : f->ms * 1000000u;
+}
+
 const char *fault_describe(const struct fault *f, char *buf, size_t len)
 {
     if (f->kind == FAULT_DELAY)

@@ -45,6 +45,11 @@ int faults_parse(const char *spec, int world, struct fault **out, int *count);
  * fired; NULL when none. */
 struct fault *faults_take(struct fault *faults, int count, enum fault_kind kind, int rank, uint64_t seq);
 
+/* A delay fault's length in nanoseconds, saturating at UINT64_MAX: a delay
+ * of 2^64-1 ms means "sleep until the watchdog wakes you", never a short or
+ * no sleep after the multiplication wrapped. */
+uint64_t fault_delay_ns(const struct fault *f);
+
 /* "kill:2@3" into buf; returns buf. */
 const char *fault_describe(const struct fault *f, char *buf, size_t len);
 

@@ -2,6 +2,7 @@
 #include "base/clock.h"
 
 #include <errno.h>
+#include <math.h>
 #include <time.h>
 
 uint64_t clock_now_ns(void)
@@ -12,6 +13,20 @@ uint64_t clock_now_ns(void)
 }
 
 double clock_now_s(void) { return (double)clock_now_ns() * 1e-9; }
+
+uint64_t clock_deadline_ns(uint64_t ns)
+{
+    uint64_t now = clock_now_ns();
+    return ns > UINT64_MAX - now ? UINT64_MAX : now + ns;
+}
+
+uint64_t clock_deadline_s(double seconds)
+{
+    if (!(seconds > 0)) /* NaN too */
+        return clock_now_ns();
+    double ns = ceil(seconds * 1e9); /* never shorter than asked: 1e-300 s is 1 ns, not 0 */
+    return ns >= 18446744073709551616.0 ? UINT64_MAX : clock_deadline_ns((uint64_t)ns);
+}
 
 uint64_t clock_thread_cpu_ns(void)
 {
@@ -29,7 +44,7 @@ void clock_sleep_ns(uint64_t ns)
 
 void clock_spin_ns(uint64_t ns)
 {
-    uint64_t end = clock_now_ns() + ns;
+    uint64_t end = clock_deadline_ns(ns);
     while (clock_now_ns() < end) {
     }
 }

@@ -12,6 +12,17 @@ uint64_t clock_now_ns(void);
 /* The same in seconds, as a double, for rates and tables. */
 double clock_now_s(void);
 
+/* The clock_now_ns() time `ns` nanoseconds from now. Saturates at
+ * UINT64_MAX instead of wrapping: a wait of 2^64-1 ns is "forever", never
+ * "already over". Every deadline of the project is made here or below. */
+uint64_t clock_deadline_ns(uint64_t ns);
+
+/* The clock_now_ns() time `seconds` from now, as above: 0, negative or NaN
+ * seconds give now; more seconds than uint64_t nanoseconds can hold give
+ * UINT64_MAX. (A plain (uint64_t)(seconds * 1e9) is undefined behaviour
+ * past 2^64 and rounds tiny timeouts to 0.) */
+uint64_t clock_deadline_s(double seconds);
+
 /* CPU time this thread has used, in nanoseconds (CLOCK_THREAD_CPUTIME_ID). A
  * rate per CPU-second of one thread is what a benchmark on a shared machine
  * can trust: the wall clock also counts the time other jobs held the core. */

@@ -76,11 +76,14 @@ int comm_open(const struct comm_config *cfg, comm_t **out)
         return rc;
     if (cfg->timeout_s == COMM_NO_TIMEOUT) {
         if (!ops->untimed)
-            return err_set(ERR_UNSUPPORTED, "comm: backend %s always has a watchdog: give a timeout (0 < timeout "
-                           "<= %g s)", ops->name, COMM_MAX_TIMEOUT_S);
-    } else if (!(cfg->timeout_s >= 0 && cfg->timeout_s <= COMM_MAX_TIMEOUT_S)) { /* NaN fails this too */
-        return err_set(ERR_ARG, "comm: timeout must be 0 < timeout <= %g s (or 0 for the default), got %g s",
-                       COMM_MAX_TIMEOUT_S, cfg->timeout_s);
+            return err_set(ERR_UNSUPPORTED, "comm: backend %s always has a watchdog: give a timeout (%g .. %g s)",
+                           ops->name, COMM_MIN_TIMEOUT_S, COMM_MAX_TIMEOUT_S);
+    } else if (cfg->timeout_s != 0 && /* 0: the default */
+               !(cfg->timeout_s >= COMM_MIN_TIMEOUT_S && cfg->timeout_s <= COMM_MAX_TIMEOUT_S)) { /* NaN too */
+        return err_set(ERR_ARG, "comm: timeout must be %g .. %g s (or 0 for the default), got %g s%s",
+                       COMM_MIN_TIMEOUT_S, COMM_MAX_TIMEOUT_S, cfg->timeout_s,
+                       cfg->timeout_s > 0 && cfg->timeout_s < COMM_MIN_TIMEOUT_S
+                           ? ": a shorter watchdog fires on ranks that are only waiting for a core" : "");
     }
     if ((unsigned)cfg->algo >= COMM_ALGO_COUNT || (unsigned)cfg->check > COMM_CHECK_RESULTS)
         return err_set(ERR_ARG, "comm: invalid algorithm or check mode");

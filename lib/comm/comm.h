@@ -126,6 +126,14 @@ enum comm_launch { COMM_LAUNCH_AUTO, COMM_LAUNCH_THREADS, COMM_LAUNCH_MPI, COMM_
  * (now + timeout x 1e9) stays far inside uint64_t. */
 #define COMM_MAX_TIMEOUT_S 1e6
 
+/* The shortest: 10 ms. A watchdog shorter than the time a runnable thread
+ * can wait for a core fires on ranks that are only being scheduled, and
+ * blames a healthy rank: Linux's CFS scheduler aims to run every runnable
+ * thread once per 6 ms x (1 + log2 CPUs) (sysctl_sched_latency,
+ * kernel/sched/fair.c). Tiny values such as 1e-300 s used to round to a
+ * deadline of "now". */
+#define COMM_MIN_TIMEOUT_S 0.01
+
 /* comm_config.timeout_s for "no watchdog": a collective waits as long as it
  * takes. Only the mpi backend accepts it (its blocking collectives then call
  * MPI's blocking functions, MPI_Allreduce and the rest, as a plain MPI
@@ -140,7 +148,7 @@ struct comm_config {
     int rank;                /* THREADS: this thread's rank, 0 .. world-1;
                               * MPI / ENV: -1 (from the launcher), or expected */
     comm_world_t *shared;    /* THREADS: the object every rank thread attaches to */
-    double timeout_s;        /* per collective, 0 < timeout <= COMM_MAX_TIMEOUT_S;
+    double timeout_s;        /* per collective, COMM_MIN_TIMEOUT_S .. COMM_MAX_TIMEOUT_S;
                               * 0 = COMM_DEFAULT_TIMEOUT_S; COMM_NO_TIMEOUT = none (mpi) */
     enum comm_algo algo;
     enum comm_check check;

@@ -332,6 +332,21 @@ TEST(watchdog_names_a_straggler)
     CHECK_CONTAINS(msg, "last completed collective #2");
 }
 
+/* Delays that do not fit in 64-bit nanoseconds must saturate to "forever"
+ * (the watchdog then wakes the sleeper), not wrap to a deadline in the past
+ * (2^64-1 ms: now + 2^64 - 10^6 ns) or to a short nap (18446744073710 ms x
+ * 10^6 is 2^64 + 448384 ns) that lets the run pass as if no fault fired. */
+TEST(watchdog_names_a_straggler_whose_delay_overflows)
+{
+    static const char *const specs[] = {"delay:1@2:18446744073709551615", "delay:1@2:18446744073710"};
+    for (int i = 0; i < 2; i++) {
+        char msg[2048];
+        CHECK_MSG(fault_run(specs[i], COMM_CHECK_NONE, msg, sizeof msg) < 0, "--fault=%s: the run passed", specs[i]);
+        CHECK_CONTAINS(msg, "collective #2 (allreduce sum, 1000 x float32) timed out");
+        CHECK_CONTAINS(msg, "rank 1: sleeping in an injected delay of 184467440737");
+    }
+}
+
 TEST(watchdog_names_the_rank_that_skipped_a_collective)
 {
     char msg[2048];
@@ -398,11 +413,17 @@ TEST(bad_arguments_and_configs)
     cfg.shared = NULL;
     CHECK_ERR(comm_open(&cfg, &c), ERR_ARG, "needs the shared world");
     /* a timeout past the cap would overflow the nanosecond deadline and time
-     * out at once; the sim has no wait without a watchdog */
+     * out at once; one below the floor would blame ranks that are only being
+     * scheduled (1e-300 s used to round to a deadline of "now"); the sim has
+     * no wait without a watchdog */
     cfg.shared = w;
     cfg.rank = 1;
     cfg.timeout_s = 1e300;
-    CHECK_ERR(comm_open(&cfg, &c), ERR_ARG, "timeout must be 0 < timeout <= 1e+06 s");
+    CHECK_ERR(comm_open(&cfg, &c), ERR_ARG, "timeout must be 0.01 .. 1e+06 s");
+    cfg.timeout_s = 1e-300;
+    CHECK_ERR(comm_open(&cfg, &c), ERR_ARG, "a shorter watchdog fires on ranks that are only waiting for a core");
+    cfg.timeout_s = 0.009;
+    CHECK_ERR(comm_open(&cfg, &c), ERR_ARG, "got 0.009 s");
     cfg.timeout_s = NAN;
     CHECK_ERR(comm_open(&cfg, &c), ERR_ARG, "timeout must be");
     cfg.timeout_s = -2;

@@ -1,12 +1,15 @@
-/* test_foundation: the house's own pieces: errors, flag parsing, the synthetic
- * dataset's determinism and bounds, rank threads carrying the first failure. */
+/* test_foundation: the house's own pieces: errors, flag parsing, deadlines
+ * that never wrap, the synthetic dataset's determinism and bounds, rank
+ * threads carrying the first failure. */
 #include "check.h"
 #include "base/cli.h"
+#include "base/clock.h"
 #include "dataset/dataset.h"
 #include "base/error.h"
 #include "sim/ranks.h"
 
 #include <getopt.h>
+#include <math.h>
 #include <stdlib.h>
 
 TEST(error_wrap_keeps_the_cause)
@@ -60,6 +63,21 @@ TEST(cli_ranges_choices_lists_say_what_they_accept)
     CHECK_ERR(cli_getopt_error(':', "--world", opts), ERR_ARG, "option '--world' needs a value (--world=VALUE)");
     CHECK_ERR(cli_getopt_error('?', "--check=1", opts), ERR_ARG, "option '--check' takes no value");
     CHECK_ERR(cli_getopt_error('?', "--frob", opts), ERR_ARG, "unrecognized option '--frob'");
+}
+
+/* A deadline past what uint64_t nanoseconds hold is "never", not a wrapped
+ * "already over". */
+TEST(deadlines_saturate_instead_of_wrapping)
+{
+    CHECK_EQ_U64(clock_deadline_ns(UINT64_MAX), UINT64_MAX);
+    CHECK_EQ_U64(clock_deadline_ns(UINT64_MAX - 5), UINT64_MAX);
+    CHECK_EQ_U64(clock_deadline_s(1e300), UINT64_MAX);
+    CHECK_EQ_U64(clock_deadline_s(18446744073.709553), UINT64_MAX); /* 2^64 ns, and a little more */
+    uint64_t before = clock_now_ns();
+    uint64_t one_s = clock_deadline_s(1.0);
+    CHECK(one_s >= before + 1000000000u && one_s < before + 2000000000u);
+    CHECK(clock_deadline_s(NAN) <= clock_now_ns());
+    CHECK(clock_deadline_s(-5) <= clock_now_ns());
 }
 
 TEST(synthetic_is_deterministic_and_bounded)

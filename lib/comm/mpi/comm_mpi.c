@@ -172,7 +172,7 @@ static int mpi_poll(MPI_Request *req, uint64_t deadline_ns, int *timed_out)
 /* 0 s: no watchdog (COMM_NO_TIMEOUT), so no deadline */
 static uint64_t mpi_deadline(double timeout_s)
 {
-    return timeout_s > 0 ? clock_now_ns() + (uint64_t)(timeout_s * 1e9) : UINT64_MAX;
+    return timeout_s > 0 ? clock_deadline_s(timeout_s) : UINT64_MAX;
 }
 
 int comm_mpi_bcast_bytes(void *buf, size_t bytes, int root, double timeout_s)

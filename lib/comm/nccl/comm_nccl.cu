@@ -97,8 +97,6 @@ static int nccl_device_count(int *n)
 
 /* ---- waiting with a deadline ----------------------------------------------------- */
 
-static uint64_t nccl_deadline(double timeout_s) { return clock_now_ns() + (uint64_t)(timeout_s * 1e9); }
-
 /* Turns an ncclInProgress answer into the final one, polling
  * ncclCommGetAsyncError until deadline_ns. Sets *timed_out when the call was
  * still in progress then. */
@@ -133,7 +131,7 @@ static void nccl_abort(struct nccl_comm *nc)
 static int nccl_poll(comm_t *c, cudaEvent_t done, const struct comm_coll_desc *d, const char *phase)
 {
     struct nccl_comm *nc = (struct nccl_comm *)c->impl;
-    uint64_t deadline = nccl_deadline(c->timeout_s);
+    uint64_t deadline = clock_deadline_s(c->timeout_s);
     char desc[128];
     for (;;) {
         cudaError_t e = cudaEventQuery(done);
@@ -345,7 +343,7 @@ static int nccl_open(comm_t *c, const struct comm_config *cfg)
         int timed_out = 0;
         ncclResult_t r = ncclCommInitRankConfig(&nc->comm, p.world, p.id, p.rank, &config);
         if (nc->comm)
-            r = nccl_settle(nc->comm, r, nccl_deadline(c->timeout_s), &timed_out);
+            r = nccl_settle(nc->comm, r, clock_deadline_s(c->timeout_s), &timed_out);
         if (r != ncclSuccess) {
             rc = timed_out ? err_set(ERR_TIMEOUT, "nccl: rank %d (GPU %d): ncclCommInitRankConfig did not complete "
                                      "within %g s: not every one of the %d ranks joined", p.rank, p.device,
@@ -376,7 +374,7 @@ static void nccl_close(comm_t *c)
     if (!nc->aborted) {
         /* ncclCommFinalize flushes work and may need the peers: bounded too */
         int timed_out;
-        ncclResult_t r = nccl_settle(nc->comm, ncclCommFinalize(nc->comm), nccl_deadline(c->timeout_s), &timed_out);
+        ncclResult_t r = nccl_settle(nc->comm, ncclCommFinalize(nc->comm), clock_deadline_s(c->timeout_s), &timed_out);
         if (r == ncclSuccess)
             ncclCommDestroy(nc->comm);
         else
@@ -430,7 +428,7 @@ static int nccl_check_call(comm_t *c, ncclResult_t r, const char *call, const st
     struct nccl_comm *nc = (struct nccl_comm *)c->impl;
     int timed_out;
     char desc[128];
-    r = nccl_settle(nc->comm, r, nccl_deadline(c->timeout_s), &timed_out);
+    r = nccl_settle(nc->comm, r, clock_deadline_s(c->timeout_s), &timed_out);
     if (r == ncclSuccess)
         return 0;
     int rc = timed_out ? err_set(ERR_TIMEOUT, "nccl: rank %d (GPU %d): %s: %s still in progress after %g s; the "
