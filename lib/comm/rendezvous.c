@@ -6,6 +6,7 @@
 
 #include "base/clock.h"
 #include "base/error.h"
+#include "comm/comm.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -119,7 +120,7 @@ static int rdv_wait(int fd, short events, uint64_t deadline_ns)
         uint64_t now = clock_now_ns();
         if (now >= deadline_ns)
             return 0;
-        uint64_t left_ms = (deadline_ns - now + 999999) / 1000000;
+        uint64_t left = deadline_ns - now, left_ms = left / 1000000 + (left % 1000000 != 0);
         struct pollfd p = {.fd = fd, .events = events};
         int n = poll(&p, 1, left_ms > INT_MAX ? INT_MAX : (int)left_ms);
         if (n > 0)
@@ -157,7 +158,16 @@ static int rdv_move(int fd, void *buf, size_t n, int dir, uint64_t deadline_ns)
     return 0;
 }
 
-static uint64_t rdv_deadline(double timeout_s) { return clock_now_ns() + (uint64_t)(timeout_s * 1e9); }
+/* The rendezvous waits as the communicators do: COMM_MIN_TIMEOUT_S ..
+ * COMM_MAX_TIMEOUT_S (comm.h says why), so a tiny timeout cannot blame a
+ * rank that was only being started. */
+static int rdv_check_timeout(double timeout_s)
+{
+    if (!(timeout_s >= COMM_MIN_TIMEOUT_S && timeout_s <= COMM_MAX_TIMEOUT_S)) /* NaN too */
+        return err_set(ERR_ARG, "rendezvous: timeout must be %g .. %g s, got %g s", COMM_MIN_TIMEOUT_S,
+                       COMM_MAX_TIMEOUT_S, timeout_s);
+    return 0;
+}
 
 static int rdv_resolve(const char *addr, int port, int passive, struct addrinfo **out)
 {
@@ -250,75 +260,234 @@ static void rdv_missing(const unsigned char *came, int world, char *buf, size_t 
     }
 }
 
-/* Reads one rank's hello from fd and answers it. Returns the rank served,
- * RDV_STRAY for a connection that is not one of ours (ignored), or a
- * negative ERR_* when a rank of this job is misconfigured. */
-#define RDV_STRAY INT_MAX
-static int rdv_answer(int fd, int world, const unsigned char *came, const void *blob, size_t bytes,
-                      uint64_t deadline_ns)
+/* Rank 0 serves every connection at once: a connection that says nothing
+ * (a port scanner, a health check, a rank of another job stuck half-way)
+ * must not delay the ranks behind it. Each accepted connection is a small
+ * state machine (read the 24-byte hello, then write the reply and the
+ * bytes), all of them driven by one poll() over the listener and every
+ * connection. */
+#define RDV_SILENCE_NS 5000000000ull /* a connection silent this long is dropped */
+#define RDV_MAX_CONNS 256            /* more at once: the oldest silent one is dropped */
+
+struct rdv_conn {
+    int fd;
+    uint64_t silent_until; /* the hello must be complete by then */
+    unsigned char hello[RDV_HELLO_BYTES];
+    size_t got;            /* hello bytes received */
+    int rank;              /* > 0 once its hello was accepted: then sending */
+    size_t sent;           /* bytes of the answer sent */
+};
+
+struct rdv_server {
+    rendezvous_t *r;
+    int world;
+    size_t bytes;
+    unsigned char *answer; /* the reply (status 0, world, bytes) and the bytes */
+    size_t answer_len;
+    unsigned char *came;   /* came[rank]: its hello was accepted */
+    int served;            /* ranks that got the whole answer */
+    struct rdv_conn conns[RDV_MAX_CONNS];
+    int nconns;
+    unsigned strays;       /* connections dropped: not one of ours, or silent */
+};
+
+/* Closes connection i; rdv_compact() removes it after the round, so the
+ * others keep their order (first connected, first served). */
+static void rdv_drop(struct rdv_server *sv, int i, int stray)
 {
-    unsigned char hello[RDV_HELLO_BYTES], reply[RDV_REPLY_BYTES];
-    /* a silent connection must not eat the whole timeout of the job */
-    uint64_t hello_deadline = clock_now_ns() + 5000000000ull;
-    if (rdv_move(fd, hello, sizeof hello, 0, hello_deadline < deadline_ns ? hello_deadline : deadline_ns) < 0 ||
-        rdv_get32(hello) != RDV_MAGIC || rdv_get32(hello + 4) != RDV_VERSION)
-        return RDV_STRAY;
-    int rank = (int)rdv_get32(hello + 8), their_world = (int)rdv_get32(hello + 12);
-    uint64_t their_bytes = rdv_get64(hello + 16);
+    close(sv->conns[i].fd);
+    sv->conns[i].fd = -1;
+    sv->strays += (unsigned)stray;
+}
+
+static void rdv_compact(struct rdv_server *sv)
+{
+    int kept = 0;
+    for (int i = 0; i < sv->nconns; i++)
+        if (sv->conns[i].fd >= 0)
+            sv->conns[kept++] = sv->conns[i];
+    sv->nconns = kept;
+}
+
+/* Checks a complete hello. 0 (the rank is reserved), 1 for a connection
+ * that is not one of ours, or a negative ERR_* for a rank of this job that
+ * is misconfigured: it is told so (best effort), and the rendezvous fails. */
+static int rdv_accept_hello(struct rdv_server *sv, struct rdv_conn *k)
+{
+    if (rdv_get32(k->hello) != RDV_MAGIC || rdv_get32(k->hello + 4) != RDV_VERSION)
+        return 1;
+    int rank = (int)rdv_get32(k->hello + 8), their_world = (int)rdv_get32(k->hello + 12);
+    uint64_t their_bytes = rdv_get64(k->hello + 16);
     int rc = 0;
-    if (their_world != world || their_bytes != bytes)
+    if (their_world != sv->world || their_bytes != sv->bytes)
         rc = err_set(ERR_ARG, "rendezvous: rank %d says the job has %d ranks and a %llu-byte id; rank 0 says %d "
                      "ranks and %zu bytes (WORLD_SIZE differs between the ranks?)", rank, their_world,
-                     (unsigned long long)their_bytes, world, bytes);
-    else if (rank < 1 || rank >= world)
-        rc = err_set(ERR_ARG, "rendezvous: a process announced rank %d, which is not from 1 to %d", rank, world - 1);
-    else if (came[rank])
+                     (unsigned long long)their_bytes, sv->world, sv->bytes);
+    else if (rank < 1 || rank >= sv->world)
+        rc = err_set(ERR_ARG, "rendezvous: a process announced rank %d, which is not from 1 to %d", rank,
+                     sv->world - 1);
+    else if (sv->came[rank])
         rc = err_set(ERR_ARG, "rendezvous: rank %d connected twice (two processes with RANK=%d?)", rank, rank);
-    rdv_put32(reply, (uint32_t)rc);
-    rdv_put32(reply + 4, (uint32_t)world);
-    rdv_put64(reply + 8, bytes);
-    if (rdv_move(fd, reply, sizeof reply, 1, deadline_ns) < 0 ||
-        (rc == 0 && rdv_move(fd, (void *)blob, bytes, 1, deadline_ns) < 0))
-        return rc < 0 ? rc : err_set(ERR_IO, "rendezvous: sending the id to rank %d: %s", rank, strerror(errno));
-    return rc < 0 ? rc : rank;
+    if (rc < 0) {
+        unsigned char refusal[RDV_REPLY_BYTES];
+        memcpy(refusal, sv->answer, sizeof refusal);
+        rdv_put32(refusal, (uint32_t)rc);
+        char keep[1024];
+        snprintf(keep, sizeof keep, "%s", err_msg()); /* the refusal is ours to report, not a send error */
+        (void)rdv_move(k->fd, refusal, sizeof refusal, 1, clock_deadline_ns(1000000000ull));
+        return err_set(rc, "%s", keep);
+    }
+    sv->came[rank] = 1;
+    k->rank = rank;
+    return 0;
+}
+
+/* Moves connection i along after poll() said it is ready: reads its hello,
+ * or writes its answer. 0 (dropped or not), or a negative ERR_*. */
+static int rdv_progress(struct rdv_server *sv, int i)
+{
+    struct rdv_conn *k = &sv->conns[i];
+    if (k->rank == 0) {
+        ssize_t n = recv(k->fd, k->hello + k->got, sizeof k->hello - k->got, 0);
+        if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR))
+            return 0;
+        if (n <= 0) { /* closed or failed before saying who it is */
+            rdv_drop(sv, i, 1);
+            return 0;
+        }
+        k->got += (size_t)n;
+        if (k->got < sizeof k->hello)
+            return 0;
+        int rc = rdv_accept_hello(sv, k);
+        if (rc != 0) {
+            rdv_drop(sv, i, rc > 0);
+            return rc < 0 ? rc : 0;
+        }
+        /* accepted: answer at once (an empty socket buffer takes it whole) */
+    }
+    ssize_t n = send(k->fd, sv->answer + k->sent, sv->answer_len - k->sent, MSG_NOSIGNAL);
+    if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR))
+        return 0;
+    if (n < 0)
+        return err_set(ERR_IO, "rendezvous: sending the id to rank %d: %s", k->rank, strerror(errno));
+    k->sent += (size_t)n;
+    if (k->sent == sv->answer_len) {
+        sv->served++;
+        rdv_drop(sv, i, 0);
+    }
+    return 0;
+}
+
+/* Accepts every pending connection; when the table is full, the oldest
+ * connection still silent makes room. 0 or ERR_IO. */
+static int rdv_accept_all(struct rdv_server *sv)
+{
+    for (;;) {
+        int fd = accept4(sv->r->fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
+        if (fd < 0) {
+            if (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR || errno == ECONNABORTED)
+                return 0;
+            return err_set(ERR_IO, "rendezvous: rank 0 at port %d: accept: %s", sv->r->port, strerror(errno));
+        }
+        if (sv->nconns == RDV_MAX_CONNS) {
+            int oldest = -1;
+            for (int i = 0; i < sv->nconns; i++)
+                if (sv->conns[i].rank == 0 &&
+                    (oldest < 0 || sv->conns[i].silent_until < sv->conns[oldest].silent_until))
+                    oldest = i;
+            if (oldest < 0) { /* every slot is sending to a rank: this one waits in no queue */
+                close(fd);
+                sv->strays++;
+                continue;
+            }
+            rdv_drop(sv, oldest, 1);
+            rdv_compact(sv);
+        }
+        sv->conns[sv->nconns++] = (struct rdv_conn){.fd = fd, .silent_until = clock_deadline_ns(RDV_SILENCE_NS)};
+    }
+}
+
+/* One round: poll the listener and every connection until something is
+ * ready, a silent connection's time is up, or the deadline; then act. 0 or
+ * a negative ERR_*. */
+static int rdv_round(struct rdv_server *sv, struct pollfd *fds, uint64_t deadline_ns)
+{
+    uint64_t now = clock_now_ns(), wake = deadline_ns;
+    fds[0] = (struct pollfd){.fd = sv->r->fd, .events = POLLIN};
+    for (int i = 0; i < sv->nconns; i++) {
+        fds[1 + i] = (struct pollfd){.fd = sv->conns[i].fd, .events = sv->conns[i].rank ? POLLOUT : POLLIN};
+        if (sv->conns[i].rank == 0 && sv->conns[i].silent_until < wake)
+            wake = sv->conns[i].silent_until;
+    }
+    uint64_t left = wake > now ? wake - now : 0, left_ms = left / 1000000 + (left % 1000000 != 0);
+    int n = poll(fds, (nfds_t)(1 + sv->nconns), left_ms > INT_MAX ? INT_MAX : (int)left_ms);
+    if (n < 0 && errno != EINTR)
+        return err_set(ERR_IO, "rendezvous: rank 0 at port %d: poll: %s", sv->r->port, strerror(errno));
+    int rc = 0;
+    for (int i = 0; n > 0 && rc == 0 && i < sv->nconns; i++)
+        if (fds[1 + i].revents)
+            rc = rdv_progress(sv, i);
+    now = clock_now_ns();
+    for (int i = 0; rc == 0 && i < sv->nconns; i++)
+        if (sv->conns[i].fd >= 0 && sv->conns[i].rank == 0 && sv->conns[i].silent_until <= now)
+            rdv_drop(sv, i, 1);
+    rdv_compact(sv);
+    if (rc == 0 && n > 0 && fds[0].revents)
+        rc = rdv_accept_all(sv);
+    return rc;
 }
 
 int rendezvous_serve(rendezvous_t *r, int world, const void *blob, size_t bytes, double timeout_s)
 {
+    int rc = rdv_check_timeout(timeout_s);
+    if (rc < 0)
+        return rc;
     if (world < 1)
         return err_set(ERR_ARG, "rendezvous: world %d", world);
+    struct rdv_server *sv = calloc(1, sizeof *sv);
+    struct pollfd *fds = calloc(1 + RDV_MAX_CONNS, sizeof *fds);
     unsigned char *came = calloc((size_t)world, 1);
-    if (!came)
-        return err_set(ERR_NOMEM, "rendezvous: out of memory for %d ranks", world);
-    uint64_t deadline = rdv_deadline(timeout_s);
-    int rc = 0;
-    for (int left = world - 1; left > 0 && rc == 0;) {
-        int ready = rdv_wait(r->fd, POLLIN, deadline);
-        if (ready == 0) {
-            char missing[256];
-            rdv_missing(came, world, missing, sizeof missing);
-            rc = err_set(ERR_TIMEOUT, "rendezvous: rank 0 at port %d: rank(s) %s of %d never connected within %g s "
-                         "(are they started, with MASTER_ADDR/MASTER_PORT pointing here?)", r->port, missing, world,
-                         timeout_s);
-            break;
-        }
-        int fd = ready < 0 ? -1 : accept4(r->fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
-        if (fd < 0) {
-            if (ready > 0 && (errno == EAGAIN || errno == EINTR || errno == ECONNABORTED))
-                continue;
-            rc = err_set(ERR_IO, "rendezvous: rank 0 at port %d: accept: %s", r->port, strerror(errno));
-            break;
-        }
-        int got = rdv_answer(fd, world, came, blob, bytes, deadline);
-        close(fd);
-        if (got < 0)
-            rc = got;
-        else if (got != RDV_STRAY) {
-            came[got] = 1;
-            left--;
-        }
+    unsigned char *answer = bytes <= SIZE_MAX - RDV_REPLY_BYTES ? malloc(RDV_REPLY_BYTES + bytes) : NULL;
+    if (!sv || !fds || !came || !answer) {
+        free(sv);
+        free(fds);
+        free(came);
+        free(answer);
+        return err_set(ERR_NOMEM, "rendezvous: out of memory for %d ranks and a %zu-byte id", world, bytes);
     }
+    sv->r = r;
+    sv->world = world;
+    sv->bytes = bytes;
+    sv->came = came;
+    sv->answer = answer;
+    sv->answer_len = RDV_REPLY_BYTES + bytes;
+    rdv_put32(sv->answer, 0);
+    rdv_put32(sv->answer + 4, (uint32_t)world);
+    rdv_put64(sv->answer + 8, bytes);
+    if (bytes)
+        memcpy(sv->answer + RDV_REPLY_BYTES, blob, bytes);
+    uint64_t deadline = clock_deadline_s(timeout_s);
+    while (rc == 0 && sv->served < world - 1) {
+        if (clock_now_ns() >= deadline) {
+            char missing[256], strays[96] = "";
+            rdv_missing(sv->came, world, missing, sizeof missing);
+            if (sv->strays)
+                snprintf(strays, sizeof strays, "; %u other connection(s) were not ranks of this job and were "
+                         "ignored", sv->strays);
+            rc = err_set(ERR_TIMEOUT, "rendezvous: rank 0 at port %d: rank(s) %s of %d never connected within %g s "
+                         "(are they started, with MASTER_ADDR/MASTER_PORT pointing here?)%s", r->port, missing,
+                         world, timeout_s, strays);
+            break;
+        }
+        rc = rdv_round(sv, fds, deadline);
+    }
+    for (int i = 0; i < sv->nconns; i++)
+        if (sv->conns[i].fd >= 0)
+            close(sv->conns[i].fd);
+    free(sv);
+    free(fds);
     free(came);
+    free(answer);
     return rc;
 }
 
@@ -354,11 +523,14 @@ static int rdv_connect(const struct addrinfo *ai, uint64_t deadline_ns)
 
 int rendezvous_fetch(const char *addr, int port, int rank, int world, void *blob, size_t bytes, double timeout_s)
 {
-    struct addrinfo *ai;
-    int rc = rdv_resolve(addr, port, 0, &ai);
+    int rc = rdv_check_timeout(timeout_s);
     if (rc < 0)
         return rc;
-    uint64_t deadline = rdv_deadline(timeout_s), pause_ns = 10000000; /* 10 ms, doubling to 1 s */
+    struct addrinfo *ai;
+    rc = rdv_resolve(addr, port, 0, &ai);
+    if (rc < 0)
+        return rc;
+    uint64_t deadline = clock_deadline_s(timeout_s), pause_ns = 10000000; /* 10 ms, doubling to 1 s */
     int fd;
     while ((fd = rdv_connect(ai, deadline)) < 0 && clock_now_ns() + pause_ns < deadline) {
         clock_sleep_ns(pause_ns); /* rank 0 is not listening yet: it may start last */

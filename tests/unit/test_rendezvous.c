@@ -2,12 +2,14 @@
  * the loopback interface only: rank 0 and the other ranks are threads of this
  * process. The environment parser, a 4-rank exchange, ranks that start before
  * rank 0, and each failure named: a rank that never comes, no rank 0, a world
- * mismatch, a rank number used twice, a stray connection. */
+ * mismatch, a rank number used twice, stray and silent connections (served
+ * around, never in the way), timeouts too short to mean anything. */
 #include "check.h"
 #include "base/clock.h"
 #include "base/error.h"
 #include "comm/rendezvous.h"
 
+#include <math.h>
 #include <netinet/in.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -268,4 +270,69 @@ TEST(rendezvous_ignores_a_stray_connection)
     rendezvous_close(r);
     pthread_join(p.thread, NULL);
     CHECK_MSG(p.rc == 0, "%s", p.msg);
+}
+
+/* A connection to localhost:port that says nothing and stays open. */
+static int silent_connection(int port)
+{
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port),
+                             .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    CHECK(fd >= 0 && connect(fd, (struct sockaddr *)&sa, sizeof sa) == 0);
+    return fd;
+}
+
+/* Three connections that never say a word reach rank 0 first. Served one
+ * after the other, each would hold rank 0 for its 5 s of silence, and rank 1,
+ * waiting behind them, would be reported as never connected. */
+TEST(rendezvous_serves_around_silent_connections)
+{
+    unsigned char id[ID_BYTES];
+    rendezvous_t *r = rank0_listen(id);
+    int silent[3];
+    for (int i = 0; i < 3; i++)
+        silent[i] = silent_connection(rendezvous_port(r));
+    struct peer p;
+    peer_start(&p, rendezvous_port(r), 1, 2, 10);
+    CHECK_OK(rendezvous_serve(r, 2, id, ID_BYTES, 4));
+    rendezvous_close(r);
+    pthread_join(p.thread, NULL);
+    CHECK_MSG(p.rc == 0, "%s", p.msg);
+    CHECK(memcmp(p.blob, id, ID_BYTES) == 0);
+    for (int i = 0; i < 3; i++)
+        close(silent[i]);
+}
+
+/* More silent connections than rank 0 keeps at once: the oldest make room,
+ * the ranks still get through, and a timeout says what else came. */
+TEST(rendezvous_survives_a_flood_of_silent_connections)
+{
+    unsigned char id[ID_BYTES];
+    rendezvous_t *r = rank0_listen(id);
+    enum { FLOOD = 300 };
+    int silent[FLOOD];
+    for (int i = 0; i < FLOOD; i++)
+        silent[i] = silent_connection(rendezvous_port(r));
+    struct peer p;
+    peer_start(&p, rendezvous_port(r), 2, 3, 10);
+    CHECK_ERR(rendezvous_serve(r, 3, id, ID_BYTES, 1), ERR_TIMEOUT, "rank(s) 1 of 3 never connected within 1 s");
+    CHECK_CONTAINS(err_msg(), "other connection(s) were not ranks of this job and were ignored");
+    rendezvous_close(r);
+    pthread_join(p.thread, NULL);
+    CHECK_MSG(p.rc == 0, "rank 2 behind the flood: %s", p.msg);
+    for (int i = 0; i < FLOOD; i++)
+        close(silent[i]);
+}
+
+/* Deadlines shorter than a thread's wait for a core would name ranks that
+ * are only starting; NaN and absurd ones are refused too. */
+TEST(rendezvous_refuses_timeouts_that_mean_nothing)
+{
+    unsigned char id[ID_BYTES];
+    rendezvous_t *r = rank0_listen(id);
+    CHECK_ERR(rendezvous_serve(r, 2, id, ID_BYTES, 1e-300), ERR_ARG, "timeout must be 0.01 .. 1e+06 s");
+    CHECK_ERR(rendezvous_serve(r, 2, id, ID_BYTES, NAN), ERR_ARG, "timeout must be");
+    CHECK_ERR(rendezvous_fetch("127.0.0.1", rendezvous_port(r), 1, 2, id, ID_BYTES, 1e300), ERR_ARG,
+              "timeout must be");
+    rendezvous_close(r);
 }
