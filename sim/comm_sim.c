@@ -7,6 +7,7 @@
 #include "base/clock.h"
 #include "base/error.h"
 #include "base/half.h"
+#include "comm/comm_checks.h"
 
 #include <errno.h>
 #include <stdarg.h>
@@ -214,22 +215,31 @@ broken:
                    comm_coll_describe(d, desc, sizeof desc), rank, msg);
 }
 
+/* The ranks' posted fingerprints, or their result checksums, gathered for
+ * comm_checks; w->lock held. ERR_NOMEM, as a verdict, when the copy fails. */
 static int sim_check_fingerprints(struct sim_world *w, const struct comm_coll_desc *d, char *msg, size_t len)
 {
     (void)d;
-    for (int r = 1; r < w->world; r++)
-        if (comm_fingerprint_compare(0, &w->ranks[0].fp, r, &w->ranks[r].fp) < 0) {
-            snprintf(msg, len, "%s", err_msg());
-            return ERR_STATE;
-        }
-    return 0;
+    struct comm_fingerprint *fps = malloc((size_t)w->world * sizeof *fps);
+    int rc = fps ? 0 : err_set(ERR_NOMEM, "sim: cannot gather %d fingerprints", w->world);
+    for (int r = 0; fps && r < w->world; r++)
+        fps[r] = w->ranks[r].fp;
+    if (rc == 0)
+        rc = comm_checks_compare_fingerprints(fps, w->world);
+    free(fps);
+    if (rc < 0)
+        snprintf(msg, len, "%s", err_msg());
+    return rc;
 }
 
-/* The first element where rank r's result differs from rank 0's, printed. */
-static void sim_first_difference(const struct sim_world *w, int r, enum comm_dtype dtype, char *buf, size_t len)
+/* The first element where rank odd's result differs from rank ref's, printed
+ * (comm_checks_detail_fn; ctx is the world, whose ranks are all posted). */
+static void sim_first_difference(const void *ctx, int odd, int ref, char *buf, size_t len)
 {
-    size_t es = comm_dtype_size(dtype), n = w->ranks[0].result_bytes / es;
-    const unsigned char *a = w->ranks[0].result, *b = w->ranks[r].result;
+    const struct sim_world *w = ctx;
+    enum comm_dtype dtype = w->ranks[ref].at.dtype;
+    size_t es = comm_dtype_size(dtype), n = w->ranks[ref].result_bytes / es;
+    const unsigned char *a = w->ranks[ref].result, *b = w->ranks[odd].result;
     for (size_t i = 0; i < n; i++) {
         if (memcmp(a + i * es, b + i * es, es) == 0)
             continue;
@@ -252,7 +262,7 @@ static void sim_first_difference(const struct sim_world *w, int r, enum comm_dty
             snprintf(buf, len, "element %zu differs", i);
             return;
         }
-        snprintf(buf, len, "element %zu: rank %d has %.9g, rank 0 has %.9g", i, r, vb, va);
+        snprintf(buf, len, "element %zu: rank %d has %.9g, rank %d has %.9g", i, odd, vb, ref, va);
         return;
     }
     snprintf(buf, len, "no element differs");
@@ -260,19 +270,16 @@ static void sim_first_difference(const struct sim_world *w, int r, enum comm_dty
 
 static int sim_check_results(struct sim_world *w, const struct comm_coll_desc *d, char *msg, size_t len)
 {
-    char desc[128], where[160];
-    for (int r = 1; r < w->world; r++) {
-        if (w->ranks[r].checksum == w->ranks[0].checksum)
-            continue;
-        sim_first_difference(w, r, d->dtype, where, sizeof where);
-        snprintf(msg, len,
-                 "result check: after %s, rank %d's result differs from rank 0's (checksum %016llx vs %016llx; "
-                 "%s): the ranks no longer hold the same values",
-                 comm_coll_describe(d, desc, sizeof desc), r, (unsigned long long)w->ranks[r].checksum,
-                 (unsigned long long)w->ranks[0].checksum, where);
-        return ERR_STATE;
-    }
-    return 0;
+    uint64_t *sums = malloc((size_t)w->world * sizeof *sums);
+    int rc = sums ? 0 : err_set(ERR_NOMEM, "sim: cannot gather %d checksums", w->world);
+    for (int r = 0; sums && r < w->world; r++)
+        sums[r] = w->ranks[r].checksum;
+    if (rc == 0)
+        rc = comm_checks_compare_results(d, sums, w->world, sim_first_difference, w);
+    free(sums);
+    if (rc < 0)
+        snprintf(msg, len, "%s", err_msg());
+    return rc;
 }
 
 /* ---- faults --------------------------------------------------------------- */

@@ -90,9 +90,10 @@ static const struct demo demos[] = {
     {"flip", "silent divergence",
      "after collective #2 one bit flips in rank 1's averaged gradient (a bad DIMM, a racy\n"
      "  kernel): nothing hangs, but the replicas are no longer identical.",
-     "flip:1@2", COMM_CHECK_RESULTS, -1, "rank 1's result differs from rank 0's",
+     "flip:1@2", COMM_CHECK_RESULTS, -1, "rank 1's result differs from the other 3 ranks', which agree",
      "only a cross-rank comparison can see it: --check compares result checksums after every\n"
-     "  collective (without --check this run \"succeeds\")."},
+     "  collective and names the rank the majority disagrees with (without --check this run\n"
+     "  \"succeeds\")."},
 };
 
 /* The diagnosis, every line indented under the demo. */

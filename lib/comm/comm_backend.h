@@ -143,13 +143,6 @@ const char *comm_coll_describe(const struct comm_coll_desc *d, char *buf, size_t
 /* The fingerprint of a collective. */
 void comm_fingerprint_of(const struct comm_coll_desc *d, struct comm_fingerprint *fp);
 
-/* Compares rank a's and rank b's fingerprints. Returns 0 when equal, else
- * ERR_STATE with err_msg() = "fingerprint mismatch before collective #S:
- * rank A has allreduce count 1024, rank B has broadcast count 2048 (differs:
- * collective, count)". */
-int comm_fingerprint_compare(int rank_a, const struct comm_fingerprint *a, int rank_b,
-                             const struct comm_fingerprint *b);
-
 /* dst[i] = dst[i] + src[i] for i < count, in `dtype`. The one reduction
  * kernel of the CPU backends (sim, mpi's checks): float addition in one fixed
  * order per element, so results depend only on the order the caller chose. */

@@ -1,14 +1,21 @@
-/* comm_checks: the cross-rank debug checks of the process backends (mpi,
- * nccl), chapter 5. Both compare something every rank computes locally with
- * rank 0's, after an all-gather that each backend does its own way (MPI
- * through MPI_Iallgather, NCCL through device memory); this module is the
- * comparing, so the two backends word their findings the same way.
+/* comm_checks: the cross-rank debug checks of every backend, chapter 5: the
+ * fingerprint compared before a collective and the result checksum compared
+ * after it, and the verdict of who differs.
  *
- * Where it sits: called by lib/comm/mpi/comm_mpi.c and lib/comm/nccl/comm_nccl.cu when
- * comm_t.check asks for it (see enum comm_check in comm.h). The simulator has
- * all ranks in one process and compares in its rendezvous instead.
+ * Who differs is decided by the majority, never by rank 0 alone: when seven
+ * ranks of eight agree, the eighth is named, whichever rank it is, even rank
+ * 0. With two ranks, or when no value is held by more than half the ranks,
+ * the message says that it cannot tell which one is wrong, and shows two
+ * ranks that differ.
  *
- * Read first: comm_checks_fingerprint().
+ * Where it sits: the simulator (sim/comm_sim.c) compares what its ranks
+ * posted at the rendezvous; the process backends (lib/comm/mpi/comm_mpi.c,
+ * lib/comm/nccl/comm_nccl.cu) first all-gather every rank's fingerprint or
+ * checksum, each its own way (MPI_Iallgather, device memory), through
+ * comm_checks_fingerprint() and comm_checks_results(). All word their
+ * findings the same way, here.
+ *
+ * Read first: comm_checks_compare_results().
  */
 #ifndef DDP_COMM_CHECKS_H
 #define DDP_COMM_CHECKS_H
@@ -22,17 +29,43 @@
 extern "C" {
 #endif
 
+/* ---- the verdicts, over every rank's value -------------------------------- */
+
+/* Compares fps[0 .. world-1], every rank's fingerprint of the collective it
+ * is about to run. 0 when all agree; else ERR_STATE with err_msg() =
+ * "fingerprint mismatch before collective #2: rank 2 called #2 allreduce avg
+ * 1000 x float32, the other 3 ranks called #2 allreduce avg 1024 x float32
+ * (differs: count)", or the forms for several odd ranks, two ranks and no
+ * majority (see the top of this file). */
+int comm_checks_compare_fingerprints(const struct comm_fingerprint *fps, int world);
+
+/* Optional detail for a result mismatch: where rank `odd`'s result differs
+ * from rank `ref`'s ("element 512: rank 1 has 2.87500024, rank 0 has
+ * 2.875"), written into buf. The simulator, which can see every rank's
+ * buffer, passes one; the process backends see only checksums. */
+typedef void (*comm_checks_detail_fn)(const void *ctx, int odd, int ref, char *buf, size_t len);
+
+/* Compares sums[0 .. world-1], every rank's checksum of its result of d. 0
+ * when all agree; else ERR_STATE with err_msg() = "result check: after
+ * collective #2 (allreduce avg, 1024 x float32), rank 0's result differs from
+ * the other 7 ranks', which agree (checksum ... vs ...; <detail>): the ranks
+ * no longer hold the same values", or the forms for several odd ranks, two
+ * ranks and no majority. `detail` may be NULL. */
+int comm_checks_compare_results(const struct comm_coll_desc *d, const uint64_t *sums, int world,
+                                comm_checks_detail_fn detail, const void *ctx);
+
+/* ---- the process backends' side: exchange, then compare ------------------- */
+
 /* A backend's all-gather of a few bytes: all[] receives world x bytes, rank
  * r's at all + r x bytes. `d` is the collective being checked and `phase`
  * says which check, both for the backend's timeout message. 0 or ERR_*. */
 typedef int (*comm_checks_exchange_fn)(comm_t *c, const void *mine, void *all, size_t bytes,
                                        const struct comm_coll_desc *d, const char *phase);
 
-/* Before collective d: every rank's fingerprint, compared with rank 0's.
- * Returns 0; ERR_STATE with err_msg() = "<backend>: rank R: fingerprint
- * mismatch before collective #S: rank 0 called ..., rank B called ...
- * (differs: ...)" (the same on every rank, so all refuse the collective); or
- * the exchange's error. */
+/* Before collective d: every rank's fingerprint, compared. Returns 0;
+ * ERR_STATE with err_msg() = "<backend>: rank R: " and the verdict of
+ * comm_checks_compare_fingerprints (the same on every rank, so all refuse
+ * the collective); or the exchange's error. */
 int comm_checks_fingerprint(comm_t *c, const struct comm_coll_desc *d, comm_checks_exchange_fn exchange);
 
 /* Whether d leaves the same result on every rank (all-reduce, broadcast,
@@ -40,8 +73,8 @@ int comm_checks_fingerprint(comm_t *c, const struct comm_coll_desc *d, comm_chec
 int comm_checks_result_bytes(const struct comm_coll_desc *d, int world, size_t *bytes);
 
 /* After collective d: every rank's checksum of its result (comm_checksum),
- * compared with rank 0's. Returns 0; ERR_STATE naming the first rank that
- * differs and both checksums; or the exchange's error. */
+ * compared. Returns 0; ERR_STATE with "<backend>: rank R: " and the verdict
+ * of comm_checks_compare_results; or the exchange's error. */
 int comm_checks_results(comm_t *c, const struct comm_coll_desc *d, uint64_t mine, comm_checks_exchange_fn exchange);
 
 #ifdef __cplusplus

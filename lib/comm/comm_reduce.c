@@ -1,14 +1,13 @@
-/* comm_reduce: the arithmetic and the checks shared by the CPU backends (see
+/* comm_reduce: the arithmetic shared by the CPU backends (see
  * comm_backend.h): the element-wise sum in each type, the average's final
- * division, the fingerprint compared before each collective and the checksum
- * compared after it. */
+ * division, and what the cross-rank checks compare (comm_checks.h): the
+ * fingerprint of a collective and the checksum of its result. */
 #include "comm/comm_backend.h"
 
 #include "base/error.h"
 #include "base/half.h"
 #include "base/hash.h"
 
-#include <stdio.h>
 #include <string.h>
 
 /* One loop per type; `restrict` is not claimed because in-place calls alias. */
@@ -87,43 +86,4 @@ void comm_fingerprint_of(const struct comm_coll_desc *d, struct comm_fingerprint
     fp->op = d->op;
     fp->dtype = d->dtype;
     fp->root = d->root;
-}
-
-/* "allreduce sum 1024 x float32" (root added for broadcast) */
-static void comm_fingerprint_text(const struct comm_fingerprint *f, char *buf, size_t len)
-{
-    int n = snprintf(buf, len, "#%llu %s", (unsigned long long)f->seq, comm_coll_name((enum comm_coll)f->coll));
-    if (f->coll == COMM_ALLREDUCE || f->coll == COMM_REDUCE_SCATTER)
-        n += snprintf(buf + n, len - (size_t)n, " %s", comm_op_name((enum comm_op)f->op));
-    if (f->coll != COMM_BARRIER)
-        n += snprintf(buf + n, len - (size_t)n, " %llu x %s", (unsigned long long)f->count,
-                      comm_dtype_name((enum comm_dtype)f->dtype));
-    if (f->coll == COMM_BROADCAST)
-        snprintf(buf + n, len - (size_t)n, " root %d", f->root);
-}
-
-int comm_fingerprint_compare(int rank_a, const struct comm_fingerprint *a, int rank_b,
-                             const struct comm_fingerprint *b)
-{
-    char fields[96] = "";
-    size_t n = 0;
-#define COMM_FP_FIELD(cond, name)                                                            \
-    if (cond)                                                                                \
-        n += (size_t)snprintf(fields + n, sizeof fields - n, "%s" name, n ? ", " : "")
-    COMM_FP_FIELD(a->seq != b->seq, "sequence number");
-    COMM_FP_FIELD(a->coll != b->coll, "collective");
-    COMM_FP_FIELD(a->op != b->op, "op");
-    COMM_FP_FIELD(a->count != b->count, "count");
-    COMM_FP_FIELD(a->dtype != b->dtype, "type");
-    COMM_FP_FIELD(a->root != b->root, "root");
-#undef COMM_FP_FIELD
-    if (n == 0)
-        return 0;
-    char ta[128], tb[128];
-    comm_fingerprint_text(a, ta, sizeof ta);
-    comm_fingerprint_text(b, tb, sizeof tb);
-    return err_set(ERR_STATE,
-                   "fingerprint mismatch before collective #%llu: rank %d called %s, rank %d called %s "
-                   "(differs: %s)",
-                   (unsigned long long)(a->seq < b->seq ? a->seq : b->seq), rank_a, ta, rank_b, tb, fields);
 }

@@ -83,12 +83,20 @@ t_fail demo_timeout 1 "rank 1: sleeping in an injected delay" $P --demo=timeout
 t_fail demo_crash 1 "rank 2: killed by --fault=kill:2@3 before collective #3" $P --demo=crash
 t_fail demo_uneven 1 "rank 3: exited (closed its communicator); last completed collective #5" $P --demo=uneven
 t_fail demo_mismatch 1 "(differs: count)" $P --demo=mismatch
-t_fail demo_flip 1 "rank 1's result differs from rank 0's" $P --demo=flip
+t_fail demo_flip 1 "rank 1's result differs from the other 3 ranks', which agree" $P --demo=flip
+# the majority names the rank that differs, rank 0 included; two ranks cannot say which
+t_fail flip_on_rank_0_is_rank_0s 1 "rank 0's result differs from the other 7 ranks', which agree" \
+    $P --world=8 --fault=flip:0@2 --check --timeout=5
+t_fail flip_at_world_2_blames_nobody 1 "with two ranks there is no majority to tell which one is wrong" \
+    $P --world=2 --fault=flip:0@2 --check --timeout=5
 t_fail fault_kill 1 "arrived: ranks 0, 2" $P --world=3 --fault=kill:1@2 --timeout=1
 # a ten-minute straggler and a 1 s watchdog: done within T_TIMEOUT only if the
 # watchdog both fires on time and wakes the sleeping rank
 t_fail fault_delay_ends_with_the_watchdog 1 "rank 1: sleeping in an injected delay of 600000 ms" \
     $P --world=3 --fault=delay:1@2:600000 --timeout=1
+# 2^64-1 ms overflows nanoseconds: the delay must last, not wrap into the past and vanish
+t_fail fault_delay_that_overflows_still_delays 1 "rank 1: sleeping in an injected delay of 18446744073709551615 ms" \
+    $P --world=3 --fault=delay:1@2:18446744073709551615 --timeout=1
 t_out fault_flip_unchecked_goes_unnoticed "the job finished" $P --fault=flip:1@2 --timeout=1
 t_out fault_past_the_loop_is_named "note: kill:1@9 never fires: the loop runs collectives #1 .. #6" \
     $P --fault=kill:1@9 --timeout=1

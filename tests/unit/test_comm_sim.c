@@ -295,11 +295,10 @@ TEST(broadcast_reduce_scatter_allgather_barrier)
 
 /* ---- faults and diagnoses ------------------------------------------------------ */
 
-/* Runs 4 ranks x 3 all-reduces with `faults`; returns the world's diagnosis
+/* Runs W ranks x 3 all-reduces with `faults`; returns the world's diagnosis
  * (or the first rank's error when there is none) in `msg`. */
-static int fault_run(const char *faults, enum comm_check check, char *msg, size_t len)
+static int fault_run_world(int W, const char *faults, enum comm_check check, char *msg, size_t len)
 {
-    int W = 4;
     struct comm_world_options opt = {.world = W, .faults = faults};
     struct job j = {.coll = COMM_ALLREDUCE, .count = 1000, .collectives = 3, .timeout_s = 1, .check = check,
                     .out = outs_alloc(W, 1000)};
@@ -309,6 +308,11 @@ static int fault_run(const char *faults, enum comm_check check, char *msg, size_
     comm_world_destroy(j.world);
     outs_free(j.out, W);
     return rc;
+}
+
+static int fault_run(const char *faults, enum comm_check check, char *msg, size_t len)
+{
+    return fault_run_world(4, faults, check, msg, len);
 }
 
 TEST(watchdog_names_a_killed_rank)
@@ -361,11 +365,33 @@ TEST(result_check_catches_a_flipped_value)
 {
     char msg[2048];
     CHECK(fault_run("flip:1@2", COMM_CHECK_RESULTS, msg, sizeof msg) < 0);
-    CHECK_CONTAINS(msg, "after collective #2 (allreduce sum, 1000 x float32), rank 1's result differs from rank 0's");
-    CHECK_CONTAINS(msg, "element 500");
+    CHECK_CONTAINS(msg, "after collective #2 (allreduce sum, 1000 x float32), rank 1's result differs from the other "
+                        "3 ranks', which agree");
+    CHECK_CONTAINS(msg, "element 500: rank 1 has");
     /* without the check the flip goes unnoticed: the silent divergence the check exists for */
     CHECK_OK(fault_run("flip:1@2", COMM_CHECK_NONE, msg, sizeof msg));
 }
+
+/* The majority decides who differs, not rank 0: a flip on rank 0, with seven
+ * ranks agreeing, is rank 0's. With two ranks nobody can be blamed, and the
+ * message says so; a 2-2 split neither. */
+TEST(result_check_blames_by_majority_or_says_it_cannot)
+{
+    char msg[2048];
+    CHECK(fault_run_world(8, "flip:0@2", COMM_CHECK_RESULTS, msg, sizeof msg) < 0);
+    CHECK_CONTAINS(msg, "rank 0's result differs from the other 7 ranks', which agree");
+    CHECK_CONTAINS(msg, "element 500: rank 0 has");
+    CHECK_CONTAINS(msg, ", rank 1 has");
+    CHECK(fault_run_world(5, "flip:4@1,flip:2@1", COMM_CHECK_RESULTS, msg, sizeof msg) < 0);
+    CHECK_CONTAINS(msg, "ranks 2 and 4 hold results that differ from the one the other 3 ranks agree on");
+    CHECK(fault_run_world(2, "flip:0@3", COMM_CHECK_RESULTS, msg, sizeof msg) < 0);
+    CHECK_CONTAINS(msg, "rank 1's result differs from rank 0's");
+    CHECK_CONTAINS(msg, "with two ranks there is no majority to tell which one is wrong");
+    CHECK(fault_run_world(4, "flip:0@2,flip:3@2", COMM_CHECK_RESULTS, msg, sizeof msg) < 0);
+    CHECK_CONTAINS(msg, "no result is shared by a majority of the 4 ranks, so none can be called the wrong one");
+}
+
+static int mismatch_odd_rank; /* the rank that calls something else */
 
 static int mismatch_rank(struct rank_ctx *ctx)
 {
@@ -375,9 +401,9 @@ static int mismatch_rank(struct rank_ctx *ctx)
         return rc;
     float buf[64] = {0};
     rc = comm_allreduce(c, buf, buf, 16, COMM_FLOAT32, COMM_SUM);
-    if (rc == 0) /* rank 2 broadcasts where the others all-reduce, with another count */
-        rc = ctx->rank == 2 ? comm_broadcast(c, buf, 32, COMM_FLOAT32, 0)
-                            : comm_allreduce(c, buf, buf, 16, COMM_FLOAT32, COMM_SUM);
+    if (rc == 0) /* one rank broadcasts where the others all-reduce, with another count */
+        rc = ctx->rank == mismatch_odd_rank ? comm_broadcast(c, buf, 32, COMM_FLOAT32, 0)
+                                            : comm_allreduce(c, buf, buf, 16, COMM_FLOAT32, COMM_SUM);
     int again = comm_allreduce(c, buf, buf, 16, COMM_FLOAT32, COMM_SUM);
     if (rc < 0 && again != ERR_STATE)
         rc = err_set(ERR_IO, "a broken communicator accepted another collective");
@@ -385,11 +411,18 @@ static int mismatch_rank(struct rank_ctx *ctx)
     return rc;
 }
 
-TEST(fingerprint_mismatch_names_both_ranks_and_fields)
+TEST(fingerprint_mismatch_names_the_odd_rank_and_fields)
 {
+    mismatch_odd_rank = 2;
     CHECK_ERR(world_run(4, mismatch_rank), ERR_STATE,
-              "fingerprint mismatch before collective #2: rank 0 called #2 allreduce sum 16 x float32, rank 2 "
-              "called #2 broadcast 32 x float32 root 0 (differs: collective, count, root)");
+              "fingerprint mismatch before collective #2: rank 2 called #2 broadcast 32 x float32 root 0, the other 3 "
+              "ranks called #2 allreduce sum 16 x float32 (differs: collective, count, root)");
+    mismatch_odd_rank = 0; /* the majority decides, not rank 0 */
+    CHECK_ERR(world_run(4, mismatch_rank), ERR_STATE, "rank 0 called #2 broadcast 32 x float32 root 0, the other 3");
+    mismatch_odd_rank = 1;
+    CHECK_ERR(world_run(2, mismatch_rank), ERR_STATE,
+              "rank 0 called #2 allreduce sum 16 x float32, rank 1 called #2 broadcast 32 x float32 root 0 (differs: "
+              "collective, count, root); with two ranks there is no majority to tell which one is wrong");
 }
 
 TEST(bad_arguments_and_configs)
