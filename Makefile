@@ -170,7 +170,7 @@ test: ## install what is missing, then run the whole suite (plain, ASan+UBSan, T
 	@bash tests/run $(if $(QUICK),--quick)
 check: ## the test suite under ASan + UBSan
 	@bash tests/run --suite=asan
-tsan: ## the unit tests under ThreadSanitizer
+tsan: ## the unit tests and the threaded chapter programs under ThreadSanitizer
 	@bash tests/run --suite=tsan
 lab-%: $(LIB) ## grade lab N: make lab-N [IMPL=ref|student|skeleton|mutant:FILE] [GRADE_FLAGS=--fail-fast]
 	@CC="$(CC)" CFLAGS="$(CFLAGS)" CPPFLAGS="$(CPPFLAGS)" LDFLAGS="$(LDFLAGS)" LDLIBS="$(LDLIBS)" \

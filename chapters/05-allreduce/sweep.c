@@ -21,9 +21,11 @@
 #include <stdlib.h>
 #include <string.h>
 
+/* Shared by the rank threads: written by rank 0 only (the totals), read by
+ * nobody else while they run. The cost model is not here: each rank fits
+ * its own copy (sweep_fit_alpha), so no thread reads what another writes. */
 struct sweep_job {
     struct ch5_job base; /* first: see chapter5.h */
-    struct costmodel model;
     uint64_t wrong;
     uint64_t bad_checks; /* nccl-tests' "Out of bounds values": checks (rank x row x place) with a wrong element */
     double last_time_s; /* the last row's out-of-place time */
@@ -96,7 +98,7 @@ static void sweep_format_time(double us, char *buf, size_t len)
     snprintf(buf, len, us >= 10000.0 ? "%7.0f" : us >= 100.0 ? "%7.1f" : "%7.2f", us);
 }
 
-static void sweep_header(const struct sweep_job *j, int world)
+static void sweep_header(const struct sweep_job *j, const struct costmodel *model, int world)
 {
     const struct ch5_opts *o = j->base.opt;
     char timeout[24] = "none"; /* --timeout=0: no watchdog, blocking MPI calls */
@@ -108,11 +110,10 @@ static void sweep_header(const struct sweep_job *j, int world)
            (unsigned long long)o->max_bytes, (unsigned long long)o->step_factor, o->warmup, o->iters, o->check,
            timeout);
     char gamma[48] = "0 (adding costs no more than copying here)";
-    if (j->model.gamma_s_per_b > 0)
-        snprintf(gamma, sizeof gamma, "%.3f GB/s", 1e-9 / j->model.gamma_s_per_b);
+    if (model->gamma_s_per_b > 0)
+        snprintf(gamma, sizeof gamma, "%.3f GB/s", 1e-9 / model->gamma_s_per_b);
     printf("# model: alpha %.2f us/message, beta %.3f GB/s per link, gamma %s, segment %.0f KiB, %d cores\n",
-           j->model.alpha_s * 1e6, 1e-9 / j->model.beta_s_per_b, gamma, j->model.segment_bytes / 1024,
-           j->model.cores);
+           model->alpha_s * 1e6, 1e-9 / model->beta_s_per_b, gamma, model->segment_bytes / 1024, model->cores);
     printf("#\n#%60s%-35s%-32s%s\n", "", "out-of-place", "in-place", "model");
     printf("#%11s  %12s  %8s  %6s  %6s  %7s  %6s  %6s  %6s  %7s  %6s  %6s  %6s  %9s  %7s\n", "size", "count", "type",
            "redop", "root", "time", "algbw", "busbw", "#wrong", "time", "algbw", "busbw", "#wrong", "time", "busbw");
@@ -121,8 +122,8 @@ static void sweep_header(const struct sweep_job *j, int world)
 }
 
 /* One row: measures out of place and in place, checks, averages over ranks, prints on rank 0. */
-static int sweep_row(struct sweep_job *j, comm_t *c, void *send, void *recv, void *scratch, float *host, size_t count,
-                     double *busbw_sum)
+static int sweep_row(struct sweep_job *j, const struct costmodel *model, comm_t *c, void *send, void *recv,
+                     void *scratch, float *host, size_t count, double *busbw_sum)
 {
     const struct ch5_opts *o = j->base.opt;
     int rc, W = comm_world(c);
@@ -156,7 +157,7 @@ static int sweep_row(struct sweep_job *j, comm_t *c, void *send, void *recv, voi
     if (o->quiet)
         return 0;
     double bytes = (double)count * 4, factor = comm_busbw_factor(COMM_ALLREDUCE, W);
-    double model_s = costmodel_allreduce(&j->model, j->base.comm.algo, W, bytes);
+    double model_s = costmodel_allreduce(model, j->base.comm.algo, W, bytes);
     double algbw[2], busbw[2];
     char tstr[2][16];
     for (int k = 0; k < 2; k++) {
@@ -179,19 +180,21 @@ static int sweep_row(struct sweep_job *j, comm_t *c, void *send, void *recv, voi
 
 /* alpha from the time of a 4-byte all-reduce, which is all latency: the
  * model is linear in alpha there, so alpha = time / (the model's time with
- * alpha = 1 s and free bandwidth). */
-static int sweep_fit_alpha(struct sweep_job *j, comm_t *c, void *buf, void *scratch)
+ * alpha = 1 s and free bandwidth). Every rank fits its own copy of the model
+ * from the same averaged time (the ranks are threads: one shared model
+ * written by rank 0 while the others read it was a data race). */
+static int sweep_fit_alpha(const struct sweep_job *j, comm_t *c, void *buf, void *scratch, struct costmodel *model)
 {
     double t[1];
     int rc = sweep_time(c, buf, buf, 1, COMM_SUM, 5, 50, &t[0]);
     if (rc < 0 || (rc = sweep_host_allreduce(c, scratch, t, 1, COMM_AVG)) < 0)
         return rc;
-    struct costmodel unit = j->model;
+    struct costmodel unit = *model;
     unit.alpha_s = 1;
     unit.beta_s_per_b = unit.gamma_s_per_b = 0;
     double per_alpha = costmodel_allreduce(&unit, j->base.comm.algo, comm_world(c), 4);
-    if (!j->base.opt->alpha_given && comm_rank(c) == 0) /* rank 0 prints the model */
-        j->model.alpha_s = per_alpha > 0 ? t[0] / per_alpha : 0;
+    if (!j->base.opt->alpha_given)
+        model->alpha_s = per_alpha > 0 ? t[0] / per_alpha : 0;
     return 0;
 }
 
@@ -220,10 +223,11 @@ static int sweep_rank(struct launch_rank *r)
     if (rc == 0 && (rc = comm_mem_alloc(c, maxcount * 4, &send)) == 0 &&
         (rc = comm_mem_alloc(c, maxcount * 4, &recv)) == 0)
         rc = comm_mem_alloc(c, 4 * sizeof(double), &scratch);
+    struct costmodel model = o->model;
     if (rc == 0)
-        rc = sweep_fit_alpha(j, c, recv, scratch);
+        rc = sweep_fit_alpha(j, c, recv, scratch, &model);
     if (rc == 0 && lead)
-        sweep_header(j, comm_world(c));
+        sweep_header(j, &model, comm_world(c));
 
     progress_t bar;
     uint64_t rows = 0, total = 0;
@@ -233,7 +237,7 @@ static int sweep_rank(struct launch_rank *r)
         progress_begin(&bar, "all-reduce sweep", total);
     double busbw_sum = 0;
     for (uint64_t bytes = o->min_bytes; rc == 0 && bytes; bytes = sweep_next(o, bytes)) {
-        rc = sweep_row(j, c, send, recv, scratch, host, (size_t)(bytes / 4), &busbw_sum);
+        rc = sweep_row(j, &model, c, send, recv, scratch, host, (size_t)(bytes / 4), &busbw_sum);
         rows++;
         if (lead)
             progress_update(&bar, rows);
@@ -269,7 +273,7 @@ int ch5_sweep(struct ch5_opts *opt, uint64_t *wrong_total, double *last_time_s)
     }
     int rc = 0;
     for (int a = 0; a < opt->nalgos && rc == 0; a++) {
-        struct sweep_job j = {.base.opt = opt, .model = opt->model, .csv = csv};
+        struct sweep_job j = {.base.opt = opt, .csv = csv};
         comm_config_default(&j.base.comm);
         j.base.comm.algo = opt->algos[a];
         j.base.comm.timeout_s = opt->timeout_s;

@@ -1,0 +1,30 @@
+# chapters: the chapter programs whose ranks and workers are threads, run by
+# the tsan suite (tests/run --suite=tsan, `make tsan`) on its ThreadSanitizer
+# build, where the first data race stops a program (halt_on_error=1). The
+# unit tests cover the modules; these cover what the chapters do with them on
+# threads: chapter 5's sweep (every rank fits its own cost model) and fault
+# demos, chapter 3's loader workers, chapter 2's rank threads.
+. "$(dirname "$0")/../harness/lib.sh"
+
+# A race is reported only in a run where ThreadSanitizer records both accesses
+# unordered; one short sweep caught the cost model's shared alpha about one
+# time in four, so sixteen sweeps of 8 ranks and 3 algorithms each.
+race_free_repeatedly() { # NAME RUNS CMD...
+    local name=$1 runs=$2 i
+    shift 2
+    for i in $(seq "$runs"); do
+        t_run "$@"
+        if [ "$T_STATUS" != 0 ]; then
+            t_failed "$name" "run $i of $runs: exit $T_STATUS from: $*; output: $( (grep -m1 -A6 'WARNING' <<<"$T_OUT" || tail -n 5 <<<"$T_OUT") | tr '\n' ' ')"
+            return
+        fi
+    done
+    t_pass "$name"
+}
+race_free_repeatedly chapter5_sweep_fits_the_model_per_rank 16 \
+    "$BUILD/chapter-5" --world=8 --algo=all --min-bytes=4 --max-bytes=1K --step-factor=16 --iters=1 --warmup=0
+t_fail chapter5_fault_demos 1 "rank 1's result differs from the other 3 ranks'" "$BUILD/chapter-5" --demo=all
+t_fail chapter5_watchdog_wakes_a_sleeper 1 "rank 1: sleeping in an injected delay" \
+    "$BUILD/chapter-5" --world=3 --fault=delay:1@2:600000 --timeout=1
+t_out chapter3_workers "samples/s" "$BUILD/chapter-3" --bench --data=synthetic --workers=3 --batch=64 --epochs=1
+t_ok chapter2_rank_threads "$BUILD/chapter-2" --size=1000 --world=4 --epochs=2
