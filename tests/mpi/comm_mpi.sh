@@ -4,10 +4,11 @@
 # build/tests/unit/test_comm_mpi holds the checks (see its header): each test runs
 # as its own job, since a process may initialize MPI only once. A job passes
 # when mpirun exits 0, which it does only when every rank passed. The timeout
-# test must instead end the job with MPI_Abort, after rank 0 named the
-# collective it waited for. Last, build/chapter-5 --backend=mpi --check must
-# print nccl-tests' table with no wrong element, with the watchdog and without
-# it (--timeout=0: blocking MPI_Allreduce).
+# tests must instead end the job with MPI_Abort, after the waiting ranks
+# named the rank that did not come, or the collective it went to instead.
+# Last, build/chapter-5 --backend=mpi --check must print nccl-tests' table with
+# no wrong element, with the watchdog and without it (--timeout=0: blocking
+# MPI_Allreduce).
 . "$(dirname "$0")/../harness/lib.sh"
 
 # Open MPI refuses to start as root unless told to (tests/run sets these too).
@@ -26,8 +27,13 @@ else
         for t in $tests; do
             t_ok "np$np.${t#comm_mpi_}" mpirun --oversubscribe -np "$np" "$prog" "$t"
         done
-        COMM_MPI_TEST_ABORT=1 t_fail "np$np.timeout_aborts" nonzero \
-            "collective #2 (allreduce sum, 16 x float32): MPI_Iallreduce did not complete within 1 s" \
+        # a rank that never arrives is named by the ranks that wait for it, as in the simulator
+        COMM_MPI_TEST_ABORT=missing t_fail "np$np.timeout_names_the_missing_rank" nonzero \
+            "rank 1: did not answer within 1 s: it is in no collective of this communicator" \
+            mpirun --oversubscribe -np "$np" "$prog" comm_mpi_timeout_aborts
+        # a rank in another collective says which (either side, at np 2)
+        COMM_MPI_TEST_ABORT=other t_fail "np$np.timeout_names_a_rank_in_another_collective" nonzero \
+            ") instead; last completed collective #1 (barrier)" \
             mpirun --oversubscribe -np "$np" "$prog" comm_mpi_timeout_aborts
         # the chapter's benchmark under mpirun: nccl-tests' #wrong columns must
         # stay 0, counts 1 (fewer than W) to 64K, results compared across ranks

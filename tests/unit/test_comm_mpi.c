@@ -471,28 +471,39 @@ TEST(comm_mpi_fingerprint_mismatch)
     comm_close(c);
 }
 
-/* Rank 1 skips a collective that rank 0 waits for: rank 0 times out naming
- * the collective. Under mpi its comm_close() then aborts the job, since MPI
- * cannot cancel the posted call, so the job FAILS by design; only
- * tests/mpi/comm_mpi.sh runs this, alone, with COMM_MPI_TEST_ABORT=1, and checks
- * the failure and its message. Elsewhere it does nothing. Under nccl,
- * ncclCommAbort ends the collective and the job passes (tests/gpu/nccl.sh). */
+/* A rank that never arrives, named. COMM_MPI_TEST_ABORT says how:
+ *   missing   rank 1 never calls collective #2; the others wait in it;
+ *   other     rank 1 calls a broadcast as #2 where the others all-reduce,
+ *             with no fingerprint check to refuse it first: Open MPI then
+ *             waits on both sides.
+ * Every waiting rank times out and takes its census: the ranks that wait in
+ * #2 too, and rank 1 named, as not answering (in no collective) or as
+ * waiting in another one. Under mpi its comm_close() then aborts the job,
+ * since MPI cannot cancel the posted call, so the job FAILS by design; only
+ * tests/mpi/comm_mpi.sh runs this, alone, and checks the failure and its
+ * message. Elsewhere it does nothing. Under nccl, ncclCommAbort ends the
+ * collective and the job passes (tests/gpu/nccl.sh). */
 TEST(comm_mpi_timeout_aborts)
 {
-    if (!getenv("COMM_MPI_TEST_ABORT"))
+    const char *how = getenv("COMM_MPI_TEST_ABORT");
+    if (!how)
         return;
     comm_t *c = test_open(COMM_CHECK_NONE, 1.0);
-    if (comm_world(c) < 2) { /* nobody to skip the collective */
+    if (comm_world(c) < 2) { /* nobody to be missing */
         comm_close(c);
         return;
     }
     struct tbuf buf = tb_new(c, 16 * 4);
     tb_up(c, &buf);
     CHECK_OK(comm_barrier(c));
-    if (comm_rank(c) == 0) {
-        CHECK_ERR(comm_allreduce(c, buf.dev, buf.dev, 16, COMM_FLOAT32, COMM_SUM), ERR_TIMEOUT,
-                  "collective #2 (allreduce sum, 16 x float32)");
-        fprintf(stderr, "rank 0 diagnosed: %s\n", err_msg());
+    int rc = 0;
+    if (comm_rank(c) != 1)
+        rc = comm_allreduce(c, buf.dev, buf.dev, 16, COMM_FLOAT32, COMM_SUM);
+    else if (strcmp(how, "other") == 0)
+        rc = comm_broadcast(c, buf.dev, 16, COMM_FLOAT32, 0);
+    if (rc < 0) {
+        fprintf(stderr, "rank %d diagnosed: %s\n", comm_rank(c), err_msg());
+        CHECK_EQ(rc, ERR_TIMEOUT);
     }
     tb_free(c, &buf);
     comm_close(c);

@@ -21,6 +21,15 @@
  * MPI_Finalize, would wait forever for the rank that never came. mpirun then
  * ends every process of the job with a non-zero status.
  *
+ * Who is missing. Before it gives up, a rank whose wait expired takes a
+ * census (mpi_census()): it asks every other rank, over a side
+ * communicator, where it is. A rank answers while it waits in any
+ * collective of ours (every wait polls, and answers between polls), so the
+ * ranks that answer are named with the collective they wait in, and a rank
+ * that does not answer within a second is named as the one missing: it is in
+ * none of our collectives (in its own code, finished, or dead). This is the
+ * simulator's watchdog report, as far as processes can know it.
+ *
  * Errors. Every communicator is a duplicate of MPI_COMM_WORLD with the
  * MPI_ERRORS_RETURN handler, so a failing call comes back here and is reported
  * with its name, the rank and MPI_Error_string() instead of MPI's default
@@ -149,18 +158,25 @@ void comm_mpi_session_end(int abort_job)
 
 /* ---- waiting with a deadline ------------------------------------------------ */
 
+struct mpi_comm;
+static void mpi_census_answer(struct mpi_comm *mc);
+
 /* Polls `req` with MPI_Test until it completes or clock_now_ns() passes
  * `deadline_ns`. MPI_Wait would be simpler but cannot time out. Each turn
- * yields the core: under `mpirun --oversubscribe` the rank we wait for may
- * need it. Returns MPI_SUCCESS, an MPI error code (*timed_out = 0), or
- * MPI_ERR_PENDING with *timed_out = 1 (the request is still posted). */
-static int mpi_poll(MPI_Request *req, uint64_t deadline_ns, int *timed_out)
+ * answers the census questions of ranks whose own wait expired (when `mc`
+ * is a communicator of ours) and yields the core: under `mpirun
+ * --oversubscribe` the rank we wait for may need it. Returns MPI_SUCCESS,
+ * an MPI error code (*timed_out = 0), or MPI_ERR_PENDING with *timed_out = 1
+ * (the request is still posted). */
+static int mpi_poll(MPI_Request *req, uint64_t deadline_ns, int *timed_out, struct mpi_comm *mc)
 {
     *timed_out = 0;
     for (;;) {
         int done = 0, rc = MPI_Test(req, &done, MPI_STATUS_IGNORE);
         if (rc != MPI_SUCCESS || done)
             return rc;
+        if (mc)
+            mpi_census_answer(mc);
         if (clock_now_ns() > deadline_ns) {
             *timed_out = 1;
             return MPI_ERR_PENDING;
@@ -188,7 +204,7 @@ int comm_mpi_bcast_bytes(void *buf, size_t bytes, int root, double timeout_s)
     if (rc != MPI_SUCCESS)
         return mpi_fail(rc, "MPI_Ibcast", rank, "broadcasting the bootstrap id");
     int timed_out;
-    rc = mpi_poll(&req, mpi_deadline(timeout_s), &timed_out);
+    rc = mpi_poll(&req, mpi_deadline(timeout_s), &timed_out, NULL);
     if (rc == MPI_SUCCESS)
         return 0;
     mpi_stuck = 1; /* the broadcast may still be posted: the session must end in MPI_Abort */
@@ -200,11 +216,156 @@ int comm_mpi_bcast_bytes(void *buf, size_t bytes, int root, double timeout_s)
 
 /* ---- the backend ------------------------------------------------------------ */
 
+/* What a rank tells a census: the collective it waits in (and which part of
+ * it), and the last one it completed. Plain integers, sent as bytes between
+ * processes of one build. */
+struct mpi_whereabouts {
+    struct comm_fingerprint at, last;
+    int32_t phase;    /* 0: the collective itself; 1: its fingerprint check; 2: its result check */
+    int32_t has_last; /* `last` is set */
+};
+
 struct mpi_comm {
     MPI_Comm comm;     /* our own duplicate: its collectives match only ours */
+    MPI_Comm census;   /* another: a timed-out rank's "where are you?" (mpi_census) */
     int abort_on_close; /* a collective is stuck in MPI: close must abort */
     const char *last_call; /* comm_mpi_last_call() */
+    struct mpi_whereabouts here; /* this rank's answer to a census */
 };
+
+/* ---- the census: who is where, after a wait expired ---------------------------- */
+
+#define MPI_CENSUS_ASK 1
+#define MPI_CENSUS_TELL 2
+#define MPI_CENSUS_WAIT_NS 1000000000ull /* 1 s: a waiting rank answers within a poll turn */
+
+/* Answers every pending question: this rank is waiting (it is polling). */
+static void mpi_census_answer(struct mpi_comm *mc)
+{
+    for (;;) {
+        int asked = 0;
+        MPI_Status st;
+        if (MPI_Iprobe(MPI_ANY_SOURCE, MPI_CENSUS_ASK, mc->census, &asked, &st) != MPI_SUCCESS || !asked)
+            return;
+        char question;
+        if (MPI_Recv(&question, 1, MPI_BYTE, st.MPI_SOURCE, MPI_CENSUS_ASK, mc->census, MPI_STATUS_IGNORE) !=
+            MPI_SUCCESS)
+            return;
+        /* the asker posted its receive before asking, so this send completes */
+        MPI_Send(&mc->here, (int)sizeof mc->here, MPI_BYTE, st.MPI_SOURCE, MPI_CENSUS_TELL, mc->census);
+    }
+}
+
+/* "collective #3 (allreduce sum, 16 x float32)" from a fingerprint. */
+static const char *mpi_fp_describe(const struct comm_fingerprint *fp, char *buf, size_t len)
+{
+    struct comm_coll_desc d = {.seq = fp->seq, .coll = (enum comm_coll)fp->coll, .op = (enum comm_op)fp->op,
+                               .dtype = (enum comm_dtype)fp->dtype, .count = (size_t)fp->count, .root = fp->root};
+    return comm_coll_describe(&d, buf, len);
+}
+
+/* Asks every other rank where it is, waits up to MPI_CENSUS_WAIT_NS for the
+ * answers (answering the others' questions meanwhile), and writes the report:
+ * who waits in this collective too, who waits elsewhere, who did not answer.
+ * On any MPI failure it says the census could not be taken. */
+static void mpi_census(comm_t *c, char *report, size_t len)
+{
+    struct mpi_comm *mc = c->impl;
+    int W = c->world;
+    struct mpi_whereabouts *told = calloc((size_t)W, sizeof *told);
+    MPI_Request *recvs = malloc((size_t)W * sizeof *recvs), *asks = malloc((size_t)W * sizeof *asks);
+    int *answered = calloc((size_t)W, sizeof *answered);
+    if (!told || !recvs || !asks || !answered) {
+        snprintf(report, len, "\n  (no census of the other ranks: out of memory)");
+        goto out;
+    }
+    char question = '?';
+    int ok = 1;
+    for (int r = 0; r < W; r++) {
+        recvs[r] = asks[r] = MPI_REQUEST_NULL;
+        answered[r] = r == c->rank;
+        if (r != c->rank)
+            ok &= MPI_Irecv(&told[r], (int)sizeof told[r], MPI_BYTE, r, MPI_CENSUS_TELL, mc->census, &recvs[r]) ==
+                      MPI_SUCCESS &&
+                  MPI_Isend(&question, 1, MPI_BYTE, r, MPI_CENSUS_ASK, mc->census, &asks[r]) == MPI_SUCCESS;
+    }
+    uint64_t until = clock_deadline_ns(MPI_CENSUS_WAIT_NS);
+    for (int pending = W - 1; ok && pending > 0 && clock_now_ns() < until;) {
+        for (int r = 0; r < W; r++) {
+            int done = 0;
+            if (!answered[r] && MPI_Test(&recvs[r], &done, MPI_STATUS_IGNORE) == MPI_SUCCESS && done)
+                answered[r] = 1, pending--;
+        }
+        mpi_census_answer(mc);
+        sched_yield();
+    }
+    if (!ok) {
+        snprintf(report, len, "\n  (no census of the other ranks: an MPI call failed)");
+        goto out;
+    }
+    char too[256] = "", elsewhere[1024] = "", silent[1024] = "", desc[128], last[160];
+    size_t nt = 0, ne = 0, ns = 0;
+    int ntoo = 0;
+    for (int r = 0; r < W; r++) {
+        if (r == c->rank)
+            continue;
+        if (!answered[r]) {
+            MPI_Cancel(&recvs[r]); /* a receive may be cancelled; the question to r is left to MPI_Abort */
+            MPI_Wait(&recvs[r], MPI_STATUS_IGNORE);
+            ns += (size_t)snprintf(silent + ns, ns < sizeof silent ? sizeof silent - ns : 0,
+                                   "\n  rank %d: did not answer within %g s: it is in no collective of this "
+                                   "communicator (running its own code, finished, or dead)",
+                                   r, MPI_CENSUS_WAIT_NS / 1e9);
+            continue;
+        }
+        const struct mpi_whereabouts *t = &told[r];
+        if (memcmp(&t->at, &mc->here.at, sizeof t->at) == 0 && t->phase == mc->here.phase) {
+            nt += (size_t)snprintf(too + nt, nt < sizeof too ? sizeof too - nt : 0, "%s%d", nt ? ", " : "", r);
+            ntoo++;
+            continue;
+        }
+        snprintf(last, sizeof last, "%s", "has completed no collective");
+        if (t->has_last) {
+            char d2[128];
+            snprintf(last, sizeof last, "last completed %s", mpi_fp_describe(&t->last, d2, sizeof d2));
+        }
+        static const char *const phases[] = {"", " (its fingerprint check)", " (its result check)"};
+        ne += (size_t)snprintf(elsewhere + ne, ne < sizeof elsewhere ? sizeof elsewhere - ne : 0,
+                               "\n  rank %d: waiting at %s%s instead; %s", r, mpi_fp_describe(&t->at, desc, sizeof desc),
+                               phases[t->phase >= 0 && t->phase <= 2 ? t->phase : 0], last);
+    }
+    for (int r = 0; r < W; r++)
+        if (asks[r] != MPI_REQUEST_NULL)
+            MPI_Request_free(&asks[r]);
+    /* Is this rank the odd one? Then the others' common place says more than
+     * a list of everyone as "missing". */
+    int best = -1, best_count = 0;
+    for (int r = 0; r < W; r++) {
+        if (r == c->rank || !answered[r] || (memcmp(&told[r].at, &mc->here.at, sizeof told[r].at) == 0 &&
+                                             told[r].phase == mc->here.phase))
+            continue;
+        int count = 0;
+        for (int q = 0; q < W; q++)
+            count += q != c->rank && answered[q] && memcmp(&told[q].at, &told[r].at, sizeof told[r].at) == 0 &&
+                     told[q].phase == told[r].phase;
+        if (count > best_count)
+            best = r, best_count = count;
+    }
+    int n = 0;
+    if (2 * best_count > W)
+        n = snprintf(report, len, "\n  this rank is the odd one: %d of the %d ranks wait at %s", best_count, W,
+                     mpi_fp_describe(&told[best].at, desc, sizeof desc));
+    if (n >= 0 && (size_t)n < len)
+        n += snprintf(report + n, len - (size_t)n, "\n  waiting in it too: %s%s",
+                      ntoo == 0 ? "no other rank" : ntoo == 1 ? "rank " : "ranks ", too);
+    if ((ns || ne) && n >= 0 && (size_t)n < len)
+        snprintf(report + n, len - (size_t)n, "\n  missing:%s%s", silent, elsewhere);
+out:
+    free(told);
+    free(recvs);
+    free(asks);
+    free(answered);
+}
 
 struct mpi_req {
     MPI_Request r;
@@ -254,6 +415,8 @@ static int mpi_open(comm_t *c, const struct comm_config *cfg)
         return err_set(ERR_NOMEM, "mpi: rank %d: cannot allocate its communicator", at.rank);
     }
     rc = mpi_comm_dup_returning(at.rank, &mc->comm);
+    if (rc == 0 && (rc = mpi_comm_dup_returning(at.rank, &mc->census)) < 0)
+        MPI_Comm_free(&mc->comm);
     if (rc < 0) {
         free(mc);
         comm_mpi_session_end(0);
@@ -272,7 +435,7 @@ static void mpi_close(comm_t *c)
     if (abort_job)
         fprintf(stderr, "mpi: rank %d: aborting the MPI job after: %s\n", c->rank, c->broken_msg);
     else
-        MPI_Comm_free(&mc->comm);
+        MPI_Comm_free(&mc->comm), MPI_Comm_free(&mc->census);
     free(mc);
     comm_mpi_session_end(abort_job);
 }
@@ -285,17 +448,21 @@ static int mpi_finish(comm_t *c, MPI_Request *r, const char *call, const struct 
 {
     struct mpi_comm *mc = c->impl;
     char desc[128];
-    int timed_out, rc = mpi_poll(r, mpi_deadline(c->timeout_s), &timed_out);
+    comm_fingerprint_of(d, &mc->here.at);
+    mc->here.phase = strstr(phase, "fingerprint") ? 1 : strstr(phase, "result") ? 2 : 0;
+    int timed_out, rc = mpi_poll(r, mpi_deadline(c->timeout_s), &timed_out, mc);
     if (rc == MPI_SUCCESS)
         return 0;
     mc->abort_on_close = 1;
     comm_coll_describe(d, desc, sizeof desc);
-    if (timed_out)
+    if (timed_out) {
+        char census[3072];
+        mpi_census(c, census, sizeof census);
         return err_set(ERR_TIMEOUT,
-                       "mpi: rank %d: %s: %s%s did not complete within %g s: some rank never started it, or started "
-                       "a different collective (run with the fingerprint check to tell). MPI cannot cancel a "
-                       "collective: closing the communicator aborts the job (MPI_Abort)",
-                       c->rank, desc, call, phase, c->timeout_s);
+                       "mpi: rank %d: %s: %s%s did not complete within %g s%s\n"
+                       "MPI cannot cancel a collective: closing the communicator aborts the job (MPI_Abort)",
+                       c->rank, desc, call, phase, c->timeout_s, census);
+    }
     return mpi_fail(rc, call, c->rank, desc);
 }
 
@@ -380,9 +547,15 @@ static int mpi_complete(comm_t *c, const struct comm_coll_desc *d, struct mpi_re
     if (d->op == COMM_AVG && (d->coll == COMM_ALLREDUCE || d->coll == COMM_REDUCE_SCATTER))
         comm_reduce_divide(d->dtype, d->recvbuf, d->count, c->world);
     size_t bytes;
+    int rc = 0;
     if (c->check == COMM_CHECK_RESULTS && comm_checks_result_bytes(d, c->world, &bytes))
-        return comm_checks_results(c, d, comm_checksum(d->recvbuf, bytes), mpi_exchange);
-    return 0;
+        rc = comm_checks_results(c, d, comm_checksum(d->recvbuf, bytes), mpi_exchange);
+    if (rc == 0) { /* what a census hears from this rank from now on */
+        struct mpi_comm *mc = c->impl;
+        comm_fingerprint_of(d, &mc->here.last);
+        mc->here.has_last = 1;
+    }
+    return rc;
 }
 
 /* Without a watchdog (c->timeout_s == 0, COMM_NO_TIMEOUT) a blocking
