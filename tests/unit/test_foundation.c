@@ -1,9 +1,10 @@
 /* test_foundation: the house's own pieces: errors, flag parsing, deadlines
- * that never wrap, the synthetic dataset's determinism and bounds, rank
+ * that never wrap, sizes checked before malloc, the synthetic dataset's determinism and bounds, rank
  * threads carrying the first failure. */
 #include "check.h"
 #include "base/cli.h"
 #include "base/clock.h"
+#include "base/mem.h"
 #include "dataset/dataset.h"
 #include "base/error.h"
 #include "sim/ranks.h"
@@ -78,6 +79,22 @@ TEST(deadlines_saturate_instead_of_wrapping)
     CHECK(one_s >= before + 1000000000u && one_s < before + 2000000000u);
     CHECK(clock_deadline_s(NAN) <= clock_now_ns());
     CHECK(clock_deadline_s(-5) <= clock_now_ns());
+}
+
+/* A size that wraps 64 bits, or that no allocation on this machine can
+ * honour, is refused before malloc, naming it. */
+TEST(mem_refuses_sizes_that_wrap_or_cannot_fit)
+{
+    size_t bytes = 0;
+    CHECK_ERR(mem_check_array("--batch-size=2305843009213693953", 2305843009213693953ull, 8, &bytes), ERR_NOMEM,
+              "--batch-size=2305843009213693953: 2305843009213693953 x 8 bytes overflows 64 bits");
+    uint64_t have = mem_physical_bytes();
+    CHECK(have > 0);
+    CHECK_ERR(mem_check_array("a ring", have / 4, 4, &bytes), ERR_NOMEM, "a ring: needs");
+    CHECK_CONTAINS(err_msg(), "more than this machine can hold (80% of its");
+    CHECK_OK(mem_check_array("a batch", 256, 8, &bytes));
+    CHECK_EQ(bytes, 2048);
+    CHECK_OK(mem_check_fits("nothing", 0));
 }
 
 TEST(synthetic_is_deterministic_and_bounded)
