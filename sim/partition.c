@@ -309,12 +309,19 @@ static uint64_t partition_items_in(const struct partition_shard *sh, uint64_t st
     return items;
 }
 
+/* Whether n words at a and b are equal. An empty shard has NULL arrays, and
+ * memcmp must not be handed NULL even for 0 bytes (C11 7.24.1). */
+static int partition_same_words(const uint64_t *a, const uint64_t *b, uint64_t n)
+{
+    return n == 0 || memcmp(a, b, n * sizeof *a) == 0;
+}
+
 /* Whether a shard holds exactly these batches. */
 static int partition_same_batches(const struct partition_shard *a, const uint64_t *items, const uint64_t *sizes,
                                   uint64_t steps)
 {
-    return a->steps == steps && memcmp(a->sizes, sizes, steps * sizeof *sizes) == 0 &&
-           memcmp(a->indices, items, partition_items_in(a, steps) * sizeof *items) == 0;
+    return a->steps == steps && partition_same_words(a->sizes, sizes, steps) &&
+           partition_same_words(a->indices, items, partition_items_in(a, steps));
 }
 
 /* Records the sampler had to skip, counted here from the lengths rather than
@@ -372,7 +379,7 @@ static int partition_count_copies(const partition_run_t *run, uint64_t e, uint64
                     if (idx[k] < n)
                         owner[idx[k]] = g;
             } else if (seen == m && size[owner[idx[0]]] == m &&
-                       memcmp(start[owner[idx[0]]], idx, m * sizeof *idx) == 0) {
+                       partition_same_words(start[owner[idx[0]]], idx, m)) {
                 ++*copies, *copied_records += m;
             } else {
                 ++*overlapping;
