@@ -115,8 +115,10 @@ static int ch3_parse(int argc, char **argv, struct ch3_args *a)
     };
     int step_set = 0, rc = 0, c;
     double step_ms = 0;
+    struct cli_given given = {0};
     opterr = 0;
     while (rc == 0 && (c = getopt_long(argc, argv, ":", opts, NULL)) != -1) {
+        cli_given_add(&given, c);
         switch (c) {
         case O_DATA: a->data = optarg; break;
         case O_WORKERS: rc = ch3_parse_bounded_list("workers", optarg, 256, a->workers, &a->nworkers); break;
@@ -150,6 +152,13 @@ static int ch3_parse(int argc, char **argv, struct ch3_args *a)
                      (unsigned long long)a->world);
     if (rc == 0 && a->bench && (a->nworkers > 1 || a->nwork > 1))
         rc = err_set(ERR_ARG, "--bench takes one --workers and one --work-us value");
+    /* a flag the chosen run would ignore is refused: it asked for another run */
+    if (rc == 0 && !a->bench)
+        rc = cli_refuse_given(&given, opts, (const int[]){O_EPOCHS, O_WARMUP, O_OOO, O_MEMCPY, 0},
+                              "does nothing without --bench (the experiment runs --batches steps, in order)");
+    if (rc == 0 && a->bench)
+        rc = cli_refuse_given(&given, opts, (const int[]){O_BATCHES, O_OUT, O_PLOT, 0},
+                              "does nothing with --bench (it belongs to the experiment, the default run)");
     if (rc)
         return rc;
     if (!a->nworkers) { /* defaults depend on the mode */

@@ -175,6 +175,33 @@ int cli_getopt_error(int c, const char *arg, const struct option *longopts)
     return err_set(ERR_ARG, "unrecognized option '%s' (see --help)", arg ? arg : "");
 }
 
+void cli_given_add(struct cli_given *g, int value)
+{
+    if (value >= 0 && value < CLI_MAX_OPTION)
+        g->bits[value / 64] |= 1ull << (value % 64);
+}
+
+int cli_given_has(const struct cli_given *g, int value)
+{
+    return value >= 0 && value < CLI_MAX_OPTION && (g->bits[value / 64] >> (value % 64) & 1);
+}
+
+int cli_refuse_given(const struct cli_given *g, const struct option *longopts, const int *values, const char *why)
+{
+    for (const int *v = values; *v; v++) {
+        if (!cli_given_has(g, *v))
+            continue;
+        const char *name = "?";
+        for (int i = 0; longopts[i].name; i++)
+            if (longopts[i].val == *v) {
+                name = longopts[i].name;
+                break;
+            }
+        return err_set(ERR_ARG, "--%s %s", name, why);
+    }
+    return 0;
+}
+
 int cli_fail(const char *prog)
 {
     fprintf(stderr, "%s: %s\n", prog, err_msg());

@@ -63,6 +63,26 @@ int cli_parse_list(const char *flag, const char *text, uint64_t *out, int max, i
 struct option;
 int cli_getopt_error(int c, const char *arg, const struct option *longopts);
 
+/* The flags a run was given, by their getopt value (below CLI_MAX_OPTION), so
+ * that a program can refuse the ones the chosen mode would silently ignore
+ * ("--memcpy does nothing without --bench"): a flag that changes nothing is
+ * a typo or a misunderstanding, and the run would not be the one asked for. */
+#define CLI_MAX_OPTION 512
+struct cli_given {
+    uint64_t bits[CLI_MAX_OPTION / 64];
+};
+
+/* Records that getopt_long returned `value`. */
+void cli_given_add(struct cli_given *g, int value);
+
+/* Whether `value` was given. */
+int cli_given_has(const struct cli_given *g, int value);
+
+/* The first of `values` (getopt values, ending with 0) that was given:
+ * ERR_ARG "--NAME WHY" with NAME from `longopts` ("--out-of-order does
+ * nothing without --bench"). 0 when none of them was given. */
+int cli_refuse_given(const struct cli_given *g, const struct option *longopts, const int *values, const char *why);
+
 /* A usage error: prints "PROG: <err_msg()>" on one line of stderr and returns
  * CLI_EXIT_USAGE, so callers write `return cli_fail("chapter-2");`. PROG is
  * the program's name, not argv[0] (no "./build/" in messages). */

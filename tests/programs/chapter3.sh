@@ -10,6 +10,12 @@ t_fail bad_workers 2 "--workers: expected a non-negative integer, got 'two'" "$C
 t_fail bad_batch 2 "--batch: expected 1 to 1048576" "$C3" --bench --batch=0
 t_fail bench_one_value 2 "--bench takes one --workers" "$C3" --bench --workers=1,2
 t_fail stray_argument 2 "unexpected argument 'extra'" "$C3" extra
+# a flag the chosen run would ignore is refused, naming it
+t_fail out_of_order_needs_bench 2 "--out-of-order does nothing without --bench" "$C3" --out-of-order
+t_fail memcpy_needs_bench 2 "--memcpy does nothing without --bench" "$C3" --data=synthetic --memcpy
+t_fail epochs_need_bench 2 "--epochs does nothing without --bench" "$C3" --epochs=3
+t_fail plot_is_not_bench 2 "--plot does nothing with --bench" "$C3" --bench --plot
+t_fail batches_are_not_bench 2 "--batches does nothing with --bench" "$C3" --bench --batches=3
 t_fail batches_too_many 2 "--batches: expected 1 to 1073741824" "$C3" --batches=72057594037927936
 t_fail missing_data 1 "chapter-3: /nonexistent.idx" "$C3" --bench --data=/nonexistent.idx
 # an IDX file with 0 images: refused by name, nothing to batch
