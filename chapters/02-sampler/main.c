@@ -19,6 +19,7 @@
 
 #include "base/cli.h"
 #include "base/error.h"
+#include "base/mem.h"
 #include "sim/launch.h"
 
 #include <getopt.h>
@@ -130,14 +131,47 @@ struct ch2_flags {
     int sampler_set; /* --sampler given: check that one; else distributed, then dynamic */
 };
 
+/* A flag the chosen run would ignore is refused: the user asked for another
+ * run than the one that would happen. */
+static int ch2_refuse_unused(const struct cli_given *g, const struct ch2_config *cfg, const struct ch2_flags *fl)
+{
+    static const int dynamic_only[] = {OPT_BUDGET, OPT_BATCH_TYPE, OPT_SORT_SIZE, OPT_MAX_SAMPLES,
+                                       OPT_MAX_TOKEN_LENGTH, OPT_START_STEP, OPT_MIN_LENGTH, OPT_MAX_LENGTH, 0};
+    /* the token-budget sampler runs when asked for, and second in the lesson */
+    int dynamic_runs = !fl->bench && (cfg->sampler == CH2_DYNAMIC || (!fl->sampler_set && !fl->print));
+    int rc = 0;
+    if (!dynamic_runs)
+        rc = cli_refuse_given(g, ch2_options, dynamic_only,
+                              "is for the token-budget sampler (--sampler=dynamic), which this run does not use");
+    if (rc == 0 && fl->bench)
+        rc = cli_refuse_given(g, ch2_options, (const int[]){OPT_PRINT, OPT_DATA, OPT_EPOCHS, OPT_NO_SET_EPOCH, 0},
+                              "does nothing with --bench (it times epoch --epoch of rank --rank over --size records)");
+    if (rc == 0 && fl->print)
+        rc = cli_refuse_given(g, ch2_options, (const int[]){OPT_EPOCHS, OPT_NO_SET_EPOCH, 0},
+                              "does nothing with --print-indices (it prints the one epoch --epoch)");
+    if (rc == 0 && !fl->print && !fl->bench)
+        rc = cli_refuse_given(g, ch2_options, (const int[]){OPT_RANK, OPT_EPOCH, 0},
+                              "does nothing in the partition check, which runs every rank from epoch 0 (it is for "
+                              "--print-indices and --bench)");
+    if (rc == 0 && !cfg->dist.shuffle)
+        rc = cli_refuse_given(g, ch2_options, (const int[]){OPT_RANDPERM, 0},
+                              "does nothing with --no-shuffle (nothing is permuted)");
+    if (rc == 0 && fl->data && strcmp(fl->data, "synthetic") != 0)
+        rc = cli_refuse_given(g, ch2_options, (const int[]){OPT_SIZE, OPT_MIN_LENGTH, OPT_MAX_LENGTH, 0},
+                              "does nothing with --data=FILE (the file has its own records; it is for synthetic data)");
+    return rc;
+}
+
 static int ch2_parse(int argc, char **argv, struct ch2_config *cfg, struct ch2_flags *fl)
 {
     static const char *const samplers[] = {"distributed", "feistel", "dynamic", NULL};
     static const char *const randperms[] = {"auto", "swap", "inside-out", NULL};
     static const char *const types[] = {"token", "example", NULL};
     int opt, choice, rc = 0;
+    struct cli_given given = {0};
     opterr = 0;
     while (rc == 0 && (opt = getopt_long(argc, argv, ":", ch2_options, NULL)) != -1) {
+        cli_given_add(&given, opt);
         switch (opt) {
         case OPT_SAMPLER:
             if ((rc = cli_parse_choice("sampler", optarg, samplers, &choice)) == 0)
@@ -210,8 +244,11 @@ static int ch2_parse(int argc, char **argv, struct ch2_config *cfg, struct ch2_f
     if (rc == 0 && !fl->print && !fl->bench && cfg->dist.world > LAUNCH_MAX_THREADS)
         rc = err_set(ERR_ARG, "--world: the check runs a thread per rank, at most %d (--print-indices takes any)",
                      LAUNCH_MAX_THREADS);
-    if (rc == 0 && fl->bench && fl->sampler_set && cfg->sampler == CH2_DYNAMIC)
-        rc = err_set(ERR_ARG, "--bench: times the distributed and feistel modes; drop --sampler=dynamic");
+    if (rc == 0 && fl->bench && fl->sampler_set)
+        rc = err_set(ERR_ARG, "--bench: times the distributed and feistel modes, both, whatever --sampler says; "
+                     "drop --sampler");
+    if (rc == 0)
+        rc = ch2_refuse_unused(&given, cfg, fl);
     /* The dynamic sampler shares the distributed flags. */
     cfg->dyn.world = cfg->dist.world;
     cfg->dyn.rank = cfg->dist.rank;
@@ -279,9 +316,14 @@ static int ch2_print_distributed(const struct ch2_config *cfg, uint64_t size)
     if (rc == 0 && cfg->batch_size) { /* DataLoader(batch_size=B, sampler=...): BatchSampler's batches */
         batch_sampler_t b;
         uint64_t *batch = NULL;
+        /* no batch holds more than the epoch: B near 2^64 is one batch of them all, as in PyTorch,
+         * not a B x 8-byte buffer (which wraps around 64 bits) */
+        uint64_t most = cfg->batch_size < sampler_len(s) ? cfg->batch_size : sampler_len(s);
+        size_t bytes;
         if ((rc = batch_sampler_init(&b, index_stream_of_sampler(s), cfg->batch_size, 0)) == 0 &&
-            !(batch = malloc(cfg->batch_size * sizeof *batch)))
-            rc = err_set(ERR_NOMEM, "cannot allocate a batch of %llu indices", (unsigned long long)cfg->batch_size);
+            (rc = mem_check_array("--batch-size: a batch of indices", most ? most : 1, sizeof *batch, &bytes)) == 0 &&
+            !(batch = malloc(bytes)))
+            rc = err_set(ERR_NOMEM, "cannot allocate a batch of %llu indices", (unsigned long long)most);
         for (uint64_t i = 0; rc == 0 && i < batch_sampler_len(&b); i++) {
             int64_t count = batch_sampler_get(&b, i, batch);
             if (count < 0)

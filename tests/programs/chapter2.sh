@@ -13,6 +13,8 @@ t_out dynamic_example_batches_pass "PASS:" "$ch2" --sampler=dynamic --size=999 -
 t_out drop_last_keeps_the_first_total "1000 distinct: the first 1000 of the order, 3 dropped" "$ch2" --size=1003 --world=4 \
     --drop-last --epochs=2
 t_out padding_is_counted "the padding adds 2" "$ch2" --size=10 --world=4 --epochs=1
+# an empty dataset passes both checks (under the asan suite, with no NULL handed to memcmp)
+t_out empty_dataset_passes "PASS: 18 checks passed" "$ch2" --size=0
 t_out no_shuffle_keeps_order "same order" "$ch2" --size=50 --world=3 --no-shuffle --epochs=2
 t_fail forgotten_set_epoch_fails 1 "without set_epoch()" "$ch2" --size=100 --world=2 --no-set-epoch
 t_out help "--print-indices" "$ch2" --help
@@ -34,6 +36,19 @@ t_fail bad_max_samples 2 "--max-samples" "$ch2" --sampler=dynamic --max-samples=
 t_fail dynamic_has_no_drop_last 2 "--drop-last: the token-budget sampler has none" "$ch2" --sampler=dynamic --drop-last
 t_fail batch_size_needs_print 2 "--batch-size: groups what --print-indices prints" "$ch2" --batch-size=4
 t_fail batch_size_zero 2 "--batch-size: expected 1 to" "$ch2" --print-indices --batch-size=0
+# a batch size near 2^64 (x 8 bytes wraps to 8) is one batch of the whole epoch, as in PyTorch
+t_out batch_size_near_2_64 "$(printf '4 1 7 5 3 9 0 8 6 2')" "$ch2" --size=10 --world=1 --print-indices \
+    --batch-size=2305843009213693953
+t_out batch_size_2_64_minus_1 "$(printf '4 1 7 5 3 9 0 8 6 2')" "$ch2" --size=10 --world=1 --print-indices \
+    --batch-size=18446744073709551615
+# a flag the chosen run would ignore is refused, naming it
+t_fail epochs_not_printed 2 "--epochs does nothing with --print-indices" "$ch2" --print-indices --epochs=2
+t_fail rank_not_checked 2 "--rank does nothing in the partition check" "$ch2" --rank=1
+t_fail budget_needs_dynamic 2 "--budget is for the token-budget sampler" "$ch2" --sampler=distributed --budget=10
+t_fail bench_takes_no_data 2 "--data does nothing with --bench" "$ch2" --bench --data=synthetic
+t_fail bench_takes_no_sampler 2 "--bench: times the distributed and feistel modes" "$ch2" --bench --sampler=feistel
+t_fail randperm_needs_shuffle 2 "--randperm does nothing with --no-shuffle" "$ch2" --no-shuffle --randperm=swap
+t_fail size_not_with_a_file 2 "--size does nothing with --data=FILE" "$ch2" --data=/etc/hostname --size=5
 
 # --batch-size: the batches DataLoader(batch_size=B, sampler=DistributedSampler(...)) gives, as
 # torch's BatchSampler makes them (plain suite, when Debian's torch is there)
