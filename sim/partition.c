@@ -3,6 +3,7 @@
 #include "sim/partition.h"
 
 #include "base/error.h"
+#include "base/mem.h"
 #include "sim/launch.h"
 
 #include <stdarg.h>
@@ -125,12 +126,25 @@ static int partition_record(partition_run_t *run, int (*fn)(struct launch_rank *
     if (run->world == 0 || run->world > LAUNCH_MAX_THREADS)
         return err_set(ERR_ARG, "partition: a world of %u runs a thread per rank, at most %d", run->world,
                        LAUNCH_MAX_THREADS);
+    /* Up front, what the whole run holds at once: every rank's order of the
+     * epoch (its own sampler, 8 bytes an index at most) and every recorded
+     * shard of every epoch (8 bytes an index; padding adds at most one per
+     * rank). A size near 2^64 or past this machine stops here, not halfway. */
+    uint64_t per_epoch = run->n > UINT64_MAX - run->world ? UINT64_MAX : run->n + run->world, words;
+    if (__builtin_mul_overflow(per_epoch, run->epochs + run->world, &words))
+        words = UINT64_MAX;
+    size_t bytes;
+    int rc = mem_check_array("partition: every rank's order and every epoch's shards", words, sizeof(uint64_t),
+                             &bytes);
+    if (rc < 0)
+        return err_wrap(rc, "%llu records, %u ranks, %llu epochs", (unsigned long long)run->n, run->world,
+                        (unsigned long long)run->epochs);
     run->shards = calloc(run->epochs * run->world, sizeof *run->shards);
     if (!run->shards)
         return err_set(ERR_NOMEM, "partition: out of memory for %llu shards",
                        (unsigned long long)(run->epochs * run->world));
     struct launch_config cfg = {.world = (int)run->world, .shared = run};
-    int rc = launch_run(&cfg, fn);
+    rc = launch_run(&cfg, fn);
     if (rc < 0)
         partition_run_free(run);
     return rc;

@@ -19,6 +19,7 @@
 #include "base/clock.h"
 #include "base/error.h"
 #include "base/measure.h"
+#include "base/mem.h"
 #include "base/plot.h"
 #include "base/progress.h"
 #include "dataset/dataset.h"
@@ -306,8 +307,10 @@ static int ch3_memcpy_bps(const dataset_t *ds, const struct ch3_args *a, double 
     int rc = ch3_sampler(ds, a, &s);
     if (rc < 0)
         return rc;
-    uint64_t count = sampler_len(s), *order = malloc((count ? count : 1) * sizeof *order);
-    if (!order)
+    uint64_t count = sampler_len(s), *order = NULL;
+    size_t bytes;
+    if ((rc = mem_check_array("the epoch's order", count ? count : 1, sizeof *order, &bytes)) == 0 &&
+        !(order = malloc(bytes)))
         rc = err_set(ERR_NOMEM, "out of memory for %llu indices", (unsigned long long)count);
     if (rc == 0)
         rc = sampler_begin(s);

@@ -16,6 +16,7 @@
 #include "backend_table.h"
 #include "base/cli.h"
 #include "base/error.h"
+#include "base/mem.h"
 #include "sim/faults.h"
 #include "base/plot.h"
 #include "sim/launch.h"
@@ -24,7 +25,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
 #define CH5_OUT_DIR "notebooks-out/chapter-5"
 #define CH5_PROG "chapter-5" /* the name every message starts with */
@@ -278,12 +278,15 @@ static int ch5_validate(struct ch5_cli *cli)
         return rc;
     /* each rank holds a send, a receive and a checking buffer of max-bytes: refuse what
      * cannot fit rather than be killed by the OOM killer halfway through the table */
-    double ranks_here = threads ? o->world : 1;
-    double need = 3.0 * (double)o->max_bytes * ranks_here;
-    double have = (double)sysconf(_SC_PHYS_PAGES) * (double)sysconf(_SC_PAGESIZE);
-    if (have > 0 && need > 0.8 * have)
-        return err_set(ERR_ARG, "--max-bytes=%llu needs %.1f GiB for %g rank(s), more than this machine's %.1f GiB "
-                       "allows", (unsigned long long)o->max_bytes, need / (1 << 30), ranks_here, have / (1 << 30));
+    char what[96];
+    size_t bytes;
+    snprintf(what, sizeof what, "--max-bytes=%llu: 3 buffers on each of %d rank(s)", (unsigned long long)o->max_bytes,
+             threads ? o->world : 1);
+    if (mem_check_array(what, o->max_bytes, 3 * (uint64_t)(threads ? o->world : 1), &bytes) < 0) {
+        char why[512]; /* a flag too large for the machine is a usage error */
+        snprintf(why, sizeof why, "%s", err_msg());
+        return err_set(ERR_ARG, "%s", why);
+    }
     return 0;
 }
 

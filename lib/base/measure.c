@@ -4,6 +4,7 @@
 
 #include "base/clock.h"
 #include "base/error.h"
+#include "base/mem.h"
 
 #include <errno.h>
 #include <pthread.h>
@@ -198,6 +199,10 @@ int measure_gather(size_t record_bytes, uint64_t records, const uint64_t *order,
         if (order[i] >= records)
             return err_set(ERR_ARG, "measure_gather: index %llu at position %llu is past the %llu records",
                            (unsigned long long)order[i], (unsigned long long)i, (unsigned long long)records);
+    int rc = mem_check_fits("measure_gather: a copy of the records and a batch buffer",
+                            src_bytes > SIZE_MAX - dst_bytes ? UINT64_MAX : (uint64_t)(src_bytes + dst_bytes));
+    if (rc < 0)
+        return rc;
     uint8_t *src = malloc(src_bytes), *dst = malloc(dst_bytes);
     double *secs = malloc((size_t)trials * sizeof *secs);
     if (!src || !dst || !secs) {

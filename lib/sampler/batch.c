@@ -2,6 +2,7 @@
 #include "sampler/batch.h"
 
 #include "base/error.h"
+#include "base/mem.h"
 #include "base/rng.h"
 
 #include <stdlib.h>
@@ -258,7 +259,10 @@ int batch_dynamic_begin(batch_dynamic_t *d)
     int rc = o->shuffle ? sampler_randperm(n, epoch_seed, o->randperm, &order) : 0;
     if (rc == 0)
         rc = sampler_seq_alloc(&d->items, n, n ? n - 1 : 0);
-    if (rc == 0 && buffer > 0 && !(e = malloc(buffer * sizeof *e)))
+    size_t bytes = 0;
+    if (rc == 0 && buffer > 0 &&
+        (rc = mem_check_array("dynamic batch sampler: the sorting buffer", buffer, sizeof *e, &bytes)) == 0 &&
+        !(e = malloc(bytes)))
         rc = err_set(ERR_NOMEM, "dynamic batch sampler: cannot allocate a sorting buffer of %llu records",
                      (unsigned long long)buffer);
     uint64_t placed = 0;

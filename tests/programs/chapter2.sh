@@ -41,6 +41,13 @@ t_out batch_size_near_2_64 "$(printf '4 1 7 5 3 9 0 8 6 2')" "$ch2" --size=10 --
     --batch-size=2305843009213693953
 t_out batch_size_2_64_minus_1 "$(printf '4 1 7 5 3 9 0 8 6 2')" "$ch2" --size=10 --world=1 --print-indices \
     --batch-size=18446744073709551615
+# sizes past the machine are refused before anything is allocated, naming what needs the memory
+t_fail check_size_past_the_machine 1 "partition: every rank's order and every epoch's shards: needs" \
+    "$ch2" --size=1099511627776 --epochs=2
+t_fail dynamic_size_wraps 1 "18446744073709551615 x 8 bytes overflows 64 bits" "$ch2" --sampler=dynamic \
+    --size=18446744073709551615
+t_fail print_size_past_the_machine 1 "sampler: the order of the epoch's indices: needs" "$ch2" --print-indices \
+    --size=1099511627776 --world=1
 # a flag the chosen run would ignore is refused, naming it
 t_fail epochs_not_printed 2 "--epochs does nothing with --print-indices" "$ch2" --print-indices --epochs=2
 t_fail rank_not_checked 2 "--rank does nothing in the partition check" "$ch2" --rank=1
