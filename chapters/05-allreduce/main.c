@@ -47,7 +47,7 @@ static void usage(FILE *f)
             "  --op=sum|avg             reduction (default sum)\n"
             "  --iters=N --warmup=N     timed and untimed iterations per size (default 20 and 5, as nccl-tests)\n"
             "  --check                  compare result checksums across ranks after every collective\n"
-            "  --timeout=SECONDS        per-collective watchdog timeout, at most 1e6 (default 30; demos use 1);\n"
+            "  --timeout=SECONDS        per-collective watchdog timeout, 0.01 to 1e6 (default 30; demos use 1);\n"
             "                           0 = no watchdog (mpi only: blocking MPI_Allreduce, as make bench runs it)\n"
             "  --plot                   all algorithms (1K..16M, factor 4 unless given): CSV, PNG, SVG\n"
             "                           {allreduce,busbw}-BACKEND.* in --out\n"
@@ -118,6 +118,7 @@ struct ch5_cli {
     struct ch5_opts opt;
     const char *demo, *out_dir;
     int plot, membound, sizes_given, launch_check, world_given, lesson;
+    struct cli_given given; /* which flags were given, to refuse those the run would ignore */
     double beta, gamma; /* seconds per byte from --beta-gbps / --gamma-gbps, 0: measure */
     char csv_path[PLOT_PATH_MAX], plot_path[PLOT_PATH_MAX];
 };
@@ -148,6 +149,7 @@ static int ch5_parse(int argc, char **argv, struct ch5_cli *cli)
     uint64_t v;
     opterr = 0;
     while (rc == 0 && (c = getopt_long(argc, argv, ":h", ch5_longopts, NULL)) != -1) {
+        cli_given_add(&cli->given, c);
         switch (c) {
         case OPT_BACKEND:
             if ((rc = cli_parse_choice("backend", optarg, backend_table_comm_names(), &choice)) == 0)
@@ -184,6 +186,10 @@ static int ch5_parse(int argc, char **argv, struct ch5_cli *cli)
         case OPT_CHECK: o->check = 1; break;
         case OPT_TIMEOUT: /* rejects inf and nan */
             rc = cli_parse_double_range("timeout", optarg, 0, COMM_MAX_TIMEOUT_S, &o->timeout_s);
+            if (rc == 0 && o->timeout_s > 0 && o->timeout_s < COMM_MIN_TIMEOUT_S)
+                rc = err_set(ERR_ARG, "--timeout: 0 (no watchdog) or %g to %g seconds, got %s: a shorter watchdog "
+                             "fires on ranks that are only waiting for a core", COMM_MIN_TIMEOUT_S,
+                             COMM_MAX_TIMEOUT_S, optarg);
             if (rc == 0 && o->timeout_s == 0)
                 o->timeout_s = COMM_NO_TIMEOUT;
             break;
@@ -219,12 +225,58 @@ static int ch5_parse(int argc, char **argv, struct ch5_cli *cli)
     return rc;
 }
 
+/* A flag the chosen run would ignore is refused: the user asked for another
+ * run than the one that would happen. */
+static int ch5_refuse_unused(const struct ch5_cli *cli)
+{
+    const struct cli_given *g = &cli->given;
+    /* what only the table (the sweep) reads */
+    static const int table_only[] = {OPT_MIN, OPT_MAX, OPT_STEP, OPT_OP, OPT_ITERS, OPT_WARMUP, OPT_PLOT, OPT_OUT,
+                                     OPT_ALPHA, OPT_BETA, OPT_GAMMA, OPT_CORES, OPT_MEMBOUND, 0};
+    if (cli->launch_check) {
+        static const int all_but_timeout[] = {OPT_BACKEND, OPT_WORLD, OPT_ALGO, OPT_CHECK, OPT_DEMO, OPT_FAULT,
+                                              OPT_MIN, OPT_MAX, OPT_STEP, OPT_OP, OPT_ITERS, OPT_WARMUP, OPT_PLOT,
+                                              OPT_OUT, OPT_ALPHA, OPT_BETA, OPT_GAMMA, OPT_CORES, OPT_MEMBOUND, 0};
+        return cli_refuse_given(g, ch5_longopts, all_but_timeout,
+                                "does nothing with --launch-check (it only meets rank 0 over TCP; --timeout applies)");
+    }
+    int rc = 0;
+    if (cli->demo && (rc = cli_refuse_given(g, ch5_longopts, (const int[]){OPT_WORLD, OPT_ALGO, OPT_CHECK, OPT_FAULT, 0},
+                                            "does nothing with --demo (each story sets its own world, faults and "
+                                            "checks; --timeout applies)")) < 0)
+        return rc;
+    if ((cli->demo || cli->opt.fault) &&
+        (rc = cli_refuse_given(g, ch5_longopts, table_only,
+                               "does nothing with --demo or --fault (they run a small training loop of 1024-float "
+                               "all-reduces, no table)")) < 0)
+        return rc;
+    if (cli->membound &&
+        (rc = cli_refuse_given(g, ch5_longopts,
+                               (const int[]){OPT_MIN, OPT_STEP, OPT_ALGO, OPT_ITERS, OPT_WARMUP, OPT_PLOT, OPT_OUT,
+                                             OPT_ALPHA, OPT_BETA, OPT_GAMMA, 0},
+                               "does nothing with --memory-bound (it times the ring at --max-bytes, against memcpy)")) < 0)
+        return rc;
+    if (!cli->plot && (rc = cli_refuse_given(g, ch5_longopts, (const int[]){OPT_OUT, 0},
+                                             "does nothing without --plot (only the plot writes files)")) < 0)
+        return rc;
+    if (strcmp(cli->opt.backend, "sim") != 0) {
+        char why[160];
+        snprintf(why, sizeof why, "does nothing with --backend=%s: the library chooses its own algorithm (NCCL_ALGO, "
+                 "Open MPI's coll_tuned parameters)", cli->opt.backend);
+        rc = cli_refuse_given(g, ch5_longopts, (const int[]){OPT_ALGO, 0}, why);
+    }
+    return rc;
+}
+
 /* The flags together, and the defaults each mode implies. 0; ERR_ARG for a
  * usage error; another ERR_* for what only running can tell (a backend this
  * build lacks). */
 static int ch5_validate(struct ch5_cli *cli)
 {
     struct ch5_opts *o = &cli->opt;
+    int unused = ch5_refuse_unused(cli);
+    if (unused < 0)
+        return unused;
     if (cli->launch_check) {
         if (o->timeout_s == COMM_NO_TIMEOUT)
             return err_set(ERR_ARG, "--launch-check needs a timeout above 0 (a rank that never comes must be named)");

@@ -44,6 +44,8 @@ else
             "$BUILD/chapter-5" --backend=mpi --timeout=0 --check --min-bytes=4 --max-bytes=64K --step-factor=16 \
             --iters=2 --warmup=1
     done
+    # MPI picks its own algorithm: --algo would be ignored, so it is refused
+    t_fail algo_refused_with_mpi 2 "--algo does nothing with --backend=mpi" "$BUILD/chapter-5" --backend=mpi --algo=tree
     # --world belongs to thread backends; under mpirun a different one used to be ignored
     t_fail np2.world_flag_refused nonzero "--world=4: this process is one rank of a job its launcher started" \
         mpirun --oversubscribe -np 2 "$BUILD/chapter-5" --backend=mpi --world=4 --max-bytes=4K

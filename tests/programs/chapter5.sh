@@ -18,6 +18,16 @@ else t_pass bad_flag_no_empty_message; fi
 t_fail bad_world 2 "--world" $P --world=0
 t_fail bad_algo 2 "--algo: unknown value 'hypercube' (ring, tree, naive or all)" $P --algo=hypercube
 t_fail too_big 2 "more than this machine" $P --max-bytes=1024G
+# a watchdog under 10 ms blames ranks that only wait for a core: refused (1e-300 s once rounded to "now")
+t_fail timeout_too_short 2 "--timeout: 0 (no watchdog) or 0.01 to 1e+06 seconds, got 1e-300" $P --timeout=1e-300
+t_fail launch_check_timeout_too_short 2 "--timeout: 0 (no watchdog) or 0.01" $P --launch-check --timeout=0.001
+# a flag the chosen run would ignore is refused, naming it
+t_fail launch_check_takes_only_timeout 2 "--world does nothing with --launch-check" $P --launch-check --world=2
+t_fail demo_sets_its_own_world 2 "--world does nothing with --demo" $P --demo=crash --world=8
+t_fail fault_has_no_table 2 "--max-bytes does nothing with --demo or --fault" $P --fault=kill:1@2 --max-bytes=1K
+t_fail demo_and_fault_together 2 "--fault does nothing with --demo" $P --demo=crash --fault=kill:1@2
+t_fail out_needs_plot 2 "--out does nothing without --plot" $P --out="$T_TMP/unused" --max-bytes=4K
+t_fail memory_bound_is_the_ring 2 "--algo does nothing with --memory-bound" $P --memory-bound --algo=tree
 t_fail bad_sizes 2 "larger than --max-bytes" $P --min-bytes=1M --max-bytes=1K
 # sizes that used to loop forever (0 x factor is 0) or print an empty table:
 # refused at once (the short time limit turns a hang into a FAIL)
