@@ -126,9 +126,11 @@ static int ch1_parse(int argc, char **argv, struct ch1_args *a)
     bench_names[CH1_BENCHES] = "all";
     bench_names[CH1_BENCHES + 1] = NULL;
     int c, choice;
+    struct cli_given given = {0};
     opterr = 0;
     while ((c = getopt_long(argc, argv, ":", longopts, NULL)) != -1) {
         int rc = 0;
+        cli_given_add(&given, c);
         switch (c) {
         case OPT_DATA: a->data = optarg; break;
         case OPT_GET: a->get_set = 1; rc = cli_parse_u64("get", optarg, &a->get); break;
@@ -153,7 +155,16 @@ static int ch1_parse(int argc, char **argv, struct ch1_args *a)
         return err_set(ERR_ARG, "unexpected argument '%s'", argv[optind]);
     if (a->get_set + a->check + a->experiment + (a->bench != NULL) > 1)
         return err_set(ERR_ARG, "--get, --check, --experiment/--plot and --bench are separate runs: pick one");
-    return 0;
+    /* a flag the chosen run would ignore is refused: it asked for another run */
+    int rc = a->experiment ? cli_refuse_given(&given, longopts, (const int[]){OPT_DATA, 0},
+                                              "does nothing with --experiment (it reads the JSONL file it generates)")
+                           : cli_refuse_given(&given, longopts, (const int[]){OPT_LINES, OPT_OUT, 0},
+                                              "does nothing without --experiment (it sizes and places the "
+                                              "experiment's files)");
+    if (rc == 0 && a->bench && strcmp(a->bench, "jsonl") == 0)
+        rc = cli_refuse_given(&given, longopts, (const int[]){OPT_DATA, 0},
+                              "does nothing with --bench=jsonl (it times the index build of a file it generates)");
+    return rc;
 }
 
 /* Where generated files go: $TMPDIR when set, else under build/. */
