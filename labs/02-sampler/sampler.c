@@ -13,6 +13,7 @@
 #include "sampler/sampler.h"
 
 #include "base/error.h"
+#include "base/mem.h"
 #include "base/rng.h"
 
 #include <stdio.h>
@@ -59,10 +60,10 @@ int sampler_seq_alloc(sampler_seq_t *s, uint64_t count, uint64_t max_value)
     if (count == 0)
         return 0;
     int wide = max_value > UINT32_MAX;
-    size_t width = wide ? sizeof(uint64_t) : sizeof(uint32_t);
-    if (count > SIZE_MAX / width)
-        return err_set(ERR_NOMEM, "sampler: %llu indices do not fit in memory", (unsigned long long)count);
-    size_t bytes = (size_t)count * width;
+    size_t width = wide ? sizeof(uint64_t) : sizeof(uint32_t), bytes;
+    int rc = mem_check_array("sampler: the order of the epoch's indices", count, width, &bytes);
+    if (rc < 0)
+        return rc;
     void *p = NULL;
     if (bytes >= SAMPLER_HUGE_PAGE) {
         /* Huge pages: the shuffle's random swaps otherwise miss the TLB on

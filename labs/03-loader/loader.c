@@ -42,6 +42,7 @@
 #include "base/clock.h"
 #include "base/error.h"
 #include "base/hash.h"
+#include "base/mem.h"
 
 #include <assert.h>
 #include <errno.h>
@@ -428,11 +429,11 @@ int loader_open(const dataset_t *ds, const struct loader_options *opt, loader_t 
                        "(use loader_collate_pad)", dataset_name(ds));
     if (opt->prefetch > LOADER_MAX_PREFETCH)
         return err_set(ERR_ARG, "loader: prefetch %u is more than %d", opt->prefetch, LOADER_MAX_PREFETCH);
-    /* 1e6 s (11.6 days): beyond that a timeout is a typo; it also keeps the
-     * conversion to nanoseconds in range (1e300 s is undefined behaviour). */
-    if (!(opt->timeout_s >= 0 && opt->timeout_s <= LOADER_MAX_TIMEOUT_S))
-        return err_set(ERR_ARG, "loader: timeout_s %g is not 0 (no timeout) to %g seconds", opt->timeout_s,
-                       LOADER_MAX_TIMEOUT_S);
+    /* 1e6 s (11.6 days): beyond that a timeout is a typo; below 10 ms
+     * (CLOCK_MIN_TIMEOUT_S) it blames a worker that only waited for a core. */
+    if (!(opt->timeout_s == 0 || (opt->timeout_s >= CLOCK_MIN_TIMEOUT_S && opt->timeout_s <= LOADER_MAX_TIMEOUT_S)))
+        return err_set(ERR_ARG, "loader: timeout_s %g is not 0 (no timeout) or %g to %g seconds", opt->timeout_s,
+                       CLOCK_MIN_TIMEOUT_S, LOADER_MAX_TIMEOUT_S);
     if (opt->timeout_s > 0 && opt->workers == 0) /* PyTorch ignores it there; we say so */
         return err_set(ERR_ARG, "loader: timeout_s %g needs workers: with workers = 0 loader_next() makes the "
                        "batch itself and has no one to time out", opt->timeout_s);
@@ -445,6 +446,23 @@ int loader_open(const dataset_t *ds, const struct loader_options *opt, loader_t 
     int rc = loader_slot_layout(data_bytes, opt->max_batch, nslots, &labels_offset, &alloc_bytes);
     if (rc)
         return rc;
+    /* The ring is allocated whole, up front: a ring this machine cannot hold
+     * is refused now, naming what sized it, rather than allocated under
+     * overcommit and killed when the workers touch it. With variable-length
+     * records the automatic slot holds max_batch rows padded to the dataset's
+     * longest record: one 5 MB line makes every slot of a 256-batch 1.3 GB. */
+    char what[256];
+    if (opt->slot_bytes)
+        snprintf(what, sizeof what, "loader: a ring of %u slots of slot_bytes %llu", nslots,
+                 (unsigned long long)opt->slot_bytes);
+    else
+        snprintf(what, sizeof what, "loader: a ring of %u slots, each sized for max_batch %u records of %s%llu bytes",
+                 nslots, opt->max_batch, info->record_bytes ? "" : "up to the longest record's ",
+                 (unsigned long long)info->max_record_bytes);
+    if ((rc = mem_check_fits(what, (uint64_t)nslots * alloc_bytes)) < 0)
+        return err_wrap(rc, "%s", info->record_bytes ? "lower max_batch, workers or prefetch"
+                        : "set slot_bytes (the most bytes a padded batch may take: a batch that needs more fails, "
+                          "naming itself) or make batches by a token budget (lib/sampler/batch.h)");
 
     struct loader *L = calloc(1, sizeof *L);
     if (!L)
@@ -707,7 +725,7 @@ int loader_next(loader_t *L, struct loader_batch **out)
     *out = NULL;
     pthread_mutex_lock(&L->mu);
     uint64_t t0 = clock_now_ns();
-    uint64_t deadline = L->opt.timeout_s > 0 ? t0 + (uint64_t)(L->opt.timeout_s * 1e9) : 0;
+    uint64_t deadline = L->opt.timeout_s > 0 ? clock_deadline_s(L->opt.timeout_s) : 0;
     int rc;
     uint32_t s = 0;
     for (;;) {

@@ -12,6 +12,15 @@ uint64_t clock_now_ns(void);
 /* The same in seconds, as a double, for rates and tables. */
 double clock_now_s(void);
 
+/* The shortest timeout a watchdog of the project accepts (the communicators,
+ * the rendezvous, the loader): 10 ms. A watchdog shorter than the time a
+ * runnable thread can wait for a core fires on threads that are only being
+ * scheduled, and blames a healthy rank or worker: Linux's CFS scheduler aims
+ * to run every runnable thread once per 6 ms x (1 + log2 CPUs)
+ * (sysctl_sched_latency, kernel/sched/fair.c). Tiny values such as 1e-300 s
+ * used to round to a deadline of "now". */
+#define CLOCK_MIN_TIMEOUT_S 0.01
+
 /* The clock_now_ns() time `ns` nanoseconds from now. Saturates at
  * UINT64_MAX instead of wrapping: a wait of 2^64-1 ns is "forever", never
  * "already over". Every deadline of the project is made here or below. */

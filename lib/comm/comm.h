@@ -48,6 +48,8 @@
 extern "C" {
 #endif
 
+#include "base/clock.h" /* CLOCK_MIN_TIMEOUT_S; a C header without C++ guards of its own */
+
 typedef struct comm comm_t;
 typedef struct comm_request comm_request_t;
 typedef struct comm_world comm_world_t;
@@ -126,13 +128,9 @@ enum comm_launch { COMM_LAUNCH_AUTO, COMM_LAUNCH_THREADS, COMM_LAUNCH_MPI, COMM_
  * (now + timeout x 1e9) stays far inside uint64_t. */
 #define COMM_MAX_TIMEOUT_S 1e6
 
-/* The shortest: 10 ms. A watchdog shorter than the time a runnable thread
- * can wait for a core fires on ranks that are only being scheduled, and
- * blames a healthy rank: Linux's CFS scheduler aims to run every runnable
- * thread once per 6 ms x (1 + log2 CPUs) (sysctl_sched_latency,
- * kernel/sched/fair.c). Tiny values such as 1e-300 s used to round to a
- * deadline of "now". */
-#define COMM_MIN_TIMEOUT_S 0.01
+/* The shortest: 10 ms, every watchdog's floor (CLOCK_MIN_TIMEOUT_S in
+ * lib/base/clock.h says why). */
+#define COMM_MIN_TIMEOUT_S CLOCK_MIN_TIMEOUT_S
 
 /* comm_config.timeout_s for "no watchdog": a collective waits as long as it
  * takes. Only the mpi backend accepts it (its blocking collectives then call

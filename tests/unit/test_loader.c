@@ -13,6 +13,7 @@
 #include "loader/augment.h"
 #include "dataset/dataset_idx.h"
 #include "loader_fixture.h"
+#include "base/mem.h"
 
 #include <math.h>
 #include <stdatomic.h>
@@ -346,8 +347,9 @@ TEST(open_rejects_sizes_that_overflow)
 TEST(open_rejects_timeouts_that_make_no_sense)
 {
     dataset_t *ds = fixture_dataset(10, 24, 24);
-    double bad[] = {NAN, -NAN, INFINITY, -INFINITY, -1, -1e-9, 1e300, 1e6 + 1};
-    for (int i = 0; i < 8; i++) {
+    /* below 10 ms a timeout blames a worker that only waited for a core; 1e-300 s used to round to "now" */
+    double bad[] = {NAN, -NAN, INFINITY, -INFINITY, -1, -1e-9, 1e300, 1e6 + 1, 1e-300, 1e-3, 0.009};
+    for (int i = 0; i < 11; i++) {
         struct loader_options opt = fixture_options(1, 8, NULL);
         opt.timeout_s = bad[i];
         CHECK_ERR(loader_open(ds, &opt, &(loader_t *){0}), ERR_ARG, "timeout_s");
@@ -355,7 +357,7 @@ TEST(open_rejects_timeouts_that_make_no_sense)
     struct loader_options inline_opt = fixture_options(0, 8, NULL); /* no workers: nobody to time out */
     inline_opt.timeout_s = 1;
     CHECK_ERR(loader_open(ds, &inline_opt, &(loader_t *){0}), ERR_ARG, "timeout_s 1 needs workers");
-    double good[] = {0, 1e-3, 1e6};
+    double good[] = {0, 0.01, 1e6};
     for (int i = 0; i < 3; i++) {
         struct loader_options opt = fixture_options(1, 8, NULL);
         opt.timeout_s = good[i];
@@ -363,6 +365,41 @@ TEST(open_rejects_timeouts_that_make_no_sense)
         CHECK_OK(loader_open(ds, &opt, &L));
         loader_close(L);
     }
+    dataset_close(ds);
+}
+
+/* The ring is allocated whole at open. Variable-length records make every
+ * automatic slot max_batch rows padded to the dataset's longest record, so
+ * one long record can make the ring larger than the machine: it is refused
+ * then, naming what sized it and the way out, instead of being allocated
+ * under overcommit. A slot_bytes cap the machine holds is accepted, and a
+ * batch that needs more than it fails naming itself. */
+TEST(open_refuses_a_padded_ring_the_machine_cannot_hold)
+{
+    const uint64_t longest = 5u << 20, have = mem_physical_bytes();
+    CHECK(have > 0);
+    dataset_t *ds = fixture_dataset(64, 24, longest);
+    /* 1 worker x prefetch 2 = 2 slots of 0.6 x physical memory each */
+    struct loader_options opt = fixture_options(1, (uint32_t)(have / 10 * 6 / longest), NULL);
+    opt.collate = loader_collate_pad;
+    CHECK_ERR(loader_open(ds, &opt, &(loader_t *){0}), ERR_NOMEM, "loader: a ring of 2 slots, each sized for max_batch");
+    CHECK_CONTAINS(err_msg(), "records of up to the longest record's 5242880 bytes: needs");
+    CHECK_CONTAINS(err_msg(), "set slot_bytes (the most bytes a padded batch may take");
+    opt.slot_bytes = have / 2; /* an explicit size the machine cannot hold twice is refused the same way */
+    CHECK_ERR(loader_open(ds, &opt, &(loader_t *){0}), ERR_NOMEM, "loader: a ring of 2 slots of slot_bytes");
+    opt.slot_bytes = 64u << 10; /* a cap: every batch of 64 records padded to its longest needs more */
+    opt.max_batch = 64;
+    loader_t *L;
+    CHECK_OK(loader_open(ds, &opt, &L));
+    uint64_t *idx = fixture_shuffled(64, 3);
+    struct loader_epoch e = {.epoch = 0, .indices = index_stream_of_array(&(struct index_array){idx, 64}),
+                             .batch_size = 64};
+    CHECK_OK(loader_start_epoch(L, &e));
+    struct loader_batch *b;
+    CHECK_ERR(loader_next(L, &b), ERR_RANGE, "batch 0");
+    CHECK_CONTAINS(err_msg(), "slot of 65536 bytes");
+    loader_close(L);
+    free(idx);
     dataset_close(ds);
 }
 
