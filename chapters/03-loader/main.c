@@ -42,6 +42,7 @@
 struct ch3_args {
     const char *data;
     uint64_t batch, prefetch, epochs, warmup, batches, step_us;
+    uint64_t slot_bytes; /* --slot-bytes: a padded batch's cap; 0: the loader sizes the slots */
     uint64_t world, rank, seed; /* the DistributedSampler the indices come from */
     uint64_t workers[CH3_MAX_LIST], work_us[CH3_MAX_LIST];
     int nworkers, nwork;
@@ -53,7 +54,8 @@ static void ch3_usage(FILE *to)
 {
     fprintf(to,
             "usage: chapter-3 [--workers=LIST] [--work-us=LIST] [--step-ms=MS] [--batches=N] [--batch=N]\n"
-            "                 [--prefetch=N] [--data=PATH] [--world=W --rank=R] [--seed=S] [--out=DIR] [--plot]\n"
+            "                 [--prefetch=N] [--slot-bytes=SIZE] [--data=PATH] [--world=W --rank=R] [--seed=S]\n"
+            "                 [--out=DIR] [--plot]\n"
             "       chapter-3 --bench [--data=PATH] [--batch=256] [--workers=K] [--prefetch=2] [--epochs=1]\n"
             "                 [--warmup=0] [--work-us=US] [--step-ms=MS] [--out-of-order] [--memcpy]\n"
             "\n"
@@ -76,6 +78,10 @@ static void ch3_usage(FILE *to)
             "  --batches=N      steps per experiment setting (default 24)\n"
             "  --batch=N        samples per batch (default 256)\n"
             "  --prefetch=N     batches in flight per worker (default 2, PyTorch's prefetch_factor)\n"
+            "  --slot-bytes=SIZE  the most bytes a batch may take (K, M, G). Default: --batch records\n"
+            "                   of the longest one; with variable-length records every row is padded\n"
+            "                   to the batch's longest, so one long record sizes every slot: SIZE caps\n"
+            "                   them, and a batch that needs more fails, naming itself\n"
             "  --epochs=N       --bench: epochs to load and time (default 1)\n"
             "  --warmup=N       --bench: untimed epochs first (page faults, thread start; default 0)\n"
             "  --out-of-order   --bench: deliver batches as they finish\n"
@@ -100,7 +106,7 @@ static int ch3_parse_bounded_list(const char *flag, const char *text, uint64_t m
 static int ch3_parse(int argc, char **argv, struct ch3_args *a)
 {
     enum { O_DATA = 1, O_WORKERS, O_WORK, O_STEP, O_BATCHES, O_BATCH, O_PREFETCH, O_EPOCHS, O_WARMUP, O_OUT, O_PLOT,
-           O_BENCH, O_MEMCPY, O_OOO, O_WORLD, O_RANK, O_SEED };
+           O_BENCH, O_MEMCPY, O_OOO, O_WORLD, O_RANK, O_SEED, O_SLOT };
     static const struct option opts[] = {
         {"data", required_argument, 0, O_DATA},       {"workers", required_argument, 0, O_WORKERS},
         {"work-us", required_argument, 0, O_WORK},    {"step-ms", required_argument, 0, O_STEP},
@@ -110,7 +116,7 @@ static int ch3_parse(int argc, char **argv, struct ch3_args *a)
         {"plot", no_argument, 0, O_PLOT},             {"bench", no_argument, 0, O_BENCH},
         {"memcpy", no_argument, 0, O_MEMCPY},         {"out-of-order", no_argument, 0, O_OOO},
         {"world", required_argument, 0, O_WORLD},     {"rank", required_argument, 0, O_RANK},
-        {"seed", required_argument, 0, O_SEED},
+        {"seed", required_argument, 0, O_SEED},       {"slot-bytes", required_argument, 0, O_SLOT},
         {"help", no_argument, 0, 'h'},
         {0, 0, 0, 0},
     };
@@ -142,6 +148,10 @@ static int ch3_parse(int argc, char **argv, struct ch3_args *a)
         case O_WORLD: rc = cli_parse_range("world", optarg, 1, UINT32_MAX, &a->world); break;
         case O_RANK: rc = cli_parse_u64("rank", optarg, &a->rank); break;
         case O_SEED: rc = cli_parse_seed("seed", optarg, &a->seed); break;
+        case O_SLOT:
+            if ((rc = cli_parse_bytes("slot-bytes", optarg, &a->slot_bytes)) == 0 && a->slot_bytes == 0)
+                rc = err_set(ERR_ARG, "--slot-bytes: at least 1 byte, got '%s'", optarg);
+            break;
         case 'h': ch3_usage(stdout); exit(CLI_EXIT_OK);
         default: rc = cli_getopt_error(c, argv[optind - 1], opts);
         }
@@ -240,6 +250,7 @@ static int ch3_run_loader(const dataset_t *ds, const struct ch3_args *a, struct 
     opt.workers = r->workers;
     opt.prefetch = (uint32_t)a->prefetch;
     opt.max_batch = (uint32_t)a->batch;
+    opt.slot_bytes = a->slot_bytes;
     opt.out_of_order = r->out_of_order;
     if (dataset_info(ds)->record_bytes == 0) /* JSONL: rows padded to the batch's longest record */
         opt.collate = loader_collate_pad;
@@ -325,6 +336,22 @@ static int ch3_memcpy_bps(const dataset_t *ds, const struct ch3_args *a, double 
     return rc;
 }
 
+/* How the ring's slots were sized, said when it matters: with variable-length
+ * records the automatic slot holds --batch rows padded to the longest record,
+ * so one long record sizes the whole ring; --slot-bytes caps it. */
+static void ch3_say_slot_sizing(const dataset_t *ds, const struct ch3_args *a)
+{
+    const struct dataset_info *in = dataset_info(ds);
+    if (in->record_bytes)
+        return;
+    if (a->slot_bytes)
+        printf("slots capped by --slot-bytes=%llu: a batch whose rows, padded to its longest record, need more "
+               "fails, naming itself\n", (unsigned long long)a->slot_bytes);
+    else
+        printf("slots sized for %llu records padded to the longest record (%llu bytes; variable-length records): "
+               "--slot-bytes caps them\n", (unsigned long long)a->batch, (unsigned long long)in->max_record_bytes);
+}
+
 static int ch3_bench(const dataset_t *ds, const struct ch3_args *a)
 {
     struct ch3_run r = {
@@ -344,6 +371,7 @@ static int ch3_bench(const dataset_t *ds, const struct ch3_args *a)
     }
     printf("loader memory: %u slots x %.2f MiB = %.2f MiB\n", r.st.slots, (double)r.st.slot_bytes / (1 << 20),
            (double)r.st.memory_bytes / (1 << 20));
+    ch3_say_slot_sizing(ds, a);
     printf("loader bench: data=%s workers=%u prefetch=%llu batch=%llu epochs=%llu warmup=%llu samples/s=%.0f MB/s=%.1f "
            "data-wait=%.3f%s\n",
            dataset_name(ds), r.workers, (unsigned long long)a->prefetch, (unsigned long long)a->batch,
@@ -366,6 +394,7 @@ static FILE *ch3_table_begin(const dataset_t *ds, const struct ch3_args *a, uint
     printf("%s: %llu steps of %llu samples, a nominal training step of %.1f ms, prefetch %llu, %ld CPU cores\n",
            dataset_name(ds), (unsigned long long)steps, (unsigned long long)a->batch,
            (double)a->step_us / 1000, (unsigned long long)a->prefetch, cores);
+    ch3_say_slot_sizing(ds, a);
     printf("\n%8s %8s %6s %10s %11s %9s %9s %9s %10s %9s\n", "decode", "workers", "slots", "memory", "samples/s",
            "step", "compute", "wait", "data-wait", "");
     return csv;

@@ -57,6 +57,16 @@ t_fail trailing_comma 2 "--workers: expected a comma-separated list of values, g
 for i in $(seq 1 40); do printf '{"text": "%*s"}\n' "$((i * 3))" x; done > "$T_TMP/small.jsonl"
 t_out jsonl_experiment "-> 0 us/sample:" "$C3" --data="$T_TMP/small.jsonl" --workers=0,2 --work-us=0 --batches=3 \
     --batch=8 --step-ms=1 --out="$T_TMP/outj"
+# One long record sizes every padded slot: the run says so, and --slot-bytes caps the slots; the
+# batch that then needs more fails naming itself and the sample
+for i in $(seq 0 199); do
+    if [ "$i" = 77 ]; then printf '{"text": "%*s"}\n' 65536 x; else printf '{"text": "%*s"}\n' 20 x; fi
+done > "$T_TMP/one-long.jsonl"
+t_out padded_slots_are_said "slots sized for 64 records padded to the longest record (65548 bytes" \
+    "$C3" --bench --data="$T_TMP/one-long.jsonl" --batch=64
+t_fail slot_bytes_caps_and_names_the_batch 1 "sample 77" "$C3" --bench --data="$T_TMP/one-long.jsonl" --batch=64 \
+    --slot-bytes=64K
+t_fail slot_bytes_zero 2 "--slot-bytes: at least 1 byte" "$C3" --slot-bytes=0
 t_run "$C3" --bench --data="$T_TMP/small.jsonl" --batch=8 --workers=2
 last=$(printf '%s\n' "$T_OUT" | tail -n 1)
 if [ "$T_STATUS" = 0 ] && [[ $last == "loader bench: data=jsonl:"*samples/s=*data-wait=* ]]; then t_pass jsonl_bench
