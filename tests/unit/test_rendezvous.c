@@ -252,34 +252,39 @@ TEST(rendezvous_rank_used_twice)
     CHECK_EQ(b.rc, ERR_ARG);
 }
 
-/* Something that is not a rank (a port scanner, a health check) connects
- * first: it is ignored, and the real rank is served. */
-TEST(rendezvous_ignores_a_stray_connection)
+/* Rank 0 serves a world of 2 whose rank 1 starts now; both must succeed
+ * within timeout_s. Closes r. */
+static void serve_rank_1_and_close(rendezvous_t *r, const unsigned char *id, double timeout_s)
 {
-    unsigned char id[ID_BYTES];
-    rendezvous_t *r = rank0_listen(id);
-    int fd = socket(AF_INET, SOCK_STREAM, 0);
-    struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = htons((uint16_t)rendezvous_port(r)),
-                             .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
-    CHECK(connect(fd, (struct sockaddr *)&sa, sizeof sa) == 0);
-    CHECK(write(fd, "GET / HTTP/1.0\r\n\r\n\r\n", 20) == 20);
-    close(fd);
     struct peer p;
     peer_start(&p, rendezvous_port(r), 1, 2, 10);
-    CHECK_OK(rendezvous_serve(r, 2, id, ID_BYTES, 10));
+    CHECK_OK(rendezvous_serve(r, 2, id, ID_BYTES, timeout_s));
     rendezvous_close(r);
     pthread_join(p.thread, NULL);
     CHECK_MSG(p.rc == 0, "%s", p.msg);
+    CHECK(memcmp(p.blob, id, ID_BYTES) == 0);
 }
 
-/* A connection to localhost:port that says nothing and stays open. */
-static int silent_connection(int port)
+/* A connection to localhost:port that has said nothing yet. */
+static int loopback_connection(int port)
 {
     int fd = socket(AF_INET, SOCK_STREAM, 0);
     struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port),
                              .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
     CHECK(fd >= 0 && connect(fd, (struct sockaddr *)&sa, sizeof sa) == 0);
     return fd;
+}
+
+/* Something that is not a rank (a port scanner, a health check) connects
+ * first: it is ignored, and the real rank is served. */
+TEST(rendezvous_ignores_a_stray_connection)
+{
+    unsigned char id[ID_BYTES];
+    rendezvous_t *r = rank0_listen(id);
+    int fd = loopback_connection(rendezvous_port(r));
+    CHECK(write(fd, "GET / HTTP/1.0\r\n\r\n\r\n", 20) == 20);
+    close(fd);
+    serve_rank_1_and_close(r, id, 10);
 }
 
 /* Three connections that never say a word reach rank 0 first. Served one
@@ -291,14 +296,8 @@ TEST(rendezvous_serves_around_silent_connections)
     rendezvous_t *r = rank0_listen(id);
     int silent[3];
     for (int i = 0; i < 3; i++)
-        silent[i] = silent_connection(rendezvous_port(r));
-    struct peer p;
-    peer_start(&p, rendezvous_port(r), 1, 2, 10);
-    CHECK_OK(rendezvous_serve(r, 2, id, ID_BYTES, 4));
-    rendezvous_close(r);
-    pthread_join(p.thread, NULL);
-    CHECK_MSG(p.rc == 0, "%s", p.msg);
-    CHECK(memcmp(p.blob, id, ID_BYTES) == 0);
+        silent[i] = loopback_connection(rendezvous_port(r));
+    serve_rank_1_and_close(r, id, 4);
     for (int i = 0; i < 3; i++)
         close(silent[i]);
 }
@@ -312,7 +311,7 @@ TEST(rendezvous_survives_a_flood_of_silent_connections)
     enum { FLOOD = 300 };
     int silent[FLOOD];
     for (int i = 0; i < FLOOD; i++)
-        silent[i] = silent_connection(rendezvous_port(r));
+        silent[i] = loopback_connection(rendezvous_port(r));
     struct peer p;
     peer_start(&p, rendezvous_port(r), 2, 3, 10);
     CHECK_ERR(rendezvous_serve(r, 3, id, ID_BYTES, 1), ERR_TIMEOUT, "rank(s) 1 of 3 never connected within 1 s");
