@@ -156,14 +156,18 @@ static int ch1_parse(int argc, char **argv, struct ch1_args *a)
     if (a->get_set + a->check + a->experiment + (a->bench != NULL) > 1)
         return err_set(ERR_ARG, "--get, --check, --experiment/--plot and --bench are separate runs: pick one");
     /* a flag the chosen run would ignore is refused: it asked for another run */
-    int rc = a->experiment ? cli_refuse_given(&given, longopts, (const int[]){OPT_DATA, 0},
-                                              "does nothing with --experiment (it reads the JSONL file it generates)")
-                           : cli_refuse_given(&given, longopts, (const int[]){OPT_LINES, OPT_OUT, 0},
-                                              "does nothing without --experiment (it sizes and places the "
-                                              "experiment's files)");
-    if (rc == 0 && a->bench && strcmp(a->bench, "jsonl") == 0)
+    int generates = a->experiment || (a->bench && strcmp(a->bench, "jsonl") == 0); /* reads only its own file */
+    int sizes = a->experiment || (a->bench && strcmp(a->bench, "idx") != 0);      /* --lines sizes that file */
+    int rc = a->experiment ? 0
+                           : cli_refuse_given(&given, longopts, (const int[]){OPT_OUT, 0},
+                                              "does nothing without --experiment (only the experiment writes files)");
+    if (rc == 0 && !sizes)
+        rc = cli_refuse_given(&given, longopts, (const int[]){OPT_LINES, 0},
+                              "does nothing without --experiment or --bench=jsonl (it sizes the JSONL file they "
+                              "generate)");
+    if (rc == 0 && generates)
         rc = cli_refuse_given(&given, longopts, (const int[]){OPT_DATA, 0},
-                              "does nothing with --bench=jsonl (it times the index build of a file it generates)");
+                              "does nothing with --experiment or --bench=jsonl (they read a JSONL file they generate)");
     return rc;
 }
 

@@ -36,5 +36,7 @@ t_fail unknown_flag 2 "unrecognized option '--frobnicate'" "$ch1" --frobnicate
 t_fail stray_argument 2 "unexpected argument 'extra'" "$ch1" extra
 t_fail zero_lines 2 "--lines: expected 1 to" "$ch1" --experiment --lines=0
 # a flag the chosen run would ignore is refused, naming it
-t_fail lines_need_the_experiment 2 "--lines does nothing without --experiment" "$ch1" --check --lines=10
+t_fail lines_need_the_experiment 2 "--lines does nothing without --experiment or --bench=jsonl" "$ch1" --check \
+    --lines=10
+t_fail out_needs_the_experiment 2 "--out does nothing without --experiment" "$ch1" --bench=idx --out="$T_TMP/o"
 t_fail experiment_makes_its_own_data 2 "--data does nothing with --experiment" "$ch1" --experiment --data=synthetic
