@@ -4,7 +4,6 @@
  * fingerprint of a collective and the checksum of its result. */
 #include "comm/comm_backend.h"
 
-#include "base/error.h"
 #include "base/half.h"
 #include "base/hash.h"
 
