@@ -1,15 +1,23 @@
-/* fsutil: mkdir -p and atomic writes by rename (see fsutil.h). */
+/* fsutil: mkdir -p, atomic writes by rename, temporary files that do not
+ * outlive their process, free-space checks (see fsutil.h). */
 #include "base/fsutil.h"
 
 #include "base/error.h"
+#include "base/hash.h"
+#include "base/sigreg.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <libgen.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/statvfs.h>
 #include <unistd.h>
 
 int fsutil_mkdir_p(const char *dir)
@@ -31,16 +39,120 @@ int fsutil_mkdir_p(const char *dir)
     return 0;
 }
 
+/* ---- temporary files: registered for the signal handler ------------------- */
+
+static struct sigreg fsutil_open_tmps = SIGREG_INIT(sizeof(((struct fsutil_tmp *)0)->path));
+static pthread_once_t fsutil_once = PTHREAD_ONCE_INIT;
+static char fsutil_host[9];           /* this machine and PID namespace, 8 hex digits */
+static _Atomic unsigned long fsutil_counter; /* <n>: unique within the process */
+
+/* The signals whose default action ends the process and that a user, a
+ * terminal, a pipe reader or a file-size limit sends to a writer. */
+static const int fsutil_signals[] = {SIGINT, SIGTERM, SIGHUP, SIGPIPE, SIGXFSZ};
+
+static void fsutil_unlink_entry(const struct sigreg_entry *e, void *arg)
+{
+    (void)arg;
+    unlink(e->text);
+}
+
+void fsutil_tmp_remove_all(void)
+{
+    char buf[sizeof(((struct fsutil_tmp *)0)->path)];
+    sigreg_each(&fsutil_open_tmps, fsutil_unlink_entry, NULL, buf, sizeof buf);
+}
+
+/* SA_RESETHAND has put the default action back on entry: re-raising the
+ * signal ends the process the way the signal would have, exit status included. */
+static void fsutil_on_signal(int sig)
+{
+    int saved = errno;
+    fsutil_tmp_remove_all();
+    raise(sig);
+    errno = saved;
+}
+
+/* Once per process: the host tag, and the handlers where the actions are still
+ * the default. The tag hashes the host name and the PID namespace
+ * (/proc/self/ns/pid names it "pid:[inode]"), so pids are only compared
+ * between processes that share both. */
+static void fsutil_init(void)
+{
+    char id[512] = "";
+    if (gethostname(id, 256) != 0)
+        id[0] = '\0';
+    id[255] = '\0';
+    size_t n = strlen(id);
+    ssize_t ns = readlink("/proc/self/ns/pid", id + n, sizeof id - n - 1);
+    id[n + (ns > 0 ? (size_t)ns : 0)] = '\0';
+    snprintf(fsutil_host, sizeof fsutil_host, "%08x", (unsigned)hash_fnv1a(HASH_FNV1A_BASIS, id, strlen(id)));
+    for (size_t i = 0; i < sizeof fsutil_signals / sizeof fsutil_signals[0]; i++) {
+        struct sigaction old, sa;
+        if (sigaction(fsutil_signals[i], NULL, &old) != 0 || (old.sa_flags & SA_SIGINFO) || old.sa_handler != SIG_DFL)
+            continue;
+        memset(&sa, 0, sizeof sa);
+        sa.sa_handler = fsutil_on_signal;
+        sigemptyset(&sa.sa_mask);
+        sa.sa_flags = SA_RESETHAND;
+        sigaction(fsutil_signals[i], &sa, NULL);
+    }
+}
+
+/* Removes "<base>.tmp-<host>-<pid>-<n>" files in `dir` whose pid no longer
+ * runs. kill(pid, 0) fails with ESRCH only for a pid no process has; EPERM
+ * means a live process of another user, whose file stays. */
+static void fsutil_sweep_stale(const char *dir, const char *base)
+{
+    char prefix[NAME_MAX + 32];
+    int plen = snprintf(prefix, sizeof prefix, "%s.tmp-%s-", base, fsutil_host);
+    DIR *d = opendir(dir);
+    if (!d || plen >= (int)sizeof prefix) {
+        if (d)
+            closedir(d);
+        return;
+    }
+    for (struct dirent *e; (e = readdir(d)) != NULL;) {
+        if (strncmp(e->d_name, prefix, (size_t)plen) != 0)
+            continue;
+        char *end;
+        errno = 0;
+        long pid = strtol(e->d_name + plen, &end, 10);
+        if (errno || end == e->d_name + plen || *end != '-' || pid <= 0 || pid == (long)getpid())
+            continue;
+        if (kill((pid_t)pid, 0) != 0 && errno == ESRCH)
+            unlinkat(dirfd(d), e->d_name, 0);
+    }
+    closedir(d);
+}
+
 int fsutil_tmp_open(struct fsutil_tmp *t, const char *final)
 {
+    pthread_once(&fsutil_once, fsutil_init);
     t->fd = -1;
-    if (snprintf(t->final, sizeof t->final, "%s", final) >= (int)sizeof t->final ||
-        snprintf(t->path, sizeof t->path, "%s.tmp-XXXXXX", final) >= (int)sizeof t->path)
+    t->cleanup = NULL;
+    if (snprintf(t->final, sizeof t->final, "%s", final) >= (int)sizeof t->final)
         return err_set(ERR_ARG, "%s: path too long", final);
-    t->fd = mkostemp(t->path, O_CLOEXEC);
-    if (t->fd < 0)
-        return err_set(ERR_IO, "%s: cannot create a temporary file beside it: %s", final, strerror(errno));
-    return 0;
+    char dir[PATH_MAX], base[PATH_MAX];
+    snprintf(dir, sizeof dir, "%s", final);
+    snprintf(base, sizeof base, "%s", final);
+    fsutil_sweep_stale(dirname(dir), basename(base));
+    for (;;) {
+        unsigned long n = atomic_fetch_add(&fsutil_counter, 1);
+        if (snprintf(t->path, sizeof t->path, "%s.tmp-%s-%ld-%lu", final, fsutil_host, (long)getpid(), n) >=
+            (int)sizeof t->path)
+            return err_set(ERR_ARG, "%s: path too long", final);
+        /* Registered before it exists, so no instant is left in which a signal
+         * could leave it behind: removing a name not yet created is harmless. */
+        t->cleanup = sigreg_add(&fsutil_open_tmps, 0, 0, t->path);
+        t->fd = open(t->path, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600); /* RDWR: a writer may map what it wrote */
+        if (t->fd >= 0)
+            return 0;
+        int e = errno;
+        sigreg_remove(&fsutil_open_tmps, t->cleanup);
+        t->cleanup = NULL;
+        if (e != EEXIST) /* EEXIST: left by a dead process that had our pid; take the next name */
+            return err_set(ERR_IO, "%s: cannot create a temporary file beside it: %s", final, strerror(e));
+    }
 }
 
 /* fsyncs the directory holding `path`, so a rename into it is on disk. */
@@ -70,10 +182,12 @@ int fsutil_tmp_finish(struct fsutil_tmp *t, int rc, unsigned flags)
     t->fd = -1;
     if (rc == 0 && rename(t->path, t->final) != 0)
         rc = err_set(ERR_IO, "%s: cannot rename into place: %s", t->final, strerror(errno));
-    if (rc < 0) {
+    if (rc < 0)
         unlink(t->path);
+    sigreg_remove(&fsutil_open_tmps, t->cleanup); /* after the rename: a signal before it still removes the file */
+    t->cleanup = NULL;
+    if (rc < 0)
         return rc;
-    }
     return (flags & FSUTIL_DURABLE) ? fsutil_sync_dir(t->final) : 0;
 }
 
@@ -90,4 +204,46 @@ int fsutil_write_all(int fd, const void *buf, size_t n, const char *name)
         n -= (size_t)w;
     }
     return 0;
+}
+
+/* ---- free space ------------------------------------------------------------ */
+
+char *fsutil_format_bytes(uint64_t bytes, char *buf, size_t cap)
+{
+    static const char *const units[] = {"bytes", "kB", "MB", "GB", "TB", "PB", "EB"};
+    double v = (double)bytes;
+    size_t u = 0;
+    while (v >= 1000.0 && u + 1 < sizeof units / sizeof units[0]) {
+        v /= 1000.0;
+        u++;
+    }
+    if (u == 0)
+        snprintf(buf, cap, "%llu bytes", (unsigned long long)bytes);
+    else
+        snprintf(buf, cap, "%.1f %s", v, units[u]);
+    return buf;
+}
+
+int fsutil_check_space(const char *path, uint64_t bytes, const char *what)
+{
+    char at[PATH_MAX];
+    if (snprintf(at, sizeof at, "%s", path) >= (int)sizeof at)
+        return err_set(ERR_ARG, "%s: path too long", path);
+    struct statvfs fs;
+    while (statvfs(at, &fs) != 0) { /* not made yet: ask its nearest existing parent */
+        if (errno != ENOENT || strcmp(at, "/") == 0 || strcmp(at, ".") == 0)
+            return err_set(ERR_IO, "%s: cannot tell the free space: %s", path, strerror(errno));
+        char *cut = dirname(at);
+        memmove(at, cut, strlen(cut) + 1);
+    }
+    /* f_bavail: blocks an unprivileged writer may still use (root may dig into
+     * the reserve, but a check that passes for root only would mislead). */
+    uint64_t avail;
+    if (__builtin_mul_overflow((uint64_t)fs.f_bavail, (uint64_t)fs.f_frsize, &avail))
+        avail = UINT64_MAX;
+    if (bytes <= avail)
+        return 0;
+    char need[32], have[32];
+    return err_set(ERR_RANGE, "%s needs %s, only %s are free on %s", what, fsutil_format_bytes(bytes, need, sizeof need),
+                   fsutil_format_bytes(avail, have, sizeof have), at);
 }

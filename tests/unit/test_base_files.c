@@ -1,12 +1,16 @@
-/* test_base_files: lib/base/fsutil and lib/base/measure keep their contracts.
- * An atomic write leaves the final file or nothing (never a *.tmp-* beside
- * it), a failed write leaves the old file as it was, and mkdir -p makes every
- * parent; a child's result, message and peak RSS come back, and a child that
- * dies is named as dead. */
+/* test_base_files: lib/base/fsutil, lib/base/mapfile and lib/base/measure
+ * keep their contracts. An atomic write leaves the final file or nothing (never
+ * a *.tmp-* beside it), a failed write leaves the old file as it was, a
+ * SIGINT or SIGTERM mid-write removes the temporary file, and the next writer
+ * sweeps those a SIGKILL left, never a live process's; sizes that cannot fit
+ * are refused before writing; mkdir -p makes every parent; a mapped file
+ * truncated under a reader is named; a child's result, message and peak RSS
+ * come back, and a child that dies is named as dead. */
 #include "check.h"
 #include "base/clock.h"
 #include "base/error.h"
 #include "base/fsutil.h"
+#include "base/mapfile.h"
 #include "base/measure.h"
 
 #include <dirent.h>
@@ -15,7 +19,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 /* Number of entries in dir whose name contains ".tmp-". */
@@ -89,6 +95,186 @@ TEST(fsutil_unwritable_directory_is_named)
                   fsutil_tmp_open(&t, "/proc/no-such-dir/file");
               }),
               ERR_IO, "/proc/no-such-dir/file");
+}
+
+/* A child opens a temporary file, writes, tells us, and waits; we send `sig`.
+ * The child must die of that signal, as it would have, and leave no file. */
+static void tmp_removed_on(int sig, const char *name)
+{
+    char dir[512], path[600];
+    snprintf(dir, sizeof dir, "%s/%s", check_tmpdir(), name);
+    CHECK_OK(fsutil_mkdir_p(dir));
+    snprintf(path, sizeof path, "%s/out.bin", dir);
+    int ready[2];
+    CHECK_EQ(pipe(ready), 0);
+    pid_t kid = fork();
+    CHECK(kid >= 0);
+    if (kid == 0) {
+        struct fsutil_tmp t;
+        if (fsutil_tmp_open(&t, path) < 0 || fsutil_write_all(t.fd, "half", 4, t.path) < 0)
+            _exit(3);
+        (void)!write(ready[1], "x", 1);
+        for (;;)
+            pause();
+    }
+    char c;
+    CHECK_EQ(read(ready[0], &c, 1), 1);
+    CHECK_EQ(count_tmp(dir), 1);
+    CHECK_EQ(kill(kid, sig), 0);
+    int status;
+    CHECK_EQ(waitpid(kid, &status, 0), kid);
+    CHECK_MSG(WIFSIGNALED(status) && WTERMSIG(status) == sig, "status %#x", status);
+    CHECK_EQ(count_tmp(dir), 0);
+    CHECK(access(path, F_OK) != 0);
+}
+
+TEST(fsutil_tmp_removed_on_sigint_and_sigterm)
+{
+    tmp_removed_on(SIGINT, "int");
+    tmp_removed_on(SIGTERM, "term");
+    tmp_removed_on(SIGHUP, "hup");
+}
+
+/* A program that ignores SIGINT (nohup, a shell's background job) keeps
+ * ignoring it: the handler goes only where the action was the default. */
+TEST(fsutil_ignored_signal_stays_ignored)
+{
+    char path[600];
+    snprintf(path, sizeof path, "%s/ignored.bin", check_tmpdir());
+    pid_t kid = fork();
+    CHECK(kid >= 0);
+    if (kid == 0) {
+        signal(SIGINT, SIG_IGN);
+        struct fsutil_tmp t;
+        if (fsutil_tmp_open(&t, path) < 0)
+            _exit(3);
+        raise(SIGINT);
+        _exit(fsutil_tmp_finish(&t, 0, 0) == 0 ? 0 : 4);
+    }
+    int status;
+    CHECK_EQ(waitpid(kid, &status, 0), kid);
+    CHECK_MSG(WIFEXITED(status) && WEXITSTATUS(status) == 0, "status %#x", status);
+    CHECK(access(path, F_OK) == 0);
+}
+
+/* The name of a temporary file of `final` as a process `pid` of this host
+ * would make it: the same as ours, with our pid replaced. */
+static void tmp_name_of(const char *ours, pid_t pid, char *out, size_t cap)
+{
+    char mine[32];
+    snprintf(mine, sizeof mine, "-%ld-", (long)getpid());
+    const char *at = strstr(ours, mine);
+    CHECK_MSG(at != NULL, "%s does not hold our pid", ours);
+    snprintf(out, cap, "%.*s-%ld-%s", (int)(at - ours), ours, (long)pid, at + strlen(mine));
+}
+
+static void touch(const char *path)
+{
+    FILE *f = fopen(path, "w");
+    CHECK_MSG(f != NULL, "cannot create %s", path);
+    fclose(f);
+}
+
+TEST(fsutil_sweeps_only_dead_writers_tmp_files)
+{
+    char dir[512], path[600], dead[1200], live[1200], foreign[1200], other[1200];
+    snprintf(dir, sizeof dir, "%s/sweep", check_tmpdir());
+    CHECK_OK(fsutil_mkdir_p(dir));
+    snprintf(path, sizeof path, "%s/data.offsets", dir);
+    struct fsutil_tmp t;
+    CHECK_OK(fsutil_tmp_open(&t, path));
+    /* a process that has exited (its pid is free: nothing runs as it now) */
+    pid_t gone = fork();
+    if (gone == 0)
+        _exit(0);
+    CHECK_EQ(waitpid(gone, NULL, 0), gone);
+    /* one still running */
+    pid_t running = fork();
+    if (running == 0) {
+        for (;;)
+            pause();
+    }
+    tmp_name_of(t.path, gone, dead, sizeof dead);
+    tmp_name_of(t.path, running, live, sizeof live);
+    snprintf(foreign, sizeof foreign, "%s/data.offsets.tmp-00000000-%ld-0", dir, (long)gone); /* another host */
+    snprintf(other, sizeof other, "%s/other.offsets%s", dir, strstr(dead, ".tmp-")); /* another final name */
+    touch(dead);
+    touch(live);
+    touch(foreign);
+    touch(other);
+    CHECK_OK(fsutil_tmp_finish(&t, 0, 0));
+    struct fsutil_tmp again;
+    int rc = fsutil_tmp_open(&again, path); /* sweeps */
+    kill(running, SIGKILL); /* first: a failed check must not leave it running */
+    waitpid(running, NULL, 0);
+    CHECK_OK(rc);
+    CHECK_MSG(access(dead, F_OK) != 0, "%s: a dead writer's file was kept", dead);
+    CHECK_MSG(access(live, F_OK) == 0, "%s: a live writer's file was removed", live);
+    CHECK_MSG(access(foreign, F_OK) == 0, "%s: another host's file was removed", foreign);
+    CHECK_MSG(access(other, F_OK) == 0, "%s: another file's temporary was removed", other);
+    CHECK_MSG(access(again.path, F_OK) == 0, "%s: our own file is gone", again.path);
+    CHECK_OK(fsutil_tmp_finish(&again, 0, 0));
+}
+
+TEST(fsutil_check_space_refuses_what_cannot_fit)
+{
+    char sub[600];
+    snprintf(sub, sizeof sub, "%s/not/made/yet/file", check_tmpdir());
+    CHECK_OK(fsutil_check_space(sub, 1000, "a small file"));
+    CHECK_ERR(fsutil_check_space(sub, UINT64_MAX, "the corpus"), ERR_RANGE, "the corpus needs 18.4 EB, only ");
+    CHECK_CONTAINS(err_msg(), " are free on ");
+    char human[32];
+    CHECK_STR(fsutil_format_bytes(999, human, sizeof human), "999 bytes");
+    CHECK_STR(fsutil_format_bytes(589600000, human, sizeof human), "589.6 MB");
+}
+
+/* A mapped file cut short under its reader: the read's SIGBUS becomes a
+ * message naming the file and exit status 1, and a SIGBUS that is not about
+ * our mappings still ends the process as SIGBUS. */
+TEST(mapfile_truncated_while_mapped_is_named)
+{
+    char path[600];
+    snprintf(path, sizeof path, "%s/mapped.bin", check_tmpdir());
+    FILE *f = fopen(path, "wb");
+    static char page[65536];
+    CHECK(f && fwrite(page, 1, sizeof page, f) == sizeof page);
+    fclose(f);
+    int err[2];
+    CHECK_EQ(pipe(err), 0);
+    pid_t kid = fork();
+    CHECK(kid >= 0);
+    if (kid == 0) {
+        dup2(err[1], STDERR_FILENO);
+        int fd = open(path, O_RDONLY);
+        const void *map;
+        if (fd < 0 || mapfile_map(fd, sizeof page, path, &map) < 0 || truncate(path, 4096) != 0)
+            _exit(3);
+        _exit(((const volatile char *)map)[40000]); /* past the new end */
+    }
+    close(err[1]);
+    char said[2048] = "";
+    size_t got = 0;
+    for (ssize_t n; got < sizeof said - 1 && (n = read(err[0], said + got, sizeof said - 1 - got)) > 0;)
+        got += (size_t)n;
+    close(err[0]);
+    int status;
+    CHECK_EQ(waitpid(kid, &status, 0), kid);
+    CHECK_MSG(WIFEXITED(status) && WEXITSTATUS(status) == 1, "status %#x: %s", status, said);
+    CHECK_CONTAINS(said, "mapped.bin: truncated while mapped: it had 65536 bytes when it was opened and has 4096 now, "
+                         "and a read of byte 40000 faulted (SIGBUS)");
+    kid = fork();
+    if (kid == 0) {
+        int fd = open(path, O_RDONLY);
+        const void *map;
+        if (fd < 0 || mapfile_map(fd, 4096, path, &map) < 0)
+            _exit(3);
+        struct rlimit none = {0, 0}; /* no core file from the test */
+        setrlimit(RLIMIT_CORE, &none);
+        raise(SIGBUS); /* sent, not a fault in our mapping: not ours to explain */
+        _exit(4);
+    }
+    CHECK_EQ(waitpid(kid, &status, 0), kid);
+    CHECK_MSG(WIFSIGNALED(status) && WTERMSIG(status) == SIGBUS, "status %#x", status);
 }
 
 TEST(measure_memcpy_reports_a_rate)
