@@ -27,14 +27,18 @@ int dataset_open(const char *spec, const struct dataset_options *opt, dataset_t 
     *out = NULL;
     if (!spec || !*spec)
         return err_set(ERR_ARG, "dataset: empty dataset name");
-    if (strcmp(spec, "synthetic") == 0)
-        return dataset_synthetic_open(opt, out);
+    if (opt->length_field && !*opt->length_field)
+        return err_set(ERR_ARG, "%s: the length field's name is empty", spec);
     if (strchr(spec, ','))
         return dataset_shards_open(spec, opt, out);
     size_t len = strlen(spec);
     if ((len >= 6 && strcmp(spec + len - 6, ".jsonl") == 0) || (len >= 5 && strcmp(spec + len - 5, ".json") == 0))
         return dataset_jsonl_open(spec, opt, out);
-    return dataset_idx_open(spec, opt, out);
+    int synthetic = strcmp(spec, "synthetic") == 0;
+    if (opt->length_field) /* a flag that would do nothing is refused, not ignored */
+        return err_set(ERR_ARG, "%s: a length field (\"%s\") is a field of JSONL records; %s records have none: "
+                       "their length is their size in bytes", spec, opt->length_field, synthetic ? "synthetic" : "IDX");
+    return synthetic ? dataset_synthetic_open(opt, out) : dataset_idx_open(spec, opt, out);
 }
 
 const struct dataset_info *dataset_info(const dataset_t *ds) { return &ds->info; }
@@ -83,6 +87,12 @@ int dataset_length_of(const dataset_t *ds, uint64_t index, uint64_t *length)
 {
     int rc = dataset_check_index(ds, index, -1);
     return rc < 0 ? rc : ds->ops->length_of(ds, index, length);
+}
+
+int dataset_check_record(const dataset_t *ds, uint64_t index, uint32_t classes)
+{
+    int rc = dataset_check_index(ds, index, -1);
+    return rc < 0 || !ds->ops->check ? rc : ds->ops->check(ds, index, classes);
 }
 
 void dataset_close(dataset_t *ds)

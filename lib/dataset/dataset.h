@@ -31,7 +31,8 @@ struct dataset_options {
     uint64_t synthetic_min_bytes;
     uint64_t seed;
     /* JSONL: the integer field that gives a record's length ("num_tokens");
-     * NULL: the length is the line's byte count. */
+     * NULL: the length is the line's byte count. Other formats have no fields:
+     * dataset_open() refuses one (ERR_ARG) rather than ignore it. */
     const char *length_field;
 };
 
@@ -91,6 +92,15 @@ int dataset_read_batch(const dataset_t *ds, const uint64_t *indices, uint32_t co
 /* The record's batching length without copying it (token-budget samplers ask
  * this for every index). 0 or ERR_RANGE / ERR_FORMAT. */
 int dataset_length_of(const dataset_t *ds, uint64_t index, uint64_t *length);
+
+/* Validates record `index` beyond what dataset_read() checks, the way
+ * `chapter-1 --check` does: a JSONL record must be one JSON value in UTF-8
+ * (RFC 8259, RFC 3629); a record's label, when records have labels, must be
+ * below `classes` (0: any label). Shards check each record as their own
+ * file would. 0, or ERR_FORMAT naming the file and the byte offset (and the
+ * line, for JSONL) at fault, or a read's error. It parses: for validation and
+ * tools, not for the training loop's reads. Thread-safe. */
+int dataset_check_record(const dataset_t *ds, uint64_t index, uint32_t classes);
 
 /* Unmaps and frees everything. NULL is allowed. */
 void dataset_close(dataset_t *ds);

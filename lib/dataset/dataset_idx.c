@@ -20,7 +20,10 @@
 #include "dataset/cache_dir.h"
 #include "dataset/dataset_impl.h"
 #include "base/error.h"
+#include "base/fsutil.h"
 #include "base/hash.h"
+#include "base/mapfile.h"
+#include "base/progress.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -53,7 +56,7 @@ struct idx_file {
     char cache[PATH_MAX];     /* the decompressed copy that is mapped, "" for a plain file */
     char where[PATH_MAX + 16]; /* how messages name its bytes */
     uint64_t disk_bytes, cache_bytes;
-    void *map;
+    const void *map;
     size_t map_bytes;
     const uint8_t *bytes; /* the IDX content: the file, or the cache after its header */
     uint64_t size;
@@ -95,21 +98,6 @@ static unsigned idx_type_bytes(uint8_t type)
     }
 }
 
-static int idx_write_all(int fd, const void *buf, size_t n, const char *path)
-{
-    const uint8_t *p = buf;
-    while (n) {
-        ssize_t w = write(fd, p, n);
-        if (w < 0 && errno == EINTR)
-            continue;
-        if (w <= 0)
-            return err_set(ERR_IO, "%s: write failed: %s", path, w < 0 ? strerror(errno) : "no progress");
-        p += w;
-        n -= (size_t)w;
-    }
-    return 0;
-}
-
 static int idx_read_at(int fd, void *buf, size_t n, off_t off)
 {
     uint8_t *p = buf;
@@ -126,33 +114,82 @@ static int idx_read_at(int fd, void *buf, size_t n, off_t off)
     return 0;
 }
 
-/* ---- atomic writes: a temporary file renamed into place ----------------- */
+/* ---- the header ------------------------------------------------------------ */
 
-/* Creates "<final>.tmp-XXXXXX" and returns its descriptor, or ERR_IO. */
-static int idx_tmp_create(const char *final, char *tmp, size_t cap)
+/* Parses the IDX header at b[0..have): magic, type, dimensions (multiplied
+ * with overflow checks). 0 with f's header fields set and *total the file size
+ * the header promises; 1 when `have` ends inside the header; ERR_FORMAT naming
+ * the byte at fault. Offsets in messages are bytes of the (decompressed) file.
+ * The gzip cache calls it on the first decompressed bytes, to bound the rest. */
+static int idx_header_parse(struct idx_file *f, const uint8_t *b, uint64_t have, uint64_t *total)
 {
-    if (snprintf(tmp, cap, "%s.tmp-XXXXXX", final) >= (int)cap)
-        return err_set(ERR_ARG, "%s: path too long", final);
-    int fd = mkostemp(tmp, O_CLOEXEC);
-    if (fd < 0)
-        return err_set(ERR_IO, "%s: cannot create a temporary file beside it: %s", final, strerror(errno));
-    return fd;
+    const char *w = f->where;
+    if (have < 4)
+        return 1;
+    if (b[0] != 0 || b[1] != 0)
+        return err_set(ERR_FORMAT, "%s: byte 0: wrong magic number 0x%08x: an IDX file starts with two zero bytes, "
+                       "a type code and a dimension count (0x00000803 for images, 0x00000801 for labels)",
+                       w, idx_be32(b));
+    f->type = b[2];
+    f->ndims = b[3];
+    unsigned elem = idx_type_bytes(f->type);
+    if (!elem)
+        return err_set(ERR_FORMAT, "%s: byte 2: unsupported type code 0x%02x (IDX knows 0x08, 0x09, 0x0B, 0x0C, "
+                       "0x0D, 0x0E)", w, f->type);
+    if (f->ndims == 0)
+        return err_set(ERR_FORMAT, "%s: byte 3: 0 dimensions: records are slices along dimension 0, so there must "
+                       "be at least one", w);
+    f->header_bytes = 4 + 4ull * f->ndims;
+    if (have < f->header_bytes)
+        return 1;
+    uint64_t record = elem;
+    for (unsigned d = 0; d < f->ndims; d++) {
+        uint32_t dim = idx_be32(b + 4 + 4 * d);
+        if (d < 3)
+            f->dims[d] = dim;
+        if (d == 0)
+            f->count = dim;
+        else if (__builtin_mul_overflow(record, (uint64_t)dim, &record))
+            return err_set(ERR_FORMAT, "%s: byte %u: dimension %u (%u) makes the record size overflow 64 bits",
+                           w, 4 + 4 * d, d, dim);
+    }
+    f->record_bytes = record;
+    if (record == 0)
+        return err_set(ERR_FORMAT, "%s: records of 0 bytes: a dimension after the first is 0", w);
+    uint64_t payload;
+    if (__builtin_mul_overflow(f->count, record, &payload) || __builtin_add_overflow(payload, f->header_bytes, total))
+        return err_set(ERR_FORMAT, "%s: byte 4: %llu records of %llu bytes overflow 64 bits", w,
+                       (unsigned long long)f->count, (unsigned long long)record);
+    return 0;
 }
 
-/* Closes fd and renames tmp to final; on rc < 0 (or a failed close) removes
- * tmp instead. Returns rc, or ERR_IO. */
-static int idx_tmp_finish(int fd, const char *tmp, const char *final, int rc)
+/* Checks the IDX header of a mapped file against its size: a valid header
+ * (idx_header_parse()), and exactly the promised records after it. */
+static int idx_file_parse(struct idx_file *f)
 {
-    /* mkstemp makes the file private (0600); a dataset or cache is not secret. */
-    if (rc == 0 && fchmod(fd, 0644) != 0)
-        rc = err_set(ERR_IO, "%s: chmod failed: %s", tmp, strerror(errno));
-    if (close(fd) != 0 && rc == 0)
-        rc = err_set(ERR_IO, "%s: close failed: %s", tmp, strerror(errno));
-    if (rc == 0 && rename(tmp, final) != 0)
-        rc = err_set(ERR_IO, "%s: cannot rename into place: %s", final, strerror(errno));
+    const char *w = f->where;
+    unsigned long long size = f->size;
+    uint64_t total;
+    int rc = idx_header_parse(f, f->bytes, f->size, &total);
     if (rc < 0)
-        unlink(tmp);
-    return rc;
+        return rc;
+    if (rc == 1 && size < 4)
+        return err_set(ERR_FORMAT, "%s: truncated header: byte %llu: the file ends inside the 4-byte magic number",
+                       w, size);
+    if (rc == 1)
+        return err_set(ERR_FORMAT, "%s: truncated header: byte %llu: %u dimensions need a %llu-byte header, the "
+                       "file has %llu bytes", w, size, f->ndims, (unsigned long long)f->header_bytes, size);
+    if (size < total) {
+        unsigned long long cut = (size - f->header_bytes) / f->record_bytes;
+        return err_set(ERR_FORMAT, "%s: truncated at record %llu (byte %llu): the header promises %llu records of "
+                       "%llu bytes, %llu bytes in all, the file has %llu", w, cut,
+                       (unsigned long long)f->header_bytes + cut * f->record_bytes, (unsigned long long)f->count,
+                       (unsigned long long)f->record_bytes, (unsigned long long)total, size);
+    }
+    if (size > total)
+        return err_set(ERR_FORMAT, "%s: byte %llu: %llu bytes follow the last of the %llu records the header "
+                       "promises", w, (unsigned long long)total, size - total, (unsigned long long)f->count);
+    return 0;
 }
 
 /* ---- the gzip cache ------------------------------------------------------ */
@@ -206,31 +243,77 @@ static int idx_cache_fresh(int fd, const struct stat *src, uint64_t *data_bytes)
     return 1;
 }
 
-/* Inflates the gzip stream on `src_fd` (the file `path`) into the cache file
- * `cache`, atomically. Multi-member streams (gzip a; gzip b; cat) are read to
- * the end, as gunzip does. ERR_FORMAT names the compressed byte at fault. */
-static int idx_cache_build(int src_fd, const struct stat *src, const char *path, const char *cache)
+/* The decompressed bytes so far bound those to come: once the IDX header is
+ * in, nothing past the size it promises is written. A gzip bomb (megabytes
+ * that inflate to gigabytes behind a header promising one record) stops
+ * within one chunk of the promise, and the disk is asked for the promised
+ * size before it is filled. */
+struct idx_inflate_bound {
+    uint8_t head[4 + 4 * 255]; /* the first decompressed bytes: the largest IDX header */
+    uint64_t have;             /* bytes of head filled */
+    uint64_t limit;            /* the size the header promises; UINT64_MAX until it is in */
+};
+
+static int idx_inflate_bound_add(struct idx_inflate_bound *bd, struct idx_file *f, const char *cache,
+                                 const uint8_t *out, size_t got, uint64_t produced, uint64_t compressed_at)
 {
-    char tmp[PATH_MAX + 16];
-    int fd = idx_tmp_create(cache, tmp, sizeof tmp);
-    if (fd < 0)
-        return fd;
+    if (bd->limit == UINT64_MAX && bd->have < sizeof bd->head) {
+        size_t take = got < sizeof bd->head - bd->have ? got : (size_t)(sizeof bd->head - bd->have);
+        memcpy(bd->head + bd->have, out, take);
+        bd->have += take;
+        uint64_t total;
+        int rc = idx_header_parse(f, bd->head, bd->have, &total);
+        if (rc < 0)
+            return rc;
+        if (rc == 0) {
+            bd->limit = total;
+            char what[PATH_MAX + 64];
+            snprintf(what, sizeof what, "the decompressed copy of %s", f->path);
+            if ((rc = fsutil_check_space(cache, total + sizeof(struct idx_cache_header), what)) < 0)
+                return rc;
+        }
+    }
+    if (produced > bd->limit)
+        return err_set(ERR_FORMAT, "%s: byte %llu: the gzip stream inflates past the %llu bytes its IDX header "
+                       "promises (%llu records of %llu bytes); stopped at compressed byte %llu, nothing cached "
+                       "(a gzip bomb, or a corrupt file)", f->where, (unsigned long long)bd->limit,
+                       (unsigned long long)bd->limit, (unsigned long long)f->count,
+                       (unsigned long long)f->record_bytes, (unsigned long long)compressed_at);
+    return 0;
+}
+
+/* Inflates the gzip stream on `src_fd` (the file f->path) into the cache file
+ * `cache`, atomically, bounded by its IDX header (above). Multi-member streams
+ * (gzip a; gzip b; cat) are read to the end, as gunzip does. ERR_FORMAT names
+ * the compressed byte at fault. */
+static int idx_cache_build(int src_fd, const struct stat *src, struct idx_file *f, const char *cache)
+{
+    const char *path = f->path;
+    struct fsutil_tmp t;
+    int rc = fsutil_tmp_open(&t, cache);
+    if (rc < 0)
+        return rc;
     uint8_t *in = malloc(IDX_CHUNK), *out = malloc(IDX_CHUNK);
+    struct idx_inflate_bound *bd = malloc(sizeof *bd);
     z_stream z = {0};
-    int rc = 0, zrc = Z_OK;
-    if (!in || !out) {
+    int zrc = Z_OK;
+    if (!in || !out || !bd) {
         rc = err_set(ERR_NOMEM, "%s: out of memory for decompression buffers", path);
         goto done;
     }
+    bd->have = 0;
+    bd->limit = UINT64_MAX;
     /* 15 + 16: the largest window, gzip framing only (zlib.h, inflateInit2). */
     if (inflateInit2(&z, 15 + 16) != Z_OK) {
         rc = err_set(ERR_NOMEM, "%s: zlib could not start: %s", path, z.msg ? z.msg : "inflateInit2 failed");
         goto done;
     }
     struct idx_cache_header h = {.magic = IDX_CACHE_MAGIC};
-    rc = idx_write_all(fd, &h, sizeof h, tmp);
+    rc = fsutil_write_all(t.fd, &h, sizeof h, t.path);
     uint64_t consumed = 0, produced = 0;
     int out_full = 0; /* zlib may hold output back until given more room */
+    progress_t bar;
+    progress_begin(&bar, "idx: decompressing into the cache", (uint64_t)src->st_size);
     while (rc == 0) {
         if (z.avail_in == 0 && !out_full) {
             ssize_t r = pread(src_fd, in, IDX_CHUNK, (off_t)consumed);
@@ -251,6 +334,7 @@ static int idx_cache_build(int src_fd, const struct stat *src, const char *path,
             z.next_in = in;
             z.avail_in = (uInt)r;
             consumed += (uint64_t)r;
+            progress_update(&bar, consumed);
         }
         if (zrc == Z_STREAM_END) /* another gzip member follows */
             inflateReset(&z);
@@ -265,8 +349,11 @@ static int idx_cache_build(int src_fd, const struct stat *src, const char *path,
         size_t got = IDX_CHUNK - z.avail_out;
         out_full = z.avail_out == 0;
         produced += got;
-        rc = idx_write_all(fd, out, got, tmp);
+        rc = idx_inflate_bound_add(bd, f, cache, out, got, produced, consumed - z.avail_in);
+        if (rc == 0)
+            rc = fsutil_write_all(t.fd, out, got, t.path);
     }
+    progress_end(&bar, consumed);
     inflateEnd(&z);
     if (rc == 0) {
         h.source_bytes = (uint64_t)src->st_size;
@@ -275,26 +362,26 @@ static int idx_cache_build(int src_fd, const struct stat *src, const char *path,
         h.source_mtime_s = (int64_t)src->st_mtim.tv_sec;
         h.source_mtime_ns = (int64_t)src->st_mtim.tv_nsec;
         h.data_bytes = produced;
-        if (pwrite(fd, &h, sizeof h, 0) != (ssize_t)sizeof h)
-            rc = err_set(ERR_IO, "%s: cannot write the cache header: %s", tmp, strerror(errno));
+        if (pwrite(t.fd, &h, sizeof h, 0) != (ssize_t)sizeof h)
+            rc = err_set(ERR_IO, "%s: cannot write the cache header: %s", t.path, strerror(errno));
     }
 done:
     free(in);
     free(out);
-    return idx_tmp_finish(fd, tmp, cache, rc);
+    free(bd);
+    return fsutil_tmp_finish(&t, rc, 0);
 }
 
 /* ---- mapping one file ---------------------------------------------------- */
 
-/* Maps `len` bytes of fd into f. ERR_IO names the file. */
+/* Maps `len` bytes of fd into f (mapfile.h: a truncation is named). ERR_IO
+ * names the file. */
 static int idx_file_mmap(struct idx_file *f, int fd, size_t len, const char *name)
 {
-    void *p = mmap(NULL, len, PROT_READ, MAP_PRIVATE, fd, 0);
-    if (p == MAP_FAILED)
-        return err_set(ERR_IO, "%s: mmap of %zu bytes failed: %s", name, len, strerror(errno));
-    f->map = p;
-    f->map_bytes = len;
-    return 0;
+    int rc = mapfile_map(fd, len, name, &f->map);
+    if (rc == 0)
+        f->map_bytes = len;
+    return rc;
 }
 
 /* Maps the decompressed cache of the gzipped file open on `fd`, building or
@@ -323,7 +410,7 @@ static int idx_file_map_gzip(struct idx_file *f, int fd, const struct stat *st, 
             close(cfd);
         if (attempt == 1) /* we just built it: someone is racing us with another source */
             return err_set(ERR_IO, "%s: the cache %s changed under us while opening", f->path, f->cache);
-        rc = idx_cache_build(fd, st, f->path, f->cache);
+        rc = idx_cache_build(fd, st, f, f->cache);
         if (rc < 0)
             return rc;
         ++*built;
@@ -372,70 +459,10 @@ out:
     return rc;
 }
 
-/* Checks the IDX header of a mapped file against its size: magic, type,
- * dimensions (multiplied with overflow checks), and that exactly the promised
- * records follow. Offsets in messages are bytes of the (decompressed) file. */
-static int idx_file_parse(struct idx_file *f)
-{
-    const uint8_t *b = f->bytes;
-    const char *w = f->where;
-    unsigned long long size = f->size;
-    if (size < 4)
-        return err_set(ERR_FORMAT, "%s: truncated header: byte %llu: the file ends inside the 4-byte magic number",
-                       w, size);
-    if (b[0] != 0 || b[1] != 0)
-        return err_set(ERR_FORMAT, "%s: byte 0: wrong magic number 0x%08x: an IDX file starts with two zero bytes, "
-                       "a type code and a dimension count (0x00000803 for images, 0x00000801 for labels)",
-                       w, idx_be32(b));
-    f->type = b[2];
-    f->ndims = b[3];
-    unsigned elem = idx_type_bytes(f->type);
-    if (!elem)
-        return err_set(ERR_FORMAT, "%s: byte 2: unsupported type code 0x%02x (IDX knows 0x08, 0x09, 0x0B, 0x0C, "
-                       "0x0D, 0x0E)", w, f->type);
-    if (f->ndims == 0)
-        return err_set(ERR_FORMAT, "%s: byte 3: 0 dimensions: records are slices along dimension 0, so there must "
-                       "be at least one", w);
-    f->header_bytes = 4 + 4ull * f->ndims;
-    if (size < f->header_bytes)
-        return err_set(ERR_FORMAT, "%s: truncated header: byte %llu: %u dimensions need a %llu-byte header, the "
-                       "file has %llu bytes", w, size, f->ndims, (unsigned long long)f->header_bytes, size);
-    uint64_t record = elem;
-    for (unsigned d = 0; d < f->ndims; d++) {
-        uint32_t dim = idx_be32(b + 4 + 4 * d);
-        if (d < 3)
-            f->dims[d] = dim;
-        if (d == 0)
-            f->count = dim;
-        else if (__builtin_mul_overflow(record, (uint64_t)dim, &record))
-            return err_set(ERR_FORMAT, "%s: byte %u: dimension %u (%u) makes the record size overflow 64 bits",
-                           w, 4 + 4 * d, d, dim);
-    }
-    f->record_bytes = record;
-    if (record == 0)
-        return err_set(ERR_FORMAT, "%s: records of 0 bytes: a dimension after the first is 0", w);
-    uint64_t payload, total;
-    if (__builtin_mul_overflow(f->count, record, &payload) ||
-        __builtin_add_overflow(payload, f->header_bytes, &total))
-        return err_set(ERR_FORMAT, "%s: byte 4: %llu records of %llu bytes overflow 64 bits", w,
-                       (unsigned long long)f->count, (unsigned long long)record);
-    if (size < total) {
-        unsigned long long cut = (size - f->header_bytes) / record;
-        return err_set(ERR_FORMAT, "%s: truncated at record %llu (byte %llu): the header promises %llu records of "
-                       "%llu bytes, %llu bytes in all, the file has %llu", w, cut,
-                       (unsigned long long)f->header_bytes + cut * record, (unsigned long long)f->count,
-                       (unsigned long long)record, (unsigned long long)total, size);
-    }
-    if (size > total)
-        return err_set(ERR_FORMAT, "%s: byte %llu: %llu bytes follow the last of the %llu records the header "
-                       "promises", w, (unsigned long long)total, size - total, (unsigned long long)f->count);
-    return 0;
-}
-
 static void idx_file_unmap(struct idx_file *f)
 {
     if (f->map)
-        munmap(f->map, f->map_bytes);
+        mapfile_unmap(f->map, f->map_bytes);
     f->map = NULL;
 }
 
@@ -512,6 +539,19 @@ static int idx_length_of(const dataset_t *ds, uint64_t index, uint64_t *length)
     return 0;
 }
 
+/* --check: a label must name one of `classes` classes (IDX labels are bytes,
+ * so a file of 10 classes can still hold a 200). */
+static int idx_check(const dataset_t *ds, uint64_t index, uint32_t classes)
+{
+    const struct idx *x = ds->impl;
+    if (!x->label_of || classes == 0 || x->label_of[index] < classes)
+        return 0;
+    const struct idx_file *f = x->labels.map ? &x->labels : &x->images; /* a labels file alone is its own labels */
+    return err_set(ERR_FORMAT, "%s: byte %llu (record %llu): label %u is outside 0..%u", f->where,
+                   (unsigned long long)(f->header_bytes + index), (unsigned long long)index, x->label_of[index],
+                   classes - 1);
+}
+
 static void idx_close(dataset_t *ds)
 {
     struct idx *x = ds->impl;
@@ -522,7 +562,7 @@ static void idx_close(dataset_t *ds)
 }
 
 static const struct dataset_ops idx_ops = {
-    .read = idx_read, .read_batch = idx_read_batch, .length_of = idx_length_of, .close = idx_close};
+    .read = idx_read, .read_batch = idx_read_batch, .length_of = idx_length_of, .check = idx_check, .close = idx_close};
 
 static int idx_open_labels(struct idx *x, const char *path)
 {
@@ -545,7 +585,7 @@ static int idx_open_labels(struct idx *x, const char *path)
 
 int dataset_idx_open(const char *path, const struct dataset_options *opt, dataset_t **out)
 {
-    (void)opt; /* IDX files describe themselves: no option applies */
+    (void)opt; /* IDX files describe themselves: no option applies (dataset_open() refuses a length field) */
     *out = NULL;
     dataset_t *ds = calloc(1, sizeof *ds);
     struct idx *x = calloc(1, sizeof *x);
@@ -607,7 +647,7 @@ static int idx_write_header(int fd, const uint32_t *dims, unsigned ndims, const 
     uint8_t h[4 + 4 * 3] = {0, 0, 0x08, (uint8_t)ndims};
     for (unsigned d = 0; d < ndims; d++)
         idx_put_be32(h + 4 + 4 * d, dims[d]);
-    return idx_write_all(fd, h, 4 + 4 * ndims, path);
+    return fsutil_write_all(fd, h, 4 + 4 * ndims, path);
 }
 
 int dataset_idx_write(const dataset_t *src, uint32_t rows, uint32_t cols, const char *images_path,
@@ -629,37 +669,42 @@ int dataset_idx_write(const dataset_t *src, uint32_t rows, uint32_t cols, const 
         dims[1] = (uint32_t)bytes;
         ndims = 2;
     }
-    char itmp[PATH_MAX + 16], ltmp[PATH_MAX + 16];
+    /* Both below 2^32: the product and the sums cannot overflow 64 bits. */
+    int rc = fsutil_check_space(images_path, 4 + 4 * ndims + n * bytes + (labels_path ? 8 + n : 0), images_path);
+    if (rc < 0)
+        return rc;
+    struct fsutil_tmp it, lt;
     uint8_t *rec = malloc(bytes), *lab = malloc(IDX_CHUNK);
-    int ifd = idx_tmp_create(images_path, itmp, sizeof itmp);
-    int lfd = labels_path && ifd >= 0 ? idx_tmp_create(labels_path, ltmp, sizeof ltmp) : -1;
-    int rc = ifd < 0 ? ifd : labels_path && lfd < 0 ? lfd : 0;
+    rc = fsutil_tmp_open(&it, images_path);
+    int labels_open = 0;
+    if (rc == 0 && labels_path)
+        labels_open = (rc = fsutil_tmp_open(&lt, labels_path)) == 0;
     if (rc == 0 && (!rec || !lab))
         rc = err_set(ERR_NOMEM, "%s: out of memory", images_path);
     if (rc == 0)
-        rc = idx_write_header(ifd, dims, ndims, itmp);
-    if (rc == 0 && lfd >= 0)
-        rc = idx_write_header(lfd, dims, 1, ltmp);
+        rc = idx_write_header(it.fd, dims, ndims, it.path);
+    if (rc == 0 && labels_open)
+        rc = idx_write_header(lt.fd, dims, 1, lt.path);
     for (uint64_t i = 0; rc == 0 && i < n; i++) {
         struct dataset_record r;
         rc = dataset_read(src, i, rec, bytes, &r);
         if (rc == 0)
-            rc = idx_write_all(ifd, rec, bytes, itmp);
-        if (rc == 0 && lfd >= 0) {
+            rc = fsutil_write_all(it.fd, rec, bytes, it.path);
+        if (rc == 0 && labels_open) {
             if (r.label < 0 || r.label > 255)
                 rc = err_set(ERR_ARG, "%s: record %llu has label %lld, IDX labels are bytes (0..255)", labels_path,
                              (unsigned long long)i, (long long)r.label);
             lab[i % IDX_CHUNK] = (uint8_t)r.label;
             /* labels go out a chunk at a time: one write per 256 Ki records */
             if (rc == 0 && (i % IDX_CHUNK == IDX_CHUNK - 1 || i == n - 1))
-                rc = idx_write_all(lfd, lab, i % IDX_CHUNK + 1, ltmp);
+                rc = fsutil_write_all(lt.fd, lab, i % IDX_CHUNK + 1, lt.path);
         }
     }
     free(rec);
     free(lab);
-    if (ifd >= 0)
-        rc = idx_tmp_finish(ifd, itmp, images_path, rc);
-    if (lfd >= 0)
-        rc = idx_tmp_finish(lfd, ltmp, labels_path, rc);
+    if (it.fd >= 0)
+        rc = fsutil_tmp_finish(&it, rc, 0);
+    if (labels_open)
+        rc = fsutil_tmp_finish(&lt, rc, 0);
     return rc;
 }

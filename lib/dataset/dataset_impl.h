@@ -12,6 +12,8 @@ struct dataset_ops {
     int (*read_batch)(const dataset_t *ds, const uint64_t *indices, uint32_t count, void *dst, uint64_t stride,
                       struct dataset_record *recs);
     int (*length_of)(const dataset_t *ds, uint64_t index, uint64_t *length);
+    /* dataset_check_record() with the index already checked. */
+    int (*check)(const dataset_t *ds, uint64_t index, uint32_t classes);
     void (*close)(dataset_t *ds);
 };
 

@@ -10,7 +10,10 @@
  *
  * The shards must agree on what a record is: all fixed-size with the same
  * size (and image shape) or all variable-size, and all with labels or all
- * without. A mix is refused at open, naming the shard that differs.
+ * without. A mix is refused at open, naming the shard that differs, and so
+ * is a file listed twice. Every shard is opened with dataset_open() and
+ * checked with dataset_check_record() as a file of its own would be: a shard
+ * list never accepts what its files alone would refuse.
  */
 #include "dataset/dataset_impl.h"
 
@@ -19,10 +22,13 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 struct shard {
     dataset_t *ds;
     uint64_t first; /* global index of its record 0 */
+    dev_t dev;      /* the file it was opened from (both 0 for "synthetic") */
+    ino_t ino;
 };
 
 struct shards {
@@ -45,16 +51,20 @@ static size_t shards_find(const struct shards *s, uint64_t index)
     return lo;
 }
 
+/* An error of shard k's own dataset, said of the global index too. */
+static int shards_wrap(const dataset_t *ds, int rc, uint64_t index, size_t k, uint64_t local)
+{
+    return err_wrap(rc, "%s: record %llu (shard %zu, local record %llu)", ds->name, (unsigned long long)index, k,
+                    (unsigned long long)local);
+}
+
 static int shards_read(const dataset_t *ds, uint64_t index, void *dst, uint64_t cap, struct dataset_record *rec)
 {
     const struct shards *s = ds->impl;
     size_t k = shards_find(s, index);
     uint64_t local = index - s->shard[k].first;
     int rc = dataset_read(s->shard[k].ds, local, dst, cap, rec);
-    if (rc < 0)
-        return err_wrap(rc, "%s: record %llu (shard %zu, local record %llu)", ds->name, (unsigned long long)index, k,
-                        (unsigned long long)local);
-    return 0;
+    return rc < 0 ? shards_wrap(ds, rc, index, k, local) : 0;
 }
 
 static int shards_length_of(const dataset_t *ds, uint64_t index, uint64_t *length)
@@ -63,10 +73,17 @@ static int shards_length_of(const dataset_t *ds, uint64_t index, uint64_t *lengt
     size_t k = shards_find(s, index);
     uint64_t local = index - s->shard[k].first;
     int rc = dataset_length_of(s->shard[k].ds, local, length);
-    if (rc < 0)
-        return err_wrap(rc, "%s: record %llu (shard %zu, local record %llu)", ds->name, (unsigned long long)index, k,
-                        (unsigned long long)local);
-    return 0;
+    return rc < 0 ? shards_wrap(ds, rc, index, k, local) : 0;
+}
+
+/* A shard's records get exactly the checks they get in a file of their own. */
+static int shards_check(const dataset_t *ds, uint64_t index, uint32_t classes)
+{
+    const struct shards *s = ds->impl;
+    size_t k = shards_find(s, index);
+    uint64_t local = index - s->shard[k].first;
+    int rc = dataset_check_record(s->shard[k].ds, local, classes);
+    return rc < 0 ? shards_wrap(ds, rc, index, k, local) : 0;
 }
 
 static void shards_close(dataset_t *ds)
@@ -81,7 +98,8 @@ static void shards_close(dataset_t *ds)
     free(ds);
 }
 
-static const struct dataset_ops shards_ops = {.read = shards_read, .length_of = shards_length_of, .close = shards_close};
+static const struct dataset_ops shards_ops = {
+    .read = shards_read, .length_of = shards_length_of, .check = shards_check, .close = shards_close};
 
 /* "variable-size records" or "784-byte records (28x28)", for messages. */
 static const char *shards_describe(const struct dataset_info *info, char *buf, size_t len)
@@ -93,6 +111,25 @@ static const char *shards_describe(const struct dataset_info *info, char *buf, s
     else
         snprintf(buf, len, "%llu-byte records", (unsigned long long)info->record_bytes);
     return buf;
+}
+
+/* Refuses shard k when it is a file already listed: each of its records would
+ * be read twice an epoch, which is almost always a mistake in the list (and
+ * weighting a file is a sampler's job, not the shard list's). Files are told
+ * apart by device and inode, so "a.jsonl" and "./a.jsonl" are the same. */
+static int shards_check_distinct(struct shards *s, size_t k, const char *path)
+{
+    struct stat st;
+    if (strcmp(path, "synthetic") == 0 || stat(path, &st) != 0)
+        return 0;
+    s->shard[k].dev = st.st_dev;
+    s->shard[k].ino = st.st_ino;
+    for (size_t i = 0; i < k; i++)
+        if (s->shard[i].ino == st.st_ino && s->shard[i].dev == st.st_dev)
+            return err_set(ERR_ARG, "shards: shard %zu (%s) is the same file as shard %zu (%s): its records would be "
+                           "read twice every epoch; list each file once", k, path, i,
+                           dataset_name(s->shard[i].ds));
+    return 0;
 }
 
 /* Refuses shard k when its records differ in kind from shard 0's. */
@@ -162,6 +199,8 @@ int dataset_shards_open(const char *list, const struct dataset_options *opt, dat
         if (info->max_record_bytes > max_bytes)
             max_bytes = info->max_record_bytes;
         rc = shards_check_agree(s, k);
+        if (rc == 0)
+            rc = shards_check_distinct(s, k, path);
         p += len + 1;
     }
     if (rc < 0) {

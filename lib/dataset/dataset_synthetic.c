@@ -25,6 +25,11 @@ static uint64_t synthetic_bytes_of(const struct synthetic *s, uint64_t index)
     return span == 1 ? s->max_bytes : s->min_bytes + hash_splitmix64(s->seed ^ hash_splitmix64(index)) % span;
 }
 
+static uint64_t synthetic_label_of(const struct synthetic *s, uint64_t index)
+{
+    return hash_splitmix64(index ^ ~s->seed) % 10;
+}
+
 static int synthetic_read(const dataset_t *ds, uint64_t index, void *dst, uint64_t cap, struct dataset_record *rec)
 {
     const struct synthetic *s = ds->impl;
@@ -39,7 +44,7 @@ static int synthetic_read(const dataset_t *ds, uint64_t index, void *dst, uint64
         memcpy(out + i, &word, bytes - i < 8 ? bytes - i : 8);
     }
     rec->bytes = rec->length = bytes;
-    rec->label = (int64_t)(hash_splitmix64(index ^ ~s->seed) % 10);
+    rec->label = (int64_t)synthetic_label_of(s, index);
     return 0;
 }
 
@@ -49,13 +54,23 @@ static int synthetic_length_of(const dataset_t *ds, uint64_t index, uint64_t *le
     return 0;
 }
 
+static int synthetic_check(const dataset_t *ds, uint64_t index, uint32_t classes)
+{
+    uint64_t label = synthetic_label_of(ds->impl, index);
+    if (classes == 0 || label < classes)
+        return 0;
+    return err_set(ERR_FORMAT, "%s: record %llu: label %llu is outside 0..%u", ds->name, (unsigned long long)index,
+                   (unsigned long long)label, classes - 1);
+}
+
 static void synthetic_close(dataset_t *ds)
 {
     free(ds->impl);
     free(ds);
 }
 
-static const struct dataset_ops synthetic_ops = {.read = synthetic_read, .length_of = synthetic_length_of, .close = synthetic_close};
+static const struct dataset_ops synthetic_ops = {
+    .read = synthetic_read, .length_of = synthetic_length_of, .check = synthetic_check, .close = synthetic_close};
 
 int dataset_synthetic_open(const struct dataset_options *opt, dataset_t **out)
 {

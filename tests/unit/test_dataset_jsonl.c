@@ -5,7 +5,9 @@
  * that reading costs no heap. */
 #include "check.h"
 #include "dataset/dataset.h"
+#include "dataset/dataset_jsonl.h"
 #include "base/error.h"
+#include "base/hash.h"
 #include "heap.h"
 
 #include <fcntl.h>
@@ -13,6 +15,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 static const char *tmp_path(const char *name)
@@ -142,7 +145,9 @@ TEST(jsonl_bad_lines_name_record_line_and_byte)
     write_file(path, "{\"n\":1}\n\n{\"n\":2,}\n");
     CHECK_ERR(open_jsonl_rc(path, "n"), ERR_FORMAT, "bad.jsonl: record 1 (line 3, byte offset 9)");
     CHECK_ERR(open_jsonl_rc(path, "n"), ERR_FORMAT, "length field \"n\"");
-    CHECK(access(tmp_path("bad.jsonl.offsets"), F_OK) != 0); /* nothing half-built is left */
+    /* The offset index is whole and kept; the length table failed, and nothing of it is left. */
+    CHECK(access(tmp_path("bad.jsonl.offsets"), F_OK) == 0);
+    CHECK(access(tmp_path("bad.jsonl.lengths.n"), F_OK) != 0);
     write_file(path, "{\"n\":1}\n{\"m\":2}\n");
     CHECK_ERR(open_jsonl_rc(path, "n"), ERR_FORMAT, "record 1 (line 2, byte offset 8): the length field is missing");
     write_file(path, "{\"n\":\"7\"}\n");
@@ -250,11 +255,11 @@ TEST(jsonl_corrupt_index_body_is_an_error_not_a_crash)
     const char *path = tmp_path("body.jsonl");
     write_counting_file(path, 0, 5);
     check_counting_file(path, 0, 5);
-    /* A valid header over a damaged entry: record 2's offset far past the data. */
+    /* A valid header over a damaged word: record 2's offset far past the data. */
     int fd = open(tmp_path("body.jsonl.offsets"), O_RDWR);
     CHECK(fd >= 0);
     uint64_t bad = 1ull << 40;
-    CHECK_EQ(pwrite(fd, &bad, sizeof bad, 72 + 2 * 16), (ssize_t)sizeof bad);
+    CHECK_EQ(pwrite(fd, &bad, sizeof bad, sizeof(struct jsonl_header) + 2 * 8), (ssize_t)sizeof bad);
     close(fd);
     dataset_t *ds = open_jsonl(path, "v");
     char buf[64];
@@ -262,6 +267,105 @@ TEST(jsonl_corrupt_index_body_is_an_error_not_a_crash)
     CHECK_ERR(dataset_read(ds, 2, buf, sizeof buf, &rec), ERR_FORMAT, "body.jsonl.offsets: record 2: entry");
     CHECK_ERR(dataset_read(ds, 1, buf, sizeof buf, &rec), ERR_FORMAT, "delete the index to rebuild it");
     check_record(ds, 3, "{\"v\":3}", 3);
+    dataset_close(ds);
+}
+
+/* Overwrites word `i` of a sidecar file (offsets or lengths) with `word`. */
+static void poke_word(const char *sidecar, uint64_t i, uint64_t word)
+{
+    int fd = open(sidecar, O_RDWR);
+    CHECK_MSG(fd >= 0, "cannot open %s", sidecar);
+    CHECK_EQ(pwrite(fd, &word, sizeof word, (off_t)(sizeof(struct jsonl_header) + i * 8)), (ssize_t)sizeof word);
+    close(fd);
+}
+
+static uint64_t peek_word(const char *sidecar, uint64_t i)
+{
+    int fd = open(sidecar, O_RDONLY);
+    uint64_t word = 0;
+    CHECK(fd >= 0 && pread(fd, &word, sizeof word, (off_t)(sizeof(struct jsonl_header) + i * 8)) == sizeof word);
+    close(fd);
+    return word;
+}
+
+/* Record i of the moved-offset test data, as written below. */
+static const char *const moved_records[] = {"{\"a\":1}", "  [2, 3]", "\"four\"", "{\"e\":5}", "6"};
+#define MOVED_RECORDS 5
+
+/* Every record that reads must be the record of its index: it may fail, never lie. */
+static void check_never_wrong(const char *path, const char *context)
+{
+    dataset_t *ds = open_jsonl(path, NULL);
+    CHECK_EQ_U64(dataset_info(ds)->length, MOVED_RECORDS);
+    for (uint64_t i = 0; i < MOVED_RECORDS; i++) {
+        char buf[64];
+        struct dataset_record rec;
+        if (dataset_read(ds, i, buf, sizeof buf, &rec) == 0)
+            CHECK_MSG(rec.bytes == strlen(moved_records[i]) && memcmp(buf, moved_records[i], rec.bytes) == 0,
+                      "%s: record %llu read as '%.*s'", context, (unsigned long long)i, (int)rec.bytes, buf);
+        uint64_t len;
+        if (dataset_length_of(ds, i, &len) == 0)
+            CHECK_MSG(len == strlen(moved_records[i]), "%s: record %llu has length %llu", context,
+                      (unsigned long long)i, (unsigned long long)len);
+    }
+    dataset_close(ds);
+}
+
+/* An offset moved anywhere inside the data, even with the tag of its new
+ * value forged, never serves another record: the per-read line checks alone
+ * refuse it. Tried for every record and every byte position. */
+TEST(jsonl_moved_offset_never_serves_a_wrong_record)
+{
+    const char *path = tmp_path("moved.jsonl");
+    const char *text = "{\"a\":1}\n  [2, 3]\r\n\n \n\"four\"\n\n{\"e\":5}\n6";
+    write_file(path, text);
+    check_never_wrong(path, "intact");
+    const char *index = tmp_path("moved.jsonl.offsets");
+    uint64_t size = strlen(text);
+    for (uint64_t i = 0; i <= MOVED_RECORDS; i++) {
+        uint64_t good = peek_word(index, i);
+        for (uint64_t x = 0; x <= size; x++) {
+            char context[64];
+            snprintf(context, sizeof context, "word %llu moved to %llu", (unsigned long long)i, (unsigned long long)x);
+            poke_word(index, i, jsonl_word(i, x));
+            if (i < MOVED_RECORDS) /* the sentinel's move is caught at open: the index is rebuilt */
+                check_never_wrong(path, context);
+            poke_word(index, i, good);
+        }
+        poke_word(index, i, good);
+    }
+}
+
+/* Words shifted by one position (one deleted, the last duplicated), as a bad
+ * edit or a torn copy leaves them: the shifted ones lose their tags. */
+TEST(jsonl_shifted_index_words_are_refused)
+{
+    const char *path = tmp_path("shifted.jsonl");
+    write_counting_file(path, 0, 40);
+    check_counting_file(path, 0, 40);
+    const char *index = tmp_path("shifted.jsonl.offsets");
+    for (uint64_t i = 10; i < 39; i++)
+        poke_word(index, i, peek_word(index, i + 1));
+    dataset_t *ds = open_jsonl(path, "v");
+    for (uint64_t i = 0; i < 40; i++) {
+        char buf[64], want[32];
+        struct dataset_record rec;
+        snprintf(want, sizeof want, "{\"v\":%llu}", (unsigned long long)i);
+        if (i < 9 || i == 39) { /* 9 spans two lines, 10..38 lost their tags, 39 and the sentinel stayed */
+            check_record(ds, i, want, i);
+        } else {
+            CHECK_ERR(dataset_read(ds, i, buf, sizeof buf, &rec), ERR_FORMAT, "shifted.jsonl.offsets: record");
+        }
+    }
+    dataset_close(ds);
+    /* The length table's words too. */
+    const char *lengths = tmp_path("shifted.jsonl.lengths.v");
+    poke_word(lengths, 5, peek_word(lengths, 6));
+    ds = open_jsonl(path, "v");
+    uint64_t len;
+    CHECK_ERR(dataset_length_of(ds, 5, &len), ERR_FORMAT, "shifted.jsonl.lengths.v: record 5: its length word");
+    CHECK_OK(dataset_length_of(ds, 6, &len));
+    CHECK_EQ_U64(len, 6);
     dataset_close(ds);
 }
 
@@ -457,5 +561,221 @@ TEST(jsonl_reads_from_many_threads)
         pthread_join(t[i], NULL);
         CHECK_EQ(r[i].bad, 0);
     }
+    dataset_close(ds);
+}
+
+/* ---- --check: every record is JSON, in UTF-8 ----------------------------------- */
+
+/* Writes `n` bytes (NULs allowed) to `path`. */
+static void write_bytes(const char *path, const char *bytes, size_t n)
+{
+    FILE *f = fopen(path, "wb");
+    CHECK(f && fwrite(bytes, 1, n, f) == n);
+    CHECK_EQ(fclose(f), 0);
+}
+
+/* Data whose record `bad` (of 3) is `line`: dataset_check_record() must refuse
+ * exactly that record, naming the file, its line, its byte offset and where
+ * in it the JSON breaks. */
+static void check_bad_record(const char *name, const char *line, size_t n, const char *why)
+{
+    char text[256];
+    size_t len = 0;
+    len += (size_t)sprintf(text, "{\"ok\":1}\n\n");
+    memcpy(text + len, line, n);
+    len += n;
+    len += (size_t)sprintf(text + len, "\n[\"ok\"]\n");
+    const char *path = tmp_path(name);
+    write_bytes(path, text, len);
+    dataset_t *ds = open_jsonl(path, NULL); /* opening parses nothing: it opens */
+    CHECK_OK(dataset_check_record(ds, 0, 0));
+    CHECK_OK(dataset_check_record(ds, 2, 0));
+    char needle[512];
+    snprintf(needle, sizeof needle, "%s: record 1 (line 3, byte offset 10): not valid JSON: ", path);
+    CHECK_ERR(dataset_check_record(ds, 1, 0), ERR_FORMAT, needle);
+    CHECK_CONTAINS(err_msg(), why);
+    dataset_close(ds);
+}
+
+TEST(jsonl_check_refuses_what_is_not_json)
+{
+    check_bad_record("check_random.jsonl", "\x8f\x01zq\x93", 5, "near byte offset 10");
+    check_bad_record("check_nul.jsonl", "\0\0\0\0", 4, "invalid token");
+    check_bad_record("check_nul_in_string.jsonl", "{\"a\":\"x\0y\"}", 11, "control character 0x0");
+    check_bad_record("check_utf8.jsonl", "{\"a\":\"\xc3\x28\"}", 10, "near byte offset 16");
+    check_bad_record("check_overlong.jsonl", "\"\xc0\xaf\"", 4, "unable to decode byte 0xc0");
+    check_bad_record("check_surrogate.jsonl", "\"\xed\xa0\x80\"", 5, "unable to decode byte 0xed");
+    check_bad_record("check_cut.jsonl", "{\"text\":\"half a rec", 19, "premature end of input");
+    check_bad_record("check_two_values.jsonl", "{} {}", 5, "end of file expected");
+    check_bad_record("check_trailing_comma.jsonl", "[1,2,]", 6, "unexpected token near ']'");
+    check_bad_record("check_cr_inside.jsonl", "{\"a\":1}\r{\"b\":2}", 15, "end of file expected");
+}
+
+TEST(jsonl_check_accepts_every_json_value)
+{
+    const char *path = tmp_path("check_good.jsonl");
+    const char *text = "{\"a\":[1,2.5e-3,-0,true,false,null]}\r\n\"\\u0000 and \\u00e9 and \xc3\xa9 and \xf0\x9f\x98\x80\"\n"
+                       "18446744073709551616\n  [ ]  \n{\"id\":123456789012345678901234567890,\"nested\":{\"\":{}}}\n"
+                       "\"\\ud83d\\ude00\"\n-1.0E+400000\n";
+    write_file(path, text);
+    dataset_t *ds = open_jsonl(path, NULL);
+    CHECK_EQ_U64(dataset_info(ds)->length, 7);
+    for (uint64_t i = 0; i < 6; i++)
+        CHECK_OK(dataset_check_record(ds, i, 0));
+    /* A number past a double's range is valid JSON that jansson cannot hold:
+     * the one place we are stricter than RFC 8259 (it allows such limits, section 6). */
+    CHECK_ERR(dataset_check_record(ds, 6, 0), ERR_FORMAT, "real number overflow");
+    dataset_close(ds);
+}
+
+/* A length field parses every record once: a big integer elsewhere in a
+ * record does not hide the field, and each problem names record, line, byte. */
+TEST(jsonl_length_field_next_to_big_integers)
+{
+    const char *path = tmp_path("bigint.jsonl");
+    write_file(path, "{\"id\":18446744073709551615,\"n\":4}\n{\"n\":18446744073709551615}\n");
+    struct dataset_options opt;
+    dataset_options_default(&opt);
+    opt.length_field = "n";
+    dataset_t *ds;
+    CHECK_ERR(dataset_open(path, &opt, &ds), ERR_FORMAT,
+              "bigint.jsonl: record 1 (line 2, byte offset 34): the length field is not an integer below 2^53");
+    write_file(path, "{\"id\":18446744073709551615,\"n\":4}\n{\"n\":281474976710656}\n");
+    CHECK_ERR(dataset_open(path, &opt, &ds), ERR_FORMAT, "past 2^48 - 1");
+    write_file(path, "{\"id\":18446744073709551615,\"n\":4}\n{\"n\":281474976710655}\n");
+    ds = open_jsonl(path, "n");
+    uint64_t len;
+    CHECK_OK(dataset_length_of(ds, 0, &len));
+    CHECK_EQ_U64(len, 4);
+    CHECK_OK(dataset_length_of(ds, 1, &len));
+    CHECK_EQ_U64(len, 281474976710655ull);
+    dataset_close(ds);
+}
+
+/* ---- one index, one length table per field ------------------------------------- */
+
+static void file_id(const char *path, struct stat *st) { CHECK_MSG(stat(path, st) == 0, "%s is missing", path); }
+
+static int same_file(const struct stat *a, const struct stat *b)
+{
+    return a->st_ino == b->st_ino && a->st_mtim.tv_sec == b->st_mtim.tv_sec && a->st_mtim.tv_nsec == b->st_mtim.tv_nsec;
+}
+
+TEST(jsonl_switching_length_fields_builds_nothing_twice)
+{
+    char path[4096];
+    snprintf(path, sizeof path, "%s", tmp_path("switch.jsonl"));
+    FILE *f = fopen(path, "wb");
+    for (int i = 0; i < 1000; i++)
+        fprintf(f, "{\"a\":%d,\"b\":%d,\"weird key/\":%d}\n", i, 2 * i, 3 * i);
+    CHECK_EQ(fclose(f), 0);
+    dataset_close(open_jsonl(path, "a"));
+    dataset_close(open_jsonl(path, "b"));
+    dataset_close(open_jsonl(path, "weird key/"));
+    struct stat index, a, b, weird, again;
+    file_id(tmp_path("switch.jsonl.offsets"), &index);
+    file_id(tmp_path("switch.jsonl.lengths.a"), &a);
+    file_id(tmp_path("switch.jsonl.lengths.b"), &b);
+    char hashed[64];
+    snprintf(hashed, sizeof hashed, "switch.jsonl.lengths.x%016llx",
+             (unsigned long long)hash_fnv1a(HASH_FNV1A_BASIS, "weird key/", 10));
+    file_id(tmp_path(hashed), &weird);
+    for (int round = 0; round < 3; round++) {
+        const char *fields[] = {NULL, "a", "b", "weird key/"};
+        for (int k = 0; k < 4; k++) {
+            dataset_t *ds = open_jsonl(path, fields[k]);
+            uint64_t len;
+            CHECK_OK(dataset_length_of(ds, 999, &len));
+            CHECK_EQ_U64(len, k == 0 ? strlen("{\"a\":999,\"b\":1998,\"weird key/\":2997}") : 999ull * (uint64_t)k);
+            dataset_close(ds);
+        }
+    }
+    file_id(tmp_path("switch.jsonl.offsets"), &again);
+    CHECK_MSG(same_file(&index, &again), "the offset index was rebuilt");
+    file_id(tmp_path("switch.jsonl.lengths.a"), &again);
+    CHECK_MSG(same_file(&a, &again), "the length table of \"a\" was rebuilt");
+    file_id(tmp_path("switch.jsonl.lengths.b"), &again);
+    CHECK_MSG(same_file(&b, &again), "the length table of \"b\" was rebuilt");
+    file_id(tmp_path(hashed), &again);
+    CHECK_MSG(same_file(&weird, &again), "the length table of \"weird key/\" was rebuilt");
+}
+
+/* Processes opening one new file at once, with and without length fields:
+ * each builds or finds the sidecars, and each maps what it built itself, so
+ * none sees another's half-renamed file ("the index just built is unreadable"). */
+TEST(jsonl_concurrent_opens_with_different_fields)
+{
+    enum { ROUNDS = 12, PROCS = 4, LINES = 20000 };
+    for (int round = 0; round < ROUNDS; round++) {
+        char name[64];
+        snprintf(name, sizeof name, "race-%d.jsonl", round);
+        const char *path = tmp_path(name);
+        FILE *f = fopen(path, "wb");
+        for (int i = 0; i < LINES; i++)
+            fprintf(f, "{\"v\":%d,\"w\":%d}\n", i, i + 1);
+        CHECK_EQ(fclose(f), 0);
+        pid_t kids[PROCS];
+        for (int k = 0; k < PROCS; k++) {
+            kids[k] = fork();
+            CHECK(kids[k] >= 0);
+            if (kids[k] == 0) {
+                const char *fields[] = {NULL, "v", "w", "v"};
+                struct dataset_options opt;
+                dataset_options_default(&opt);
+                opt.length_field = fields[k];
+                dataset_t *ds;
+                uint64_t len = 0;
+                if (dataset_open(path, &opt, &ds) < 0) {
+                    fprintf(stderr, "process %d (field %s): %s\n", k, fields[k] ? fields[k] : "none", err_msg());
+                    _exit(1);
+                }
+                int bad = dataset_info(ds)->length != LINES || dataset_length_of(ds, LINES - 1, &len) < 0 ||
+                          len != (k == 0 ? strlen("{\"v\":19999,\"w\":20000}") : k == 2 ? LINES : LINES - 1);
+                dataset_close(ds);
+                _exit(bad ? 2 : 0);
+            }
+        }
+        for (int k = 0; k < PROCS; k++) {
+            int status;
+            CHECK_EQ(waitpid(kids[k], &status, 0), kids[k]);
+            CHECK_MSG(WIFEXITED(status) && WEXITSTATUS(status) == 0, "round %d, process %d: status %#x", round, k,
+                      status);
+        }
+    }
+}
+
+/* ---- a file truncated while mapped is named ------------------------------------- */
+
+TEST(jsonl_data_truncated_while_mapped_is_named)
+{
+    const char *path = tmp_path("shrinks.jsonl");
+    write_counting_file(path, 0, 3000);
+    dataset_t *ds = open_jsonl(path, NULL);
+    int pipefd[2];
+    CHECK_EQ(pipe(pipefd), 0);
+    pid_t kid = fork();
+    CHECK(kid >= 0);
+    if (kid == 0) {
+        dup2(pipefd[1], STDERR_FILENO);
+        if (truncate(path, 100) != 0)
+            _exit(3);
+        char buf[64];
+        struct dataset_record rec;
+        dataset_read(ds, 2999, buf, sizeof buf, &rec); /* its page is gone: SIGBUS */
+        _exit(4);
+    }
+    close(pipefd[1]);
+    char said[2048] = "";
+    size_t got = 0;
+    for (ssize_t n; got < sizeof said - 1 && (n = read(pipefd[0], said + got, sizeof said - 1 - got)) > 0;)
+        got += (size_t)n;
+    said[got] = '\0';
+    close(pipefd[0]);
+    int status;
+    CHECK_EQ(waitpid(kid, &status, 0), kid);
+    CHECK_MSG(WIFEXITED(status) && WEXITSTATUS(status) == 1, "status %#x, said: %s", status, said);
+    CHECK_CONTAINS(said, "shrinks.jsonl: truncated while mapped: it had ");
+    CHECK_CONTAINS(said, " bytes when it was opened and has 100 now");
+    CHECK_CONTAINS(said, "rename it over the old");
     dataset_close(ds);
 }
