@@ -84,7 +84,9 @@ int dataset_read(const dataset_t *ds, uint64_t index, void *dst, uint64_t cap, s
  * first index past the end and its position in the batch, with dst and recs
  * untouched. Any other failure (ERR_RANGE for a record longer than `stride`,
  * ERR_FORMAT) names the index and its position; the rows before that
- * position are written, the failing row and those after it are not.
+ * position are written, those after it are not, and the failing row is not
+ * written for ERR_RANGE and holds unspecified bytes for ERR_FORMAT (a JSONL
+ * record is checked against its index on the copy it was read into).
  * count 0 reads nothing and returns 0. Thread-safe. */
 int dataset_read_batch(const dataset_t *ds, const uint64_t *indices, uint32_t count, void *dst, uint64_t stride,
                        struct dataset_record *recs);

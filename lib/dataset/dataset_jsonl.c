@@ -205,6 +205,7 @@ static int jsonl_fill_offsets(const dataset_t *ds, const char *field, struct jso
 }
 
 static int jsonl_record_span(const dataset_t *ds, uint64_t index, uint64_t *start, uint64_t *bytes);
+static int jsonl_one_line(const dataset_t *ds, uint64_t index, const char *record, uint64_t bytes);
 
 /* A length field's value: a non-negative integer, or, when the record's
  * numbers were read as reals, a real that is a whole number a double holds
@@ -230,6 +231,8 @@ static int jsonl_parse(const dataset_t *ds, uint64_t index, const char *field, u
     const struct jsonl *j = ds->impl;
     uint64_t start, bytes;
     int rc = jsonl_record_span(ds, index, &start, &bytes);
+    if (rc == 0)
+        rc = jsonl_one_line(ds, index, j->data + start, bytes);
     if (rc < 0)
         return rc;
     /* Any JSON value may be a record (JSON_DECODE_ANY); "\u0000" is valid JSON
@@ -456,37 +459,47 @@ static int jsonl_sidecar_open(const dataset_t *ds, struct jsonl_sidecar *sc, con
 
 /* ---- reading ---------------------------------------------------------------- */
 
-/* A damaged or edited index (its header was fine) must neither send a read
- * outside the data nor serve another record: the span [start, next) of
- * record `index` must be what the index words say, tags included, and be one
- * line of the data, followed by nothing but whitespace. */
-static int jsonl_check_span(const dataset_t *ds, uint64_t index, uint64_t start, uint64_t next)
+/* The error of a corrupt span: the index is named, with what is wrong. */
+static int jsonl_corrupt(const dataset_t *ds, uint64_t index, uint64_t start, uint64_t next, const char *why)
 {
     const struct jsonl *j = ds->impl;
-    const char *why = NULL;
-    if (!(start < next && next <= j->data_size)) {
-        why = "it is outside the data, or empty";
-    } else if (j->entries[index] != jsonl_word(index, start) || j->entries[index + 1] != jsonl_word(index + 1, next)) {
-        why = "its words do not carry the tags of their positions: moved or overwritten";
-    } else if (start > 0 && j->data[start - 1] != '\n') {
-        why = "it does not start a line";
-    } else if (next < j->data_size && j->data[next - 1] != '\n') {
-        why = "it does not end at a line end";
-    } else {
-        const char *p = j->data + start, *end = j->data + next, *nl = memchr(p, '\n', (size_t)(end - p));
-        while (p < end && jsonl_is_space(*p))
-            p++;
-        if (p == end || (nl && p > nl))
-            why = "it starts with a blank line";
-        for (p = nl ? nl : end; !why && p < end; p++)
-            if (!jsonl_is_space(*p))
-                why = "it holds more than one line";
-    }
-    if (!why)
-        return 0;
     return err_set(ERR_FORMAT, "%s: record %llu: entry [%llu, %llu) is corrupt: %s (the data has %llu bytes); "
                    "delete the index to rebuild it", j->index.path, (unsigned long long)index,
                    (unsigned long long)start, (unsigned long long)next, why, (unsigned long long)j->data_size);
+}
+
+/* A damaged or edited index (its header was fine) must neither send a read
+ * outside the data nor serve another record. The span [start, next) of
+ * record `index` must be what its index words say, tags included, and run
+ * from a line start to a line start (or the end). What is left, that the
+ * span holds exactly one line that is not blank, needs a scan of the record:
+ * jsonl_one_line() does it where the record is read anyway. Together they
+ * refuse an offset moved anywhere in the data (tested for every position). */
+static int jsonl_check_span(const dataset_t *ds, uint64_t index, uint64_t start, uint64_t next)
+{
+    const struct jsonl *j = ds->impl;
+    if (!(start < next && next <= j->data_size))
+        return jsonl_corrupt(ds, index, start, next, "it is outside the data, or empty");
+    if (j->entries[index] != jsonl_word(index, start) || j->entries[index + 1] != jsonl_word(index + 1, next))
+        return jsonl_corrupt(ds, index, start, next, "its words do not carry the tags of their positions: moved or "
+                             "overwritten");
+    if ((start > 0 && j->data[start - 1] != '\n') || (next < j->data_size && j->data[next - 1] != '\n'))
+        return jsonl_corrupt(ds, index, start, next, "it does not run from a line start to a line start");
+    return 0;
+}
+
+/* The record's bytes, trimmed as jsonl_record_span() trims them, are not
+ * empty and hold no line end: a span that the index stretched over a blank
+ * line or over two records is refused. Run on the copy a read just made,
+ * where the scan costs least (chapter 1's README, "The offset index"). */
+static int jsonl_one_line(const dataset_t *ds, uint64_t index, const char *record, uint64_t bytes)
+{
+    const char *why = bytes == 0 ? "it holds only whitespace"
+                      : memchr(record, '\n', (size_t)bytes) ? "it holds more than one line" : NULL;
+    if (!why)
+        return 0;
+    const struct jsonl *j = ds->impl;
+    return jsonl_corrupt(ds, index, jsonl_offset(j, index), jsonl_offset(j, index + 1), why);
 }
 
 /* Where record `index` lies in the data: *start and *bytes. */
@@ -536,12 +549,16 @@ static int jsonl_read(const dataset_t *ds, uint64_t index, void *dst, uint64_t c
     int rc = jsonl_record_span(ds, index, &start, &bytes);
     if (rc < 0)
         return rc;
-    if (bytes > cap)
-        return err_set(ERR_RANGE, "%s: record %llu has %llu bytes, the buffer only %llu", ds->name,
-                       (unsigned long long)index, (unsigned long long)bytes, (unsigned long long)cap);
+    if (bytes > cap) /* a span stretched by a corrupt index is said to be that, not too long */
+        return (rc = jsonl_one_line(ds, index, j->data + start, bytes)) < 0
+                   ? rc
+                   : err_set(ERR_RANGE, "%s: record %llu has %llu bytes, the buffer only %llu", ds->name,
+                             (unsigned long long)index, (unsigned long long)bytes, (unsigned long long)cap);
     if ((rc = jsonl_length_at(ds, index, bytes, &rec->length)) < 0)
         return rc;
     memcpy(dst, j->data + start, (size_t)bytes);
+    if ((rc = jsonl_one_line(ds, index, dst, bytes)) < 0)
+        return rc;
     rec->bytes = bytes;
     rec->label = -1;
     return 0;
@@ -553,6 +570,8 @@ static int jsonl_length_of(const dataset_t *ds, uint64_t index, uint64_t *length
     uint64_t start, bytes = 0;
     if (!j->lengths.map) {
         int rc = jsonl_record_span(ds, index, &start, &bytes);
+        if (rc == 0)
+            rc = jsonl_one_line(ds, index, j->data + start, bytes);
         if (rc < 0)
             return rc;
     }
