@@ -83,15 +83,17 @@ static void ch1_usage(FILE *to)
             "                       dataset-fashion-mnist package is installed, else synthetic\n"
             "  --get=I              print record I: its label, and the image as ASCII art (28x28) or\n"
             "                       its bytes as text or hex\n"
-            "  --check              read and validate every record (sizes; labels 0..9 for IDX);\n"
-            "                       exit 0, or 1 with the first problem\n"
+            "  --check              read and validate every record (sizes; labels 0..9 for IDX;\n"
+            "                       JSON syntax and UTF-8 for JSONL); exit 0, or 1 with the first\n"
+            "                       problem (file, line, byte offset)\n"
             "  --experiment, --plot the lesson's experiment: a generated JSONL file read three ways\n"
             "                       (load everything, chunks, mmap + offset index); table, CSV and\n"
             "                       plot into --out\n"
             "  --out=DIR            where the experiment's CSV, PNG and SVG go (default " CH1_OUT_DIR ")\n"
             "  --lines=N            lines of the JSONL file of the experiment and of the jsonl benchmark (default %u)\n"
             "  --seed=S             seed of the random reads and the generated data (default 0)\n"
-            "  --length-field=NAME  JSONL: the integer field that gives a record's length\n"
+            "  --length-field=NAME  JSONL: the integer field that gives a record's length (refused\n"
+            "                       for IDX and synthetic data, whose records have no fields)\n"
             "  --bench[=NAME]       run one benchmark, or all of them (the default):\n",
             EXPERIMENT_DEFAULT_LINES);
     for (size_t i = 0; i < CH1_BENCHES; i++)
@@ -383,18 +385,6 @@ static int ch1_get(const struct ch1_args *a, const dataset_t *ds, uint8_t *buf)
 
 /* ---- --check: every record -------------------------------------------------- */
 
-static int ch1_check_label(const dataset_t *ds, uint64_t i, int64_t label)
-{
-    if (label >= 0 && label < CH1_CLASSES)
-        return 0;
-    const struct dataset_idx_files *f = dataset_idx_files(ds);
-    if (f && f->labels) /* labels byte i sits after the 8-byte idx1 header */
-        return err_set(ERR_FORMAT, "%s: byte %llu (record %llu): label %lld is outside 0..%d", f->labels,
-                       (unsigned long long)(8 + i), (unsigned long long)i, (long long)label, CH1_CLASSES - 1);
-    return err_set(ERR_FORMAT, "%s: record %llu: label %lld is outside 0..%d", dataset_name(ds),
-                   (unsigned long long)i, (long long)label, CH1_CLASSES - 1);
-}
-
 static int ch1_check(const dataset_t *ds, uint8_t *buf)
 {
     const struct dataset_info *in = dataset_info(ds);
@@ -408,14 +398,14 @@ static int ch1_check(const dataset_t *ds, uint8_t *buf)
             rc = err_set(ERR_FORMAT, "%s: record %llu has %llu bytes, the dataset's records have %llu",
                          dataset_name(ds), (unsigned long long)i, (unsigned long long)rec.bytes,
                          (unsigned long long)in->record_bytes);
-        if (rc == 0 && in->kind == DATASET_IDX && in->has_labels)
-            rc = ch1_check_label(ds, i, rec.label);
+        if (rc == 0) /* JSON and UTF-8 for JSONL, labels for IDX, in shards as in files */
+            rc = dataset_check_record(ds, i, CH1_CLASSES);
         progress_update(&bar, i);
     }
     progress_end(&bar, in->length);
     if (rc == 0)
         printf("check: %s: all %llu records OK (%s)\n", dataset_name(ds), (unsigned long long)in->length,
-               in->kind == DATASET_IDX && in->has_labels ? "sizes, labels 0..9" : "every record read");
+               in->has_labels ? "sizes, labels 0..9" : in->record_bytes ? "sizes" : "each one JSON, in UTF-8");
     return rc;
 }
 

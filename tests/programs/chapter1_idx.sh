@@ -10,7 +10,7 @@ fashion=/usr/share/datasets/fashion-mnist/train-images-idx3-ubyte.gz
 
 t_out help "usage: chapter-1" "$ch1" --help
 t_out synthetic_summary "random access: 100000 reads" "$ch1" --data=synthetic
-t_out synthetic_check "all 60000 records OK (every record read)" "$ch1" --data=synthetic --check
+t_out synthetic_check "all 60000 records OK (sizes, labels 0..9)" "$ch1" --data=synthetic --check
 t_out synthetic_get_hex "00000000 " "$ch1" --data=synthetic --get=5
 if [ -r "$fashion" ]; then
     t_out default_is_fashion "Fashion-MNIST's training set, the default" "$ch1"
@@ -40,3 +40,21 @@ t_fail lines_need_the_experiment 2 "--lines does nothing without --experiment or
     --lines=10
 t_fail out_needs_the_experiment 2 "--out does nothing without --experiment" "$ch1" --bench=idx --out="$T_TMP/o"
 t_fail experiment_makes_its_own_data 2 "--data does nothing with --experiment" "$ch1" --experiment --data=synthetic
+
+# --length-field names a field of JSONL records: on data without fields it is refused, not ignored.
+t_fail length_field_on_synthetic 1 'synthetic: a length field ("n") is a field of JSONL records; synthetic records have none' \
+    "$ch1" --data=synthetic --length-field=n --check
+dataset_idx_ok=$T_TMP/lf-images-idx3-ubyte
+printf '\0\0\x08\x03\0\0\0\x01\0\0\0\x01\0\0\0\x01\x07' > "$dataset_idx_ok"
+t_fail length_field_on_idx 1 "$dataset_idx_ok: a length field (\"num_tokens\") is a field of JSONL records; IDX records have none" \
+    "$ch1" --data="$dataset_idx_ok" --length-field=num_tokens --get=0
+t_fail length_field_empty 1 "the length field's name is empty" "$ch1" --data=synthetic --length-field= --check
+
+# Generated files are sized before they are written: a corpus that cannot fit
+# is refused with what it needs and what is free, and nothing is written.
+t_fail experiment_too_many_lines 1 "chapter-1: the JSONL corpus of 18446744073709551615 lines needs more than 18.4 EB" \
+    "$ch1" --experiment --lines=18446744073709551615
+t_fail experiment_larger_than_the_disk 1 "are free on" "$ch1" --experiment --lines=100000000000000
+if compgen -G "$TMPDIR/ddp-chapter-1/*" >/dev/null; then
+    t_failed experiment_refusal_writes_nothing "$(ls "$TMPDIR/ddp-chapter-1")"
+else t_pass experiment_refusal_writes_nothing; fi

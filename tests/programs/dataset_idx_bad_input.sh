@@ -27,6 +27,8 @@ mk overflow-record '\0\0\x08\x04\xff\xff\xff\xff\xff\xff\xff\xff\xff\xff\xff\xff
 mk overflow-total '\0\0\x08\x03\xff\xff\xff\xff\xff\xff\xff\xff\xff\xff\xff\xff'
 mk ok-images-idx3-ubyte "$hdr3$recs"
 mk ok-labels-idx1-ubyte '\0\0\x08\x01\0\0\0\x03\x01\x02\x03'
+mk ok2-images-idx3-ubyte "$hdr3$recs"
+mk ok2-labels-idx1-ubyte '\0\0\x08\x01\0\0\0\x03\x01\x02\x03'
 mk count-images-idx3-ubyte "$hdr3$recs"
 mk count-labels-idx1-ubyte '\0\0\x08\x01\0\0\0\x02\x01\x02'
 mk type-images-idx3-ubyte "$hdr3$recs"
@@ -42,6 +44,10 @@ cp "$d/payload.gz" "$d/damaged.gz"
 printf '\xff\xff\xff\xff\xff\xff\xff\xff' | dd of="$d/damaged.gz" bs=1 seek=20 conv=notrunc status=none
 gzip -c "$d/mid-record" > "$d/mid-record.gz"
 rm "$d/noise"
+# A gzip bomb: a header promising one 2x2 record, then 200 MB of zeros (200 kB gzipped).
+{ printf '\0\0\x08\x03\0\0\0\x01\0\0\0\x02\0\0\0\x02'; head -c 200000000 /dev/zero; } | gzip -1 > "$d/bomb.gz"
+# A gzipped header that is not IDX: refused after its first bytes, nothing cached.
+{ printf 'not an IDX header at all'; head -c 50000000 /dev/zero; } | gzip -1 > "$d/notidx.gz"
 # FIFOs: one as data, one where fifo-cache.gz's decompressed cache goes
 mkfifo "$d/a-fifo" "$d/fifo-cache.gz.ddpcache"
 gzip -c "$d/ok-images-idx3-ubyte" > "$d/fifo-cache.gz"
@@ -74,6 +80,15 @@ bad label_out_of_range range-images-idx3-ubyte "$d/range-labels-idx1-ubyte: byte
 bad_file gzip_cut_short cut.gz "corrupt gzip stream: it ends early, at compressed byte 30"
 bad_file gzip_damaged damaged.gz "corrupt gzip stream at compressed byte"
 bad gzip_bad_content mid-record.gz "$d/mid-record.gz (decompressed): truncated at record 1 (byte 20)"
+# Decompression is bounded by the header: under a 20 MB file-size limit the
+# bomb stops at the promise (without the bound, the write limit kills it).
+t_fail gzip_bomb 1 "$d/bomb.gz (decompressed): byte 20: the gzip stream inflates past the 20 bytes its IDX header promises" \
+    bash -c 'ulimit -f 20000; exec "$0" "$@"' "$ch1" --data="$d/bomb.gz" --check
+t_fail gzip_not_idx 1 "$d/notidx.gz (decompressed): byte 0: wrong magic number 0x6e6f7420" \
+    bash -c 'ulimit -f 20000; exec "$0" "$@"' "$ch1" --data="$d/notidx.gz" --check
+if compgen -G "$d/bomb.gz.ddpcache*" > /dev/null || compgen -G "$d/notidx.gz.ddpcache*" > /dev/null; then
+    t_failed gzip_bomb_leaves_no_cache "$(ls "$d" | grep ddpcache)"
+else t_pass gzip_bomb_leaves_no_cache; fi
 # A FIFO opened for reading waits for a writer: as data, and as the gzip cache
 # left in the cache's place, it must be refused or replaced at once. The short
 # time limit turns a hang into a FAIL (status 124). (sums() skips them: -type f.)
@@ -88,9 +103,48 @@ t_fail get_not_a_number 2 "--get: expected a non-negative integer, got 'x'" "$ch
 t_out good_file_checks "all 3 records OK (sizes, labels 0..9)" "$ch1" --data="$ok" --check
 t_out good_file_get "record 2 of idx:$ok: 4 bytes, label 3" "$ch1" --data="$ok" --get=2
 
+# Shards get the checks their files get alone: a label of 12 is refused in a
+# shard list as it is in the file, and a file listed twice is said.
+bad shard_label_out_of_range "ok-images-idx3-ubyte,$d/range-images-idx3-ubyte" \
+    "(shard 1, local record 2): $d/range-labels-idx1-ubyte: byte 10 (record 2): label 12 is outside 0..9"
+bad shard_listed_twice "ok-images-idx3-ubyte,$d/ok-images-idx3-ubyte" "shard 1 ($d/ok-images-idx3-ubyte) is the same file as shard 0"
+t_out shards_check "all 6 records OK (sizes, labels 0..9)" "$ch1" --data="$ok,$d/ok2-images-idx3-ubyte" --check
+
+# --length-field names a field of JSONL records: IDX has none, so it is refused, not ignored.
+t_fail length_field_refused 1 "$ok: a length field (\"num_tokens\") is a field of JSONL records; IDX records have none" \
+    "$ch1" --data="$ok" --length-field=num_tokens --check
+
 after=$(sums)
 if [ "$before" = "$after" ]; then t_pass inputs_unchanged
 else t_failed inputs_unchanged "an input file changed: $(diff <(echo "$before") <(echo "$after") | head -n 4)"; fi
 left=$(find "$d" -name '*.tmp-*')
 if [ -z "$left" ]; then t_pass no_temporary_files_left
 else t_failed no_temporary_files_left "left behind: $left"; fi
+
+# Decompression stopped by SIGINT or SIGTERM leaves no temporary file; one
+# killed by SIGKILL leaves one, which the next open sweeps (its pid is gone).
+mkdir "$d/signals"
+big=$d/signals/big-images-idx3-ubyte.gz # 40000 records of 64x64 zeros: 164 MB inflated
+{ printf '\0\0\x08\x03\0\0\x9c\x40\0\0\0\x40\0\0\0\x40'; head -c 163840000 /dev/zero; } | gzip -1 > "$big"
+kill_mid_inflate() { # SIGNAL: starts decompressing $big, signals it while its temporary file exists
+    rm -f "$big".ddpcache
+    env --default-signal=INT "$ch1" --data="$big" --get=0 > /dev/null 2>&1 & # (a script's background job ignores SIGINT)
+    local pid=$! tries=0
+    until compgen -G "$big.ddpcache.tmp-*" > /dev/null || [ $tries -ge 20000 ]; do tries=$((tries + 1)); done
+    kill -"$1" $pid 2>/dev/null
+    { wait $pid; } 2>/dev/null
+}
+for sig in INT TERM; do
+    kill_mid_inflate $sig && status=0 || status=$?
+    left=$(compgen -G "$d/signals/*.tmp-*" || true)
+    if [ "$status" = 0 ]; then t_failed inflate_killed_by_sig$sig "decompression ended before the signal: make the file bigger"
+    elif [ -n "$left" ]; then t_failed inflate_killed_by_sig$sig "status $status, left behind: $left"
+    else t_pass inflate_killed_by_sig$sig; fi
+done
+kill_mid_inflate KILL || true
+if compgen -G "$d/signals/*.tmp-*" > /dev/null; then t_pass inflate_sigkill_leaves_a_temporary_file
+else t_failed inflate_sigkill_leaves_a_temporary_file "nothing left: the sweep below proves nothing"; fi
+t_out inflate_next_open_sweeps "record 0 of idx:$big: 4096 bytes" "$ch1" --data="$big" --get=0
+left=$(compgen -G "$d/signals/*.tmp-*" || true)
+if [ -z "$left" ]; then t_pass inflate_stale_temporary_swept; else t_failed inflate_stale_temporary_swept "still there: $left"; fi
+rm -rf "$d/signals"

@@ -17,6 +17,10 @@ printf '\n\r\n  \n' > "$d/blank.jsonl"
 mkdir "$d/dir.jsonl"
 printf '{"other":1}\n{"other":2}\n{"other":3}\n{"other":4}\n' > "$d/other.jsonl"
 printf '{"num_tokens":9,"text":"second shard"}\n' > "$d/second.jsonl"
+printf '{"ok":1}\n' > "$d/random.jsonl"; head -c 3000 /dev/urandom | tr -d '\n' >> "$d/random.jsonl"
+printf '{"ok":1}\n\0\0\0\0\n' > "$d/nul.jsonl"
+printf '{"ok":1}\n{"text":"caf\xe9"}\n' > "$d/latin1.jsonl"
+printf '{"ok":1}\n{"ok":2}\n{"text":"a record cut in the mid' > "$d/cut.jsonl"
 sums() { sha256sum "$d"/*.jsonl 2>/dev/null; }
 before=$(sums)
 
@@ -28,11 +32,25 @@ t_out good_get_last_line_without_newline '{"num_tokens":1,"text":"f"}' "$ch1" --
 # Invalid lines where a length field is needed: file, record, line and byte offset.
 t_fail invalid_line 1 "badline.jsonl: record 1 (line 3, byte offset 18)" \
     "$ch1" --data="$d/badline.jsonl" --length-field=num_tokens --check
-t_ok invalid_line_without_length_field_is_just_bytes "$ch1" --data="$d/badline.jsonl" --check
+t_fail invalid_line_without_length_field 1 "badline.jsonl: record 1 (line 3, byte offset 18): not valid JSON" \
+    "$ch1" --data="$d/badline.jsonl" --check
+t_out invalid_line_still_readable '{"num_tokens":2,}' "$ch1" --data="$d/badline.jsonl" --get=1
 t_fail missing_length_field 1 "nofield.jsonl: record 1 (line 2, byte offset 17): the length field is missing" \
     "$ch1" --data="$d/nofield.jsonl" --length-field=num_tokens --check
 t_fail length_field_not_an_integer 1 "notint.jsonl: record 0 (line 1, byte offset 0): the length field is not an integer" \
     "$ch1" --data="$d/notint.jsonl" --length-field=num_tokens --check
+
+# --check parses every record (JSON syntax, UTF-8): what is not JSON is named
+# by file, record, line and byte offset, whether a length field is given or not.
+t_fail check_random_bytes 1 "random.jsonl: record 1 (line 2, byte offset 9): not valid JSON" "$ch1" --data="$d/random.jsonl" --check
+t_fail check_nul_bytes 1 "nul.jsonl: record 1 (line 2, byte offset 9): not valid JSON" "$ch1" --data="$d/nul.jsonl" --check
+t_fail check_invalid_utf8 1 "latin1.jsonl: record 1 (line 2, byte offset 9): not valid JSON: unable to decode byte 0xe9" \
+    "$ch1" --data="$d/latin1.jsonl" --check
+t_fail check_record_cut_mid_object 1 "cut.jsonl: record 2 (line 3, byte offset 18): not valid JSON: premature end of input" \
+    "$ch1" --data="$d/cut.jsonl" --check
+t_fail check_cut_with_length_field 1 "cut.jsonl: record 0 (line 1, byte offset 0): the length field is missing" \
+    "$ch1" --data="$d/cut.jsonl" --length-field=num_tokens --check
+t_out check_says_what_it_checked "all 3 records OK (each one JSON, in UTF-8)" "$ch1" --data="$d/good.jsonl" --check
 
 # Files that are not JSONL data.
 t_fail missing_file 1 "chapter-1: $d/absent.jsonl: cannot open" "$ch1" --data="$d/absent.jsonl" --check
@@ -71,7 +89,11 @@ else t_failed truncated_index_rewritten_whole "index is $(stat -c %s "$d/good.js
 printf '\xff\xff\xff\xff\xff\x00\x00\x00' | dd of="$d/other.jsonl.offsets" bs=1 seek=80 conv=notrunc status=none
 t_fail damaged_index_entry 1 "other.jsonl.offsets: record 1: entry" "$ch1" --data="$d/other.jsonl" --get=1
 
-# Shards: one bad shard is named.
+# Shards: one bad shard is named, and a shard gets the checks its file gets alone.
+t_fail shard_not_json 1 "shard 1, local record 1): $d/random.jsonl: record 1 (line 2, byte offset 9): not valid JSON" \
+    "$ch1" --data="$d/good.jsonl,$d/random.jsonl" --check
+t_fail shard_listed_twice 1 "shards: shard 2 ($d/./good.jsonl) is the same file as shard 0 (jsonl:$d/good.jsonl)" \
+    "$ch1" --data="$d/good.jsonl,$d/second.jsonl,$d/./good.jsonl" --check
 t_fail shard_missing 1 "shard 1: $d/absent.jsonl: cannot open" "$ch1" --data="$d/good.jsonl,$d/absent.jsonl" --check
 t_out shards_global_index '{"num_tokens":9,"text":"second shard"}' "$ch1" --data="$d/good.jsonl,$d/second.jsonl" --get=3
 t_fail shards_out_of_range 1 "record 4 is out of range (the dataset has 4 records)" \
@@ -88,6 +110,46 @@ else t_failed experiment_csv_in_out "expected 4 rows (one per strategy) of 3000 
 # Nothing above may have modified a data file.
 if [ "$(sums)" = "$before" ]; then t_pass inputs_unchanged
 else t_failed inputs_unchanged "a data file changed: $(diff <(echo "$before") <(sums) | head -n 4)"; fi
+
+# Opening with and without a length field, or with another one, builds each
+# sidecar once: switching back and forth rebuilds nothing.
+ids() { stat -c '%i %Y' "$d/good.jsonl.offsets" "$d/good.jsonl.lengths.num_tokens" 2>/dev/null; }
+t_out switch_builds_table "check:" "$ch1" --data="$d/good.jsonl" --length-field=num_tokens --check
+first=$(ids)
+for field in "" num_tokens "" num_tokens; do
+    t_run "$ch1" --data="$d/good.jsonl" ${field:+--length-field=$field} --get=0
+done
+if [ -n "$first" ] && [ "$(ids)" = "$first" ]; then t_pass switching_rebuilds_nothing
+else t_failed switching_rebuilds_nothing "before: $first; after: $(ids)"; fi
+
+# A build stopped by SIGINT or SIGTERM leaves no temporary file; one killed by
+# SIGKILL leaves one, and the next run sweeps it (its pid is gone).
+mkdir "$d/signals"
+big="$d/signals/big.jsonl"
+awk 'BEGIN { for (i = 0; i < 1500000; i++) printf "{\"num_tokens\":%d,\"text\":\"the loader reads a record from disk\"}\n", i % 97 }' > "$big"
+kill_mid_build() { # SIGNAL: starts a length-table build of $big, signals it while its temporary file exists
+    rm -f "$big".lengths.* "$big".offsets
+    # env: a background job of a script starts with SIGINT ignored; give it the default back
+    env --default-signal=INT "$ch1" --data="$big" --length-field=num_tokens --get=0 > /dev/null 2>&1 &
+    local pid=$! tries=0
+    until compgen -G "$big.lengths.num_tokens.tmp-*" > /dev/null || [ $tries -ge 20000 ]; do tries=$((tries + 1)); done
+    kill -"$1" $pid 2>/dev/null
+    { wait $pid; } 2>/dev/null # (no "Killed" notice from the shell)
+}
+for sig in INT TERM; do
+    kill_mid_build $sig && status=0 || status=$?
+    left=$(compgen -G "$big*.tmp-*" || true)
+    if [ "$status" = 0 ]; then t_failed killed_by_sig$sig "the build ended before the signal: make the file bigger"
+    elif [ -n "$left" ]; then t_failed killed_by_sig$sig "status $status, left behind: $left"
+    else t_pass killed_by_sig$sig; fi
+done
+kill_mid_build KILL || true
+if compgen -G "$big*.tmp-*" > /dev/null; then t_pass sigkill_leaves_a_temporary_file
+else t_failed sigkill_leaves_a_temporary_file "nothing left: the sweep below proves nothing"; fi
+t_out next_run_sweeps_it '"num_tokens":0' "$ch1" --data="$big" --length-field=num_tokens --get=0
+left=$(compgen -G "$big*.tmp-*" || true)
+if [ -z "$left" ]; then t_pass stale_temporary_swept; else t_failed stale_temporary_swept "still there: $left"; fi
+rm -rf "$d/signals"
 
 # The index build on a long file says where it is (forced on: stderr is not a terminal here),
 # and stays quiet by default in a log.
