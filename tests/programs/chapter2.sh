@@ -92,5 +92,7 @@ t_out length_field_batches_by_field "0 1 2 3 4" "$ch2" --sampler=dynamic --data=
 t_out length_field_check_passes "PASS:" "$ch2" --sampler=dynamic --data="$T_TMP/lengths.jsonl" --length-field=n \
     --budget=100 --world=2 --epochs=2
 t_fail length_field_needs_data 2 "--length-field" "$ch2" --length-field=n
+t_fail length_field_on_synthetic_refused 1 'synthetic: a length field ("n") is a field of JSONL records' \
+    "$ch2" --sampler=dynamic --data=synthetic --length-field=n --budget=100 --world=1
 t_fail bad_seed_text 2 "expected an integer from -2^63 to 2^64-1 (negative allowed), got 'abc'" "$ch2" --seed=abc
 t_out negative_seed_printed_signed "seed -1, shuffled" "$ch2" --seed=-1 --size=100 --epochs=1
