@@ -13,6 +13,9 @@
 #                                           cross-check (see below)
 #   t_case_compare ID WHAT EXPECTED CMD...  one rank of a configuration
 #   t_case_verdicts PREFIX                  one verdict per configuration
+#   t_signals_leave_no_tmp PREFIX GLOB RESET CMD...
+#                                           no temporary file outlives a
+#                                           signal (see below)
 BUILD=${BUILD:-build}
 T_SCRIPT=$(basename "${BASH_SOURCE[1]:-$0}" .sh)
 T_TMP=$(mktemp -d "${TMPDIR:-/tmp}/ddp-sh-XXXXXX")
@@ -94,4 +97,32 @@ t_case_verdicts() {
         if [ -n "${bad[$id]:-}" ]; then t_failed "${prefix}_$id" "${c#*:}: ${bad[$id]}"
         else t_pass "${prefix}_$id"; fi
     done
+}
+
+# t_signals_leave_no_tmp PREFIX GLOB RESET CMD...: CMD writes a file through a
+# temporary one matching GLOB (fsutil.h); RESET is a command that removes what
+# CMD built, so that CMD writes again. Sends SIGINT, then SIGTERM, to CMD while
+# its temporary file exists: each must leave no file matching GLOB. Then
+# SIGKILL, which must leave one (it cannot be caught), and CMD run again, which
+# must sweep it. CMD must write long enough to be caught mid-write.
+t_signals_leave_no_tmp() {
+    local prefix=$1 glob=$2 reset=$3 sig pid tries status left
+    shift 3
+    for sig in INT TERM KILL; do
+        $reset
+        # env: a script's background job starts with SIGINT ignored; give it the default back
+        env --default-signal=INT "$@" > /dev/null 2>&1 &
+        pid=$! tries=0
+        until compgen -G "$glob" > /dev/null || [ $tries -ge 20000 ]; do tries=$((tries + 1)); done
+        kill -"$sig" $pid 2>/dev/null
+        { wait $pid; } 2>/dev/null && status=0 || status=$? # (braces: no "Killed" notice from the shell)
+        left=$(compgen -G "$glob" || true)
+        if [ "$status" = 0 ]; then t_failed "${prefix}_sig$sig" "the write ended before the signal: give it more to write"
+        elif [ $sig = KILL ] && [ -z "$left" ]; then t_failed "${prefix}_sigKILL_leaves_one" "nothing left: the sweep proves nothing"
+        elif [ $sig != KILL ] && [ -n "$left" ]; then t_failed "${prefix}_sig$sig" "status $status, left behind: $left"
+        else t_pass "${prefix}_sig$sig"; fi
+    done
+    t_ok "${prefix}_next_run" "$@"
+    left=$(compgen -G "$glob" || true)
+    if [ -z "$left" ]; then t_pass "${prefix}_stale_swept"; else t_failed "${prefix}_stale_swept" "still there: $left"; fi
 }

@@ -126,25 +126,6 @@ else t_failed no_temporary_files_left "left behind: $left"; fi
 mkdir "$d/signals"
 big=$d/signals/big-images-idx3-ubyte.gz # 40000 records of 64x64 zeros: 164 MB inflated
 { printf '\0\0\x08\x03\0\0\x9c\x40\0\0\0\x40\0\0\0\x40'; head -c 163840000 /dev/zero; } | gzip -1 > "$big"
-kill_mid_inflate() { # SIGNAL: starts decompressing $big, signals it while its temporary file exists
-    rm -f "$big".ddpcache
-    env --default-signal=INT "$ch1" --data="$big" --get=0 > /dev/null 2>&1 & # (a script's background job ignores SIGINT)
-    local pid=$! tries=0
-    until compgen -G "$big.ddpcache.tmp-*" > /dev/null || [ $tries -ge 20000 ]; do tries=$((tries + 1)); done
-    kill -"$1" $pid 2>/dev/null
-    { wait $pid; } 2>/dev/null
-}
-for sig in INT TERM; do
-    kill_mid_inflate $sig && status=0 || status=$?
-    left=$(compgen -G "$d/signals/*.tmp-*" || true)
-    if [ "$status" = 0 ]; then t_failed inflate_killed_by_sig$sig "decompression ended before the signal: make the file bigger"
-    elif [ -n "$left" ]; then t_failed inflate_killed_by_sig$sig "status $status, left behind: $left"
-    else t_pass inflate_killed_by_sig$sig; fi
-done
-kill_mid_inflate KILL || true
-if compgen -G "$d/signals/*.tmp-*" > /dev/null; then t_pass inflate_sigkill_leaves_a_temporary_file
-else t_failed inflate_sigkill_leaves_a_temporary_file "nothing left: the sweep below proves nothing"; fi
-t_out inflate_next_open_sweeps "record 0 of idx:$big: 4096 bytes" "$ch1" --data="$big" --get=0
-left=$(compgen -G "$d/signals/*.tmp-*" || true)
-if [ -z "$left" ]; then t_pass inflate_stale_temporary_swept; else t_failed inflate_stale_temporary_swept "still there: $left"; fi
+uncache() { rm -f "$big".ddpcache; }
+t_signals_leave_no_tmp inflate "$big.ddpcache.tmp-*" uncache "$ch1" --data="$big" --get=0
 rm -rf "$d/signals"

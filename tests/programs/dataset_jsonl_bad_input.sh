@@ -127,28 +127,9 @@ else t_failed switching_rebuilds_nothing "before: $first; after: $(ids)"; fi
 mkdir "$d/signals"
 big="$d/signals/big.jsonl"
 awk 'BEGIN { for (i = 0; i < 1500000; i++) printf "{\"num_tokens\":%d,\"text\":\"the loader reads a record from disk\"}\n", i % 97 }' > "$big"
-kill_mid_build() { # SIGNAL: starts a length-table build of $big, signals it while its temporary file exists
-    rm -f "$big".lengths.* "$big".offsets
-    # env: a background job of a script starts with SIGINT ignored; give it the default back
-    env --default-signal=INT "$ch1" --data="$big" --length-field=num_tokens --get=0 > /dev/null 2>&1 &
-    local pid=$! tries=0
-    until compgen -G "$big.lengths.num_tokens.tmp-*" > /dev/null || [ $tries -ge 20000 ]; do tries=$((tries + 1)); done
-    kill -"$1" $pid 2>/dev/null
-    { wait $pid; } 2>/dev/null # (no "Killed" notice from the shell)
-}
-for sig in INT TERM; do
-    kill_mid_build $sig && status=0 || status=$?
-    left=$(compgen -G "$big*.tmp-*" || true)
-    if [ "$status" = 0 ]; then t_failed killed_by_sig$sig "the build ended before the signal: make the file bigger"
-    elif [ -n "$left" ]; then t_failed killed_by_sig$sig "status $status, left behind: $left"
-    else t_pass killed_by_sig$sig; fi
-done
-kill_mid_build KILL || true
-if compgen -G "$big*.tmp-*" > /dev/null; then t_pass sigkill_leaves_a_temporary_file
-else t_failed sigkill_leaves_a_temporary_file "nothing left: the sweep below proves nothing"; fi
-t_out next_run_sweeps_it '"num_tokens":0' "$ch1" --data="$big" --length-field=num_tokens --get=0
-left=$(compgen -G "$big*.tmp-*" || true)
-if [ -z "$left" ]; then t_pass stale_temporary_swept; else t_failed stale_temporary_swept "still there: $left"; fi
+unbuild() { rm -f "$big".lengths.num_tokens; }
+t_signals_leave_no_tmp length_table "$big.lengths.num_tokens.tmp-*" unbuild \
+    "$ch1" --data="$big" --length-field=num_tokens --get=0
 rm -rf "$d/signals"
 
 # The index build on a long file says where it is (forced on: stderr is not a terminal here),
