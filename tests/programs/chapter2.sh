@@ -94,5 +94,8 @@ t_out length_field_check_passes "PASS:" "$ch2" --sampler=dynamic --data="$T_TMP/
 t_fail length_field_needs_data 2 "--length-field" "$ch2" --length-field=n
 t_fail length_field_on_synthetic_refused 1 'synthetic: a length field ("n") is a field of JSONL records' \
     "$ch2" --sampler=dynamic --data=synthetic --length-field=n --budget=100 --world=1
+printf '\0\0\x08\x03\0\0\0\x02\0\0\0\x01\0\0\0\x01\x07\x08' > "$T_TMP/two-images-idx3-ubyte"
+t_fail length_field_on_idx_refused 1 'two-images-idx3-ubyte: a length field ("n") is a field of JSONL records; IDX records have none' \
+    "$ch2" --sampler=dynamic --data="$T_TMP/two-images-idx3-ubyte" --length-field=n --budget=100 --world=1
 t_fail bad_seed_text 2 "expected an integer from -2^63 to 2^64-1 (negative allowed), got 'abc'" "$ch2" --seed=abc
 t_out negative_seed_printed_signed "seed -1, shuffled" "$ch2" --seed=-1 --size=100 --epochs=1
