@@ -282,11 +282,16 @@ static int idx_inflate_bound_add(struct idx_inflate_bound *bd, struct idx_file *
     return 0;
 }
 
+static int idx_file_mmap(struct idx_file *f, int fd, size_t len, const char *name);
+
 /* Inflates the gzip stream on `src_fd` (the file f->path) into the cache file
- * `cache`, atomically, bounded by its IDX header (above). Multi-member streams
- * (gzip a; gzip b; cat) are read to the end, as gunzip does. ERR_FORMAT names
- * the compressed byte at fault. */
-static int idx_cache_build(int src_fd, const struct stat *src, struct idx_file *f, const char *cache)
+ * `cache`, atomically, bounded by its IDX header (above), and maps what it
+ * wrote into f (*data_bytes: the decompressed size), not whatever another
+ * process renames onto `cache` meanwhile. Multi-member streams (gzip a; gzip
+ * b; cat) are read to the end, as gunzip does. ERR_FORMAT names the
+ * compressed byte at fault. */
+static int idx_cache_build(int src_fd, const struct stat *src, struct idx_file *f, const char *cache,
+                           uint64_t *data_bytes)
 {
     const char *path = f->path;
     struct fsutil_tmp t;
@@ -365,11 +370,20 @@ static int idx_cache_build(int src_fd, const struct stat *src, struct idx_file *
         if (pwrite(t.fd, &h, sizeof h, 0) != (ssize_t)sizeof h)
             rc = err_set(ERR_IO, "%s: cannot write the cache header: %s", t.path, strerror(errno));
     }
+    if (rc == 0) {
+        *data_bytes = produced;
+        rc = idx_file_mmap(f, t.fd, sizeof h + produced, cache);
+    }
 done:
     free(in);
     free(out);
     free(bd);
-    return fsutil_tmp_finish(&t, rc, 0);
+    rc = fsutil_tmp_finish(&t, rc, 0);
+    if (rc < 0 && f->map) {
+        mapfile_unmap(f->map, f->map_bytes);
+        f->map = NULL;
+    }
+    return rc;
 }
 
 /* ---- mapping one file ---------------------------------------------------- */
@@ -392,29 +406,23 @@ static int idx_file_map_gzip(struct idx_file *f, int fd, const struct stat *st, 
     if (rc < 0)
         return rc;
     snprintf(f->where, sizeof f->where, "%s (decompressed)", f->path);
-    for (int attempt = 0;; attempt++) {
-        int cfd = open(f->cache, O_RDONLY | O_CLOEXEC | O_NONBLOCK); /* a FIFO there must not block us */
-        uint64_t data_bytes = 0;
-        if (cfd >= 0 && idx_cache_fresh(cfd, st, &data_bytes)) {
-            /* The mapping never has length 0: the header is always there. */
-            rc = idx_file_mmap(f, cfd, sizeof(struct idx_cache_header) + data_bytes, f->cache);
-            close(cfd);
-            if (rc < 0)
-                return rc;
-            f->bytes = (const uint8_t *)f->map + sizeof(struct idx_cache_header);
-            f->size = data_bytes;
-            f->cache_bytes = f->map_bytes;
-            return 0;
-        }
-        if (cfd >= 0)
-            close(cfd);
-        if (attempt == 1) /* we just built it: someone is racing us with another source */
-            return err_set(ERR_IO, "%s: the cache %s changed under us while opening", f->path, f->cache);
-        rc = idx_cache_build(fd, st, f, f->cache);
-        if (rc < 0)
-            return rc;
-        ++*built;
+    int cfd = open(f->cache, O_RDONLY | O_CLOEXEC | O_NONBLOCK); /* a FIFO there must not block us */
+    uint64_t data_bytes = 0;
+    if (cfd >= 0 && idx_cache_fresh(cfd, st, &data_bytes)) {
+        /* The mapping never has length 0: the header is always there. */
+        rc = idx_file_mmap(f, cfd, sizeof(struct idx_cache_header) + data_bytes, f->cache);
+    } else {
+        rc = idx_cache_build(fd, st, f, f->cache, &data_bytes); /* maps what it wrote */
+        *built += rc == 0;
     }
+    if (cfd >= 0)
+        close(cfd);
+    if (rc < 0)
+        return rc;
+    f->bytes = (const uint8_t *)f->map + sizeof(struct idx_cache_header);
+    f->size = data_bytes;
+    f->cache_bytes = f->map_bytes;
+    return 0;
 }
 
 /* Opens and maps `path` (plain or gzipped) into f, without parsing it. */

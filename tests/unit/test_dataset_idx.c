@@ -19,6 +19,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 #include <zlib.h>
 
@@ -293,6 +294,41 @@ TEST(gzip_cache_is_reused_and_rebuilt_when_stale)
     char cmd[800];
     snprintf(cmd, sizeof cmd, "ls '%s' | grep -q tmp-", check_tmpdir());
     CHECK(system(cmd) != 0);
+}
+
+/* Processes decompressing one gzipped file at once: each maps the cache it
+ * wrote itself, and all read the same records. */
+TEST(gzip_cache_built_by_processes_at_once)
+{
+    char *path = write_idx_pair("racing", 3000);
+    char gz[600], cache[700];
+    gzip_file(path);
+    snprintf(gz, sizeof gz, "%s.gz", path);
+    snprintf(cache, sizeof cache, "%s.ddpcache", gz);
+    for (int round = 0; round < 6; round++) {
+        unlink(cache);
+        pid_t kids[4];
+        for (int k = 0; k < 4; k++) {
+            if ((kids[k] = fork()) == 0) {
+                dataset_t *ds, *syn = open_synthetic(3000);
+                if (dataset_open(gz, NULL, &ds) < 0) {
+                    fprintf(stderr, "process %d: %s\n", k, err_msg());
+                    _exit(1);
+                }
+                uint8_t a[784], b[784];
+                struct dataset_record ra, rb;
+                int bad = dataset_read(ds, 2999, a, sizeof a, &ra) < 0 || dataset_read(syn, 2999, b, sizeof b, &rb) < 0 ||
+                          memcmp(a, b, sizeof a) != 0;
+                _exit(bad ? 2 : 0);
+            }
+        }
+        for (int k = 0; k < 4; k++) {
+            int status;
+            CHECK_EQ(waitpid(kids[k], &status, 0), kids[k]);
+            CHECK_MSG(WIFEXITED(status) && WEXITSTATUS(status) == 0, "round %d, process %d: status %#x", round, k,
+                      status);
+        }
+    }
 }
 
 TEST(other_idx_tensors_are_records_along_dimension_0)
