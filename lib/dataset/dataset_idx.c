@@ -10,10 +10,13 @@
  * Gzipped files cannot be mapped as they are, so the first open inflates each
  * one with zlib into a cache file and maps that; later opens map the cache
  * directly. The cache is written under a temporary name and renamed into place
- * (rename is atomic on POSIX), so a run killed halfway leaves either no cache
- * or a complete one. Its header binds it to the source file's size, mtime,
- * device and inode: a source that changed, or a cache cut short, is detected
- * and rebuilt, never used.
+ * (rename is atomic on POSIX; fsutil.h also removes the temporary file on
+ * SIGINT or SIGTERM), so a run killed halfway leaves either no cache or a
+ * complete one. Its header binds it to the source file's size, mtime, device
+ * and inode: a source that changed, or a cache cut short, is detected and
+ * rebuilt, never used. The inflate is bounded by the IDX header it produces
+ * first: a stream that would inflate past the promised size (a gzip bomb) is
+ * stopped there, and the disk is asked for that size before it is filled.
  */
 #include "dataset/dataset_idx.h"
 
