@@ -83,6 +83,7 @@ struct jsonl_sidecar {
 };
 
 struct jsonl {
+    char path[4096];  /* the data file, as given (ds->name may be cut short) */
     const char *data; /* the whole data file, mmapped read-only */
     uint64_t data_size;
     struct jsonl_sidecar index;   /* the offset index */
@@ -251,7 +252,7 @@ static int jsonl_parse(const dataset_t *ds, uint64_t index, const char *field, u
     json_decref(root);
     if (!why)
         return 0;
-    const char *path = ds->name + strlen("jsonl:");
+    const char *path = j->path;
     char where[160], field_note[96] = "";
     snprintf(where, sizeof where, "record %llu (line %llu, byte offset %llu)", (unsigned long long)index,
              (unsigned long long)jsonl_line_of(j->data, start), (unsigned long long)start);
@@ -302,7 +303,7 @@ static int jsonl_sidecar_build(const dataset_t *ds, struct jsonl_sidecar *sc, co
                                struct jsonl_header *want, jsonl_fill_fn fill, const char *field)
 {
     const struct jsonl *j = ds->impl;
-    const char *path = ds->name + strlen("jsonl:");
+    const char *path = j->path;
     struct fsutil_tmp t;
     int rc = fsutil_tmp_open(&t, final);
     if (rc < 0)
@@ -417,7 +418,7 @@ static int jsonl_cached_path(const char *path, const char *dir, const char *suff
 static int jsonl_sidecar_open(const dataset_t *ds, struct jsonl_sidecar *sc, const char *suffix,
                               struct jsonl_header *want, jsonl_fill_fn fill, const char *field)
 {
-    const char *path = ds->name + strlen("jsonl:");
+    const char *path = ((const struct jsonl *)ds->impl)->path;
     char beside[4096], dir[4096], cached[4096];
     if (snprintf(beside, sizeof beside, "%s%s", path, suffix) >= (int)sizeof beside)
         return err_set(ERR_ARG, "%s: path too long", path);
@@ -607,7 +608,8 @@ int dataset_jsonl_open(const char *path, const struct dataset_options *opt, data
     }
     ds->ops = &jsonl_ops;
     ds->impl = j;
-    if (snprintf(ds->name, sizeof ds->name, "jsonl:%s", path) >= (int)sizeof ds->name) {
+    snprintf(ds->name, sizeof ds->name, "jsonl:%s", path);
+    if (snprintf(j->path, sizeof j->path, "%s", path) >= (int)sizeof j->path) {
         close(fd);
         jsonl_close(ds);
         return err_set(ERR_ARG, "%.200s...: path too long", path);

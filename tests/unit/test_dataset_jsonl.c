@@ -129,6 +129,23 @@ TEST(jsonl_one_line_files)
     dataset_close(ds);
 }
 
+/* A path longer than the dataset's short name (256 bytes) still opens, and
+ * messages name it whole. */
+TEST(jsonl_long_paths)
+{
+    char dir[1024], path[1100];
+    snprintf(dir, sizeof dir, "%s/%0200d/%0200d", check_tmpdir(), 0, 0);
+    CHECK_EQ(system((snprintf(path, sizeof path, "mkdir -p '%s'", dir), path)), 0);
+    snprintf(path, sizeof path, "%s/long.jsonl", dir);
+    write_file(path, "{\"n\":1}\nnot json\n");
+    dataset_t *ds = open_jsonl(path, NULL);
+    check_record(ds, 1, "not json", BYTES);
+    char needle[1200];
+    snprintf(needle, sizeof needle, "%s: record 1 (line 2, byte offset 8): not valid JSON", path);
+    CHECK_ERR(dataset_check_record(ds, 1, 0), ERR_FORMAT, needle);
+    dataset_close(ds);
+}
+
 TEST(jsonl_length_field_is_parsed_once_and_stored)
 {
     const char *path = tmp_path("tokens.jsonl");
