@@ -524,11 +524,12 @@ static int jsonl_read(const dataset_t *ds, uint64_t index, void *dst, uint64_t c
     int rc = jsonl_record_span(ds, index, &start, &bytes);
     if (rc < 0)
         return rc;
-    if (bytes > cap) /* a span stretched by a corrupt index is said to be that, not too long */
-        return (rc = jsonl_one_line(ds, index, j->data + start, bytes)) < 0
-                   ? rc
-                   : err_set(ERR_RANGE, "%s: record %llu has %llu bytes, the buffer only %llu", ds->name,
-                             (unsigned long long)index, (unsigned long long)bytes, (unsigned long long)cap);
+    /* A span stretched by a corrupt index is said to be that, not too long. */
+    if (bytes > cap && bytes <= j->data_size - start && (rc = jsonl_one_line(ds, index, j->data + start, bytes)) < 0)
+        return rc;
+    if (bytes > cap)
+        return err_set(ERR_RANGE, "%s: record %llu has %llu bytes, the buffer only %llu", ds->name,
+                       (unsigned long long)index, (unsigned long long)bytes, (unsigned long long)cap);
     if ((rc = jsonl_length_at(ds, index, bytes, &rec->length)) < 0)
         return rc;
     memcpy(dst, j->data + start, (size_t)bytes);
