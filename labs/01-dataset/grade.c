@@ -6,6 +6,7 @@
  * right after the data, or count the heap. Read labs/01-dataset/README.md
  * first. */
 #include "dataset/dataset.h"
+#include "dataset/dataset_jsonl.h"
 #include "base/error.h"
 #include "grader.h"
 #include "heap.h"
@@ -155,8 +156,9 @@ static void test_out_of_range(void)
     dataset_close(ds);
 }
 
-/* With a length field every index entry holds two words (offset, length): the records read the
- * same, and a record without the field is an error of the build, which the scan must pass on. */
+/* With a length field its values go to a table beside the index, built from the records the
+ * scan and the lookup find: the records read the same, each length is its record's, and a
+ * record without the field fails the open, naming its line. */
 static void test_length_field(void)
 {
     static const char *const want[] = {"{\"num_tokens\":5,\"text\":\"a b c d e\"}", "{\"num_tokens\":2,\"text\":\"f g\"}",
@@ -192,20 +194,24 @@ static void test_stale_index_is_rebuilt(void)
     lab_expect("stale.jsonl", "{\"v\":\"changed\"}\n{\"v\":3}\n{\"v\":4}\n", want, 3);
 }
 
-/* Overwrites, in the index of `name`, the entry holding `from` with `to`. The entries are 64-bit
- * offsets at 8-byte positions; the test data puts its records at offsets no header field holds. */
+/* Overwrites, in the index of `name`, the entry whose offset is `from` with the offset `to`,
+ * under the tag of its position (lib/dataset/dataset_jsonl.h), as a careful hand edit would:
+ * the tag check passes, and what the edit does to the span is the lookup's to handle. */
 static void lab_edit_index(const char *name, uint64_t from, uint64_t to)
 {
     char index[4200];
     snprintf(index, sizeof index, "%s.offsets", lab_path(name));
     int fd = open(index, O_RDWR);
     CHECK_MSG(fd >= 0, "cannot open the index %s", index);
-    uint64_t word = ~from;
-    off_t at = 0;
-    while (pread(fd, &word, sizeof word, at) == (ssize_t)sizeof word && word != from)
+    uint64_t word = ~from, i = 0;
+    off_t at = (off_t)sizeof(struct jsonl_header);
+    while (pread(fd, &word, sizeof word, at) == (ssize_t)sizeof word && (word & JSONL_VALUE_MASK) != from) {
         at += (off_t)sizeof word;
-    CHECK_MSG(word == from, "%s holds no entry %llu", index, (unsigned long long)from);
-    CHECK_EQ(pwrite(fd, &to, sizeof to, at), (ssize_t)sizeof to);
+        i++;
+    }
+    CHECK_MSG((word & JSONL_VALUE_MASK) == from, "%s holds no entry %llu", index, (unsigned long long)from);
+    word = jsonl_word(i, to);
+    CHECK_EQ(pwrite(fd, &word, sizeof word, at), (ssize_t)sizeof word);
     close(fd);
 }
 
@@ -247,8 +253,8 @@ static void test_damaged_index(void)
         if (damage == 0) {
             lab_edit_index("damaged.jsonl", 1000, 1ull << 40); /* record 1 far past the data's end */
         } else {
-            lab_edit_index("damaged.jsonl", 1008, 998);
-            lab_edit_index("damaged.jsonl", 1000, 996); /* record 1: only "  " of the blank line */
+            lab_edit_index("damaged.jsonl", 1008, 1000);
+            lab_edit_index("damaged.jsonl", 1000, 996); /* record 1: only the blank line "   \n" */
         }
         dataset_t *ds = lab_open("damaged.jsonl", NULL, NULL);
         lab_expect_damaged(ds, 0, want[0], 0);
