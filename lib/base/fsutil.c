@@ -206,6 +206,23 @@ int fsutil_write_all(int fd, const void *buf, size_t n, const char *name)
     return 0;
 }
 
+int fsutil_read_all(int fd, void *buf, size_t n, const char *name)
+{
+    char *p = buf;
+    size_t done = 0;
+    while (done < n) {
+        ssize_t r = read(fd, p + done, n - done);
+        if (r < 0 && errno == EINTR)
+            continue;
+        if (r < 0)
+            return err_set(ERR_IO, "%s: read failed: %s", name, strerror(errno));
+        if (r == 0)
+            return err_set(ERR_FORMAT, "%s: ends after %zu of %zu bytes", name, done, n);
+        done += (size_t)r;
+    }
+    return 0;
+}
+
 /* ---- free space ------------------------------------------------------------ */
 
 char *fsutil_format_bytes(uint64_t bytes, char *buf, size_t cap)

@@ -77,6 +77,10 @@ void fsutil_tmp_remove_all(void);
  * naming `name` (a full disk says so). */
 int fsutil_write_all(int fd, const void *buf, size_t n, const char *name);
 
+/* Reads exactly n bytes from fd, resuming after short reads and EINTR. 0, or
+ * ERR_IO naming `name` (ERR_FORMAT when the end came first: "ends after K of N bytes"). */
+int fsutil_read_all(int fd, void *buf, size_t n, const char *name);
+
 /* Checks, before writing, that `bytes` more bytes fit on the file system that
  * holds `path` (a file or directory; the nearest existing parent is asked).
  * 0, or ERR_RANGE naming `what` with the bytes it needs and those available

@@ -4,6 +4,7 @@
 
 #include "base/clock.h"
 #include "base/error.h"
+#include "base/fsutil.h"
 #include "base/mem.h"
 
 #include <errno.h>
@@ -233,35 +234,6 @@ struct measure_child_head {
     char msg[512];
 };
 
-static int measure_read_all(int fd, void *buf, size_t n)
-{
-    char *p = buf;
-    while (n > 0) {
-        ssize_t r = read(fd, p, n);
-        if (r < 0 && errno == EINTR)
-            continue;
-        if (r <= 0)
-            return -1;
-        p += r;
-        n -= (size_t)r;
-    }
-    return 0;
-}
-
-static void measure_write_all(int fd, const void *buf, size_t n)
-{
-    const char *p = buf;
-    while (n > 0) {
-        ssize_t w = write(fd, p, n);
-        if (w < 0 && errno == EINTR)
-            continue;
-        if (w <= 0)
-            _exit(3);
-        p += w;
-        n -= (size_t)w;
-    }
-}
-
 int measure_in_child(int (*fn)(void *arg, void *result), void *arg, void *result, size_t result_size,
                      uint64_t *peak_kib)
 {
@@ -281,15 +253,15 @@ int measure_in_child(int (*fn)(void *arg, void *result), void *arg, void *result
         head.rc = fn(arg, result);
         if (head.rc < 0)
             snprintf(head.msg, sizeof head.msg, "%s", err_msg());
-        measure_write_all(fds[1], &head, sizeof head);
-        if (head.rc >= 0 && result_size > 0)
-            measure_write_all(fds[1], result, result_size);
+        if (fsutil_write_all(fds[1], &head, sizeof head, "the result pipe") < 0 ||
+            (head.rc >= 0 && result_size > 0 && fsutil_write_all(fds[1], result, result_size, "the result pipe") < 0))
+            _exit(3);
         _exit(0);
     }
     close(fds[1]);
     struct measure_child_head head;
-    int got = measure_read_all(fds[0], &head, sizeof head) == 0 &&
-              (head.rc < 0 || result_size == 0 || measure_read_all(fds[0], result, result_size) == 0);
+    int got = fsutil_read_all(fds[0], &head, sizeof head, "the result pipe") == 0 &&
+              (head.rc < 0 || result_size == 0 || fsutil_read_all(fds[0], result, result_size, "the result pipe") == 0);
     close(fds[0]);
     int status = 0;
     struct rusage ru;
