@@ -62,6 +62,7 @@ struct sim_rank {
     const void *result;
     size_t result_bytes;
     char note[128];             /* the fault behind a KILLED / DELAYED state */
+    char activity[160];         /* what it does between collectives (comm_set_activity), "" if unsaid */
 };
 
 struct sim_world {

@@ -227,7 +227,9 @@ static int comm_start(comm_t *c, struct comm_coll_desc *d, size_t total, comm_re
     return 0;
 }
 
-int comm_wait(comm_request_t *req)
+int comm_wait(comm_request_t *req) { return comm_wait_timed(req, NULL); }
+
+int comm_wait_timed(comm_request_t *req, uint64_t *done_ns)
 {
     if (!req)
         return err_set(ERR_ARG, "comm_wait: NULL request");
@@ -240,12 +242,20 @@ int comm_wait(comm_request_t *req)
     } else {
         rc = c->ops->wait(c, req);
     }
+    if (done_ns)
+        *done_ns = req->done_ns ? req->done_ns : clock_now_ns();
     if (rc < 0 && !c->broken) {
         c->broken = 1;
         snprintf(c->broken_msg, sizeof c->broken_msg, "%s", err_msg());
     }
     free(req);
     return rc;
+}
+
+void comm_set_activity(comm_t *c, const char *what)
+{
+    if (c && c->ops->activity)
+        c->ops->activity(c, what);
 }
 
 int comm_allreduce_start(comm_t *c, const void *sendbuf, void *recvbuf, size_t count, enum comm_dtype dtype,

@@ -273,6 +273,13 @@ int comm_barrier_start(comm_t *c, comm_request_t **req);
  * ranks and the fields named), ERR_IO (library error). */
 int comm_wait(comm_request_t *req);
 
+/* comm_wait(), and *done_ns (may be NULL) = clock_now_ns() of the moment the
+ * collective completed: when the backend's own thread finished it (the sim's
+ * progress thread), else when this wait saw it done. A timeline of overlap
+ * needs the first: a bucket whose all-reduce finished under backward is only
+ * waited for after it. */
+int comm_wait_timed(comm_request_t *req, uint64_t *done_ns);
+
 /* ---- collectives: blocking (start + wait) ---------------------------------- */
 int comm_allreduce(comm_t *c, const void *sendbuf, void *recvbuf, size_t count, enum comm_dtype dtype, enum comm_op op);
 int comm_broadcast(comm_t *c, void *buf, size_t count, enum comm_dtype dtype, int root);
@@ -280,6 +287,15 @@ int comm_reduce_scatter(comm_t *c, const void *sendbuf, void *recvbuf, size_t re
                         enum comm_op op);
 int comm_allgather(comm_t *c, const void *sendbuf, void *recvbuf, size_t sendcount, enum comm_dtype dtype);
 int comm_barrier(comm_t *c);
+
+/* ---- diagnoses ----------------------------------------------------------- */
+
+/* Says what this rank is doing between collectives ("saving checkpoint
+ * ckpt/checkpoint.safetensors at step 12"), until the next call; NULL clears
+ * it. A watchdog that gives up on this rank reports it: the sim's says "rank
+ * 0: running its own code (saving checkpoint ...)". No collective, no
+ * failure; backends that cannot report it ignore it. */
+void comm_set_activity(comm_t *c, const char *what);
 
 /* ---- names --------------------------------------------------------------- */
 size_t comm_dtype_size(enum comm_dtype dtype);      /* bytes per element; 0 if invalid */

@@ -79,6 +79,9 @@ struct comm_request {
     int done;    /* the backend completed it inside start() ... */
     int status;  /* ... with this result (0 or ERR_*, message in err_buf) */
     char err_buf[512];
+    uint64_t done_ns; /* clock_now_ns() when the collective completed, if the backend
+                       * knows it (the sim's progress thread); 0: the front takes the
+                       * moment comm_wait() saw it */
     void *impl;
 };
 
@@ -119,6 +122,11 @@ struct comm_backend_ops {
     /* Accepts COMM_NO_TIMEOUT: then c->timeout_s == 0 and waits have no
      * watchdog (mpi). Last, so positional initializers may leave it out. */
     int untimed;
+
+    /* What the rank does between collectives, for the backend's diagnoses
+     * (comm_set_activity; `what` NULL clears it). NULL when the backend has
+     * no use for it. After `untimed`, for the same reason. */
+    void (*activity)(comm_t *c, const char *what);
 };
 
 /* Every comm_world_t starts with this, so the front can find its backend.

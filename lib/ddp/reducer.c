@@ -423,7 +423,8 @@ void reducer_bucket_info(const reducer_t *r, int b, struct reducer_bucket_info *
     const struct reducer_bucket *bk = &r->buckets[b];
     *out = (struct reducer_bucket_info){.nparams = bk->nparams, .params = bk->params, .offset = bk->offset,
                                         .count = bk->count, .limit = bk->limit, .seq = bk->seq,
-                                        .ready_ns = bk->ready_ns, .launch_ns = bk->launch_ns, .done_ns = bk->done_ns};
+                                        .ready_ns = bk->ready_ns, .launch_ns = bk->launch_ns, .complete_ns = bk->complete_ns,
+                                        .done_ns = bk->done_ns};
 }
 
 int reducer_in_flight(const reducer_t *r)
@@ -434,8 +435,36 @@ int reducer_in_flight(const reducer_t *r)
     return n;
 }
 
+/* The layout the pending rebuild will make from this rank's ready order (on
+ * rank 0, the order its broadcast will carry), as reducer_layout_describe
+ * writes it. Returns buf, or NULL when out of memory. */
+static const char *reducer_describe_pending(const reducer_t *r, char *buf, size_t len)
+{
+    int *start = malloc((size_t)(r->nparams + 1) * sizeof *start);
+    size_t *limits = malloc((size_t)r->nparams * sizeof *limits);
+    const char *out = NULL;
+    if (start && limits) {
+        int g = reducer_assign(r, r->ready_order, start, limits);
+        size_t n = (size_t)snprintf(buf, len, "rebuilt:");
+        for (int b = 0; b < g && n < len; b++) {
+            if (b)
+                n += (size_t)snprintf(buf + n, len - n, " |");
+            for (int k = start[b]; k < start[b + 1] && n < len; k++)
+                n += (size_t)snprintf(buf + n, len - n, " %s", model_param(r->model, r->ready_order[k])->name);
+        }
+        out = buf;
+    }
+    free(start);
+    free(limits);
+    return out;
+}
+
 const char *reducer_layout_describe(const reducer_t *r, char *buf, size_t len)
 {
+    /* Between the first iteration and the next forward the rebuild is due:
+     * what follows (and what a checkpoint must restore) is the rebuilt layout. */
+    if (r->rebuild_due && r->ready_order && reducer_describe_pending(r, buf, len))
+        return buf;
     size_t n = (size_t)snprintf(buf, len, "%s:", r->stats.rebuilt ? "rebuilt" : "initial");
     for (int b = 0; b < r->nbuckets && n < len; b++) {
         if (b)

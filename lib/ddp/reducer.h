@@ -163,6 +163,7 @@ struct reducer_bucket_info {
     uint64_t seq;            /* sequence number of its last all-reduce, 0 if none yet */
     uint64_t ready_ns;       /* clock_now_ns() when its last gradient became ready */
     uint64_t launch_ns;      /* ... when its all-reduce started */
+    uint64_t complete_ns;    /* ... when the all-reduce completed (comm_wait_timed) */
     uint64_t done_ns;        /* ... when reducer_finish's wait for it returned */
 };
 
@@ -182,7 +183,10 @@ int reducer_in_flight(const reducer_t *r);
 
 /* The bucket layout as text, "rebuilt: fc3.bias fc3.weight | fc2.bias ...",
  * for checkpoints: resuming with another layout sums in another order and
- * would not continue bit for bit. Returns buf. */
+ * would not continue bit for bit. Between the first iteration and the next
+ * forward it is the layout the due rebuild will make (from this rank's ready
+ * order: rank 0's is the one the rebuild broadcasts), since that is the one
+ * the next step uses. Returns buf. */
 const char *reducer_layout_describe(const reducer_t *r, char *buf, size_t len);
 /* Restores a layout described by reducer_layout_describe (every parameter
  * exactly once), marking the buckets rebuilt. Local, not collective: every

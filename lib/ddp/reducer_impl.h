@@ -15,7 +15,7 @@ struct reducer_bucket {
     int pending;          /* gradients of this bucket not yet ready in this backward */
     comm_request_t *req;  /* its all-reduce, from launch until finish waited for it */
     uint16_t *half;       /* compression: the 16-bit copy that is all-reduced */
-    uint64_t seq, ready_ns, launch_ns, done_ns;
+    uint64_t seq, ready_ns, launch_ns, complete_ns, done_ns;
 };
 
 struct reducer {

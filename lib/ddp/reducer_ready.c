@@ -128,7 +128,7 @@ static int reducer_bucket_wait(reducer_t *r, int b)
     struct reducer_bucket *bk = &r->buckets[b];
     if (!bk->req)
         return 0;
-    int rc = comm_wait(bk->req);
+    int rc = comm_wait_timed(bk->req, &bk->complete_ns);
     bk->req = NULL;
     bk->done_ns = clock_now_ns();
     return rc;

@@ -1,0 +1,364 @@
+/* chapter-6: full DDP. For the first time the whole data path runs as one:
+ * dataset -> DistributedSampler -> loader workers -> pinned ring -> copy
+ * stream -> forward/backward -> buckets all-reduced while backward runs ->
+ * averaged -> optimizer step, on every rank, with checkpoints, exact resume
+ * and a timeline of every rank's steps.
+ *
+ *   build/chapter-6                      train on 4 simulated ranks: the table, the time breakdown, a Gantt chart
+ *   build/chapter-6 --world=2 --epochs=1 --trace=trace.json   any flags (--help)
+ *   build/chapter-6 --demo=NAME|all      the failure stories, each failing as it should, then fixed
+ *   build/chapter-6 --bench=accuracy|overhead|model   the benchmarks' figures (make bench)
+ *   mpirun -np 4 build/chapter-6 --backend=mpi        one process per rank, MPI on the CPU
+ *
+ * Read first: README.md beside this file, then lib/ddp/train.h (the loop
+ * this program runs); this program teaches and measures.
+ */
+#include "chapter6.h"
+
+#include "backend_table.h"
+#include "base/cli.h"
+#include "base/error.h"
+#include "sim/launch.h"
+
+#include <getopt.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* The training recipe: what `make chapter-6` trains with unless told otherwise. */
+#define CH6_EPOCHS 10
+#define CH6_BATCH 64    /* per rank: 256 samples a step on the default 4 ranks */
+#define CH6_LR 0.05
+#define CH6_TRACE_STEPS 16
+
+void ch6_recipe(struct train_config *c)
+{
+    c->epochs = CH6_EPOCHS;
+    c->batch = CH6_BATCH;
+    c->optim.lr = CH6_LR;
+    c->optim.momentum = 0.9;
+    c->optim.schedule = OPTIM_COSINE;
+    c->augment = 0;
+}
+
+static void ch6_usage(FILE *f)
+{
+    fprintf(f,
+            "usage: chapter-6 [options]\n"
+            "       chapter-6 --demo=NAME | --bench=NAME\n"
+            "\n"
+            "Chapter 6, full DDP: the whole data path trains a %s MLP on every rank (dataset, DistributedSampler,\n"
+            "loader workers, pinned ring, copy stream, forward and backward, gradient buckets all-reduced while\n"
+            "backward runs, optimizer), printing per epoch the loss, the test accuracy, samples/s and where the\n"
+            "step time went. With no flags: the recipe below on 4 simulated ranks, and a Gantt chart in --out.\n"
+            "\n"
+            "ranks:\n"
+            "  --backend=sim|mpi|nccl  sim: ranks are threads (default); mpi: one process per rank under mpirun;\n"
+            "                          nccl is refused: it needs the model on the GPU, which is not written yet\n"
+            "  --world=W               simulated ranks, 1 to 64 (default 4)\n"
+            "  --timeout=SECONDS       a collective's watchdog, 0.01 to 1e6 (default 30)\n"
+            "data:\n"
+            "  --data=PATH             training images (IDX, or 'synthetic'; default Fashion-MNIST if installed)\n"
+            "  --test-data=PATH        test images, or 'none' (default: the test set beside the training set)\n"
+            "  --train-size=N          train on the first N records only\n"
+            "  --batch=N               samples per rank and batch, 1 to 65536 (default %d)\n"
+            "  --drop-last             drop each rank's last short batch (DataLoader's drop_last)\n"
+            "  --no-shuffle            the sampler keeps the dataset's order (shuffle=False)\n"
+            "  --seed=S                sampler, initialisation and augmentation (default 0)\n"
+            "  --workers=K             loader worker threads per rank, 0 to 16 (default 1)\n"
+            "  --augment=none|flip     random horizontal flip, p = 0.5 (default none)\n"
+            "training:\n"
+            "  --epochs=N              epochs, 1 to 100000 (default %d)\n"
+            "  --steps=N               stop once the run has taken N optimizer steps (resumed ones count)\n"
+            "  --hidden=LIST           hidden layer widths (default 256,128)\n"
+            "  --batchnorm             a BatchNorm1d after each hidden layer\n"
+            "  --optimizer=sgd|adam    (default sgd)\n"
+            "  --lr=X                  learning rate (default %g; adam's default 0.001)\n"
+            "  --momentum=X            SGD momentum, 0 to 1 (default 0.9)\n"
+            "  --weight-decay=X        (default 0)\n"
+            "  --schedule=constant|cosine|step   the learning rate over the run (default cosine;\n"
+            "                          step: times 0.1 after each third of the epochs)\n"
+            "  --init=FILE             initial parameters (a safetensors model file, e.g. from --save)\n"
+            "  --save=FILE             the final parameters, a safetensors file PyTorch loads\n"
+            "data parallelism:\n"
+            "  --bucket-cap-mb=MB      bucket size limit, 0.0001 to 1024 (default 25, PyTorch's)\n"
+            "  --first-bucket-kb=KB    the first bucket's, 0.1 to 1048576 (default 1024, PyTorch's)\n"
+            "  --no-overlap            start the all-reduces only after backward\n"
+            "  --accumulate=K          micro-batches per optimizer step, 1 to 1024 (no_sync for all but the last)\n"
+            "  --compress=none|fp16|bf16   all-reduce the gradients in 16 bits (PyTorch's compression hooks)\n"
+            "  --broadcast-buffers=on|off  rank 0's BatchNorm statistics to all before each forward (default on)\n"
+            "  --eval=all-ranks|rank0-wrapped|rank0-unwrapped|none   who evaluates after each epoch, and through\n"
+            "                          what (default all-ranks: each its share, through the DDP wrapper)\n"
+            "  --check                 compare every rank's parameters bit for bit every step (always on in sim)\n"
+            "checkpoints:\n"
+            "  --checkpoint=DIR        rank 0 writes DIR/checkpoint.safetensors (atomic, durable) ...\n"
+            "  --checkpoint-every=N    ... every N optimizer steps (and at the end)\n"
+            "  --resume=DIR            continue exactly where that checkpoint left off\n"
+            "output:\n"
+            "  --trace=FILE            every rank's steps as a Chrome trace (Perfetto, chrome://tracing)\n"
+            "  --trace-steps=N         the steps traced, from the first, 1 to 100000 (default %d)\n"
+            "  --out=DIR               the Gantt chart and the epochs' CSV (default " CH6_OUT_DIR ")\n"
+            "  --plot                  the default run (for make plots)\n"
+            "stories and figures:\n"
+            "  --demo=NAME             eval-hang, save-timeout, uneven, slower, or all\n"
+            "  --bench=NAME            accuracy, overhead or model: the benchmarks (make bench runs bench.sh)\n"
+            "  --help                  this text\n",
+            "784-256-128-10", CH6_BATCH, CH6_EPOCHS, CH6_LR, CH6_TRACE_STEPS);
+}
+
+enum {
+    O_BACKEND = 256, O_WORLD, O_TIMEOUT, O_DATA, O_TEST, O_TRAIN_SIZE, O_BATCH, O_DROP_LAST, O_NO_SHUFFLE, O_SEED,
+    O_WORKERS, O_AUGMENT, O_EPOCHS, O_STEPS, O_HIDDEN, O_BATCHNORM, O_OPTIMIZER, O_LR, O_MOMENTUM, O_WD, O_SCHEDULE,
+    O_INIT, O_SAVE, O_BUCKET_CAP, O_FIRST_BUCKET, O_NO_OVERLAP, O_ACCUMULATE, O_COMPRESS, O_BROADCAST, O_EVAL,
+    O_CHECK, O_CHECKPOINT, O_CHECKPOINT_EVERY, O_RESUME, O_TRACE, O_TRACE_STEPS, O_OUT, O_PLOT, O_DEMO, O_BENCH,
+};
+
+static const struct option ch6_longopts[] = {
+    {"backend", required_argument, 0, O_BACKEND},       {"world", required_argument, 0, O_WORLD},
+    {"timeout", required_argument, 0, O_TIMEOUT},       {"data", required_argument, 0, O_DATA},
+    {"test-data", required_argument, 0, O_TEST},        {"train-size", required_argument, 0, O_TRAIN_SIZE},
+    {"batch", required_argument, 0, O_BATCH},           {"drop-last", no_argument, 0, O_DROP_LAST},
+    {"no-shuffle", no_argument, 0, O_NO_SHUFFLE},       {"seed", required_argument, 0, O_SEED},
+    {"workers", required_argument, 0, O_WORKERS},       {"augment", required_argument, 0, O_AUGMENT},
+    {"epochs", required_argument, 0, O_EPOCHS},         {"steps", required_argument, 0, O_STEPS},
+    {"hidden", required_argument, 0, O_HIDDEN},         {"batchnorm", no_argument, 0, O_BATCHNORM},
+    {"optimizer", required_argument, 0, O_OPTIMIZER},   {"lr", required_argument, 0, O_LR},
+    {"momentum", required_argument, 0, O_MOMENTUM},     {"weight-decay", required_argument, 0, O_WD},
+    {"schedule", required_argument, 0, O_SCHEDULE},     {"init", required_argument, 0, O_INIT},
+    {"save", required_argument, 0, O_SAVE},             {"bucket-cap-mb", required_argument, 0, O_BUCKET_CAP},
+    {"first-bucket-kb", required_argument, 0, O_FIRST_BUCKET}, {"no-overlap", no_argument, 0, O_NO_OVERLAP},
+    {"accumulate", required_argument, 0, O_ACCUMULATE}, {"compress", required_argument, 0, O_COMPRESS},
+    {"broadcast-buffers", required_argument, 0, O_BROADCAST}, {"eval", required_argument, 0, O_EVAL},
+    {"check", no_argument, 0, O_CHECK},                 {"checkpoint", required_argument, 0, O_CHECKPOINT},
+    {"checkpoint-every", required_argument, 0, O_CHECKPOINT_EVERY}, {"resume", required_argument, 0, O_RESUME},
+    {"trace", required_argument, 0, O_TRACE},           {"trace-steps", required_argument, 0, O_TRACE_STEPS},
+    {"out", required_argument, 0, O_OUT},               {"plot", no_argument, 0, O_PLOT},
+    {"demo", required_argument, 0, O_DEMO},             {"bench", required_argument, 0, O_BENCH},
+    {"help", no_argument, 0, 'h'},                      {0, 0, 0, 0},
+};
+
+struct ch6_cli {
+    struct ch6_run run;
+    const char *data, *test, *demo, *bench;
+    int optimizer_given, lr_given;
+    struct cli_given given;
+};
+
+static int ch6_parse(int argc, char **argv, struct ch6_cli *cli)
+{
+    static const char *const onoff[] = {"on", "off", NULL};
+    static const char *const augments[] = {"none", "flip", NULL};
+    static const char *const evals[] = {"all-ranks", "rank0-wrapped", "rank0-unwrapped", "none", NULL};
+    static const enum train_eval eval_of[] = {TRAIN_EVAL_EVERY_RANK, TRAIN_EVAL_RANK0_WRAPPED,
+                                              TRAIN_EVAL_RANK0_UNWRAPPED, TRAIN_EVAL_NONE};
+    struct ch6_run *run = &cli->run;
+    struct train_config *c = &run->train;
+    int rc = 0, ch, choice;
+    uint64_t v;
+    double x;
+    opterr = 0;
+    while (rc == 0 && (ch = getopt_long(argc, argv, ":", ch6_longopts, NULL)) != -1) {
+        cli_given_add(&cli->given, ch);
+        switch (ch) {
+        case O_BACKEND:
+            if ((rc = cli_parse_choice("backend", optarg, backend_table_comm_names(), &choice)) == 0)
+                run->backend = backend_table_comm_names()[choice];
+            break;
+        case O_WORLD:
+            rc = cli_parse_range("world", optarg, 1, 64, &v);
+            run->world = (int)v;
+            break;
+        case O_TIMEOUT: rc = cli_parse_double_range("timeout", optarg, COMM_MIN_TIMEOUT_S, COMM_MAX_TIMEOUT_S,
+                                                    &run->timeout_s); break;
+        case O_DATA: cli->data = optarg; break;
+        case O_TEST: cli->test = optarg; break;
+        case O_TRAIN_SIZE: rc = cli_parse_range("train-size", optarg, 1, UINT64_MAX, &c->train_records); break;
+        case O_BATCH:
+            rc = cli_parse_range("batch", optarg, 1, MODEL_MAX_BATCH, &v);
+            c->batch = (uint32_t)v;
+            break;
+        case O_DROP_LAST: c->drop_last = 1; break;
+        case O_NO_SHUFFLE: c->shuffle = 0; break;
+        case O_SEED: rc = cli_parse_seed("seed", optarg, &c->seed); break;
+        case O_WORKERS:
+            rc = cli_parse_range("workers", optarg, 0, 16, &v);
+            c->workers = (uint32_t)v;
+            break;
+        case O_AUGMENT:
+            if ((rc = cli_parse_choice("augment", optarg, augments, &choice)) == 0)
+                c->augment = choice;
+            break;
+        case O_EPOCHS: rc = cli_parse_range("epochs", optarg, 1, 100000, &c->epochs); break;
+        case O_STEPS: rc = cli_parse_range("steps", optarg, 1, UINT64_MAX, &c->max_steps); break;
+        case O_HIDDEN: rc = model_spec_parse_hidden(&c->spec, optarg, "--hidden"); break;
+        case O_BATCHNORM: c->spec.batchnorm = 1; break;
+        case O_OPTIMIZER: {
+            enum optim_kind k;
+            if ((rc = optim_kind_parse("--optimizer", optarg, &k)) == 0) {
+                struct optim_config keep = c->optim;
+                optim_config_default(&c->optim, k); /* adam's own defaults, then what was given */
+                c->optim.schedule = keep.schedule;
+                c->optim.weight_decay = keep.weight_decay;
+                if (cli->lr_given)
+                    c->optim.lr = keep.lr;
+                if (k == OPTIM_SGD)
+                    c->optim.momentum = keep.momentum;
+                cli->optimizer_given = 1;
+            }
+            break;
+        }
+        case O_LR:
+            rc = cli_parse_double_range("lr", optarg, 1e-12, 1e6, &c->optim.lr);
+            cli->lr_given = 1;
+            break;
+        case O_MOMENTUM: rc = cli_parse_double_range("momentum", optarg, 0, 0.999999, &c->optim.momentum); break;
+        case O_WD: rc = cli_parse_double_range("weight-decay", optarg, 0, 1e6, &c->optim.weight_decay); break;
+        case O_SCHEDULE: rc = optim_schedule_parse("--schedule", optarg, &c->optim.schedule); break;
+        case O_INIT: c->init_path = optarg; break;
+        case O_SAVE: c->save_path = optarg; break;
+        case O_BUCKET_CAP:
+            if ((rc = cli_parse_double_range("bucket-cap-mb", optarg, 1e-4, 1024, &x)) == 0)
+                c->reducer.bucket_cap_bytes = (size_t)(x * 1024 * 1024); /* PyTorch: bucket_cap_mb * 1024 * 1024 */
+            break;
+        case O_FIRST_BUCKET:
+            if ((rc = cli_parse_double_range("first-bucket-kb", optarg, 0.1, 1048576, &x)) == 0)
+                c->reducer.first_bucket_bytes = (size_t)(x * 1024);
+            break;
+        case O_NO_OVERLAP: c->overlap = 0; break;
+        case O_ACCUMULATE:
+            rc = cli_parse_range("accumulate", optarg, 1, 1024, &v);
+            c->accumulate = (uint32_t)v;
+            break;
+        case O_COMPRESS: rc = reducer_compress_parse("--compress", optarg, &c->reducer.compress); break;
+        case O_BROADCAST:
+            if ((rc = cli_parse_choice("broadcast-buffers", optarg, onoff, &choice)) == 0)
+                c->reducer.broadcast_buffers = choice == 0;
+            break;
+        case O_EVAL:
+            if ((rc = cli_parse_choice("eval", optarg, evals, &choice)) == 0)
+                c->eval = eval_of[choice];
+            break;
+        case O_CHECK: c->check = 1; break;
+        case O_CHECKPOINT: c->checkpoint_dir = optarg; break;
+        case O_CHECKPOINT_EVERY: rc = cli_parse_range("checkpoint-every", optarg, 1, UINT64_MAX,
+                                                      &c->checkpoint_every); break;
+        case O_RESUME: c->resume_dir = optarg; break;
+        case O_TRACE: run->trace_path = optarg; break;
+        case O_TRACE_STEPS: rc = cli_parse_range("trace-steps", optarg, 1, 100000, &c->trace_steps); break;
+        case O_OUT: run->out_dir = optarg; break;
+        case O_PLOT: break; /* the default run is the plotted one */
+        case O_DEMO:
+            if ((rc = cli_parse_choice("demo", optarg, ch6_demo_names, &choice)) == 0)
+                cli->demo = ch6_demo_names[choice];
+            break;
+        case O_BENCH:
+            if ((rc = cli_parse_choice("bench", optarg, ch6_bench_names, &choice)) == 0)
+                cli->bench = ch6_bench_names[choice];
+            break;
+        case 'h': ch6_usage(stdout); exit(CLI_EXIT_OK);
+        default: rc = cli_getopt_error(ch, argv[optind - 1], ch6_longopts);
+        }
+    }
+    if (rc == 0 && optind < argc)
+        rc = err_set(ERR_ARG, "unexpected argument '%s'", argv[optind]);
+    return rc;
+}
+
+/* The flags together. 0, or ERR_ARG naming the flag. */
+static int ch6_validate(struct ch6_cli *cli)
+{
+    struct ch6_run *run = &cli->run;
+    struct train_config *c = &run->train;
+    const struct cli_given *g = &cli->given;
+    int rc;
+    if (cli->demo && cli->bench)
+        return err_set(ERR_ARG, "--demo and --bench each choose what runs: give one of them");
+    if (cli->demo || cli->bench) {
+        static const int run_flags[] = {O_BACKEND, O_WORLD, O_TRAIN_SIZE, O_BATCH, O_DROP_LAST, O_NO_SHUFFLE,
+                                        O_WORKERS, O_AUGMENT, O_EPOCHS, O_STEPS, O_HIDDEN, O_BATCHNORM, O_OPTIMIZER,
+                                        O_LR, O_MOMENTUM, O_WD, O_SCHEDULE, O_INIT, O_SAVE, O_BUCKET_CAP,
+                                        O_FIRST_BUCKET, O_NO_OVERLAP, O_ACCUMULATE, O_COMPRESS, O_BROADCAST, O_EVAL,
+                                        O_CHECK, O_CHECKPOINT, O_CHECKPOINT_EVERY, O_RESUME, O_TRACE, O_TRACE_STEPS,
+                                        O_PLOT, O_TIMEOUT, 0};
+        if ((rc = cli_refuse_given(g, ch6_longopts, run_flags,
+                                   "does nothing with --demo or --bench (each sets up its own runs; --data, "
+                                   "--test-data, --seed and --out apply)")) < 0)
+            return rc;
+    }
+    if (strcmp(run->backend, "nccl") == 0)
+        return err_set(ERR_ARG, "--backend=nccl: chapter 6's model runs on the CPU (OpenBLAS), and NCCL all-reduces "
+                                "GPU memory: it needs the model on the GPU (cuBLAS), which is not written yet. Use "
+                                "--backend=sim, or --backend=mpi under mpirun");
+    int threads = launch_threads(run->backend);
+    if (threads < 0)
+        return threads;
+    if (!threads && cli_given_has(g, O_WORLD))
+        return err_set(ERR_ARG, "--world=%d: this process is one rank of a job mpirun started: mpirun -np W sets "
+                                "the world", run->world);
+    if (threads && (getenv("OMPI_COMM_WORLD_SIZE") || getenv("PMI_SIZE")))
+        return err_set(ERR_ARG, "--backend=%s: this process was started by mpirun as one of several: each would "
+                                "run a whole simulated job; pass --backend=mpi", run->backend);
+    if (c->checkpoint_every && !c->checkpoint_dir)
+        return err_set(ERR_ARG, "--checkpoint-every needs --checkpoint=DIR (where to write them)");
+    if (c->resume_dir && c->init_path)
+        return err_set(ERR_ARG, "--init and --resume both give the starting parameters: give one of them");
+    if (c->spec.batchnorm && c->batch == 1)
+        return err_set(ERR_ARG, "--batch=1 with --batchnorm: BatchNorm1d needs more than 1 value per channel in "
+                                "training");
+    if ((rc = model_spec_check(&c->spec)) < 0)
+        return err_wrap(rc, "--hidden");
+    if (c->optim.schedule == OPTIM_COSINE)
+        c->optim.total_steps = 1; /* the run sets it; checked here for the rest */
+    if ((rc = optim_config_check(&c->optim)) < 0)
+        return rc;
+    if (strcmp(run->backend, "sim") == 0)
+        c->check = 1; /* the simulator can afford it: every step */
+    if (run->trace_path || run->out_dir)
+        c->trace_steps = c->trace_steps ? c->trace_steps : CH6_TRACE_STEPS;
+    return 0;
+}
+
+int main(int argc, char **argv)
+{
+    struct ch6_cli cli;
+    memset(&cli, 0, sizeof cli);
+    struct ch6_run *run = &cli.run;
+    train_config_default(&run->train);
+    ch6_recipe(&run->train);
+    run->backend = "sim";
+    run->world = 4;
+    run->out_dir = CH6_OUT_DIR;
+    run->gantt_name = "gantt";
+    run->epochs_name = "epochs";
+    if (ch6_parse(argc, argv, &cli) < 0)
+        return cli_fail(CH6_PROG);
+    int rc = ch6_validate(&cli);
+    if (rc == ERR_ARG)
+        return cli_fail(CH6_PROG);
+    if (rc < 0)
+        return cli_error(CH6_PROG);
+
+    dataset_t *train = NULL, *test = NULL;
+    char note[2048];
+    if (ch6_open_data(cli.data, cli.test, &train, &test, note, sizeof note) < 0)
+        return cli_error(CH6_PROG);
+    run->train.train_set = train;
+    run->train.test_set = test;
+    run->data_note = note;
+    int status;
+    if (cli.demo) {
+        status = ch6_demo(run, cli.demo);
+    } else if (cli.bench) {
+        status = ch6_bench(run, cli.bench, getenv("BENCH_QUICK") && strcmp(getenv("BENCH_QUICK"), "1") == 0) < 0
+                     ? cli_error(CH6_PROG)
+                     : CLI_EXIT_OK;
+    } else {
+        struct ch6_outcome out;
+        rc = ch6_train(run, &out);
+        timeline_all_free(out.result.timeline);
+        status = rc < 0 ? cli_error(CH6_PROG) : CLI_EXIT_OK;
+    }
+    dataset_close(train);
+    dataset_close(test);
+    return status;
+}

@@ -1,0 +1,274 @@
+/* run: one training run of chapter 6 on every rank, and what it prints and
+ * writes: the header, the per-epoch table with the time breakdown, the
+ * summary, the Chrome trace and the Gantt chart. The loop itself is
+ * lib/ddp/train.c; the ranks are started by sim/launch.h (threads in the
+ * simulator, this process under mpirun).
+ */
+#include "chapter6.h"
+
+#include "base/clock.h"
+#include "base/error.h"
+#include "base/plot.h"
+#include "dataset/dataset_default.h"
+#include "sim/launch.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define CH6_TEST_SET "/usr/share/datasets/fashion-mnist/t10k-images-idx3-ubyte.gz"
+#define CH6_SYNTHETIC_TEST_RECORDS 10000 /* Fashion-MNIST's test set's size */
+
+const char *ch6_ms(double seconds, char *buf, size_t len)
+{
+    if (seconds >= 1e-3)
+        snprintf(buf, len, "%.2f ms", seconds * 1e3);
+    else
+        snprintf(buf, len, "%.0f us", seconds * 1e6);
+    return buf;
+}
+
+/* The test set beside an IDX training file: "train-images..." -> "t10k-images...". */
+static int ch6_test_beside(const char *train, char *out, size_t len)
+{
+    const char *base = strrchr(train, '/');
+    base = base ? base + 1 : train;
+    if (strncmp(base, "train-", 6) != 0 || snprintf(out, len, "%.*st10k-%s", (int)(base - train), train, base + 6) >=
+                                               (int)len)
+        return 0;
+    FILE *f = fopen(out, "rb");
+    if (f)
+        fclose(f);
+    return f != NULL;
+}
+
+int ch6_open_data(const char *data, const char *test, dataset_t **train, dataset_t **test_set, char *note,
+                  size_t note_len)
+{
+    *train = *test_set = NULL;
+    char why[768] = "";
+    int rc = data ? dataset_open(data, NULL, train) : dataset_open_default(NULL, train, why, sizeof why);
+    if (rc < 0)
+        return rc;
+    int synthetic = dataset_info(*train)->kind == DATASET_SYNTHETIC;
+    char beside[4096];
+    const char *test_path = test;
+    if (!test) {
+        if (synthetic)
+            test_path = "synthetic";
+        else if (!data && dataset_default_path())
+            test_path = CH6_TEST_SET;
+        else
+            test_path = ch6_test_beside(data, beside, sizeof beside) ? beside : "none";
+    }
+    if (strcmp(test_path, "none") != 0) {
+        struct dataset_options o;
+        dataset_options_default(&o);
+        o.synthetic_records = CH6_SYNTHETIC_TEST_RECORDS;
+        o.seed = 1; /* not the training set's records */
+        if ((rc = dataset_open(test_path, &o, test_set)) < 0) {
+            dataset_close(*train);
+            *train = NULL;
+            return err_wrap(rc, "the test set");
+        }
+    }
+    snprintf(note, note_len, "%s (%llu records)%s%s; test set: %s%s", dataset_name(*train),
+             (unsigned long long)dataset_info(*train)->length, why[0] ? ": " : "", why,
+             *test_set ? dataset_name(*test_set) : "none", synthetic ? " (random labels: accuracy means nothing)" : "");
+    return 0;
+}
+
+/* ---- rank 0's reports --------------------------------------------------------------------- */
+
+struct ch6_job {
+    const struct ch6_run *run;
+    struct ch6_outcome *out;
+    FILE *epochs_csv;
+};
+
+static void ch6_started(void *user, const struct train_config *c, const struct train_epoch *resumed, const char *plan)
+{
+    struct ch6_job *j = user;
+    const struct ch6_run *run = j->run;
+    if (run->quiet)
+        return;
+    char spec[128];
+    const struct optim_config *o = &c->optim;
+    printf("chapter 6: data-parallel training, %d rank%s (%s)\n", run->world, run->world == 1 ? "" : "s",
+           strcmp(run->backend, "sim") == 0 ? "simulator: threads of this process" : "processes under mpirun");
+    printf("  data: %s\n", run->data_note);
+    printf("  model %s, %s lr %g", model_spec_describe(&c->spec, spec, sizeof spec), optim_kind_name(o->kind), o->lr);
+    if (o->kind == OPTIM_SGD)
+        printf(" momentum %g", o->momentum);
+    printf(" weight decay %g, %s schedule; %llu epoch%s\n", o->weight_decay, optim_schedule_name(o->schedule),
+           (unsigned long long)c->epochs, c->epochs == 1 ? "" : "s");
+    printf("  batch %u per rank (%llu global)%s, accumulate %u, %u loader worker%s per rank, augmentation %s, seed %llu\n",
+           c->batch, (unsigned long long)c->batch * (unsigned long long)run->world, c->drop_last ? ", drop_last" : "",
+           c->accumulate, c->workers, c->workers == 1 ? "" : "s", c->augment ? "random horizontal flip" : "none",
+           (unsigned long long)c->seed);
+    if (c->ddp)
+        printf("  DDP: buckets of first %llu KiB then %llu KiB, %s, broadcast_buffers %s, compression %s, "
+               "replicas %s\n",
+               (unsigned long long)(c->reducer.first_bucket_bytes >> 10),
+               (unsigned long long)(c->reducer.bucket_cap_bytes >> 10),
+               c->overlap ? "all-reduce overlapping backward" : "all-reduce after backward (no overlap)",
+               c->reducer.broadcast_buffers ? "on" : "off", reducer_compress_name(c->reducer.compress),
+               c->check ? "compared bit for bit every step" : "not compared (--check)");
+    printf("  %s\n", plan);
+    if (resumed)
+        printf("  resumed: epoch %llu, batch %llu, after step %llu\n", (unsigned long long)resumed->epoch + 1,
+               (unsigned long long)resumed->first_batch, (unsigned long long)resumed->step_end);
+    printf("\n%5s %8s %7s %7s %8s %9s | %9s %8s %8s %8s %8s %8s %8s %8s\n", "epoch", "loss", "train", "test",
+           "time", "samples/s", "step", "data", "copy", "forward", "backward", "comm", "optim", "check");
+    fflush(stdout);
+}
+
+static void ch6_epoch(void *user, const struct train_epoch *e)
+{
+    struct ch6_job *j = user;
+    const struct train_times *p = &e->per_step;
+    if (j->epochs_csv)
+        fprintf(j->epochs_csv, "%llu,%llu,%.6f,%.6f,%.6f,%.3f,%.1f,%.4f,%.4f,%.4f,%.4f,%.4f,%.4f,%.4f,%.4f\n",
+                (unsigned long long)e->epoch + 1, (unsigned long long)e->step_end, e->loss, e->train_accuracy,
+                e->evaluated ? e->test_accuracy : -1, e->seconds, e->samples_per_s, p->step * 1e3, p->data * 1e3,
+                p->copy * 1e3, p->forward * 1e3, p->backward * 1e3, p->comm * 1e3, p->optim * 1e3, p->check * 1e3);
+    if (j->run->quiet)
+        return;
+    char test[16] = "-";
+    if (e->evaluated)
+        snprintf(test, sizeof test, "%.2f%%", 100 * e->test_accuracy);
+    printf("%5llu %8.4f %6.2f%% %7s %6.1f s %9.0f | %6.2f ms %8.3f %8.3f %8.3f %8.3f %8.3f %8.3f %8.3f%s\n",
+           (unsigned long long)e->epoch + 1, e->loss, 100 * e->train_accuracy, test, e->seconds, e->samples_per_s,
+           p->step * 1e3, p->data * 1e3, p->copy * 1e3, p->forward * 1e3, p->backward * 1e3, p->comm * 1e3,
+           p->optim * 1e3, p->check * 1e3, e->stopped ? "  (stopped: --steps)" : "");
+    if (e->evaluated && e->stopped)
+        printf("      test accuracy after step %llu: %.4f (%llu of %llu)\n", (unsigned long long)e->step_end,
+               e->test_accuracy, (unsigned long long)e->test_correct, (unsigned long long)e->test_count);
+    fflush(stdout);
+}
+
+static void ch6_saved(void *user, const char *path, uint64_t step, uint64_t epoch, uint64_t batch)
+{
+    struct ch6_job *j = user;
+    if (!j->run->quiet)
+        printf("      checkpoint: %s after step %llu (epoch %llu, %llu batches consumed)\n", path,
+               (unsigned long long)step, (unsigned long long)epoch + 1, (unsigned long long)batch);
+}
+
+static int ch6_rank(struct launch_rank *lr)
+{
+    struct ch6_job *j = lr->shared;
+    struct comm_config base;
+    comm_config_default(&base);
+    base.timeout_s = j->run->timeout_s;
+    if (j->run->train.check && strcmp(j->run->backend, "sim") != 0)
+        base.check = COMM_CHECK_FINGERPRINT; /* the simulator's is always on */
+    comm_t *c;
+    int rc = launch_comm_open(lr, &base, &c);
+    if (rc < 0)
+        return rc;
+    struct train_hooks hooks = {.user = j, .started = ch6_started, .epoch = ch6_epoch, .saved = ch6_saved};
+    struct train_result res;
+    rc = train_rank(&j->run->train, c, &hooks, &res);
+    if (comm_rank(c) == 0)
+        j->out->result = res;
+    else
+        timeline_all_free(res.timeline);
+    comm_close(c);
+    return rc;
+}
+
+/* ---- after the run ------------------------------------------------------------------------- */
+
+static void ch6_summary(const struct ch6_run *run, const struct ch6_outcome *o)
+{
+    const struct train_result *r = &o->result;
+    const struct train_times *p = &r->per_step;
+    char a[32], b[32], cc[32], d[32], e[32], f[32], g[32], h[32], rest[32];
+    printf("\n%llu steps, %llu samples in %.1f s of training (%.0f samples/s); %.1f s in all\n",
+           (unsigned long long)r->steps, (unsigned long long)r->samples, r->seconds, r->samples_per_s, o->wall_s);
+    double known = p->data + p->copy + p->forward + p->backward + p->comm + p->optim + p->check;
+    printf("where a step's %s went (mean over ranks and steps): data wait %s, copy %s, forward %s, backward %s,\n"
+           "  exposed communication %s, optimizer %s, replica check %s, the rest %s\n",
+           ch6_ms(p->step, a, sizeof a), ch6_ms(p->data, b, sizeof b), ch6_ms(p->copy, cc, sizeof cc),
+           ch6_ms(p->forward, d, sizeof d), ch6_ms(p->backward, e, sizeof e), ch6_ms(p->comm, f, sizeof f),
+           ch6_ms(p->optim, g, sizeof g), ch6_ms(p->check, h, sizeof h),
+           ch6_ms(p->step > known ? p->step - known : 0, rest, sizeof rest));
+    if (run->train.ddp) {
+        printf("gradients: %d bucket%s (%s), %llu all-reduces of %.1f MB in all", r->buckets,
+               r->buckets == 1 ? "" : "s", r->layout, (unsigned long long)r->reducer.buckets_launched,
+               (double)r->reducer.bytes_reduced / 1e6);
+        if (r->reducer.bytes_saved)
+            printf("; %s compression kept %.1f MB off the wire", reducer_compress_name(run->train.reducer.compress),
+                   (double)r->reducer.bytes_saved / 1e6);
+        printf("\n");
+    }
+    if (run->train.check)
+        printf("replicas: every rank's parameters%s were the same bits at every step\n",
+               run->train.reducer.broadcast_buffers && run->train.spec.batchnorm ? " and buffers" : "");
+    if (r->last.evaluated)
+        printf("test accuracy: %.4f (%llu of %llu)\n", r->last.test_accuracy, (unsigned long long)r->last.test_correct,
+               (unsigned long long)r->last.test_count);
+}
+
+/* The trace and the Gantt chart, from rank 0's gathered timeline. */
+static int ch6_timeline_files(const struct ch6_run *run, const struct train_result *r)
+{
+    const struct timeline_all *all = r->timeline;
+    if (!all)
+        return 0;
+    int rc = 0;
+    if (run->trace_path) {
+        const char *notes[] = {"program", "build/chapter-6", "buckets", r->layout, NULL};
+        if ((rc = timeline_write_chrome(all, run->trace_path, notes)) < 0)
+            return rc;
+        if (!run->quiet)
+            printf("trace: %s (open it in https://ui.perfetto.dev or chrome://tracing)\n", run->trace_path);
+    }
+    if (run->out_dir && run->gantt_name) {
+        char csv[PLOT_PATH_MAX], out[PLOT_PATH_MAX];
+        if (plot_paths(run->out_dir, run->gantt_name, csv, out) < 0)
+            return err_wrap(ERR_ARG, "--out");
+        /* steps after the first (which rebuilds the buckets and warms every cache) */
+        uint64_t first = r->steps > CH6_GANTT_STEPS + 1 ? 2 : 0;
+        uint64_t last = first + CH6_GANTT_STEPS - 1;
+        if ((rc = timeline_write_gantt_csv(all, csv, first, last)) < 0)
+            return rc;
+        rc = plot_render("chapters/06-ddp/plot.gp", csv, out);
+        if (rc == ERR_UNSUPPORTED) { /* no gnuplot: the CSV is there */
+            fprintf(stderr, "%s: %s\n", CH6_PROG, err_msg());
+            rc = 0;
+        } else if (rc == 0 && !run->quiet) {
+            printf("Gantt chart of steps %llu to %llu: %s.png and .svg (data: %s)\n", (unsigned long long)first,
+                   (unsigned long long)last, out, csv);
+        }
+    }
+    return rc;
+}
+
+int ch6_train(const struct ch6_run *run, struct ch6_outcome *out)
+{
+    memset(out, 0, sizeof *out);
+    struct ch6_job j = {.run = run, .out = out};
+    char csv[PLOT_PATH_MAX];
+    if (run->out_dir && run->epochs_name && launch_leader()) {
+        if (plot_paths(run->out_dir, run->epochs_name, csv, NULL) < 0)
+            return err_wrap(ERR_ARG, "--out");
+        if (!(j.epochs_csv = plot_csv_open(csv)))
+            return ERR_IO;
+        fprintf(j.epochs_csv, "epoch,step,loss,train_accuracy,test_accuracy,seconds,samples_per_s,step_ms,data_ms,"
+                              "copy_ms,forward_ms,backward_ms,comm_ms,optim_ms,check_ms\n");
+    }
+    struct launch_config lc = {.backend = run->backend, .world = run->world, .shared = &j};
+    double t0 = clock_now_s();
+    int rc = launch_run(&lc, ch6_rank);
+    out->wall_s = clock_now_s() - t0;
+    if (j.epochs_csv)
+        fclose(j.epochs_csv);
+    if (rc == 0 && launch_leader()) {
+        if (!run->quiet)
+            ch6_summary(run, out);
+        rc = ch6_timeline_files(run, &out->result);
+    }
+    return rc;
+}

@@ -1,0 +1,308 @@
+/* timeline: every rank's bars, gathered to rank 0 and written as a Chrome
+ * trace or a Gantt chart's CSV (see timeline.h). */
+#include "ddp/timeline.h"
+
+#include "base/clock.h"
+#include "base/error.h"
+#include "base/fsutil.h"
+#include "base/plot.h"
+
+#include <jansson.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define TIMELINE_FIELDS 7 /* int64 words per event on the wire */
+
+struct timeline {
+    uint64_t steps, cap;
+    uint64_t origin_ns;
+    struct timeline_event *events;
+    uint64_t count, dropped;
+};
+
+static const char *const timeline_names[] = {
+    [TIMELINE_DATA] = "data wait", [TIMELINE_COPY] = "copy",       [TIMELINE_FORWARD] = "forward",
+    [TIMELINE_BACKWARD] = "backward", [TIMELINE_COMM] = "exposed communication",
+    [TIMELINE_OPTIM] = "optimizer", [TIMELINE_CHECK] = "replica check", [TIMELINE_SAVE] = "checkpoint",
+    [TIMELINE_EVAL] = "evaluation",
+};
+
+const char *timeline_lane_name(int lane, char *buf, size_t len)
+{
+    if (lane >= 0 && lane < TIMELINE_BUCKET)
+        snprintf(buf, len, "%s", timeline_names[lane]);
+    else
+        snprintf(buf, len, "all-reduce bucket %d", lane - TIMELINE_BUCKET);
+    return buf;
+}
+
+int timeline_create(uint64_t steps, uint64_t max_events, timeline_t **out)
+{
+    *out = NULL;
+    timeline_t *t = calloc(1, sizeof *t);
+    if (!t || (max_events && !(t->events = calloc(max_events, sizeof *t->events)))) {
+        free(t);
+        return err_set(ERR_NOMEM, "timeline: out of memory for %llu events", (unsigned long long)max_events);
+    }
+    t->steps = steps;
+    t->cap = max_events;
+    t->origin_ns = clock_now_ns();
+    *out = t;
+    return 0;
+}
+
+void timeline_destroy(timeline_t *t)
+{
+    if (!t)
+        return;
+    free(t->events);
+    free(t);
+}
+
+void timeline_start(timeline_t *t)
+{
+    if (t)
+        t->origin_ns = clock_now_ns();
+}
+
+int timeline_wants(const timeline_t *t, uint64_t step) { return t && step < t->steps; }
+
+static void timeline_push(timeline_t *t, int lane, uint64_t step, uint64_t start_ns, uint64_t end_ns, uint64_t seq,
+                          uint64_t bytes)
+{
+    if (!timeline_wants(t, step))
+        return;
+    if (t->count == t->cap) {
+        t->dropped++;
+        return;
+    }
+    /* a bar that started before the origin (it cannot, after timeline_start) is clipped */
+    uint64_t s = start_ns > t->origin_ns ? start_ns - t->origin_ns : 0;
+    uint64_t e = end_ns > t->origin_ns ? end_ns - t->origin_ns : 0;
+    t->events[t->count++] = (struct timeline_event){
+        .lane = lane, .step = step, .start_ns = s, .end_ns = e < s ? s : e, .seq = seq, .bytes = bytes};
+}
+
+void timeline_add(timeline_t *t, int lane, uint64_t step, uint64_t start_ns, uint64_t end_ns)
+{
+    timeline_push(t, lane, step, start_ns, end_ns, 0, 0);
+}
+
+void timeline_add_allreduce(timeline_t *t, int bucket, uint64_t step, uint64_t start_ns, uint64_t end_ns,
+                            uint64_t seq, uint64_t bytes)
+{
+    if (bucket >= 0 && bucket < TIMELINE_MAX_BUCKETS)
+        timeline_push(t, TIMELINE_BUCKET + bucket, step, start_ns, end_ns, seq, bytes);
+}
+
+uint64_t timeline_count(const timeline_t *t) { return t ? t->count : 0; }
+uint64_t timeline_dropped(const timeline_t *t) { return t ? t->dropped : 0; }
+
+/* ---- gathering ---------------------------------------------------------------- */
+
+static int timeline_by_rank_then_start(const void *a, const void *b)
+{
+    const struct timeline_event *x = a, *y = b;
+    if (x->rank != y->rank)
+        return x->rank < y->rank ? -1 : 1;
+    if (x->start_ns != y->start_ns)
+        return x->start_ns < y->start_ns ? -1 : 1;
+    return x->lane < y->lane ? -1 : x->lane > y->lane;
+}
+
+int timeline_gather(timeline_t *t, comm_t *c, struct timeline_all **out)
+{
+    *out = NULL;
+    int world = comm_world(c), rank = comm_rank(c);
+    int64_t mine = t ? (int64_t)t->count : 0;
+    int64_t *counts = calloc((size_t)world, sizeof *counts);
+    if (!counts)
+        return err_set(ERR_NOMEM, "timeline: out of memory");
+    int rc = comm_allgather(c, &mine, counts, 1, COMM_INT64);
+    int64_t most = 0;
+    for (int r = 0; rc == 0 && r < world; r++)
+        most = counts[r] > most ? counts[r] : most;
+    size_t per = (size_t)most * TIMELINE_FIELDS;
+    int64_t *send = NULL, *recv = NULL;
+    if (rc == 0 && most > 0) {
+        send = calloc(per, sizeof *send);
+        recv = calloc(per * (size_t)world, sizeof *recv);
+        if (!send || !recv)
+            rc = err_set(ERR_NOMEM, "timeline: out of memory for %d x %lld events", world, (long long)most);
+    }
+    for (int64_t i = 0; rc == 0 && i < mine; i++) {
+        const struct timeline_event *e = &t->events[i];
+        int64_t *w = send + i * TIMELINE_FIELDS;
+        w[0] = e->lane, w[1] = (int64_t)e->step, w[2] = (int64_t)e->start_ns, w[3] = (int64_t)e->end_ns;
+        w[4] = (int64_t)e->seq, w[5] = (int64_t)e->bytes, w[6] = 0;
+    }
+    if (rc == 0 && most > 0)
+        rc = comm_allgather(c, send, recv, per, COMM_INT64);
+    struct timeline_all *all = NULL;
+    if (rc == 0 && rank == 0) {
+        size_t total = 0;
+        for (int r = 0; r < world; r++)
+            total += (size_t)counts[r];
+        all = calloc(1, sizeof *all);
+        if (all && total)
+            all->events = calloc(total, sizeof *all->events);
+        if (!all || (total && !all->events))
+            rc = err_set(ERR_NOMEM, "timeline: out of memory for %zu events", total);
+        for (int r = 0; rc == 0 && r < world; r++) {
+            for (int64_t i = 0; i < counts[r]; i++) {
+                const int64_t *w = recv + ((size_t)r * per + (size_t)i * TIMELINE_FIELDS);
+                struct timeline_event *e = &all->events[all->count++];
+                *e = (struct timeline_event){.lane = (int32_t)w[0], .rank = r, .step = (uint64_t)w[1],
+                                             .start_ns = (uint64_t)w[2], .end_ns = (uint64_t)w[3],
+                                             .seq = (uint64_t)w[4], .bytes = (uint64_t)w[5]};
+                if (e->lane + 1 > all->nlanes)
+                    all->nlanes = e->lane + 1;
+            }
+        }
+        if (rc == 0) {
+            all->world = world;
+            if (all->nlanes < TIMELINE_BUCKET)
+                all->nlanes = TIMELINE_BUCKET;
+            qsort(all->events, all->count, sizeof *all->events, timeline_by_rank_then_start);
+        }
+    }
+    free(counts);
+    free(send);
+    free(recv);
+    if (rc < 0) {
+        timeline_all_free(all);
+        return rc;
+    }
+    *out = all;
+    return 0;
+}
+
+void timeline_all_free(struct timeline_all *all)
+{
+    if (!all)
+        return;
+    free(all->events);
+    free(all);
+}
+
+/* ---- the Chrome trace ------------------------------------------------------------ */
+
+/* Appends `ev` (a new reference) to `arr`; 0 or -1 (and ev released). */
+static int timeline_append(json_t *arr, json_t *ev) { return ev ? json_array_append_new(arr, ev) : -1; }
+
+static json_t *timeline_meta(const char *what, int pid, int tid, json_t *args)
+{
+    return json_pack("{s:s, s:s, s:i, s:i, s:o}", "name", what, "ph", "M", "pid", pid, "tid", tid, "args", args);
+}
+
+int timeline_write_chrome(const struct timeline_all *all, const char *path, const char *const *notes)
+{
+    json_t *root = json_object(), *events = json_array(), *other = json_object();
+    int bad = !root || !events || !other;
+    char lane[64];
+    /* which lanes each rank used: only those get a name */
+    unsigned char *used = calloc((size_t)all->world * (size_t)all->nlanes, 1);
+    bad = bad || !used;
+    for (size_t i = 0; !bad && i < all->count; i++)
+        used[(size_t)all->events[i].rank * (size_t)all->nlanes + (size_t)all->events[i].lane] = 1;
+    for (int r = 0; !bad && r < all->world; r++) {
+        char name[32];
+        snprintf(name, sizeof name, "rank %d", r);
+        bad = timeline_append(events, timeline_meta("process_name", r, 0, json_pack("{s:s}", "name", name))) ||
+              timeline_append(events, timeline_meta("process_sort_index", r, 0, json_pack("{s:i}", "sort_index", r)));
+        for (int l = 0; !bad && l < all->nlanes; l++) {
+            if (!used[(size_t)r * (size_t)all->nlanes + (size_t)l])
+                continue;
+            timeline_lane_name(l, lane, sizeof lane);
+            bad = timeline_append(events, timeline_meta("thread_name", r, l, json_pack("{s:s}", "name", lane))) ||
+                  timeline_append(events, timeline_meta("thread_sort_index", r, l, json_pack("{s:i}", "sort_index", l)));
+        }
+    }
+    for (size_t i = 0; !bad && i < all->count; i++) {
+        const struct timeline_event *e = &all->events[i];
+        json_t *args;
+        char name[96];
+        if (e->lane >= TIMELINE_BUCKET) {
+            snprintf(name, sizeof name, "all-reduce bucket %d (#%llu)", e->lane - TIMELINE_BUCKET,
+                     (unsigned long long)e->seq);
+            args = json_pack("{s:I, s:I, s:i, s:I}", "step", (json_int_t)e->step, "seq", (json_int_t)e->seq,
+                             "bucket", e->lane - TIMELINE_BUCKET, "bytes", (json_int_t)e->bytes);
+        } else {
+            timeline_lane_name(e->lane, name, sizeof name);
+            args = json_pack("{s:I}", "step", (json_int_t)e->step);
+        }
+        /* microseconds, as the format wants them; fractions keep the nanoseconds */
+        bad = !args || timeline_append(events, json_pack("{s:s, s:s, s:s, s:f, s:f, s:i, s:i, s:o}", "name", name,
+                                                         "cat", e->lane >= TIMELINE_BUCKET ? "comm" : "step", "ph",
+                                                         "X", "ts", (double)e->start_ns / 1e3, "dur",
+                                                         (double)(e->end_ns - e->start_ns) / 1e3, "pid", e->rank,
+                                                         "tid", e->lane, "args", args));
+    }
+    for (int k = 0; !bad && notes && notes[k] && notes[k + 1]; k += 2)
+        bad = json_object_set_new(other, notes[k], json_string(notes[k + 1]));
+    free(used);
+    if (!bad) { /* the _new setters take the reference, failing or not */
+        bad = json_object_set_new(root, "traceEvents", events) | json_object_set_new(root, "otherData", other) |
+              json_object_set_new(root, "displayTimeUnit", json_string("ms"));
+        events = other = NULL;
+    }
+    char *text = bad ? NULL : json_dumps(root, JSON_COMPACT);
+    json_decref(root);
+    json_decref(events);
+    json_decref(other);
+    if (!text)
+        return err_set(ERR_NOMEM, "%s: cannot build the trace's JSON", path);
+    struct fsutil_tmp tmp;
+    int rc = fsutil_tmp_open(&tmp, path);
+    if (rc == 0) {
+        rc = fsutil_write_all(tmp.fd, text, strlen(text), path);
+        if (rc == 0)
+            rc = fsutil_write_all(tmp.fd, "\n", 1, path);
+        rc = fsutil_tmp_finish(&tmp, rc, 0);
+    }
+    free(text);
+    return rc;
+}
+
+/* ---- the Gantt chart's CSV ---------------------------------------------------------- */
+
+int timeline_write_gantt_csv(const struct timeline_all *all, const char *path, uint64_t first, uint64_t last)
+{
+    size_t lanes = (size_t)all->nlanes;
+    unsigned char *used = calloc(lanes, 1);
+    if (!used)
+        return err_set(ERR_NOMEM, "timeline: out of memory");
+    uint64_t origin = UINT64_MAX;
+    for (size_t i = 0; i < all->count; i++) {
+        const struct timeline_event *e = &all->events[i];
+        if (e->step < first || e->step > last)
+            continue;
+        used[e->lane] = 1;
+        origin = e->start_ns < origin ? e->start_ns : origin;
+    }
+    /* rows: every used lane of rank 0 from the top, a blank row, then rank 1's ... */
+    int *row_of = calloc(lanes, sizeof *row_of);
+    int nrows = 0;
+    for (size_t l = 0; row_of && l < lanes; l++)
+        row_of[l] = used[l] ? nrows++ : -1;
+    FILE *f = row_of ? plot_csv_open(path) : NULL;
+    int rc = row_of ? (f ? 0 : ERR_IO) : err_set(ERR_NOMEM, "timeline: out of memory");
+    if (f) {
+        fprintf(f, "rank,row,lane,label,step,start_ms,end_ms\n");
+        char name[64];
+        for (size_t i = 0; i < all->count; i++) {
+            const struct timeline_event *e = &all->events[i];
+            if (e->step < first || e->step > last)
+                continue;
+            fprintf(f, "%d,%d,%d,rank %d: %s,%llu,%.4f,%.4f\n", e->rank, e->rank * (nrows + 1) + row_of[e->lane],
+                    e->lane, e->rank, timeline_lane_name(e->lane, name, sizeof name), (unsigned long long)e->step,
+                    (double)(e->start_ns - origin) / 1e6, (double)(e->end_ns - origin) / 1e6);
+        }
+        if (fclose(f) != 0)
+            rc = err_set(ERR_IO, "%s: cannot write the chart's data", path);
+    }
+    free(row_of);
+    free(used);
+    return rc;
+}

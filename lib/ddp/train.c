@@ -1,0 +1,795 @@
+/* train: one rank's share of data-parallel training, every stage of the data
+ * path in one loop (see train.h). Read train_rank(), then train_step().
+ *
+ * The rank's state is struct train_run; train_open() builds it (checks that
+ * every rank makes alike first, then the one collective that starts DDP:
+ * reducer_open), train_epoch() runs an epoch's steps, train_close() frees it.
+ */
+#include "ddp/train.h"
+
+#include "base/clock.h"
+#include "base/error.h"
+#include "base/fsutil.h"
+#include "ddp/checkpoint.h"
+#include "ddp/replica.h"
+#include "loader/augment.h"
+#include "loader/loader.h"
+#include "sampler/sampler.h"
+#include "transfer/device.h"
+#include "transfer/pinned_pool.h"
+#include "transfer/prefetch.h"
+
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define TRAIN_TRACE_EVENTS_PER_STEP 96 /* bars a step can leave: 6 lanes x micro-batches, buckets, check */
+
+void train_config_default(struct train_config *c)
+{
+    memset(c, 0, sizeof *c);
+    c->batch = 64;
+    c->shuffle = 1;
+    c->workers = 1;
+    c->eval_batch = 1000;
+    c->epochs = 1;
+    model_spec_default(&c->spec);
+    optim_config_default(&c->optim, OPTIM_SGD);
+    c->ddp = 1;
+    reducer_config_default(&c->reducer);
+    c->accumulate = 1;
+    c->overlap = 1;
+    c->eval = TRAIN_EVAL_EVERY_RANK;
+    link_profile_find(LINK_DEFAULT, &c->link);
+    c->pool_bytes = 64u << 20;
+}
+
+const char *train_eval_describe(enum train_eval e)
+{
+    switch (e) {
+    case TRAIN_EVAL_EVERY_RANK: return "every rank evaluates its share through the DDP wrapper";
+    case TRAIN_EVAL_RANK0_WRAPPED: return "rank 0 alone evaluates through the DDP wrapper";
+    case TRAIN_EVAL_RANK0_UNWRAPPED: return "rank 0 alone evaluates the unwrapped model";
+    case TRAIN_EVAL_NONE: return "no evaluation";
+    }
+    return "?";
+}
+
+/* What the input kernel needs: the batch on the device, where it goes. */
+struct train_input {
+    model_t *m;
+    const uint8_t *data;
+    const int64_t *labels;
+    int64_t *dst_labels;
+    int count;
+};
+
+struct train_run {
+    const struct train_config *c;
+    const struct train_hooks *hooks;
+    comm_t *comm;
+    int rank, world, sim, check_what;
+    model_t *m;
+    optim_t *o;
+    reducer_t *r;
+    device_t *dev;
+    pinned_pool_t *pool;
+    loader_t *L;
+    device_stream_t *compute;
+    device_event_t *input_done;
+    prefetch_t *pf;
+    sampler_t *s;
+    struct augment_hflip flip;
+    int64_t *labels;        /* the current batch's labels, host */
+    uint64_t *epoch_idx;    /* this epoch's indices, from its first batch on */
+    timeline_t *tl;
+    uint64_t records;       /* training records in use */
+    uint64_t step;          /* optimizer steps taken by the run */
+    uint64_t start_epoch, start_batch;
+    uint64_t checkpoints;
+    uint64_t saved_step;    /* the step of the last checkpoint written (rank 0), UINT64_MAX: none */
+    /* the epoch so far (this rank) */
+    double loss_sum;
+    uint64_t samples, correct, steps;
+    struct train_times t;   /* sums of seconds */
+    /* the whole run (this rank) */
+    struct train_times run_t;
+    uint64_t run_steps, run_samples;
+    double run_seconds;
+};
+
+static double train_s(uint64_t a, uint64_t b) { return (double)(b - a) * 1e-9; }
+
+/* ---- checks every rank makes alike, before any collective ------------------------------ */
+
+/* The directory `dir` can take a file: made if missing, then a temporary file
+ * created and removed in it (what checkpoint_save will do). */
+static int train_probe_dir(const char *dir, const char *flag)
+{
+    char path[PATH_MAX];
+    if (snprintf(path, sizeof path, "%s/%s", dir, CHECKPOINT_FILE) >= (int)sizeof path)
+        return err_set(ERR_ARG, "%s=%s: path too long", flag, dir);
+    struct fsutil_tmp t;
+    int rc = fsutil_mkdir_p(dir);
+    if (rc == 0)
+        rc = fsutil_tmp_open(&t, path);
+    if (rc == 0)
+        rc = fsutil_tmp_finish(&t, ERR_STATE, 0) == ERR_STATE ? 0 : ERR_IO; /* removes it */
+    if (rc < 0)
+        return err_wrap(rc, "%s=%s: cannot write there", flag, dir);
+    return 0;
+}
+
+/* The file `path` can be written (its directory takes a temporary file). */
+static int train_probe_file(const char *path, const char *flag)
+{
+    struct fsutil_tmp t;
+    int rc = fsutil_tmp_open(&t, path);
+    if (rc == 0)
+        rc = fsutil_tmp_finish(&t, ERR_STATE, 0) == ERR_STATE ? 0 : ERR_IO;
+    if (rc < 0)
+        return err_wrap(rc, "%s=%s: cannot write it", flag, path);
+    return 0;
+}
+
+/* Batches of `count` indices per rank and epoch: DataLoader's len(). */
+static uint64_t train_batches_of(const struct train_config *c, uint64_t count)
+{
+    return c->drop_last ? count / c->batch : (count + c->batch - 1) / c->batch;
+}
+
+/* Optimizer steps of an epoch of `batches` micro-batches: groups of
+ * `accumulate`, the last one shorter. */
+static uint64_t train_steps_of(const struct train_config *c, uint64_t batches)
+{
+    return (batches + c->accumulate - 1) / c->accumulate;
+}
+
+static int train_check_config(const struct train_config *c, int world)
+{
+    if (!c->train_set)
+        return err_set(ERR_ARG, "train: no training set");
+    const struct dataset_info *info = dataset_info(c->train_set);
+    if (info->record_bytes != (uint64_t)c->spec.inputs || !info->has_labels)
+        return err_set(ERR_ARG, "%s: records of %llu bytes%s, but the model takes %d inputs and a label each",
+                       dataset_name(c->train_set), (unsigned long long)info->record_bytes,
+                       info->has_labels ? "" : " without labels", c->spec.inputs);
+    if (c->test_set && (dataset_info(c->test_set)->record_bytes != (uint64_t)c->spec.inputs ||
+                        !dataset_info(c->test_set)->has_labels))
+        return err_set(ERR_ARG, "%s: the test records do not fit the model (%d inputs and a label)",
+                       dataset_name(c->test_set), c->spec.inputs);
+    if (c->batch == 0 || c->batch > MODEL_MAX_BATCH || c->eval_batch == 0 || c->eval_batch > MODEL_MAX_BATCH)
+        return err_set(ERR_ARG, "--batch: 1 to %d samples", MODEL_MAX_BATCH);
+    if (c->accumulate == 0)
+        return err_set(ERR_ARG, "--accumulate: at least 1");
+    uint64_t records = c->train_records ? c->train_records : info->length;
+    if (records > info->length)
+        return err_set(ERR_ARG, "--train-size=%llu: %s has only %llu records", (unsigned long long)records,
+                       dataset_name(c->train_set), (unsigned long long)info->length);
+    if (!c->indices) { /* the DistributedSampler's share, padded: the same on every rank */
+        uint64_t share = (records + (uint64_t)world - 1) / (uint64_t)world;
+        if (c->batch > share)
+            return err_set(ERR_ARG, "--batch=%u is larger than each rank's share of the training set: %llu "
+                                    "records over %d ranks give %llu each",
+                           c->batch, (unsigned long long)records, world, (unsigned long long)share);
+    }
+    return 0;
+}
+
+/* ---- building a rank --------------------------------------------------------------------- */
+
+static void train_close(struct train_run *t)
+{
+    prefetch_close(t->pf);
+    loader_close(t->L);
+    device_event_destroy(t->input_done);
+    device_stream_destroy(t->compute);
+    pinned_pool_destroy(t->pool);
+    device_close(t->dev);
+    reducer_close(t->r);
+    optim_destroy(t->o);
+    model_destroy(t->m);
+    sampler_destroy(t->s);
+    timeline_destroy(t->tl);
+    free(t->labels);
+    free(t->epoch_idx);
+}
+
+/* The run's shape, as a checkpoint records it. */
+static void train_state_of(const struct train_run *t, uint64_t epoch, uint64_t batch, struct checkpoint_state *s)
+{
+    const struct train_config *c = t->c;
+    memset(s, 0, sizeof *s);
+    s->step = t->step;
+    s->epoch = epoch;
+    s->batch = batch;
+    s->seed = c->seed;
+    s->world = t->world;
+    s->batch_size = (int)c->batch;
+    s->accumulate = (int)c->accumulate;
+    s->first_bucket_bytes = c->reducer.first_bucket_bytes;
+    s->bucket_cap_bytes = c->reducer.bucket_cap_bytes;
+    snprintf(s->compress, sizeof s->compress, "%s", reducer_compress_name(c->ddp ? c->reducer.compress
+                                                                                   : REDUCER_COMPRESS_NONE));
+    if (t->r)
+        reducer_layout_describe(t->r, s->buckets, sizeof s->buckets);
+}
+
+/* The schedules' lengths, from the run's shape (never from max_steps, so a
+ * run stopped early and resumed follows the same schedule). */
+static void train_schedule(const struct train_config *c, uint64_t steps_per_epoch, struct optim_config *oc)
+{
+    *oc = c->optim;
+    uint64_t total = steps_per_epoch * c->epochs;
+    if (oc->schedule == OPTIM_COSINE)
+        oc->total_steps = total ? total : 1;
+    if (oc->schedule == OPTIM_STEP && oc->step_size == 0) { /* two decays by gamma over the run */
+        uint64_t third = (c->epochs + 2) / 3;
+        oc->step_size = steps_per_epoch * (third ? third : 1);
+        oc->step_size = oc->step_size ? oc->step_size : 1;
+    }
+}
+
+static int train_open(struct train_run *t, const struct train_config *c, comm_t *comm,
+                      const struct train_hooks *hooks)
+{
+    memset(t, 0, sizeof *t);
+    t->c = c;
+    t->hooks = hooks;
+    t->comm = comm;
+    t->rank = comm_rank(comm);
+    t->world = comm_world(comm);
+    t->sim = strcmp(comm_backend_name(comm), "sim") == 0;
+    t->saved_step = UINT64_MAX;
+    int rc = train_check_config(c, t->world);
+    if (rc < 0)
+        return rc;
+    t->records = c->train_records ? c->train_records : dataset_info(c->train_set)->length;
+
+    /* files first: a bad path must stop every rank before the first collective */
+    if (c->checkpoint_dir && (rc = train_probe_dir(c->checkpoint_dir, "--checkpoint")) < 0)
+        return rc;
+    if (c->save_path && (rc = train_probe_file(c->save_path, "--save")) < 0)
+        return rc;
+
+    struct sampler_options so;
+    sampler_options_default(&so);
+    so.size = t->records;
+    so.world = (uint32_t)t->world;
+    so.rank = (uint32_t)t->rank;
+    so.seed = c->seed;
+    so.shuffle = c->shuffle;
+    if ((rc = sampler_create(&so, &t->s)) < 0)
+        return rc;
+
+    uint32_t max_batch = c->batch > c->eval_batch ? c->batch : c->eval_batch;
+    if ((rc = model_create(&c->spec, (int)max_batch, &t->m)) < 0)
+        return rc;
+    if (c->init_path)
+        rc = checkpoint_load_model(c->init_path, t->m);
+    else
+        model_init(t->m, c->seed);
+    if (rc < 0)
+        return rc;
+    struct optim_config oc;
+    uint64_t spe = c->indices ? 0 : train_steps_of(c, train_batches_of(c, sampler_len(t->s)));
+    train_schedule(c, spe, &oc);
+    if ((rc = optim_create(&oc, t->m, &t->o)) < 0)
+        return rc;
+
+    struct checkpoint_state saved;
+    if (c->resume_dir) {
+        if ((rc = checkpoint_load(c->resume_dir, t->m, t->o, &saved)) < 0)
+            return rc;
+        struct checkpoint_state now;
+        train_state_of(t, 0, 0, &now);
+        char path[PATH_MAX + 32];
+        checkpoint_path(c->resume_dir, path, sizeof path);
+        if ((rc = checkpoint_check_resume(path, &saved, &now)) < 0)
+            return rc;
+        t->step = saved.step;
+        t->start_epoch = saved.epoch;
+        t->start_batch = saved.batch;
+        uint64_t nb = c->indices ? UINT64_MAX : train_batches_of(c, sampler_len(t->s));
+        if (t->start_batch > nb)
+            return err_set(ERR_STATE, "%s: batch %llu of epoch %llu is past the epoch's %llu batches", path,
+                           (unsigned long long)t->start_batch, (unsigned long long)t->start_epoch,
+                           (unsigned long long)nb);
+        if (t->start_batch == nb) { /* saved at an epoch's end: the next one starts */
+            t->start_epoch++;
+            t->start_batch = 0;
+        }
+    }
+
+    /* the data path: a device, its pinned pool, the loader's ring in it, the prefetcher */
+    struct device_config dc;
+    device_config_default(&dc);
+    dc.backend = "sim";
+    dc.link = c->link;
+    char devname[48];
+    snprintf(devname, sizeof devname, "rank %d's device", t->rank);
+    dc.name = devname;
+    if ((rc = device_open(&dc, &t->dev)) < 0 ||
+        (rc = pinned_pool_create(t->dev, c->pool_bytes, DEVICE_HOST_PINNED, &t->pool)) < 0)
+        return rc;
+    struct loader_options lo;
+    loader_options_default(&lo);
+    lo.workers = c->workers;
+    lo.max_batch = c->batch;
+    lo.seed = c->seed;
+    /* the prefetcher holds a slot until its copy is done: 2 more than the loader's own prefetch */
+    uint32_t per = c->workers ? c->workers : 1;
+    lo.prefetch = 2 + (2 + per - 1) / per;
+    lo.allocator = pinned_pool_loader_allocator(t->pool);
+    if (c->augment) {
+        t->flip = (struct augment_hflip){.rows = 28, .cols = 28, .p = 0.5};
+        if ((uint64_t)c->spec.inputs != 784)
+            return err_set(ERR_ARG, "--augment=flip: flips 28 x 28 images; the model takes %d inputs",
+                           c->spec.inputs);
+        lo.transform = augment_hflip;
+        lo.transform_user = &t->flip;
+    }
+    if ((rc = loader_open(c->train_set, &lo, &t->L)) < 0 ||
+        (rc = device_stream_create(t->dev, "compute", &t->compute)) < 0 ||
+        (rc = device_event_create(t->dev, &t->input_done)) < 0)
+        return rc;
+    struct prefetch_options po = {.depth = 2, .max_bytes = (uint64_t)c->batch * (uint64_t)c->spec.inputs,
+                                  .max_batch = c->batch, .compute = t->compute};
+    if ((rc = prefetch_open(t->dev, t->L, &po, &t->pf)) < 0)
+        return rc;
+    t->labels = malloc((size_t)max_batch * sizeof *t->labels);
+    if (!t->labels)
+        return err_set(ERR_NOMEM, "train: out of memory");
+    if (c->trace_steps && (rc = timeline_create(c->trace_steps, c->trace_steps * TRAIN_TRACE_EVENTS_PER_STEP,
+                                                &t->tl)) < 0)
+        return rc;
+
+    /* the first collective: every rank's model the same shape, then rank 0's parameters to all */
+    if (c->ddp) {
+        if ((rc = reducer_open(&c->reducer, comm, t->m, &t->r)) < 0)
+            return rc;
+        if (c->resume_dir && (rc = reducer_layout_restore(t->r, saved.buckets)) < 0)
+            return err_wrap(rc, "--resume=%s", c->resume_dir);
+    }
+    t->check_what = REPLICA_PARAMS;
+    if (c->reducer.broadcast_buffers && model_buffer_floats(t->m) > 0)
+        t->check_what |= REPLICA_BUFFERS; /* buffers are the same bits only after their broadcast */
+    if ((rc = comm_barrier(comm)) < 0) /* every rank's clock starts here */
+        return rc;
+    timeline_start(t->tl);
+    return 0;
+}
+
+/* ---- one step ------------------------------------------------------------------------------ */
+
+/* The kernel on the compute stream that reads the batch on the device: bytes
+ * to the model's floats, labels to the host. */
+static void train_input_kernel(void *arg)
+{
+    struct train_input *in = arg;
+    model_input_from_bytes(in->m, in->data, in->count);
+    memcpy(in->dst_labels, in->labels, (size_t)in->count * sizeof *in->dst_labels);
+}
+
+/* Takes the next batch through the prefetcher and gets it into the model.
+ * 1 and *count, or ERR_STATE when the epoch ended early, or an error. */
+static int train_fetch(struct train_run *t, int *count)
+{
+    uint64_t t0 = clock_now_ns();
+    struct prefetch_batch *b;
+    int rc = prefetch_next(t->pf, &b);
+    uint64_t t1 = clock_now_ns();
+    t->t.data += train_s(t0, t1);
+    timeline_add(t->tl, TIMELINE_DATA, t->step, t0, t1);
+    if (rc == 0)
+        return err_set(ERR_STATE, "rank %d: the loader's epoch ended before the step's batches", t->rank);
+    if (rc < 0)
+        return rc;
+    struct train_input in = {.m = t->m, .data = b->data, .labels = b->labels, .dst_labels = t->labels,
+                             .count = (int)b->count};
+    struct device_span reads[2] = {{b->data, b->bytes}, {b->labels, b->count * sizeof(int64_t)}};
+    struct device_kernel k = {.name = "input", .batch = (int64_t)b->number, .fn = train_input_kernel, .arg = &in,
+                              .reads = reads, .nreads = 2};
+    rc = device_launch(t->compute, &k);
+    if (rc == 0)
+        rc = device_event_record(t->input_done, t->compute);
+    int rr = prefetch_release(t->pf, b); /* queued: the buffer may be refilled once the kernel is done */
+    rc = rc ? rc : rr;
+    if (rc == 0)
+        rc = device_event_synchronize(t->input_done);
+    uint64_t t2 = clock_now_ns();
+    t->t.copy += train_s(t1, t2);
+    timeline_add(t->tl, TIMELINE_COPY, t->step, t1, t2);
+    *count = (int)in.count;
+    return rc < 0 ? rc : 1;
+}
+
+/* Backward of micro-batch k of g: the reducer's buckets start as they fill
+ * (overlap), or all of them after backward; with DDP the last micro-batch
+ * then waits for them and averages. */
+static int train_backward(struct train_run *t, int n, uint32_t k, uint32_t g)
+{
+    const struct train_config *c = t->c;
+    uint64_t t0 = clock_now_ns(), t1;
+    int rc;
+    if (!c->ddp) {
+        rc = model_backward(t->m, n, k > 0, NULL, NULL);
+        t1 = clock_now_ns();
+        t->t.backward += train_s(t0, t1);
+        timeline_add(t->tl, TIMELINE_BACKWARD, t->step, t0, t1);
+        return rc;
+    }
+    reducer_set_sync(t->r, k + 1 == g);
+    if ((rc = reducer_prepare_backward(t->r)) < 0)
+        return rc;
+    rc = model_backward(t->m, n, k > 0, c->overlap ? reducer_ready_hook : NULL, t->r);
+    t1 = clock_now_ns();
+    t->t.backward += train_s(t0, t1);
+    timeline_add(t->tl, TIMELINE_BACKWARD, t->step, t0, t1);
+    /* without overlap, every gradient is marked ready only now, in the order backward made them */
+    for (int p = model_param_tensors(t->m) - 1; rc == 0 && !c->overlap && p >= 0; p--)
+        rc = reducer_mark_ready(t->r, p);
+    int fr = reducer_finish(t->r); /* waits for what started even after an error */
+    rc = rc ? rc : fr;
+    uint64_t t2 = clock_now_ns();
+    t->t.comm += train_s(t1, t2);
+    if (k + 1 == g)
+        timeline_add(t->tl, TIMELINE_COMM, t->step, t1, t2);
+    for (int b = 0; rc == 0 && k + 1 == g && timeline_wants(t->tl, t->step) && b < reducer_bucket_count(t->r); b++) {
+        struct reducer_bucket_info bi;
+        reducer_bucket_info(t->r, b, &bi);
+        size_t width = c->reducer.compress == REDUCER_COMPRESS_NONE ? sizeof(float) : sizeof(uint16_t);
+        if (bi.seq && bi.launch_ns >= t0)
+            timeline_add_allreduce(t->tl, b, t->step, bi.launch_ns, bi.complete_ns, bi.seq, bi.count * width);
+    }
+    return rc;
+}
+
+/* One optimizer step over g micro-batches. */
+static int train_step(struct train_run *t, uint32_t g)
+{
+    const struct train_config *c = t->c;
+    int rc = 0;
+    for (uint32_t k = 0; rc == 0 && k < g; k++) {
+        int n = 0;
+        if ((rc = train_fetch(t, &n)) < 0)
+            break;
+        rc = 0;
+        if (c->ddp) { /* the forward through the DDP wrapper: rebuild once, buffers from rank 0 */
+            uint64_t t0 = clock_now_ns();
+            rc = reducer_prepare_forward(t->r, 1);
+            uint64_t t1 = clock_now_ns();
+            t->t.comm += train_s(t0, t1);
+            timeline_add(t->tl, TIMELINE_COMM, t->step, t0, t1);
+            if (rc == 0 && k == 0 && c->check) { /* the last step's parameters, these buffers */
+                rc = replica_check(t->comm, t->m, t->step, (unsigned)t->check_what);
+                uint64_t t2 = clock_now_ns();
+                t->t.check += train_s(t1, t2);
+                timeline_add(t->tl, TIMELINE_CHECK, t->step, t1, t2);
+            }
+            if (rc < 0)
+                break;
+        }
+        uint64_t f0 = clock_now_ns();
+        struct model_loss loss;
+        rc = model_forward(t->m, n, MODEL_TRAIN);
+        if (rc == 0)
+            rc = model_loss(t->m, t->labels, n, 1.0f / (float)g, &loss);
+        uint64_t f1 = clock_now_ns();
+        t->t.forward += train_s(f0, f1);
+        timeline_add(t->tl, TIMELINE_FORWARD, t->step, f0, f1);
+        if (rc < 0)
+            break;
+        t->loss_sum += loss.loss * n;
+        t->correct += (uint64_t)loss.correct;
+        t->samples += (uint64_t)n;
+        rc = train_backward(t, n, k, g);
+    }
+    if (rc < 0)
+        return rc;
+    uint64_t o0 = clock_now_ns();
+    optim_step(t->o, t->m);
+    uint64_t o1 = clock_now_ns();
+    t->t.optim += train_s(o0, o1);
+    timeline_add(t->tl, TIMELINE_OPTIM, t->step, o0, o1);
+    t->step++;
+    t->steps++;
+    return 0;
+}
+
+/* Rank 0 writes a checkpoint: the position is `batch` batches into `epoch`. */
+static int train_save(struct train_run *t, uint64_t epoch, uint64_t batch)
+{
+    const struct train_config *c = t->c;
+    if (t->rank != 0)
+        return 0;
+    uint64_t t0 = clock_now_ns();
+    char what[PATH_MAX + 64];
+    snprintf(what, sizeof what, "saving a checkpoint to %s at step %llu", c->checkpoint_dir,
+             (unsigned long long)t->step);
+    comm_set_activity(t->comm, what);
+    struct checkpoint_state s;
+    train_state_of(t, epoch, batch, &s);
+    int rc = checkpoint_save(c->checkpoint_dir, t->m, t->o, &s);
+    if (rc == 0 && c->save_stall_s > 0)
+        clock_sleep_ns((uint64_t)(c->save_stall_s * 1e9));
+    comm_set_activity(t->comm, NULL);
+    uint64_t t1 = clock_now_ns();
+    timeline_add(t->tl, TIMELINE_SAVE, t->step - 1, t0, t1);
+    if (rc < 0)
+        return rc;
+    t->checkpoints++;
+    t->saved_step = t->step;
+    if (t->hooks && t->hooks->saved) {
+        char path[PATH_MAX + 32];
+        t->hooks->saved(t->hooks->user, checkpoint_path(c->checkpoint_dir, path, sizeof path), t->step, epoch, batch);
+    }
+    return 0;
+}
+
+/* ---- epochs -------------------------------------------------------------------------------- */
+
+/* This rank's indices of `epoch` from batch `first` on, into t->epoch_idx;
+ * *total is the whole epoch's count. */
+static int train_epoch_indices(struct train_run *t, uint64_t epoch, uint64_t first, uint64_t *count, uint64_t *total)
+{
+    const struct train_config *c = t->c;
+    free(t->epoch_idx);
+    t->epoch_idx = NULL;
+    uint64_t *all = NULL, n = 0;
+    int rc;
+    if (c->indices) {
+        if ((rc = c->indices(c->indices_user, t->rank, t->world, epoch, t->records, &all, &n)) < 0)
+            return rc;
+    } else {
+        sampler_set_epoch(t->s, epoch);
+        if ((rc = sampler_begin(t->s)) < 0)
+            return rc;
+        n = sampler_len(t->s);
+        if (!(all = malloc((n ? n : 1) * sizeof *all)))
+            return err_set(ERR_NOMEM, "train: out of memory for %llu indices", (unsigned long long)n);
+        for (uint64_t k = 0; rc == 0 && k < n; k++)
+            rc = sampler_get(t->s, k, &all[k]);
+        if (rc < 0) {
+            free(all);
+            return rc;
+        }
+    }
+    uint64_t skip = first * c->batch;
+    skip = skip < n ? skip : n;
+    memmove(all, all + skip, (size_t)(n - skip) * sizeof *all);
+    t->epoch_idx = all;
+    *count = n - skip;
+    *total = n;
+    return 0;
+}
+
+/* The test set's accuracy: the whole of it on rank 0, or every rank its
+ * share (indices rank, rank + W, ...), the counts summed after. */
+static int train_evaluate(struct train_run *t, uint64_t *correct, uint64_t *count)
+{
+    const struct train_config *c = t->c;
+    *correct = *count = 0;
+    int every = c->eval == TRAIN_EVAL_EVERY_RANK;
+    if (c->eval == TRAIN_EVAL_NONE || !c->test_set || (!every && t->rank != 0))
+        return 0;
+    int rc = 0;
+    /* Through the DDP wrapper, a forward broadcasts rank 0's buffers first (a
+     * collective). In evaluation the buffers do not move, so one broadcast
+     * before the pass gives the bits one per forward would. */
+    if (c->ddp && c->eval != TRAIN_EVAL_RANK0_UNWRAPPED && (rc = reducer_prepare_forward(t->r, 0)) < 0)
+        return rc;
+    uint64_t n = dataset_info(c->test_set)->length, stride = every ? (uint64_t)t->world : 1;
+    uint64_t first = every ? (uint64_t)t->rank : 0;
+    uint32_t eb = c->eval_batch;
+    uint64_t *idx = malloc(eb * sizeof *idx);
+    uint8_t *bytes = malloc((size_t)eb * (size_t)c->spec.inputs);
+    struct dataset_record *recs = malloc(eb * sizeof *recs);
+    if (!idx || !bytes || !recs)
+        rc = err_set(ERR_NOMEM, "train: out of memory for evaluation");
+    for (uint64_t at = first; rc == 0 && at < n;) {
+        uint32_t k = 0;
+        for (; k < eb && at < n; k++, at += stride)
+            idx[k] = at;
+        rc = dataset_read_batch(c->test_set, idx, k, bytes, (uint64_t)c->spec.inputs, recs);
+        for (uint32_t i = 0; rc == 0 && i < k; i++)
+            t->labels[i] = recs[i].label;
+        if (rc == 0)
+            rc = model_input_from_bytes(t->m, bytes, (int)k);
+        if (rc == 0)
+            rc = model_forward(t->m, (int)k, MODEL_EVAL);
+        struct model_loss l;
+        if (rc == 0)
+            rc = model_loss(t->m, t->labels, (int)k, 1.0f, &l);
+        if (rc == 0) {
+            *correct += (uint64_t)l.correct;
+            *count += k;
+        }
+    }
+    free(idx);
+    free(bytes);
+    free(recs);
+    return rc;
+}
+
+/* The epoch's figures from every rank: one all-reduce of float64 sums, then
+ * the evaluation. */
+static int train_epoch_report(struct train_run *t, uint64_t epoch, uint64_t first, uint64_t batches, double seconds,
+                              int stopped, struct train_epoch *e)
+{
+    const struct train_config *c = t->c;
+    enum { S_LOSS, S_SAMPLES, S_CORRECT, S_STEPS, S_DATA, S_COPY, S_FWD, S_BWD, S_COMM, S_OPT, S_CHECK, S_STEP, S_N };
+    double v[S_N] = {t->loss_sum, (double)t->samples, (double)t->correct, (double)t->steps, t->t.data, t->t.copy,
+                     t->t.forward, t->t.backward, t->t.comm, t->t.optim, t->t.check, t->t.step};
+    int rc = comm_allreduce(t->comm, v, v, S_N, COMM_FLOAT64, COMM_SUM);
+    if (rc < 0)
+        return rc;
+    memset(e, 0, sizeof *e);
+    e->epoch = epoch;
+    e->first_batch = first;
+    e->batches = batches;
+    e->steps = t->steps;
+    e->step_end = t->step;
+    e->samples = (uint64_t)v[S_SAMPLES];
+    e->loss = v[S_SAMPLES] > 0 ? v[S_LOSS] / v[S_SAMPLES] : 0;
+    e->train_accuracy = v[S_SAMPLES] > 0 ? v[S_CORRECT] / v[S_SAMPLES] : 0;
+    e->seconds = seconds;
+    e->samples_per_s = seconds > 0 ? v[S_SAMPLES] / seconds : 0;
+    e->lr = optim_lr_at(t->o, t->step ? t->step - 1 : 0);
+    e->stopped = stopped;
+    double per = v[S_STEPS] > 0 ? 1.0 / v[S_STEPS] : 0; /* steps summed over ranks: a mean per rank and step */
+    e->per_step = (struct train_times){v[S_DATA] * per,  v[S_COPY] * per, v[S_FWD] * per,   v[S_BWD] * per,
+                                       v[S_COMM] * per,  v[S_OPT] * per,  v[S_CHECK] * per, v[S_STEP] * per};
+    uint64_t e0 = clock_now_ns(), correct, count;
+    rc = train_evaluate(t, &correct, &count);
+    if (rc == 0 && c->eval == TRAIN_EVAL_EVERY_RANK && c->test_set) {
+        int64_t both[2] = {(int64_t)correct, (int64_t)count};
+        rc = comm_allreduce(t->comm, both, both, 2, COMM_INT64, COMM_SUM);
+        correct = (uint64_t)both[0], count = (uint64_t)both[1];
+    }
+    timeline_add(t->tl, TIMELINE_EVAL, t->step ? t->step - 1 : 0, e0, clock_now_ns());
+    if (rc < 0)
+        return rc;
+    e->evaluated = count > 0;
+    e->test_correct = correct;
+    e->test_count = count;
+    e->test_accuracy = count ? (double)correct / (double)count : 0;
+    return 0;
+}
+
+static void train_times_add(struct train_times *a, const struct train_times *b, double w)
+{
+    a->data += b->data * w, a->copy += b->copy * w, a->forward += b->forward * w, a->backward += b->backward * w;
+    a->comm += b->comm * w, a->optim += b->optim * w, a->check += b->check * w, a->step += b->step * w;
+}
+
+/* One epoch from batch `first`. *stop is set when max_steps was reached. */
+static int train_epoch(struct train_run *t, uint64_t epoch, uint64_t first, int *stop, struct train_epoch *e)
+{
+    const struct train_config *c = t->c;
+    uint64_t count = 0, total = 0;
+    int rc = train_epoch_indices(t, epoch, first, &count, &total);
+    if (rc < 0)
+        return rc;
+    uint64_t nb = train_batches_of(c, total);
+    struct index_array arr = {t->epoch_idx, count};
+    struct loader_epoch le = {.epoch = epoch, .indices = index_stream_of_array(&arr), .batch_size = c->batch,
+                              .drop_last = c->drop_last};
+    if (first < nb && (rc = loader_start_epoch(t->L, &le)) < 0)
+        return rc;
+    t->loss_sum = 0;
+    t->samples = t->correct = t->steps = 0;
+    memset(&t->t, 0, sizeof t->t);
+    uint64_t w0 = clock_now_ns(), done = first;
+    while (rc == 0 && done < nb && !*stop) {
+        /* groups of `accumulate` counted from the epoch's start, so a resumed epoch cuts them alike */
+        uint32_t g = (uint32_t)(nb - done < c->accumulate ? nb - done : c->accumulate);
+        uint64_t s0 = clock_now_ns();
+        rc = train_step(t, g);
+        t->t.step += train_s(s0, clock_now_ns());
+        if (rc < 0)
+            break;
+        done += g;
+        *stop = c->max_steps && t->step >= c->max_steps;
+        if (c->checkpoint_dir && c->checkpoint_every && t->step % c->checkpoint_every == 0 && !*stop)
+            rc = train_save(t, epoch, done);
+    }
+    if (rc == 0 && first < nb && done == nb) { /* the loader must say the epoch is over now */
+        struct prefetch_batch *b;
+        int more = prefetch_next(t->pf, &b);
+        if (more == 1) {
+            prefetch_release(t->pf, b);
+            rc = err_set(ERR_STATE, "rank %d: the loader has more batches than the epoch's %llu", t->rank,
+                         (unsigned long long)nb);
+        } else {
+            rc = more;
+        }
+    }
+    double seconds = train_s(w0, clock_now_ns());
+    if (rc < 0)
+        return rc;
+    if (*stop && done < nb)
+        loader_stop(t->L);
+    /* a full replica check after the epoch's last step, before anything reads the parameters */
+    if (c->check && c->ddp && t->steps && (rc = replica_check(t->comm, t->m, t->step, REPLICA_PARAMS)) < 0)
+        return rc;
+    t->run_seconds += seconds;
+    t->run_steps += t->steps;
+    t->run_samples += t->samples;
+    train_times_add(&t->run_t, &t->t, 1.0);
+    if ((rc = train_epoch_report(t, epoch, first, done - first, seconds, *stop && done < nb, e)) < 0)
+        return rc;
+    /* the run's last checkpoint: where max_steps stopped it, or after its last epoch */
+    if (c->checkpoint_dir && (*stop || epoch + 1 == c->epochs) && t->saved_step != t->step)
+        rc = train_save(t, epoch, done);
+    return rc;
+}
+
+/* The whole run's figures, summed over ranks like an epoch's. */
+static int train_totals(struct train_run *t, struct train_result *out)
+{
+    double v[9] = {(double)t->run_steps, t->run_t.data,    t->run_t.copy,  t->run_t.forward, t->run_t.backward,
+                   t->run_t.comm,        t->run_t.optim, t->run_t.check, t->run_t.step};
+    int rc = comm_allreduce(t->comm, v, v, 9, COMM_FLOAT64, COMM_SUM);
+    if (rc < 0)
+        return rc;
+    double per = v[0] > 0 ? 1.0 / v[0] : 0;
+    out->per_step = (struct train_times){v[1] * per, v[2] * per, v[3] * per, v[4] * per,
+                                         v[5] * per, v[6] * per, v[7] * per, v[8] * per};
+    out->seconds = t->run_seconds;
+    int64_t samples = (int64_t)t->run_samples;
+    if ((rc = comm_allreduce(t->comm, &samples, &samples, 1, COMM_INT64, COMM_SUM)) < 0)
+        return rc;
+    out->samples = (uint64_t)samples;
+    out->samples_per_s = out->seconds > 0 ? (double)samples / out->seconds : 0;
+    return 0;
+}
+
+int train_rank(const struct train_config *c, comm_t *comm, const struct train_hooks *hooks, struct train_result *out)
+{
+    memset(out, 0, sizeof *out);
+    struct train_run t;
+    int rc = train_open(&t, c, comm, hooks);
+    if (rc == 0 && t.rank == 0 && hooks && hooks->started) {
+        uint64_t share = c->indices ? 0 : sampler_len(t.s), nb = train_batches_of(c, share);
+        char plan[REDUCER_LAYOUT_MAX + 512], layout[REDUCER_LAYOUT_MAX] = "no DDP";
+        if (t.r)
+            reducer_layout_describe(t.r, layout, sizeof layout);
+        if (c->indices)
+            snprintf(plan, sizeof plan, "each rank's indices from a custom sampler; buckets %s", layout);
+        else
+            snprintf(plan, sizeof plan, "each rank: %llu samples, %llu batches of %u, %llu optimizer steps per "
+                     "epoch; buckets %s", (unsigned long long)share, (unsigned long long)nb, c->batch,
+                     (unsigned long long)train_steps_of(c, nb), layout);
+        struct train_epoch at = {.epoch = t.start_epoch, .first_batch = t.start_batch, .step_end = t.step};
+        hooks->started(hooks->user, c, c->resume_dir ? &at : NULL, plan);
+    }
+    int stop = c->max_steps && t.step >= c->max_steps;
+    for (uint64_t epoch = t.start_epoch; rc == 0 && epoch < c->epochs && !stop; epoch++) {
+        struct train_epoch e;
+        rc = train_epoch(&t, epoch, epoch == t.start_epoch ? t.start_batch : 0, &stop, &e);
+        if (rc == 0) {
+            out->last = e;
+            out->epochs += !e.stopped;
+            if (t.rank == 0 && hooks && hooks->epoch)
+                hooks->epoch(hooks->user, &e);
+        }
+    }
+    if (rc == 0)
+        rc = train_totals(&t, out);
+    if (rc == 0 && c->save_path && t.rank == 0)
+        rc = checkpoint_save_model(c->save_path, t.m, FSUTIL_DURABLE);
+    if (rc == 0 && c->trace_steps)
+        rc = timeline_gather(t.tl, comm, &out->timeline);
+    out->steps = t.step;
+    out->checkpoints = t.checkpoints;
+    out->trace_dropped = timeline_dropped(t.tl);
+    if (t.r) {
+        out->buckets = reducer_bucket_count(t.r);
+        out->reducer = reducer_get_stats(t.r);
+        reducer_layout_describe(t.r, out->layout, sizeof out->layout);
+    }
+    train_close(&t);
+    return rc;
+}
