@@ -307,9 +307,9 @@ static int ch6_validate(struct ch6_cli *cli)
                                 "training");
     if ((rc = model_spec_check(&c->spec)) < 0)
         return err_wrap(rc, "--hidden");
-    if (c->optim.schedule == OPTIM_COSINE)
-        c->optim.total_steps = 1; /* the run sets it; checked here for the rest */
-    if ((rc = optim_config_check(&c->optim)) < 0)
+    struct optim_config oc = c->optim; /* the run sets the schedule's lengths; the rest is checked here */
+    oc.total_steps = oc.step_size = 1;
+    if ((rc = optim_config_check(&oc)) < 0)
         return rc;
     if (strcmp(run->backend, "sim") == 0)
         c->check = 1; /* the simulator can afford it: every step */

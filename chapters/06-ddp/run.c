@@ -83,8 +83,27 @@ int ch6_open_data(const char *data, const char *test, dataset_t **train, dataset
 struct ch6_job {
     const struct ch6_run *run;
     struct ch6_outcome *out;
-    FILE *epochs_csv;
+    FILE *epochs_csv;       /* opened at the first epoch's report: a run that fails before writes nothing */
+    int epochs_failed;
 };
+
+/* The per-epoch CSV, opened once (rank 0). NULL when not asked for, or when it
+ * could not be opened (said once on stderr: the run goes on). */
+static FILE *ch6_epochs_csv(struct ch6_job *j)
+{
+    const struct ch6_run *run = j->run;
+    if (j->epochs_csv || j->epochs_failed || !run->out_dir || !run->epochs_name)
+        return j->epochs_csv;
+    char csv[PLOT_PATH_MAX];
+    if (plot_paths(run->out_dir, run->epochs_name, csv, NULL) < 0 || !(j->epochs_csv = plot_csv_open(csv))) {
+        fprintf(stderr, "%s: %s\n", CH6_PROG, err_msg());
+        j->epochs_failed = 1;
+        return NULL;
+    }
+    fprintf(j->epochs_csv, "epoch,step,loss,train_accuracy,test_accuracy,seconds,samples_per_s,step_ms,data_ms,"
+                           "copy_ms,forward_ms,backward_ms,comm_ms,optim_ms,check_ms\n");
+    return j->epochs_csv;
+}
 
 static void ch6_started(void *user, const struct train_config *c, const struct train_epoch *resumed, const char *plan)
 {
@@ -127,7 +146,7 @@ static void ch6_epoch(void *user, const struct train_epoch *e)
 {
     struct ch6_job *j = user;
     const struct train_times *p = &e->per_step;
-    if (j->epochs_csv)
+    if (ch6_epochs_csv(j))
         fprintf(j->epochs_csv, "%llu,%llu,%.6f,%.6f,%.6f,%.3f,%.1f,%.4f,%.4f,%.4f,%.4f,%.4f,%.4f,%.4f,%.4f\n",
                 (unsigned long long)e->epoch + 1, (unsigned long long)e->step_end, e->loss, e->train_accuracy,
                 e->evaluated ? e->test_accuracy : -1, e->seconds, e->samples_per_s, p->step * 1e3, p->data * 1e3,
@@ -225,12 +244,12 @@ static int ch6_timeline_files(const struct ch6_run *run, const struct train_resu
         if (!run->quiet)
             printf("trace: %s (open it in https://ui.perfetto.dev or chrome://tracing)\n", run->trace_path);
     }
-    if (run->out_dir && run->gantt_name) {
+    if (run->out_dir && run->gantt_name && r->steps > r->first_step) {
         char csv[PLOT_PATH_MAX], out[PLOT_PATH_MAX];
         if (plot_paths(run->out_dir, run->gantt_name, csv, out) < 0)
             return err_wrap(ERR_ARG, "--out");
         /* steps after the first (which rebuilds the buckets and warms every cache) */
-        uint64_t first = r->steps > CH6_GANTT_STEPS + 1 ? 2 : 0;
+        uint64_t first = r->first_step + (r->steps - r->first_step > CH6_GANTT_STEPS + 1 ? 2 : 0);
         uint64_t last = first + CH6_GANTT_STEPS - 1;
         if ((rc = timeline_write_gantt_csv(all, csv, first, last)) < 0)
             return rc;
@@ -250,15 +269,6 @@ int ch6_train(const struct ch6_run *run, struct ch6_outcome *out)
 {
     memset(out, 0, sizeof *out);
     struct ch6_job j = {.run = run, .out = out};
-    char csv[PLOT_PATH_MAX];
-    if (run->out_dir && run->epochs_name && launch_leader()) {
-        if (plot_paths(run->out_dir, run->epochs_name, csv, NULL) < 0)
-            return err_wrap(ERR_ARG, "--out");
-        if (!(j.epochs_csv = plot_csv_open(csv)))
-            return ERR_IO;
-        fprintf(j.epochs_csv, "epoch,step,loss,train_accuracy,test_accuracy,seconds,samples_per_s,step_ms,data_ms,"
-                              "copy_ms,forward_ms,backward_ms,comm_ms,optim_ms,check_ms\n");
-    }
     struct launch_config lc = {.backend = run->backend, .world = run->world, .shared = &j};
     double t0 = clock_now_s();
     int rc = launch_run(&lc, ch6_rank);

@@ -15,7 +15,7 @@
 #define TIMELINE_FIELDS 7 /* int64 words per event on the wire */
 
 struct timeline {
-    uint64_t steps, cap;
+    uint64_t first, steps, cap;
     uint64_t origin_ns;
     struct timeline_event *events;
     uint64_t count, dropped;
@@ -37,7 +37,7 @@ const char *timeline_lane_name(int lane, char *buf, size_t len)
     return buf;
 }
 
-int timeline_create(uint64_t steps, uint64_t max_events, timeline_t **out)
+int timeline_create(uint64_t first, uint64_t steps, uint64_t max_events, timeline_t **out)
 {
     *out = NULL;
     timeline_t *t = calloc(1, sizeof *t);
@@ -45,6 +45,7 @@ int timeline_create(uint64_t steps, uint64_t max_events, timeline_t **out)
         free(t);
         return err_set(ERR_NOMEM, "timeline: out of memory for %llu events", (unsigned long long)max_events);
     }
+    t->first = first;
     t->steps = steps;
     t->cap = max_events;
     t->origin_ns = clock_now_ns();
@@ -66,7 +67,7 @@ void timeline_start(timeline_t *t)
         t->origin_ns = clock_now_ns();
 }
 
-int timeline_wants(const timeline_t *t, uint64_t step) { return t && step < t->steps; }
+int timeline_wants(const timeline_t *t, uint64_t step) { return t && step >= t->first && step - t->first < t->steps; }
 
 static void timeline_push(timeline_t *t, int lane, uint64_t step, uint64_t start_ns, uint64_t end_ns, uint64_t seq,
                           uint64_t bytes)

@@ -62,10 +62,10 @@ struct timeline_event {
 
 typedef struct timeline timeline_t;
 
-/* A timeline that keeps the events of steps [0, steps) and at most
- * max_events of them (events past either limit are counted, not kept).
+/* A timeline that keeps the events of steps [first, first + steps) and at
+ * most max_events of them (events past either limit are counted, not kept).
  * 0, or ERR_NOMEM. */
-int timeline_create(uint64_t steps, uint64_t max_events, timeline_t **out);
+int timeline_create(uint64_t first, uint64_t steps, uint64_t max_events, timeline_t **out);
 void timeline_destroy(timeline_t *t);
 
 /* Sets the rank's time origin to now; call it on every rank right after a

@@ -86,7 +86,7 @@ struct train_run {
     timeline_t *tl;
     uint64_t records;       /* training records in use */
     uint64_t step;          /* optimizer steps taken by the run */
-    uint64_t start_epoch, start_batch;
+    uint64_t start_step, start_epoch, start_batch; /* where this run began (a resumed one: the checkpoint's) */
     uint64_t checkpoints;
     uint64_t saved_step;    /* the step of the last checkpoint written (rank 0), UINT64_MAX: none */
     /* the epoch so far (this rank) */
@@ -288,7 +288,7 @@ static int train_open(struct train_run *t, const struct train_config *c, comm_t 
         checkpoint_path(c->resume_dir, path, sizeof path);
         if ((rc = checkpoint_check_resume(path, &saved, &now)) < 0)
             return rc;
-        t->step = saved.step;
+        t->step = t->start_step = saved.step;
         t->start_epoch = saved.epoch;
         t->start_batch = saved.batch;
         uint64_t nb = c->indices ? UINT64_MAX : train_batches_of(c, sampler_len(t->s));
@@ -341,8 +341,8 @@ static int train_open(struct train_run *t, const struct train_config *c, comm_t 
     t->labels = malloc((size_t)max_batch * sizeof *t->labels);
     if (!t->labels)
         return err_set(ERR_NOMEM, "train: out of memory");
-    if (c->trace_steps && (rc = timeline_create(c->trace_steps, c->trace_steps * TRAIN_TRACE_EVENTS_PER_STEP,
-                                                &t->tl)) < 0)
+    if (c->trace_steps && (rc = timeline_create(t->step, c->trace_steps,
+                                                c->trace_steps * TRAIN_TRACE_EVENTS_PER_STEP, &t->tl)) < 0)
         return rc;
 
     /* the first collective: every rank's model the same shape, then rank 0's parameters to all */
@@ -783,6 +783,7 @@ int train_rank(const struct train_config *c, comm_t *comm, const struct train_ho
     if (rc == 0 && c->trace_steps)
         rc = timeline_gather(t.tl, comm, &out->timeline);
     out->steps = t.step;
+    out->first_step = t.start_step;
     out->checkpoints = t.checkpoints;
     out->trace_dropped = timeline_dropped(t.tl);
     if (t.r) {

@@ -114,7 +114,8 @@ struct train_config {
     struct link_profile link;
     uint64_t pool_bytes;         /* each rank's pinned pool */
 
-    /* the timeline: bars of steps [0, trace_steps) (0: none); rank 0 gets every rank's */
+    /* the timeline: bars of the first trace_steps steps this invocation takes (0: none); rank 0 gets every
+     * rank's */
     uint64_t trace_steps;
 };
 
@@ -163,6 +164,7 @@ struct train_hooks {
 /* A rank's run, when it is over. */
 struct train_result {
     uint64_t steps;              /* optimizer steps the run has taken (resumed ones included) */
+    uint64_t first_step;         /* the step this invocation began at (0, or the checkpoint's) */
     uint64_t epochs;             /* epochs completed */
     struct train_epoch last;     /* the last epoch's report */
     struct train_times per_step; /* mean over the whole run's steps and the ranks */
