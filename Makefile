@@ -98,7 +98,7 @@ $(LIB): $(LIB_OBJS)
 
 # ---- chapters: chapters/NN-name/*.c (main.c and its helpers) -> build/chapter-N
 # A chapter is a folder with a main.c; a folder without one holds parts of a
-# chapter still to come (a benchmark, below) and builds no program.
+# chapter still to come and builds no program.
 CHAPTER_DIRS := $(sort $(patsubst %/main.c,%,$(wildcard chapters/[0-9][0-9]-*/main.c)))
 chapter_num = $(patsubst 0%,%,$(firstword $(subst -, ,$(notdir $(1)))))
 CHAPTERS := $(foreach d,$(CHAPTER_DIRS),$(call chapter_num,$(d)))
@@ -123,18 +123,6 @@ TOOL_BINS := $(patsubst tools/%.c,$(BUILD)/tools/%,$(wildcard tools/*.c))
 $(BUILD)/tools/%: tools/%.c $(LIB)
 	@mkdir -p $(@D)
 	$(CC) $(CPPFLAGS) $(CFLAGS) $(WARN) $(LDFLAGS) -o $@ $< $(LIB) $(LDLIBS)
-
-# ---- standalone benchmarks: chapters/NN-name/bench_NAME.c that define main()
-# under -DBENCH_MAIN -> build/bench/bench_NAME, built when a bench script asks
-# (make build/bench/bench_NAME); the chapter's own program links the same file
-# without BENCH_MAIN and calls its function.
-BENCH_MAIN_SRCS := $(shell grep -l '^\#ifdef BENCH_MAIN' chapters/[0-9][0-9]-*/bench_*.c 2>/dev/null)
-define bench_rules
-$(BUILD)/bench/$(basename $(notdir $(1))): $(1) $(LIB)
-	@mkdir -p $$(@D)
-	$$(CC) $$(CPPFLAGS) -DBENCH_MAIN -I$(dir $(1)) $$(CFLAGS) $$(WARN) $$(LDFLAGS) -o $$@ $(1) $$(LIB) $$(LDLIBS)
-endef
-$(foreach f,$(BENCH_MAIN_SRCS),$(eval $(call bench_rules,$(f))))
 
 # ---- tests: tests/unit/test_*.c -> build/tests/unit/test_* ---------------
 HARNESS_OBJS := $(patsubst %.c,$(BUILD)/obj/%.o,$(wildcard tests/harness/*.c))

@@ -81,7 +81,10 @@ int ranks_run(int world, int (*fn)(struct rank_ctx *ctx), void *shared, void *lo
     pthread_mutex_destroy(&group.lock);
 
     if (group.first_rank >= 0) {
-        rc = err_set(group.first_code, "rank %d: %s", group.first_rank, group.first_msg);
+        char who[32]; /* the rank's own message may name it already ("rank 2: ..."): once is enough */
+        snprintf(who, sizeof who, "rank %d: ", group.first_rank);
+        rc = err_set(group.first_code, "%s%s", strncmp(group.first_msg, who, strlen(who)) == 0 ? "" : who,
+                     group.first_msg);
         if (outcome)
             *outcome = (struct ranks_outcome){.rank = group.first_rank, .code = group.first_code};
     }

@@ -3,14 +3,12 @@
  * bytes to floats, forward, loss, backward, optimizer. */
 #include "bench_model.h"
 
-#include "base/cli.h"
 #include "base/clock.h"
 #include "base/error.h"
 #include "base/hash.h"
 #include "ddp/model.h"
 #include "ddp/optim.h"
 
-#include <getopt.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -109,66 +107,3 @@ int bench_model(const struct bench_model_options *o)
     free(labels);
     return rc;
 }
-
-#ifdef BENCH_MAIN
-static const char bench_model_usage[] =
-    "usage: bench_model [--batch=32,64,256] [--seconds=0.4] [--repeats=5]\n"
-    "Times one rank's training step (784-256-128-10, SGD momentum 0.9) on one thread at each batch size\n"
-    "and prints samples/s and the time inside the matrix products. chapters/06-ddp/bench_model.sh runs\n"
-    "it beside PyTorch and prints the ratios.\n";
-
-int main(int argc, char **argv)
-{
-    struct bench_model_options o;
-    bench_model_defaults(&o);
-    static const struct option longs[] = {{"batch", required_argument, 0, 'b'},
-                                          {"seconds", required_argument, 0, 's'},
-                                          {"repeats", required_argument, 0, 'r'},
-                                          {"help", no_argument, 0, 'h'},
-                                          {0, 0, 0, 0}};
-    int c;
-    uint64_t v;
-    while ((c = getopt_long(argc, argv, "", longs, NULL)) != -1) {
-        switch (c) {
-        case 'b': {
-            o.nbatches = 0;
-            char *text = optarg, *tok;
-            while ((tok = strsep(&text, ",")) != NULL) {
-                if (o.nbatches == BENCH_MODEL_MAX_BATCHES || cli_parse_u64("--batch", tok, &v) < 0 || v < 1 ||
-                    v > MODEL_MAX_BATCH) {
-                    fprintf(stderr, "bench_model: --batch takes up to %d sizes from 1 to %d\n",
-                            BENCH_MODEL_MAX_BATCHES, MODEL_MAX_BATCH);
-                    return 2;
-                }
-                o.batches[o.nbatches++] = (int)v;
-            }
-            break;
-        }
-        case 's':
-            if (cli_parse_double("--seconds", optarg, &o.seconds) < 0 || !(o.seconds > 0 && o.seconds <= 60)) {
-                fprintf(stderr, "bench_model: --seconds takes 0 to 60\n");
-                return 2;
-            }
-            break;
-        case 'r':
-            if (cli_parse_u64("--repeats", optarg, &v) < 0 || v < 1 || v > 100) {
-                fprintf(stderr, "bench_model: --repeats takes 1 to 100\n");
-                return 2;
-            }
-            o.repeats = (int)v;
-            break;
-        case 'h': fputs(bench_model_usage, stdout); return 0;
-        default: fprintf(stderr, "bench_model: unknown flag (try --help)\n"); return 2;
-        }
-    }
-    if (optind < argc) {
-        fprintf(stderr, "bench_model: unexpected argument '%s' (try --help)\n", argv[optind]);
-        return 2;
-    }
-    if (bench_model(&o) < 0) {
-        fprintf(stderr, "bench_model: %s\n", err_msg());
-        return 1;
-    }
-    return 0;
-}
-#endif

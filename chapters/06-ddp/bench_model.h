@@ -1,7 +1,6 @@
 /* bench_model: the training step of one rank on one thread, the speed figure
- * of chapter 6. bench_model.sh runs it beside PyTorch (bench_model.py) and
- * prints the ratios; chapter 6's program links it for --bench=model, and it
- * builds alone as build/bench/bench_model (-DBENCH_MAIN). */
+ * of chapter 6. build/chapter-6 --bench=model runs it; chapters/06-ddp/
+ * bench.sh runs that beside PyTorch (bench_model.py) and prints the ratios. */
 #ifndef CH6_BENCH_MODEL_H
 #define CH6_BENCH_MODEL_H
 

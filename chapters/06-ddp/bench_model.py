@@ -3,11 +3,11 @@
 
     bench_model.py [--batch=32,64,256] [--seconds=0.4] [--repeats=5]
 
-The same step as build/bench/bench_model: the 784-256-128-10 MLP
+The same step as build/chapter-6 --bench=model: the 784-256-128-10 MLP
 (nn.Linear + ReLU, PyTorch's init), SGD lr 0.01 momentum 0.9, batches of
 random bytes from a pool of 8192 samples turned into floats by .div(255),
 cross_entropy, zero_grad, backward, step; one thread (torch.set_num_threads(1);
-bench_model.sh also sets OPENBLAS_NUM_THREADS=1, which torch does not). Prints
+bench.sh also sets OPENBLAS_NUM_THREADS=1, which torch does not). Prints
 "bench_model_torch: batch=B samples_per_s=X" per batch size, the best of the
 repetitions, after the torch version. Runs with Debian's /usr/bin/python3.
 """

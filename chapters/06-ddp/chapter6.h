@@ -29,11 +29,14 @@ struct ch6_run {
     const char *backend;        /* communicator: "sim", "mpi" */
     int world;                  /* sim: rank threads */
     double timeout_s;           /* collective watchdog, 0: the communicator's default */
+    const char *faults;         /* sim: faults to inject (sim/faults.h), NULL: none */
     const char *trace_path;     /* --trace=FILE, NULL: none */
     const char *out_dir;        /* where the Gantt chart and the epochs' CSV go; NULL: nowhere */
     const char *gantt_name;     /* the Gantt chart's name in out_dir ("gantt": gantt.csv, .png, .svg); NULL: none */
     const char *epochs_name;    /* the per-epoch CSV's name in out_dir ("epochs"); NULL: none */
     int quiet;                  /* print nothing per epoch (demos, benches) */
+    void (*on_epoch)(void *user, const struct train_epoch *e); /* also told each epoch (rank 0), may be NULL */
+    void *on_epoch_user;
     const char *data_note;      /* which datasets, for the header */
 };
 

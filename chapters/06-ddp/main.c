@@ -18,6 +18,7 @@
 #include "backend_table.h"
 #include "base/cli.h"
 #include "base/error.h"
+#include "sim/faults.h"
 #include "sim/launch.h"
 
 #include <getopt.h>
@@ -90,6 +91,9 @@ static void ch6_usage(FILE *f)
             "  --eval=all-ranks|rank0-wrapped|rank0-unwrapped|none   who evaluates after each epoch, and through\n"
             "                          what (default all-ranks: each its share, through the DDP wrapper)\n"
             "  --check                 compare every rank's parameters bit for bit every step (always on in sim)\n"
+            "  --fault=SPEC            sim: inject faults (chapter 5's grammar), e.g. flip:1@4: a bit flips in\n"
+            "                          rank 1's copy of the parameters rank 0 broadcast at the start, and the\n"
+            "                          replica check names the step, rank, tensor and element\n"
             "checkpoints:\n"
             "  --checkpoint=DIR        rank 0 writes DIR/checkpoint.safetensors (atomic, durable) ...\n"
             "  --checkpoint-every=N    ... every N optimizer steps (and at the end)\n"
@@ -101,7 +105,8 @@ static void ch6_usage(FILE *f)
             "  --plot                  the default run (for make plots)\n"
             "stories and figures:\n"
             "  --demo=NAME             eval-hang, save-timeout, uneven, slower, or all\n"
-            "  --bench=NAME            accuracy, overhead or model: the benchmarks (make bench runs bench.sh)\n"
+            "  --bench=NAME            accuracy, overhead or model: the benchmarks (make bench runs bench.sh);\n"
+            "                          --batch sets the per-rank batch they start from\n"
             "  --help                  this text\n",
             "784-256-128-10", CH6_BATCH, CH6_EPOCHS, CH6_LR, CH6_TRACE_STEPS);
 }
@@ -111,6 +116,7 @@ enum {
     O_WORKERS, O_AUGMENT, O_EPOCHS, O_STEPS, O_HIDDEN, O_BATCHNORM, O_OPTIMIZER, O_LR, O_MOMENTUM, O_WD, O_SCHEDULE,
     O_INIT, O_SAVE, O_BUCKET_CAP, O_FIRST_BUCKET, O_NO_OVERLAP, O_ACCUMULATE, O_COMPRESS, O_BROADCAST, O_EVAL,
     O_CHECK, O_CHECKPOINT, O_CHECKPOINT_EVERY, O_RESUME, O_TRACE, O_TRACE_STEPS, O_OUT, O_PLOT, O_DEMO, O_BENCH,
+    O_FAULT,
 };
 
 static const struct option ch6_longopts[] = {
@@ -134,6 +140,7 @@ static const struct option ch6_longopts[] = {
     {"trace", required_argument, 0, O_TRACE},           {"trace-steps", required_argument, 0, O_TRACE_STEPS},
     {"out", required_argument, 0, O_OUT},               {"plot", no_argument, 0, O_PLOT},
     {"demo", required_argument, 0, O_DEMO},             {"bench", required_argument, 0, O_BENCH},
+    {"fault", required_argument, 0, O_FAULT},
     {"help", no_argument, 0, 'h'},                      {0, 0, 0, 0},
 };
 
@@ -239,6 +246,7 @@ static int ch6_parse(int argc, char **argv, struct ch6_cli *cli)
                 c->eval = eval_of[choice];
             break;
         case O_CHECK: c->check = 1; break;
+        case O_FAULT: run->faults = optarg; break;
         case O_CHECKPOINT: c->checkpoint_dir = optarg; break;
         case O_CHECKPOINT_EVERY: rc = cli_parse_range("checkpoint-every", optarg, 1, UINT64_MAX,
                                                       &c->checkpoint_every); break;
@@ -273,16 +281,19 @@ static int ch6_validate(struct ch6_cli *cli)
     int rc;
     if (cli->demo && cli->bench)
         return err_set(ERR_ARG, "--demo and --bench each choose what runs: give one of them");
+    if (cli->demo && (rc = cli_refuse_given(g, ch6_longopts, (const int[]){O_BATCH, 0},
+                                            "does nothing with --demo (each story sets its own runs)")) < 0)
+        return rc;
     if (cli->demo || cli->bench) {
-        static const int run_flags[] = {O_BACKEND, O_WORLD, O_TRAIN_SIZE, O_BATCH, O_DROP_LAST, O_NO_SHUFFLE,
+        static const int run_flags[] = {O_BACKEND, O_WORLD, O_TRAIN_SIZE, O_DROP_LAST, O_NO_SHUFFLE,
                                         O_WORKERS, O_AUGMENT, O_EPOCHS, O_STEPS, O_HIDDEN, O_BATCHNORM, O_OPTIMIZER,
                                         O_LR, O_MOMENTUM, O_WD, O_SCHEDULE, O_INIT, O_SAVE, O_BUCKET_CAP,
                                         O_FIRST_BUCKET, O_NO_OVERLAP, O_ACCUMULATE, O_COMPRESS, O_BROADCAST, O_EVAL,
                                         O_CHECK, O_CHECKPOINT, O_CHECKPOINT_EVERY, O_RESUME, O_TRACE, O_TRACE_STEPS,
-                                        O_PLOT, O_TIMEOUT, 0};
+                                        O_PLOT, O_TIMEOUT, O_FAULT, 0};
         if ((rc = cli_refuse_given(g, ch6_longopts, run_flags,
                                    "does nothing with --demo or --bench (each sets up its own runs; --data, "
-                                   "--test-data, --seed and --out apply)")) < 0)
+                                   "--test-data, --seed, --out and, for --bench, --batch apply)")) < 0)
             return rc;
     }
     if (strcmp(run->backend, "nccl") == 0)
@@ -298,6 +309,15 @@ static int ch6_validate(struct ch6_cli *cli)
     if (threads && (getenv("OMPI_COMM_WORLD_SIZE") || getenv("PMI_SIZE")))
         return err_set(ERR_ARG, "--backend=%s: this process was started by mpirun as one of several: each would "
                                 "run a whole simulated job; pass --backend=mpi", run->backend);
+    if (run->faults) {
+        if (!threads)
+            return err_set(ERR_ARG, "--fault: the simulator injects faults: it needs --backend=sim");
+        struct fault *faults;
+        int nfaults;
+        if ((rc = faults_parse(run->faults, run->world, &faults, &nfaults)) < 0)
+            return rc;
+        free(faults);
+    }
     if (c->checkpoint_every && !c->checkpoint_dir)
         return err_set(ERR_ARG, "--checkpoint-every needs --checkpoint=DIR (where to write them)");
     if (c->resume_dir && c->init_path)

@@ -146,6 +146,8 @@ static void ch6_epoch(void *user, const struct train_epoch *e)
 {
     struct ch6_job *j = user;
     const struct train_times *p = &e->per_step;
+    if (j->run->on_epoch)
+        j->run->on_epoch(j->run->on_epoch_user, e);
     if (ch6_epochs_csv(j))
         fprintf(j->epochs_csv, "%llu,%llu,%.6f,%.6f,%.6f,%.3f,%.1f,%.4f,%.4f,%.4f,%.4f,%.4f,%.4f,%.4f,%.4f\n",
                 (unsigned long long)e->epoch + 1, (unsigned long long)e->step_end, e->loss, e->train_accuracy,
@@ -250,7 +252,7 @@ static int ch6_timeline_files(const struct ch6_run *run, const struct train_resu
             return err_wrap(ERR_ARG, "--out");
         /* steps after the first (which rebuilds the buckets and warms every cache) */
         uint64_t first = r->first_step + (r->steps - r->first_step > CH6_GANTT_STEPS + 1 ? 2 : 0);
-        uint64_t last = first + CH6_GANTT_STEPS - 1;
+        uint64_t last = first + CH6_GANTT_STEPS - 1 < r->steps - 1 ? first + CH6_GANTT_STEPS - 1 : r->steps - 1;
         if ((rc = timeline_write_gantt_csv(all, csv, first, last)) < 0)
             return rc;
         rc = plot_render("chapters/06-ddp/plot.gp", csv, out);
@@ -269,7 +271,7 @@ int ch6_train(const struct ch6_run *run, struct ch6_outcome *out)
 {
     memset(out, 0, sizeof *out);
     struct ch6_job j = {.run = run, .out = out};
-    struct launch_config lc = {.backend = run->backend, .world = run->world, .shared = &j};
+    struct launch_config lc = {.backend = run->backend, .world = run->world, .faults = run->faults, .shared = &j};
     double t0 = clock_now_s();
     int rc = launch_run(&lc, ch6_rank);
     out->wall_s = clock_now_s() - t0;

@@ -127,10 +127,14 @@ static int ck_read(const safetensors_t *st, const model_t *m, const optim_t *o, 
         return rc;
     memcpy(s->buffers, model_buffers_const(m), model_buffer_floats(m) * sizeof(float));
     s->tracked = model_batches_tracked(m);
-    /* every tensor of the file must be one we know */
+    /* every tensor of the file must be one we know; a training checkpoint read as a model file
+     * (--init=DIR/checkpoint.safetensors) gives its parameters, its optimizer's states are passed over */
+    const char *format = safetensors_meta(st, "format");
+    int skip_optimizer = !o && format && strcmp(format, CHECKPOINT_FORMAT) == 0;
     for (size_t i = 0; i < safetensors_count(st); i++) {
         const char *n = safetensors_at(st, i)->name;
-        int known = model_param_find(m, n) >= 0 || model_buffer_find(m, n) >= 0;
+        int known = model_param_find(m, n) >= 0 || model_buffer_find(m, n) >= 0 ||
+                    (skip_optimizer && strncmp(n, "optimizer.", 10) == 0);
         for (int b = 0; !known && b < model_buffer_tensors(m); b++) {
             ck_counter_name(model_buffer(m, b)->name, name, sizeof name);
             known = strcmp(name, n) == 0;
@@ -333,6 +337,31 @@ static int ck_read_state(const safetensors_t *st, struct checkpoint_state *s)
     return 0;
 }
 
+/* 0 when st says it is a checkpoint of this program, else ERR_FORMAT. */
+static int ck_is_ours(const safetensors_t *st)
+{
+    const char *v = safetensors_meta(st, "format");
+    if (v && strcmp(v, CHECKPOINT_FORMAT) == 0)
+        return 0;
+    return err_set(ERR_FORMAT, "%s: not a checkpoint of this program (its metadata \"format\" is %s%s%s, expected "
+                               "\"%s\"): a foreign file", safetensors_path(st), v ? "\"" : "", v ? v : "missing",
+                   v ? "\"" : "", CHECKPOINT_FORMAT);
+}
+
+int checkpoint_read_state(const char *path, struct checkpoint_state *s)
+{
+    char file[PATH_MAX];
+    checkpoint_path(path, file, sizeof file);
+    safetensors_t *st;
+    int rc = safetensors_open(file, &st);
+    if (rc < 0)
+        return rc;
+    if ((rc = ck_is_ours(st)) == 0)
+        rc = ck_read_state(st, s);
+    safetensors_close(st);
+    return rc;
+}
+
 int checkpoint_load(const char *path, model_t *m, optim_t *o, struct checkpoint_state *s)
 {
     char file[PATH_MAX], spec[128], opt[512], sum[17];
@@ -343,10 +372,7 @@ int checkpoint_load(const char *path, model_t *m, optim_t *o, struct checkpoint_
         return rc;
     const char *v;
     uint64_t steps = 0;
-    if (!(v = safetensors_meta(st, "format")) || strcmp(v, CHECKPOINT_FORMAT) != 0)
-        rc = err_set(ERR_FORMAT, "%s: not a checkpoint of this program (its metadata \"format\" is %s%s%s, expected "
-                                 "\"%s\"): a foreign file", file, v ? "\"" : "", v ? v : "missing", v ? "\"" : "",
-                     CHECKPOINT_FORMAT);
+    rc = ck_is_ours(st);
     if (rc == 0 && (rc = ck_meta(st, "checksum", &v)) == 0) {
         ck_checksum_file(st, sum);
         if (strcmp(v, sum) != 0)

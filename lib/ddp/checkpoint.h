@@ -71,7 +71,9 @@ struct checkpoint_state {
 int checkpoint_save_model(const char *path, const model_t *m, unsigned fsync_flags);
 
 /* Loads a model file into m: every parameter must be there with its exact
- * shape; buffers are loaded when present; any other tensor makes it foreign.
+ * shape; buffers are loaded when present; any other tensor makes it foreign,
+ * except in a training checkpoint, whose parameters load this way too (its
+ * optimizer's states are passed over: a new run from where it stood).
  * On error m is unchanged. 0, or ERR_IO / ERR_FORMAT naming the file and the
  * tensor ("init.safetensors: fc1.weight has shape [128, 784], expected
  * [256, 784]"; "init.safetensors: unexpected tensor conv1.weight: not a
@@ -94,6 +96,12 @@ const char *checkpoint_path(const char *path, char *buf, size_t len);
  * damaged, another model or optimizer: err_msg() names the file and says
  * which). */
 int checkpoint_load(const char *path, model_t *m, optim_t *o, struct checkpoint_state *s);
+
+/* Reads only where a checkpoint is and what run it belongs to (its
+ * metadata), so that a resume can compare the run's shape before anything
+ * else (checkpoint_check_resume). 0, or ERR_IO / ERR_FORMAT as
+ * checkpoint_load. */
+int checkpoint_read_state(const char *path, struct checkpoint_state *s);
 
 /* Compares a loaded checkpoint's run with this run's: world size, per-rank
  * batch, accumulation, seed, bucket limits and compression must be equal

@@ -279,14 +279,14 @@ static int train_open(struct train_run *t, const struct train_config *c, comm_t 
         return rc;
 
     struct checkpoint_state saved;
-    if (c->resume_dir) {
-        if ((rc = checkpoint_load(c->resume_dir, t->m, t->o, &saved)) < 0)
-            return rc;
+    if (c->resume_dir) { /* the run's shape first: its message says why another world cannot continue */
         struct checkpoint_state now;
         train_state_of(t, 0, 0, &now);
         char path[PATH_MAX + 32];
         checkpoint_path(c->resume_dir, path, sizeof path);
-        if ((rc = checkpoint_check_resume(path, &saved, &now)) < 0)
+        if ((rc = checkpoint_read_state(c->resume_dir, &saved)) < 0 ||
+            (rc = checkpoint_check_resume(path, &saved, &now)) < 0 ||
+            (rc = checkpoint_load(c->resume_dir, t->m, t->o, &saved)) < 0)
             return rc;
         t->step = t->start_step = saved.step;
         t->start_epoch = saved.epoch;
