@@ -1,0 +1,41 @@
+# chapter6_mpi.sh: chapter 6 under a real mpirun, one process per rank
+# (--backend=mpi, MPI on the CPU), at 2 and 4 processes on localhost
+# (oversubscribed: CI machines may have 2 cores), against the simulator's run
+# of the same job. Same data, sampler, initialisation and buckets; only the
+# all-reduce differs (Open MPI's algorithm against the simulator's ring):
+#   -np 2: the same bits. A sum of two floats is one correctly rounded
+#          addition, the same whichever rank adds, and dividing by 2 is exact;
+#          so every step's average, hence every parameter, is the same.
+#   -np 4: within float32 tolerance (1e-5 of each tensor's largest element):
+#          a sum of four can be rounded in several orders, and Open MPI's
+#          order is not the ring's.
+# Also: --world and --backend=sim are refused under mpirun, naming why.
+. "$(dirname "$0")/../harness/lib.sh"
+if [ "$(id -u)" = 0 ]; then export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1; fi
+P=$BUILD/chapter-6
+TD=$BUILD/tools/tensordiff
+if [ "${SUITE:-plain}" != plain ]; then
+    t_skip chapter6_mpirun "the $SUITE suite is built without MPI"; exit 0
+elif ! command -v mpirun > /dev/null 2>&1; then
+    t_skip chapter6_mpirun "mpirun is not installed (apt-get install openmpi-bin libopenmpi-dev)"; exit 0
+elif ! grep -q 'HAVE_MPI := 1' "$BUILD/config.mk" 2>/dev/null; then
+    t_skip chapter6_mpirun "this build has no MPI support"; exit 0
+fi
+job=(--train-size=2048 --epochs=2 --batch=32 --steps=40 --bucket-cap-mb=0.1 --first-bucket-kb=50 --workers=1)
+for np in 2 4; do
+    t_ok "np$np.sim" $P "${job[@]}" --world=$np --save="$T_TMP/sim$np.safetensors" --out="$T_TMP/sim"
+    t_out "np$np.mpirun" "test accuracy: " mpirun --oversubscribe -np $np $P --backend=mpi --check "${job[@]}" \
+        --save="$T_TMP/mpi$np.safetensors" --out="$T_TMP/mpi"
+done
+t_out np2.same_bits "tensordiff: the same bits" "$TD" "$T_TMP/sim2.safetensors" "$T_TMP/mpi2.safetensors"
+t_out np4.float32_tolerance "tensordiff: " "$TD" --tolerance=1e-5 "$T_TMP/sim4.safetensors" "$T_TMP/mpi4.safetensors"
+# a checkpoint written under mpirun resumes there, exactly
+t_ok np2.checkpoint mpirun --oversubscribe -np 2 $P --backend=mpi "${job[@]}" --steps=13 --checkpoint="$T_TMP/ck" \
+    --out="$T_TMP/mpi"
+t_ok np2.resume mpirun --oversubscribe -np 2 $P --backend=mpi "${job[@]}" --resume="$T_TMP/ck" \
+    --save="$T_TMP/mpi2-resumed.safetensors" --out="$T_TMP/mpi"
+t_out np2.resume_exact "tensordiff: the same bits" "$TD" "$T_TMP/mpi2.safetensors" "$T_TMP/mpi2-resumed.safetensors"
+t_fail np2.world_refused nonzero "--world=4: this process is one rank of a job mpirun started" \
+    mpirun --oversubscribe -np 2 $P --backend=mpi --world=4
+t_fail np2.sim_refused nonzero "this process was started by mpirun as one of several" \
+    mpirun --oversubscribe -np 2 $P --world=2

@@ -1,0 +1,167 @@
+# chapter6.sh: build/chapter-6 as a user drives it, on small runs (a slice of
+# the training set, batches of 32): bad flags and bad input (a missing,
+# foreign or misshapen --init, a missing or foreign --resume, --hidden=0, a
+# batch larger than a rank's share, an unwritable checkpoint directory, a
+# resume with another world or buckets), each a clear message and a non-zero
+# exit; the replica check catching a flipped bit; exact resume, bit for bit,
+# from several stop points (mid-epoch included, loader workers on, bucket
+# layouts rebuilt, BatchNorm with accumulation at 3 ranks); a kill -9 during a
+# checkpoint's save leaving the last checkpoint loadable and the resumed run
+# exact; the Chrome trace valid with every lane; the Gantt chart; and every
+# failure demo ending as its story says.
+. "$(dirname "$0")/../harness/lib.sh"
+P=$BUILD/chapter-6
+TD=$BUILD/tools/tensordiff
+OUT=$T_TMP/out
+# a small run: 2048 training records over 4 ranks, 16 steps an epoch, no evaluation
+S=(--train-size=2048 --epochs=3 --batch=32 --test-data=none --out="$OUT")
+
+t_out help "--checkpoint-every=N" $P --help
+t_fail bad_flag 2 "chapter-6: unrecognized option '--frobnicate'" $P --frobnicate
+t_fail hidden_zero 2 "--hidden=0: a layer needs 1 to 65536 units, not 0" $P --hidden=0
+t_fail hidden_junk 2 "--hidden=1,,2" $P --hidden=1,,2
+t_fail nccl_is_refused 2 "--backend=nccl: chapter 6's model runs on the CPU" $P --backend=nccl
+t_fail checkpoint_every_needs_a_directory 2 "--checkpoint-every needs --checkpoint=DIR" $P --checkpoint-every=5
+t_fail init_and_resume 2 "--init and --resume both give the starting parameters" $P --init=a --resume=b
+t_fail demo_sets_its_own_runs 2 "--world does nothing with --demo or --bench" $P --demo=uneven --world=8
+t_fail fault_grammar 2 "--fault" $P --fault=explode:1@2
+t_fail batchnorm_batch_one 2 "--batch=1 with --batchnorm" $P --batchnorm --batch=1
+
+# bad input at run time: one line naming the thing, exit 1, before any rank waits for another
+t_fail batch_larger_than_a_share 1 "--batch=600 is larger than each rank's share of the training set: 2048 records over 4 ranks give 512 each" \
+    $P "${S[@]}" --batch=600
+t_fail init_missing 1 "$T_TMP/none.safetensors: cannot open" $P "${S[@]}" --init="$T_TMP/none.safetensors"
+echo "not a tensor file" > "$T_TMP/foreign.safetensors"
+t_fail init_foreign 1 "$T_TMP/foreign.safetensors: " $P "${S[@]}" --init="$T_TMP/foreign.safetensors"
+t_ok small_model_saved $P "${S[@]}" --steps=2 --hidden=128,64 --save="$T_TMP/small.safetensors" --out="$T_TMP/out-small"
+t_fail init_wrong_shapes 1 "small.safetensors: fc1.weight has shape [128, 784], expected [256, 784]" \
+    $P "${S[@]}" --init="$T_TMP/small.safetensors"
+t_fail resume_missing 1 "$T_TMP/nowhere: cannot open" $P "${S[@]}" --resume="$T_TMP/nowhere"
+t_fail resume_foreign 1 "not a checkpoint of this program" $P "${S[@]}" --resume="$T_TMP/small.safetensors"
+touch "$T_TMP/a-file"
+t_fail checkpoint_unwritable 1 "--checkpoint=$T_TMP/a-file/ck: cannot write there" \
+    $P "${S[@]}" --checkpoint="$T_TMP/a-file/ck"
+t_fail save_unwritable 1 "--save=$T_TMP/a-file/x.safetensors: cannot write it" \
+    $P "${S[@]}" --save="$T_TMP/a-file/x.safetensors"
+if [ -e "$OUT/epochs.csv" ]; then t_failed failed_runs_write_nothing "$OUT/epochs.csv exists"
+else t_pass failed_runs_write_nothing; fi
+
+# a run: the table, the breakdown, replicas compared every step
+t_run $P --train-size=2048 --epochs=1 --batch=32 --out="$OUT"
+if [ "$T_STATUS" != 0 ]; then t_failed small_run "exit $T_STATUS: $(tail -n 3 <<<"$T_OUT")"
+elif ! grep -q "where a step's .* went (mean over ranks and steps): data wait .*, copy .*, forward .*, backward" <<<"$T_OUT" ||
+     ! grep -q "exposed communication .*, optimizer " <<<"$T_OUT"; then t_failed small_run "no time breakdown: $T_OUT"
+elif ! grep -q "replicas: every rank's parameters were the same bits at every step" <<<"$T_OUT"; then
+    t_failed small_run "no replica verdict: $T_OUT"
+else t_pass small_run; fi
+# the replica check is real: a bit flipped in rank 1's copy of the broadcast parameters is named at step 0
+t_fail replica_check_names_the_flip 1 "step 0: rank 1's fc1.weight differs from rank 0's at element" \
+    $P "${S[@]}" --fault=flip:1@4
+
+# exact resume: stopped at step K with a checkpoint, resumed to step 40: the same bits as never stopped
+resume_case() { # NAME K FLAGS...
+    local name=$1 k=$2; shift 2
+    local ck=$T_TMP/ck-$name
+    rm -rf "$ck"
+    if ! $P "${S[@]}" "$@" --steps=40 --save="$T_TMP/$name-whole.safetensors" > "$T_TMP/log" 2>&1; then
+        t_failed "$name" "the uninterrupted run failed: $(tail -n 2 "$T_TMP/log")"; return
+    fi
+    if ! $P "${S[@]}" "$@" --steps="$k" --checkpoint="$ck" > "$T_TMP/log" 2>&1 ||
+       ! $P "${S[@]}" "$@" --steps=40 --resume="$ck" --save="$T_TMP/$name-resumed.safetensors" > "$T_TMP/log" 2>&1; then
+        t_failed "$name" "the stopped or the resumed run failed: $(tail -n 2 "$T_TMP/log")"; return
+    fi
+    t_ok "$name" "$TD" --quiet "$T_TMP/$name-whole.safetensors" "$T_TMP/$name-resumed.safetensors"
+}
+small_buckets=(--bucket-cap-mb=0.1 --first-bucket-kb=50 --workers=2)
+resume_case resume_after_step_1 1 "${small_buckets[@]}"           # before the buckets' rebuild
+resume_case resume_mid_epoch 7 "${small_buckets[@]}"
+resume_case resume_at_epoch_end 16 "${small_buckets[@]}"
+resume_case resume_mid_epoch_2 23 "${small_buckets[@]}" --augment=flip
+resume_case resume_batchnorm_accumulate_world3 11 --world=3 --batchnorm --accumulate=3 --workers=2
+# resuming another run is refused, saying why
+rm -rf "$T_TMP/ck-other" && $P "${S[@]}" --steps=3 --checkpoint="$T_TMP/ck-other" > /dev/null 2>&1
+t_fail resume_other_world 1 "written by a world of 4 ranks; this run has 2" $P "${S[@]}" --resume="$T_TMP/ck-other" --world=2
+t_fail resume_other_buckets 1 "The buckets decide which gradients each all-reduce sums together" \
+    $P "${S[@]}" --resume="$T_TMP/ck-other" --bucket-cap-mb=1
+
+# A kill -9 in the middle of a save: the last complete checkpoint loads, and the
+# run resumed from it ends with the bits of a run never interrupted.
+ck=$T_TMP/ck-kill
+long=(--train-size=8192 --epochs=1 --batch=32 --test-data=none --out="$OUT" --steps=200)
+$P "${long[@]}" --save="$T_TMP/long-whole.safetensors" > /dev/null 2>&1
+killed=0
+for attempt in 1 2 3; do
+    rm -rf "$ck"
+    $P "${long[@]}" --checkpoint="$ck" --checkpoint-every=1 > /dev/null 2>&1 &
+    pid=$! tries=0
+    # after a complete checkpoint, catch the next one half written
+    until { [ -e "$ck/checkpoint.safetensors" ] && compgen -G "$ck/checkpoint.safetensors.tmp-*" > /dev/null; } ||
+          [ $tries -ge 200000 ] || ! kill -0 $pid 2>/dev/null; do tries=$((tries + 1)); done
+    kill -KILL $pid 2>/dev/null
+    { wait $pid; } 2>/dev/null && status=0 || status=$?
+    if [ "$status" = 137 ] && compgen -G "$ck/checkpoint.safetensors.tmp-*" > /dev/null; then killed=1; break; fi
+done
+if [ $killed = 0 ]; then
+    t_failed kill_mid_save "could not catch a save half written in 3 runs"
+else
+    t_pass kill_mid_save
+    t_ok kill_mid_save_resumes $P "${long[@]}" --resume="$ck" --checkpoint="$ck" --save="$T_TMP/long-resumed.safetensors"
+    t_ok kill_mid_save_resumes_exactly "$TD" --quiet "$T_TMP/long-whole.safetensors" "$T_TMP/long-resumed.safetensors"
+    left=$(compgen -G "$ck/checkpoint.safetensors.tmp-*" || true)
+    if [ -z "$left" ]; then t_pass kill_mid_save_stale_swept; else t_failed kill_mid_save_stale_swept "left: $left"; fi
+fi
+
+# the Chrome trace: valid JSON, one process per rank, every lane, all-reduces with sequence number, size and bucket
+t_run $P "${S[@]}" --steps=6 --bucket-cap-mb=0.1 --first-bucket-kb=50 --trace="$T_TMP/trace.json" --trace-steps=6
+if [ "$T_STATUS" != 0 ]; then t_failed trace "exit $T_STATUS: $(tail -n 3 <<<"$T_OUT")"
+elif ! command -v python3 > /dev/null; then t_skip trace_valid "python3 is not installed"
+else
+    why=$(python3 - "$T_TMP/trace.json" <<'EOF'
+import json, sys
+d = json.load(open(sys.argv[1]))
+ev = d["traceEvents"]
+ranks = {e["pid"] for e in ev if e.get("name") == "process_name"}
+lanes = {}
+for e in ev:
+    if e.get("name") == "thread_name":
+        lanes.setdefault(e["pid"], set()).add(e["args"]["name"])
+want = {"data wait", "copy", "forward", "backward", "exposed communication", "optimizer", "replica check",
+        "all-reduce bucket 0", "all-reduce bucket 1"}
+bad = []
+if ranks != {0, 1, 2, 3}:
+    bad.append("processes %s, expected ranks 0-3" % sorted(ranks))
+for r in sorted(ranks):
+    if not want <= lanes.get(r, set()):
+        bad.append("rank %d lacks lanes %s" % (r, sorted(want - lanes.get(r, set()))))
+ar = [e for e in ev if e.get("ph") == "X" and e.get("cat") == "comm"]
+if not ar or any(not {"seq", "bytes", "bucket", "step"} <= set(e["args"]) for e in ar):
+    bad.append("all-reduce events without seq, bytes, bucket and step")
+if any(e["dur"] < 0 or e["ts"] < 0 for e in ev if e.get("ph") == "X"):
+    bad.append("negative times")
+print("; ".join(bad))
+EOF
+)
+    if [ -n "$why" ]; then t_failed trace_valid "$why"; else t_pass trace_valid; fi
+fi
+if command -v gnuplot > /dev/null; then
+    if [ -s "$OUT/gantt.png" ] && [ -s "$OUT/gantt.svg" ] && [ -s "$OUT/gantt.csv" ]; then t_pass gantt_rendered
+    else t_failed gantt_rendered "missing in $OUT: $(ls "$OUT")"; fi
+else
+    t_skip gantt_rendered "gnuplot is not installed"
+fi
+
+# the failure demos: each broken run fails as its story says, naming the rank and the collective; each fix works
+T_TIMEOUT=120
+t_run $P --demo=all --out="$OUT"
+if [ "$T_STATUS" != 0 ]; then t_failed demos "exit $T_STATUS: $(grep -E 'UNEXPECTED|====' <<<"$T_OUT" | head -n 5)"
+else
+    t_pass demos
+    n=0
+    for needle in "fingerprint mismatch before collective #" "rank 0 called #" \
+                  "rank 0: running its own code (saving a checkpoint to" "timed out after 1 s" \
+                  "rank 3 called #" "4 ranks, tiny buckets, no overlap, batch 8" "its timeline: $OUT/slower-no-overlap.png"; do
+        n=$((n + 1))
+        if grep -qF -- "$needle" <<<"$T_OUT"; then t_pass "demos_say_$n"
+        else t_failed "demos_say_$n" "no \"$needle\" in the demos' output"; fi
+    done
+fi
