@@ -95,8 +95,11 @@ static void wg_handler(int sig, siginfo_t *si, void *ctx)
         wg_chain(sig, si, ctx);
 }
 
+static uintptr_t wg_page_bytes; /* set once, in wg_install: devices of several rank threads guard at once */
+
 static void wg_install(void)
 {
+    wg_page_bytes = (uintptr_t)sysconf(_SC_PAGESIZE);
     struct sigaction sa;
     memset(&sa, 0, sizeof sa);
     sa.sa_sigaction = wg_handler;
@@ -105,20 +108,13 @@ static void wg_install(void)
     wg_installed = sigaction(SIGSEGV, &sa, &wg_previous) == 0;
 }
 
-static uintptr_t wg_page(void)
-{
-    static uintptr_t page;
-    if (!page)
-        page = (uintptr_t)sysconf(_SC_PAGESIZE);
-    return page;
-}
 
 int write_guard_add(const void *ptr, uint64_t bytes, int *flag)
 {
     pthread_once(&wg_once, wg_install);
     if (!wg_installed || bytes == 0)
         return -1;
-    uintptr_t page = wg_page(), lo = (uintptr_t)ptr, hi = lo + bytes;
+    uintptr_t page = wg_page_bytes, lo = (uintptr_t)ptr, hi = lo + bytes;
     uintptr_t plo = lo & ~(page - 1), phi = (hi + page - 1) & ~(page - 1);
     pthread_mutex_lock(&wg_mu);
     int id = -1;

@@ -3,7 +3,8 @@
 # build, where the first data race stops a program (halt_on_error=1). The
 # unit tests cover the modules; these cover what the chapters do with them on
 # threads: chapter 5's sweep (every rank fits its own cost model) and fault
-# demos, chapter 3's loader workers, chapter 2's rank threads.
+# demos, chapter 3's loader workers, chapter 2's rank threads, chapter 6's
+# whole data path.
 . "$(dirname "$0")/../harness/lib.sh"
 
 # A race is reported only in a run where ThreadSanitizer records both accesses
@@ -28,3 +29,12 @@ t_fail chapter5_watchdog_wakes_a_sleeper 1 "rank 1: sleeping in an injected dela
     "$BUILD/chapter-5" --world=3 --fault=delay:1@2:600000 --timeout=1
 t_out chapter3_workers "samples/s" "$BUILD/chapter-3" --bench --data=synthetic --workers=3 --batch=64 --epochs=1
 t_ok chapter2_rank_threads "$BUILD/chapter-2" --size=1000 --world=4 --epochs=2
+# chapter 6: the whole data path on 4 rank threads, each with its loader
+# workers, device engines and communicator progress thread: BatchNorm,
+# accumulation, small buckets, the timeline; and two failure demos, where
+# ranks stop in the middle of collectives
+t_out chapter6_training "replicas: every rank's parameters and buffers were the same bits at every step" \
+    "$BUILD/chapter-6" --train-size=1024 --epochs=2 --batch=32 --workers=2 --bucket-cap-mb=0.1 --first-bucket-kb=50 \
+    --batchnorm --accumulate=2 --trace="$T_TMP/trace.json" --out="$T_TMP/out"
+t_out chapter6_demo_uneven "every broken run failed the way it should" "$BUILD/chapter-6" --demo=uneven
+t_out chapter6_demo_save_timeout "every broken run failed the way it should" "$BUILD/chapter-6" --demo=save-timeout
