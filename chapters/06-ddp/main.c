@@ -26,9 +26,14 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* The training recipe: what `make chapter-6` trains with unless told otherwise. */
-#define CH6_EPOCHS 10
-#define CH6_BATCH 64    /* per rank: 256 samples a step on the default 4 ranks */
+/* The training recipe: what `make chapter-6` trains with unless told otherwise.
+ * Found with PyTorch 1.13 on the same model and data (SGD, momentum 0.9,
+ * cosine over every step, global batch 128, no augmentation): 0.8977 to
+ * 0.8979 test accuracy on seeds 0, 1 and 2 in a single process. The global
+ * batch stays 128 at any world size in the benchmark (bench.c), where the
+ * curves at 1, 2, 4 and 8 ranks must agree. */
+#define CH6_EPOCHS 20
+#define CH6_BATCH 32    /* per rank: 128 samples a step on the default 4 ranks */
 #define CH6_LR 0.05
 #define CH6_TRACE_STEPS 16
 
