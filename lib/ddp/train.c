@@ -103,34 +103,27 @@ static double train_s(uint64_t a, uint64_t b) { return (double)(b - a) * 1e-9; }
 
 /* ---- checks every rank makes alike, before any collective ------------------------------ */
 
-/* The directory `dir` can take a file: made if missing, then a temporary file
- * created and removed in it (what checkpoint_save will do). */
-static int train_probe_dir(const char *dir, const char *flag)
-{
-    char path[PATH_MAX];
-    if (snprintf(path, sizeof path, "%s/%s", dir, CHECKPOINT_FILE) >= (int)sizeof path)
-        return err_set(ERR_ARG, "%s=%s: path too long", flag, dir);
-    struct fsutil_tmp t;
-    int rc = fsutil_mkdir_p(dir);
-    if (rc == 0)
-        rc = fsutil_tmp_open(&t, path);
-    if (rc == 0)
-        rc = fsutil_tmp_finish(&t, ERR_STATE, 0) == ERR_STATE ? 0 : ERR_IO; /* removes it */
-    if (rc < 0)
-        return err_wrap(rc, "%s=%s: cannot write there", flag, dir);
-    return 0;
-}
-
-/* The file `path` can be written (its directory takes a temporary file). */
-static int train_probe_file(const char *path, const char *flag)
+/* A temporary file can be made beside `path` (what saving it will do), and is
+ * removed again. */
+static int train_probe(const char *path)
 {
     struct fsutil_tmp t;
     int rc = fsutil_tmp_open(&t, path);
     if (rc == 0)
-        rc = fsutil_tmp_finish(&t, ERR_STATE, 0) == ERR_STATE ? 0 : ERR_IO;
-    if (rc < 0)
-        return err_wrap(rc, "%s=%s: cannot write it", flag, path);
-    return 0;
+        rc = fsutil_tmp_finish(&t, ERR_STATE, 0) == ERR_STATE ? 0 : ERR_IO; /* rc < 0: it only removes the file */
+    return rc;
+}
+
+/* The checkpoint directory `dir` can take its file: made if missing, then probed. */
+static int train_probe_dir(const char *dir)
+{
+    char path[PATH_MAX];
+    if (snprintf(path, sizeof path, "%s/%s", dir, CHECKPOINT_FILE) >= (int)sizeof path)
+        return err_set(ERR_ARG, "--checkpoint=%s: path too long", dir);
+    int rc = fsutil_mkdir_p(dir);
+    if (rc == 0)
+        rc = train_probe(path);
+    return rc < 0 ? err_wrap(rc, "--checkpoint=%s: cannot write there", dir) : 0;
 }
 
 /* Batches of `count` indices per rank and epoch: DataLoader's len(). */
@@ -248,10 +241,10 @@ static int train_open(struct train_run *t, const struct train_config *c, comm_t 
     t->records = c->train_records ? c->train_records : dataset_info(c->train_set)->length;
 
     /* files first: a bad path must stop every rank before the first collective */
-    if (c->checkpoint_dir && (rc = train_probe_dir(c->checkpoint_dir, "--checkpoint")) < 0)
+    if (c->checkpoint_dir && (rc = train_probe_dir(c->checkpoint_dir)) < 0)
         return rc;
-    if (c->save_path && (rc = train_probe_file(c->save_path, "--save")) < 0)
-        return rc;
+    if (c->save_path && (rc = train_probe(c->save_path)) < 0)
+        return err_wrap(rc, "--save=%s: cannot write it", c->save_path);
 
     struct sampler_options so;
     sampler_options_default(&so);
