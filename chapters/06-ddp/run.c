@@ -250,9 +250,13 @@ static int ch6_timeline_files(const struct ch6_run *run, const struct train_resu
         char csv[PLOT_PATH_MAX], out[PLOT_PATH_MAX];
         if (plot_paths(run->out_dir, run->gantt_name, csv, out) < 0)
             return err_wrap(ERR_ARG, "--out");
-        /* steps after the first (which rebuilds the buckets and warms every cache) */
-        uint64_t first = r->first_step + (r->steps - r->first_step > CH6_GANTT_STEPS + 1 ? 2 : 0);
-        uint64_t last = first + CH6_GANTT_STEPS - 1 < r->steps - 1 ? first + CH6_GANTT_STEPS - 1 : r->steps - 1;
+        /* steps in the steady state when the trace holds them: the first ones rebuild the buckets,
+         * fill the loader's ring and fault in every page */
+        uint64_t taken = r->steps - r->first_step, traced = taken < run->train.trace_steps ? taken
+                                                                                           : run->train.trace_steps;
+        uint64_t first = r->first_step + (traced >= CH6_GANTT_STEPS + 10 ? 10 : traced >= CH6_GANTT_STEPS + 2 ? 2 : 0);
+        uint64_t end = r->first_step + traced - 1;
+        uint64_t last = first + CH6_GANTT_STEPS - 1 < end ? first + CH6_GANTT_STEPS - 1 : end;
         if ((rc = timeline_write_gantt_csv(all, csv, first, last)) < 0)
             return rc;
         rc = plot_render("chapters/06-ddp/plot.gp", csv, out);
