@@ -26,6 +26,7 @@ t_fail init_and_resume 2 "--init and --resume both give the starting parameters"
 t_fail demo_sets_its_own_runs 2 "--world does nothing with --demo or --bench" $P --demo=uneven --world=8
 t_fail fault_grammar 2 "--fault" $P --fault=explode:1@2
 t_fail batchnorm_batch_one 2 "--batch=1 with --batchnorm" $P --batchnorm --batch=1
+t_fail momentum_is_sgds 2 "--momentum is SGD's" $P --momentum=0.5
 
 # bad input at run time: one line naming the thing, exit 1, before any rank waits for another
 t_fail batch_larger_than_a_share 1 "--batch=600 is larger than each rank's share of the training set: 2048 records over 4 ranks give 512 each" \
