@@ -9,7 +9,10 @@
 #   - from the same initial parameters (torch.manual_seed's, via --init),
 #     torch training single-process on the union of the 4 ranks' batches for
 #     30 steps ends with our 4-rank run's parameters, to 1e-5 of each tensor's
-#     largest element (the .py says why not bit for bit).
+#     largest element (the .py says why not bit for bit);
+#   - chapters/06-ddp/recipe_torch.py, the recipe's PyTorch peer, splits the
+#     global batch into 2, 4 and 8 ranks' batches whose union it is, with the
+#     same gradient to float32 rounding (--check-split; Fashion-MNIST only).
 # Runs in the plain suite only.
 . "$(dirname "$0")/../harness/lib.sh"
 P=$BUILD/chapter-6
@@ -36,7 +39,7 @@ fi
 if ! /usr/bin/python3 "$PY" init "$T_TMP/init.safetensors" 7 2>"$T_TMP/py.log"; then
     t_failed torch_init "chapter6_torch.py init failed: $(tail -n 3 "$T_TMP/py.log")"; exit 0
 fi
-t_ok four_ranks_from_torch_init $P --world=4 --batch=16 --steps=30 --schedule=constant --lr=0.05 --momentum=0.9 \
+t_ok four_ranks_from_torch_init $P --world=4 --batch=16 --steps=30 --schedule=constant --optimizer=sgd --lr=0.05 --momentum=0.9 \
     --seed=3 --init="$T_TMP/init.safetensors" --test-data=none --save="$T_TMP/ours.safetensors" --out="$T_TMP/out"
 status=0
 out=$(/usr/bin/python3 "$PY" train "$T_TMP/init.safetensors" "$T_TMP/ours.safetensors" 4 16 30 0.05 0.9 3 \
@@ -44,4 +47,11 @@ out=$(/usr/bin/python3 "$PY" train "$T_TMP/init.safetensors" "$T_TMP/ours.safete
 printf '%s\n' "$out"
 if [ "$status" != 0 ] && ! grep -q '^FAIL ' <<<"$out"; then
     t_failed union_of_4_ranks "chapter6_torch.py train failed (status $status): $(tail -n 3 "$T_TMP/py.log")"
+fi
+
+# 3. the recipe's peer: its W-rank split is the global batch, to float32 rounding
+if [ ! -e /usr/share/datasets/fashion-mnist/train-images-idx3-ubyte.gz ]; then
+    t_skip recipe_split "Fashion-MNIST is not installed (apt-get install dataset-fashion-mnist)"
+else
+    t_out recipe_split "    8     16  " env OPENBLAS_NUM_THREADS=1 /usr/bin/python3 chapters/06-ddp/recipe_torch.py --check-split
 fi
