@@ -10,6 +10,9 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#if defined(__SSE__)
+#include <xmmintrin.h>
+#endif
 
 struct optim {
     struct optim_config c;
@@ -171,6 +174,29 @@ static void optim_sgd(const struct optim_config *c, float *restrict p, const flo
     }
 }
 
+/* Adam's moments of a gradient that stays 0 (a pixel that is black in every
+ * image) decay by beta1 and beta2 each step: after about 800 steps m is
+ * subnormal, and it never reaches 0 (0.9 times the smallest subnormal rounds
+ * back to it). x86 computes on subnormals in microcode: measured here, the
+ * step of the 784-256-128-10 MLP went from 0.8 ms to 3 ms within three
+ * epochs. So Adam's step runs with flush-to-zero and denormals-are-zero
+ * (MXCSR), as PyTorch's torch.set_flush_denormal(True) does for a whole
+ * program; the rest of the program keeps IEEE subnormals. What it changes:
+ * moments below 1.2e-38 become 0, and the updates they would have made are
+ * below 1e-29 of lr; every rank flushes alike, so the replicas stay equal. */
+#if defined(__SSE__)
+static unsigned optim_flush_subnormals(void)
+{
+    unsigned saved = _mm_getcsr();
+    _mm_setcsr(saved | 0x8040u); /* FTZ (bit 15) and DAZ (bit 6) */
+    return saved;
+}
+static void optim_restore_subnormals(unsigned saved) { _mm_setcsr(saved); }
+#else
+static unsigned optim_flush_subnormals(void) { return 0; }
+static void optim_restore_subnormals(unsigned saved) { (void)saved; }
+#endif
+
 /* Adam on one tensor of n elements, step t (1-based). */
 static void optim_adam(const struct optim_config *c, float *restrict p, const float *restrict g, float *restrict m1,
                        float *restrict m2, size_t n, double lr, uint64_t t)
@@ -196,6 +222,7 @@ void optim_step(optim_t *o, model_t *m)
 {
     double lr = optim_lr_at(o, o->steps);
     float *param = model_params(m);
+    unsigned fp = o->c.kind == OPTIM_ADAM ? optim_flush_subnormals() : 0;
     for (int t = 0; t < model_param_tensors(m); t++) {
         const struct model_tensor *pt = model_param(m, t);
         float *p = param + pt->offset;
@@ -205,5 +232,7 @@ void optim_step(optim_t *o, model_t *m)
         else
             optim_adam(&o->c, p, g, o->state[0] + pt->offset, o->state[1] + pt->offset, pt->numel, lr, o->steps + 1);
     }
+    if (o->c.kind == OPTIM_ADAM)
+        optim_restore_subnormals(fp);
     o->steps++;
 }

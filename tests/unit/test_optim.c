@@ -146,6 +146,31 @@ TEST(optim_adam_matches_its_rule)
     model_destroy(m);
 }
 
+/* A gradient that stops (a pixel black in every later image): Adam's first
+ * moment decays by 0.9 a step and, computed with IEEE subnormals, would stop
+ * at the smallest one forever, every later step paying for subnormal
+ * arithmetic. The step flushes it to exactly 0, and leaves the caller's
+ * floating-point mode as it was. */
+TEST(optim_adam_moments_of_a_stopped_gradient_reach_zero)
+{
+    model_t *m = tiny();
+    struct optim_config c;
+    optim_config_default(&c, OPTIM_ADAM);
+    optim_t *o;
+    CHECK_OK(optim_create(&c, m, &o));
+    set_grads(m, 1.0f);
+    optim_step(o, m);
+    set_grads(m, 0.0f);
+    for (int step = 0; step < 1000; step++) /* 0.9^1000 of 0.01 is far below the smallest float */
+        optim_step(o, m);
+    for (int k = 0; k < 8; k++)
+        CHECK_MSG(optim_state(o, 0)[k] == 0.0f, "exp_avg element %d is %g, not 0", k, optim_state(o, 0)[k]);
+    volatile float tiny_normal = 1e-37f;
+    CHECK(tiny_normal / 1024 > 0); /* the caller's subnormals survive the step */
+    optim_destroy(o);
+    model_destroy(m);
+}
+
 TEST(optim_reads_gradients_through_their_layout)
 {
     model_t *a = tiny(), *b = tiny();
