@@ -73,6 +73,9 @@ const char *ch4_size(uint64_t bytes, char *buf, size_t len);
 int ch4_sweep(const struct ch4_opts *o);
 int ch4_pinning(const struct ch4_opts *o);
 int ch4_loop(const struct ch4_opts *o);
+/* Opens and closes the loop's dataset: a run refuses a bad --data before
+ * any section writes a file. 0 or an error. */
+int ch4_loop_check_data(const struct ch4_opts *o);
 
 /* --demo=race: 0 when the detector caught the early release and the fixed
  * loop ran clean. */

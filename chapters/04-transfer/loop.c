@@ -41,15 +41,36 @@ static const char *ch4_ring_torch[] = {"pin_memory=False", "pin_memory=True", "o
 
 /* The loop's dataset: --data, else dataset_open_default() (Fashion-MNIST's
  * training images, else the synthetic stand-in of the same shape), saying
- * which when `say`. */
+ * which when `say`; refused when the loop cannot stack its records. */
 static int ch4_open_data(const struct ch4_opts *o, dataset_t **ds, int say)
 {
+    int rc;
+    *ds = NULL;
     if (o->data)
-        return dataset_open(o->data, NULL, ds);
-    char why[768];
-    int rc = dataset_open_default(NULL, ds, why, sizeof why);
-    if (rc == 0 && say && dataset_info(*ds)->kind == DATASET_SYNTHETIC)
-        printf("(%s)\n", why);
+        rc = dataset_open(o->data, NULL, ds);
+    else {
+        char why[768];
+        rc = dataset_open_default(NULL, ds, why, sizeof why);
+        if (rc == 0 && say && dataset_info(*ds)->kind == DATASET_SYNTHETIC)
+            printf("(%s)\n", why);
+    }
+    if (rc == 0 && dataset_info(*ds)->record_bytes == 0)
+        rc = err_set(ERR_ARG, "--data: %s has variable-length records; the loop stacks fixed-size ones",
+                     dataset_name(*ds));
+    if (rc == 0 && dataset_info(*ds)->length == 0)
+        rc = err_set(ERR_ARG, "--data: %s has no records", dataset_name(*ds));
+    if (rc < 0 && *ds) {
+        dataset_close(*ds);
+        *ds = NULL;
+    }
+    return rc;
+}
+
+int ch4_loop_check_data(const struct ch4_opts *o)
+{
+    dataset_t *ds = NULL;
+    int rc = ch4_open_data(o, &ds, 0);
+    dataset_close(ds);
     return rc;
 }
 
@@ -57,8 +78,8 @@ static int ch4_open_data(const struct ch4_opts *o, dataset_t **ds, int say)
  * bytes): the model on the simulator, the GPU's own on a GPU. */
 static int ch4_copy_time(device_t *dev, uint64_t bytes, uint64_t labels, double *s)
 {
-    struct ch4_train t;
-    int rc = ch4_train_open(dev, NULL, DEVICE_HOST_PINNED, bytes, &t);
+    struct ch4_train t; /* one buffer for both copies: as large as the larger (records under 8 bytes) */
+    int rc = ch4_train_open(dev, NULL, DEVICE_HOST_PINNED, bytes > labels ? bytes : labels, &t);
     if (rc == 0) {
         rc = ch4_train_time(&t, bytes, labels, 1, 1, s);
         ch4_train_close(&t);
@@ -104,11 +125,6 @@ static int ch4_rig_open(const struct ch4_opts *o, enum ch4_ring ring, uint32_t d
         rc = pinned_pool_create(r->dev, o->pool_bytes, DEVICE_HOST_PINNED, &r->pool);
     if (rc == 0)
         rc = ch4_open_data(o, &r->ds, 0);
-    if (rc == 0 && dataset_info(r->ds)->record_bytes == 0)
-        rc = err_set(ERR_ARG, "--data: %s has variable-length records; the loop stacks fixed-size ones",
-                     dataset_name(r->ds));
-    if (rc == 0 && dataset_info(r->ds)->length == 0)
-        rc = err_set(ERR_ARG, "--data: %s has no records", dataset_name(r->ds));
     if (rc) {
         ch4_rig_close(r);
         return rc;
@@ -303,7 +319,7 @@ int ch4_loop(const struct ch4_opts *o)
     printf("== the training loop: %s\n", device_describe(dev));
     int sim = strcmp(device_backend_name(dev), "sim") == 0;
     device_close(dev);
-    dataset_t *ds;
+    dataset_t *ds = NULL;
     rc = ch4_open_data(o, &ds, 1);
     if (rc)
         return rc;

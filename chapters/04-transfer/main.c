@@ -246,6 +246,8 @@ static int ch4_run(const struct ch4_cli *cli)
     else if (cli->bench)
         rc = ch4_bench(o);
     else {
+        if (!cli->only || strcmp(cli->only, "loop") == 0)
+            rc = ch4_loop_check_data(o);
         if (rc == 0 && (!cli->only || strcmp(cli->only, "sweep") == 0))
             rc = ch4_sweep(o);
         if (rc == 0 && (!cli->only || strcmp(cli->only, "pinning") == 0))

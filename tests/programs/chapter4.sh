@@ -48,6 +48,16 @@ else
     t_fail cuda_without_gpu 1 "device: this build has no CUDA support" \
         $P --backend=cuda --only=sweep --max-bytes=64K --out="$OUT"
 fi
+# a bad --data stops the run before any section writes a file
+mkdir -p "$T_TMP/none"
+t_fail bad_data 1 "/nonexistent/images: cannot open" $P --data=/nonexistent/images --out="$T_TMP/none"
+if [ -z "$(ls -A "$T_TMP/none")" ]; then t_pass bad_data_writes_nothing
+else t_failed bad_data_writes_nothing "a failed run wrote $(ls "$T_TMP/none")"; fi
+# records of 1 byte (an IDX label file): the batch's labels outweigh its data
+printf '\0\0\10\1\0\0\4\0' > "$T_TMP/bytes.idx"
+head -c 1024 /dev/zero >> "$T_TMP/bytes.idx"
+t_out one_byte_records "pinned ring" $P --only=loop --steps=4 --warmup=1 --batch=256 --data="$T_TMP/bytes.idx" --out="$OUT"
+
 # the pinned pool too small for the loader's ring: the pool's reason, at run time
 t_fail pool_runs_out 1 "pinned pool: " $P "${small_loop[@]}" --pool=64K
 
