@@ -16,7 +16,7 @@
 #include "ddp/reducer.h"
 #include "ddp/replica.h"
 #include "grader.h"
-#include "sim/ranks.h"
+#include "sim/launch.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -33,23 +33,20 @@ struct lab;
 typedef int (*lab_body)(struct lab *L, int rank, comm_t *c, model_t *m, reducer_t *r);
 
 struct lab {
-    comm_world_t *world;
     struct reducer_config cfg;
     int batchnorm;
     lab_body body;
     float *final; /* rank 0's parameters at the end, when asked */
 };
 
-static int lab_rank(struct rank_ctx *ctx)
+static int lab_rank(struct launch_rank *ctx)
 {
     struct lab *L = ctx->shared;
     struct comm_config cc;
     comm_config_default(&cc);
-    cc.rank = ctx->rank;
-    cc.shared = L->world;
     cc.timeout_s = 2;
     comm_t *c;
-    int rc = comm_open(&cc, &c);
+    int rc = launch_comm_open(ctx, &cc, &c);
     if (rc < 0)
         return rc;
     struct model_spec s = {.inputs = 20, .classes = 4, .hidden = {9, 6}, .nhidden = 2, .batchnorm = L->batchnorm};
@@ -75,12 +72,9 @@ static void lab_go(lab_body body, int W, size_t first, size_t cap, enum reducer_
     L.cfg.first_bucket_bytes = first;
     L.cfg.bucket_cap_bytes = cap;
     L.cfg.compress = compress;
-    struct comm_world_options opt = {.world = W};
-    CHECK_OK(comm_world_create("sim", &opt, &L.world));
-    int rc = ranks_run(W, lab_rank, &L, NULL, 0, NULL);
-    const char *diag = comm_world_diagnosis(L.world);
-    CHECK_MSG(rc == 0, "W=%d: %s%s%s", W, err_msg(), *diag ? " | watchdog: " : "", diag);
-    comm_world_destroy(L.world);
+    struct launch_config lc = {.backend = "sim", .world = W, .shared = &L};
+    int rc = launch_run(&lc, lab_rank); /* on failure err_msg() is the watchdog's report when it has one */
+    CHECK_MSG(rc == 0, "W=%d: %s", W, err_msg());
 }
 
 /* ---- gradients written as backward writes them ---------------------------------------- */

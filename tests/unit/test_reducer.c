@@ -12,7 +12,7 @@
 #include "ddp/reducer.h"
 #include "ddp/replica.h"
 #include "ddp/optim.h"
-#include "sim/ranks.h"
+#include "sim/launch.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -29,7 +29,6 @@ struct job;
 typedef int (*body_fn)(struct job *j, int rank, comm_t *c, model_t *m, reducer_t *r);
 
 struct job {
-    comm_world_t *world;
     struct reducer_config cfg;
     int batchnorm;
     int hidden_of_rank[8]; /* 0: 9 */
@@ -39,16 +38,14 @@ struct job {
     int rc[8];
 };
 
-static int job_rank(struct rank_ctx *ctx)
+static int job_rank(struct launch_rank *ctx)
 {
     struct job *j = ctx->shared;
     struct comm_config cc;
     comm_config_default(&cc);
-    cc.rank = ctx->rank;
-    cc.shared = j->world;
     cc.timeout_s = 5;
     comm_t *c;
-    int rc = comm_open(&cc, &c);
+    int rc = launch_comm_open(ctx, &cc, &c);
     if (rc < 0)
         return rc;
     int h = j->hidden_of_rank[ctx->rank] ? j->hidden_of_rank[ctx->rank] : 9;
@@ -74,11 +71,8 @@ static int job_rank(struct rank_ctx *ctx)
 /* Runs the job on W ranks; returns the first failure (err_msg() set). */
 static int job_run(struct job *j, int W)
 {
-    struct comm_world_options opt = {.world = W};
-    CHECK_OK(comm_world_create("sim", &opt, &j->world));
-    int rc = ranks_run(W, job_rank, j, NULL, 0, NULL);
-    comm_world_destroy(j->world);
-    return rc;
+    struct launch_config lc = {.backend = "sim", .world = W, .shared = j};
+    return launch_run(&lc, job_rank);
 }
 
 static void small_caps(struct job *j)

@@ -5,12 +5,11 @@
 #include "base/error.h"
 #include "comm/comm.h"
 #include "ddp/replica.h"
-#include "sim/ranks.h"
+#include "sim/launch.h"
 
 #include <stdio.h>
 
 struct drift {
-    comm_world_t *world;
     int rank;          /* the rank that drifts, -1 none */
     const char *what;  /* "fc2.weight" or a buffer name */
     size_t element;
@@ -19,16 +18,14 @@ struct drift {
     char msg[4][512];
 };
 
-static int drift_rank(struct rank_ctx *ctx)
+static int drift_rank(struct launch_rank *ctx)
 {
     struct drift *d = ctx->shared;
     struct comm_config cc;
     comm_config_default(&cc);
-    cc.rank = ctx->rank;
-    cc.shared = d->world;
     cc.timeout_s = 5;
     comm_t *c;
-    int rc = comm_open(&cc, &c);
+    int rc = launch_comm_open(ctx, &cc, &c);
     if (rc < 0)
         return rc;
     struct model_spec s = {.inputs = 20, .classes = 4, .hidden = {9, 6}, .nhidden = 2, .batchnorm = 1};
@@ -53,11 +50,8 @@ static int drift_rank(struct rank_ctx *ctx)
 
 static int drift_run(struct drift *d)
 {
-    struct comm_world_options opt = {.world = 3};
-    CHECK_OK(comm_world_create("sim", &opt, &d->world));
-    int rc = ranks_run(3, drift_rank, d, NULL, 0, NULL);
-    comm_world_destroy(d->world);
-    return rc;
+    struct launch_config lc = {.backend = "sim", .world = 3, .shared = d};
+    return launch_run(&lc, drift_rank);
 }
 
 TEST(replica_identical_replicas_pass)
