@@ -81,7 +81,7 @@ mkdir -p "$out"
 srcs=(); excluded=()
 for f in $(learner_files "$dir"); do
     ref=$(reference_of "$f")
-    excluded+=("$BUILD/obj/${ref%.c}.o")
+    excluded+=("$(basename "${ref%.c}").o")
     case "$impl" in
     student) srcs+=("$f") ;;
     ref) srcs+=("$ref") ;;
@@ -98,16 +98,11 @@ for f in $(learner_files "$dir"); do
     esac
 done
 
-# The library without the modules under test, so the two never collide.
+# The library without the modules under test, so the two never collide: the
+# archive itself, less their members (basenames are unique in lib/ and sim/).
 base="$out/libbase.a"
-rm -f "$base"
-objs=()
-for o in $(ar t "$BUILD/libddp.a"); do
-    path=$(find "$BUILD/obj/lib" "$BUILD/obj/sim" -name "$o" | head -n 1)
-    skip=0; for e in "${excluded[@]}"; do [ "$path" = "$e" ] && skip=1; done
-    [ $skip = 1 ] || objs+=("$path")
-done
-ar rcs "$base" "${objs[@]}"
+cp "$BUILD/libddp.a" "$base"
+ar d "$base" "${excluded[@]}"
 
 # Learner files are works in progress: unused helpers are not an error there.
 lenient="-Wno-unused-function -Wno-unused-parameter -Wno-unused-variable -Wno-unused-but-set-variable"
