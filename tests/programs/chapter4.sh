@@ -56,7 +56,11 @@ else t_failed bad_data_writes_nothing "a failed run wrote $(ls "$T_TMP/none")"; 
 # records of 1 byte (an IDX label file): the batch's labels outweigh its data
 printf '\0\0\10\1\0\0\4\0' > "$T_TMP/bytes.idx"
 head -c 1024 /dev/zero >> "$T_TMP/bytes.idx"
-t_out one_byte_records "pinned ring" $P --only=loop --steps=4 --warmup=1 --batch=256 --data="$T_TMP/bytes.idx" --out="$OUT"
+t_run $P --only=loop --steps=4 --warmup=1 --batch=256 --data="$T_TMP/bytes.idx" --out="$T_TMP/bytes"
+if [ "$T_STATUS" != 0 ]; then t_failed one_byte_records "exit $T_STATUS: $(tail -n 3 <<<"$T_OUT")"
+elif [ "$(awk -F, 'NR > 1' "$T_TMP/bytes/loop.csv" 2>/dev/null | wc -l)" != 4 ]; then
+    t_failed one_byte_records "expected the loop's 4 rings in $T_TMP/bytes/loop.csv: $(ls "$T_TMP/bytes" 2>&1)"
+else t_pass one_byte_records; fi
 
 # the pinned pool too small for the loader's ring: the pool's reason, at run time
 t_fail pool_runs_out 1 "pinned pool: " $P "${small_loop[@]}" --pool=64K
@@ -72,8 +76,13 @@ else
     if [ -n "$why" ]; then t_failed sweep_async_is_the_model "$why"; else t_pass sweep_async_is_the_model; fi
 fi
 
-# the cost of pinning: one row per batch size the pool holds
-t_out pinning "pool: first, then" $P --only=pinning --pool=2M --out="$OUT"
+# the cost of pinning: one row per batch size the pool holds (a 2M pool: 1 MiB only), each pinned once
+t_run $P --only=pinning --pool=2M --out="$OUT"
+rows=$(grep -cE '^ +[0-9]+ MiB +[0-9.]+ ms' <<<"$T_OUT" || true)
+if [ "$T_STATUS" != 0 ]; then t_failed pinning "exit $T_STATUS: $(tail -n 3 <<<"$T_OUT")"
+elif [ "$rows" != 1 ] || ! grep -qE '^ +1 MiB ' <<<"$T_OUT"; then t_failed pinning "expected one row, 1 MiB; got $rows: $T_OUT"
+elif grep -q "the pool pinned" <<<"$T_OUT"; then t_failed pinning "$(grep 'the pool pinned' <<<"$T_OUT")"
+else t_pass pinning; fi
 
 # the training loop: copies per batch counted, 3 on the pageable rings and 2 on the pinned one
 t_run $P "${small_loop[@]}"

@@ -44,7 +44,7 @@ t_fail checkpoint_unwritable 1 "--checkpoint=$T_TMP/a-file/ck: cannot write ther
     $P "${S[@]}" --checkpoint="$T_TMP/a-file/ck"
 t_fail save_unwritable 1 "--save=$T_TMP/a-file/x.safetensors: cannot write it" \
     $P "${S[@]}" --save="$T_TMP/a-file/x.safetensors"
-if [ -e "$OUT/epochs.csv" ]; then t_failed failed_runs_write_nothing "$OUT/epochs.csv exists"
+if [ -n "$(ls -A "$OUT" 2>/dev/null)" ]; then t_failed failed_runs_write_nothing "they left: $(ls "$OUT")"
 else t_pass failed_runs_write_nothing; fi
 
 # a run: the table, the breakdown, replicas compared every step
@@ -164,5 +164,11 @@ else
         n=$((n + 1))
         if grep -qF -- "$needle" <<<"$T_OUT"; then t_pass "demos_say_$n"
         else t_failed "demos_say_$n" "no \"$needle\" in the demos' output"; fi
+    done
+    # the slower story's two timelines: their data always, their charts where gnuplot is
+    for f in slower-no-overlap slower-overlap; do
+        if [ ! -s "$OUT/$f.csv" ]; then t_failed "demos_timeline_$f" "no $OUT/$f.csv"
+        elif command -v gnuplot > /dev/null 2>&1 && [ ! -s "$OUT/$f.svg" ]; then t_failed "demos_timeline_$f" "no $OUT/$f.svg"
+        else t_pass "demos_timeline_$f"; fi
     done
 fi
