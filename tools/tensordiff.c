@@ -112,7 +112,7 @@ int main(int argc, char **argv)
             rel = diff = bits ? 0 : INFINITY;
         }
         all_bits &= bits;
-        if (!bits && rel > tol)
+        if (!bits && (tol == 0 || rel > tol)) /* bit for bit: -0 against +0, or two NaNs, differ too */
             differ = 1;
         if (rel > worst || (worst == 0 && !bits)) {
             worst = rel;

@@ -123,15 +123,15 @@ int main(int argc, char **argv)
     bool have_figure = false, have_peer_figure = false, check = false, table = false;
     int c;
     opterr = 0;
-    while ((c = getopt_long(argc, argv, "", options, NULL)) != -1) {
+    while ((c = getopt_long(argc, argv, ":", options, NULL)) != -1) {
         int rc = 0;
         switch (c) {
         case OPT_WHAT: v.what = optarg; break;
-        case OPT_FIGURE: rc = cli_parse_double("--figure", optarg, &v.figure); have_figure = true; break;
+        case OPT_FIGURE: rc = cli_parse_double("figure", optarg, &v.figure); have_figure = true; break;
         case OPT_UNIT: v.unit = optarg; break;
         case OPT_PEER: v.peer = optarg; break;
         case OPT_PEER_FIGURE:
-            rc = cli_parse_double("--peer-figure", optarg, &v.peer_figure);
+            rc = cli_parse_double("peer-figure", optarg, &v.peer_figure);
             have_peer_figure = true;
             break;
         case OPT_PEER_UNIT: v.peer_unit = optarg; break;
@@ -142,7 +142,7 @@ int main(int argc, char **argv)
         case OPT_TABLE: table = true; break;
         case OPT_HELP: verdict_usage(argv[0]); return 0;
         default:
-            err_set(ERR_ARG, "unknown or incomplete flag '%s'", argv[optind - 1]);
+            cli_getopt_error(c, argv[optind - 1], options);
             return cli_fail(argv[0]);
         }
         if (rc < 0)
@@ -182,7 +182,7 @@ int main(int argc, char **argv)
             return 1;
         }
         v.ratio = num / den;
-    } else if (cli_parse_double("--ratio", ratio, &v.ratio) < 0) {
+    } else if (cli_parse_double("ratio", ratio, &v.ratio) < 0) {
         return cli_fail(argv[0]);
     }
     if (verdict_print(stdout, &v) < 0) {

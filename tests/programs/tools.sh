@@ -1,0 +1,31 @@
+# tools.sh: the small programs behind the tests and make bench, on input
+# made to catch them out: tensordiff's default is bit for bit, so +0 against
+# -0 differs (a tolerance test alone would call them equal); verdict names
+# the flag it could not read.
+. "$(dirname "$0")/../harness/lib.sh"
+TD=$BUILD/tools/tensordiff
+V=$BUILD/tools/verdict
+
+# A one-tensor safetensors file "x" of float32 values given as hex words.
+st_file() { # path word...
+    local path=$1; shift
+    local n=$# header
+    header=$(printf '{"x":{"dtype":"F32","shape":[%d],"data_offsets":[0,%d]}}' "$n" $((4 * n)))
+    while [ $(( ${#header} % 8 )) != 0 ]; do header="$header "; done
+    {
+        printf "$(printf '\\x%02x' $(( ${#header} & 255 )) $(( ${#header} >> 8 & 255 )) 0 0 0 0 0 0)"
+        printf '%s' "$header"
+        for w in "$@"; do printf "$(printf '\\x%s\\x%s\\x%s\\x%s' "${w:6:2}" "${w:4:2}" "${w:2:2}" "${w:0:2}")"; done
+    } > "$path"
+}
+st_file "$T_TMP/plus.safetensors" 3f800000 00000000
+st_file "$T_TMP/minus.safetensors" 3f800000 80000000
+st_file "$T_TMP/near.safetensors" 3f800001 00000000
+
+t_out tensordiff_same_file "tensordiff: the same bits" "$TD" "$T_TMP/plus.safetensors" "$T_TMP/plus.safetensors"
+t_fail tensordiff_signed_zero_differs 1 "tensordiff: " "$TD" "$T_TMP/plus.safetensors" "$T_TMP/minus.safetensors"
+t_fail tensordiff_one_ulp_differs 1 "tensordiff: " "$TD" "$T_TMP/plus.safetensors" "$T_TMP/near.safetensors"
+t_out tensordiff_one_ulp_within_tolerance "within tolerance" "$TD" --tolerance=1e-6 "$T_TMP/plus.safetensors" "$T_TMP/near.safetensors"
+
+t_fail verdict_bad_figure 2 "verdict: --figure: expected a finite number, got 'abc'" "$V" --what=x --figure=abc
+t_fail verdict_unknown_flag 2 "unrecognized option '--bogus'" "$V" --bogus
