@@ -272,7 +272,11 @@ static int idx_inflate_bound_add(struct idx_inflate_bound *bd, struct idx_file *
             bd->limit = total;
             char what[PATH_MAX + 64];
             snprintf(what, sizeof what, "the decompressed copy of %s", f->path);
-            if ((rc = fsutil_check_space(cache, total + sizeof(struct idx_cache_header), what)) < 0)
+            uint64_t need; /* a hostile header's total may sit just below 2^64 */
+            if (__builtin_add_overflow(total, (uint64_t)sizeof(struct idx_cache_header), &need))
+                return err_set(ERR_FORMAT, "%s: the header promises %llu bytes of records: more than any disk holds",
+                               f->where, (unsigned long long)total);
+            if ((rc = fsutil_check_space(cache, need, what)) < 0)
                 return rc;
         }
     }

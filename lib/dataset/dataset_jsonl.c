@@ -378,7 +378,7 @@ static int jsonl_sidecar_map(struct jsonl_sidecar *sc, const char *path, const s
              h.flags == want->flags && h.data_size == want->data_size && h.data_mtime_ns == want->data_mtime_ns &&
              h.data_checksum == want->data_checksum && h.field_hash == want->field_hash && h.count > 0 &&
              (want->count == 0 || h.count == want->count) && body % sizeof(uint64_t) == 0 &&
-             body / sizeof(uint64_t) == h.count + extra &&
+             body / sizeof(uint64_t) >= extra && h.count == body / sizeof(uint64_t) - extra && /* no wrap */
              (want->flags != JSONL_FILE_OFFSETS || h.max_value <= h.data_size);
     }
     const void *map = NULL;

@@ -46,6 +46,9 @@ gzip -c "$d/mid-record" > "$d/mid-record.gz"
 rm "$d/noise"
 # A gzip bomb: a header promising one 2x2 record, then 200 MB of zeros (200 kB gzipped).
 { printf '\0\0\x08\x03\0\0\0\x01\0\0\0\x02\0\0\0\x02'; head -c 200000000 /dev/zero; } | gzip -1 > "$d/bomb.gz"
+# A header whose promise (219979633 x 39986 x 2097149 bytes, 38 short of 2^64)
+# plus the cache's own header passes 2^64: refused, not wrapped to a tiny size.
+{ printf '\0\0\x08\x03\x0d\x1c\x9f\x71\0\0\x9c\x32\0\x1f\xff\xfd'; head -c 1000 /dev/zero; } | gzip -1 > "$d/wrap.gz"
 # A gzipped header that is not IDX: refused after its first bytes, nothing cached.
 { printf 'not an IDX header at all'; head -c 50000000 /dev/zero; } | gzip -1 > "$d/notidx.gz"
 # FIFOs: one as data, one where fifo-cache.gz's decompressed cache goes
@@ -86,6 +89,8 @@ t_fail gzip_bomb 1 "$d/bomb.gz (decompressed): byte 20: the gzip stream inflates
     bash -c 'ulimit -f 20000; exec "$0" "$@"' "$ch1" --data="$d/bomb.gz" --check
 t_fail gzip_not_idx 1 "$d/notidx.gz (decompressed): byte 0: wrong magic number 0x6e6f7420" \
     bash -c 'ulimit -f 20000; exec "$0" "$@"' "$ch1" --data="$d/notidx.gz" --check
+t_fail gzip_promise_past_2_64 1 "$d/wrap.gz (decompressed): the header promises 18446744073709551578 bytes of records: more than any disk holds" \
+    bash -c 'ulimit -f 20000; exec "$0" "$@"' "$ch1" --data="$d/wrap.gz" --check
 if compgen -G "$d/bomb.gz.ddpcache*" > /dev/null || compgen -G "$d/notidx.gz.ddpcache*" > /dev/null; then
     t_failed gzip_bomb_leaves_no_cache "$(ls "$d" | grep ddpcache)"
 else t_pass gzip_bomb_leaves_no_cache; fi
