@@ -80,6 +80,10 @@ static int bench_model_one(int batch, const uint8_t *pool, const int64_t *labels
 
 int bench_model(const struct bench_model_options *o)
 {
+    for (int k = 0; k < o->nbatches; k++)
+        if (o->batches[k] < 1 || o->batches[k] > BENCH_MODEL_POOL)
+            return err_set(ERR_ARG, "bench_model: a batch of %d: the timed steps draw from a pool of %d samples "
+                                    "(1 to %d)", o->batches[k], BENCH_MODEL_POOL, BENCH_MODEL_POOL);
     uint8_t *pool = malloc((size_t)BENCH_MODEL_POOL * 784);
     int64_t *labels = malloc(BENCH_MODEL_POOL * sizeof *labels);
     if (!pool || !labels) {

@@ -239,6 +239,9 @@ static int ch6_timeline_files(const struct ch6_run *run, const struct train_resu
     if (!all)
         return 0;
     int rc = 0;
+    if (r->trace_dropped) /* the trace is sized for every bar a step can leave: this is a bug, said */
+        fprintf(stderr, "%s: the timeline dropped %llu bars that did not fit: the trace and chart lack them\n",
+                CH6_PROG, (unsigned long long)r->trace_dropped);
     if (run->trace_path) {
         const char *notes[] = {"program", "build/chapter-6", "buckets", r->layout, NULL};
         if ((rc = timeline_write_chrome(all, run->trace_path, notes)) < 0)

@@ -234,7 +234,6 @@ void model_destroy(model_t *m)
 }
 
 const struct model_spec *model_get_spec(const model_t *m) { return &m->spec; }
-int model_max_batch(const model_t *m) { return m->max_batch; }
 
 /* ---- initialisation ------------------------------------------------------------------------ */
 

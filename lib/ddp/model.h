@@ -122,7 +122,6 @@ int model_create(const struct model_spec *spec, int max_batch, model_t **out);
 void model_destroy(model_t *m);
 
 const struct model_spec *model_get_spec(const model_t *m);
-int model_max_batch(const model_t *m);
 
 /* PyTorch's default initialisation, bit for bit what
  *     torch.manual_seed(seed); model = MLP(...)

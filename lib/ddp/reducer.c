@@ -357,7 +357,6 @@ int reducer_prepare_forward(reducer_t *r, int grad_enabled)
 }
 
 void reducer_set_sync(reducer_t *r, int sync) { r->sync = sync != 0; }
-int reducer_get_sync(const reducer_t *r) { return r->sync; }
 
 int reducer_backward(reducer_t *r, int batch, int accumulate)
 {
@@ -492,7 +491,8 @@ int reducer_layout_restore(reducer_t *r, const char *text)
     int rc = params && start && limits && seen ? 0 : err_set(ERR_NOMEM, "reducer: out of memory");
     int k = 0, g = 0;
     const char *p = text + 8;
-    start[0] = 0;
+    if (rc == 0)
+        start[0] = 0;
     while (rc == 0 && *p) {
         while (*p == ' ')
             p++;

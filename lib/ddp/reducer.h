@@ -125,7 +125,6 @@ int reducer_prepare_forward(reducer_t *r, int grad_enabled);
 /* sync = 0: the following backwards do not communicate (PyTorch's no_sync());
  * 1 (the default): the next backward reduces. */
 void reducer_set_sync(reducer_t *r, int sync);
-int reducer_get_sync(const reducer_t *r);
 
 /* Starts an iteration's bookkeeping: every bucket waits for all its
  * gradients again. 0, or ERR_STATE when the previous backward was not

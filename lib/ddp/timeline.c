@@ -5,6 +5,7 @@
 #include "base/clock.h"
 #include "base/error.h"
 #include "base/fsutil.h"
+#include "base/mem.h"
 #include "base/plot.h"
 
 #include <jansson.h>
@@ -40,6 +41,10 @@ const char *timeline_lane_name(int lane, char *buf, size_t len)
 int timeline_create(uint64_t first, uint64_t steps, uint64_t max_events, timeline_t **out)
 {
     *out = NULL;
+    size_t bytes;
+    int rc = mem_check_array("timeline: its bars", max_events, sizeof(struct timeline_event), &bytes);
+    if (rc < 0)
+        return rc;
     timeline_t *t = calloc(1, sizeof *t);
     if (!t || (max_events && !(t->events = calloc(max_events, sizeof *t->events)))) {
         free(t);
@@ -97,7 +102,6 @@ void timeline_add_allreduce(timeline_t *t, int bucket, uint64_t step, uint64_t s
         timeline_push(t, TIMELINE_BUCKET + bucket, step, start_ns, end_ns, seq, bytes);
 }
 
-uint64_t timeline_count(const timeline_t *t) { return t ? t->count : 0; }
 uint64_t timeline_dropped(const timeline_t *t) { return t ? t->dropped : 0; }
 
 /* ---- gathering ---------------------------------------------------------------- */

@@ -83,8 +83,7 @@ void timeline_add(timeline_t *t, int lane, uint64_t step, uint64_t start_ns, uin
 void timeline_add_allreduce(timeline_t *t, int bucket, uint64_t step, uint64_t start_ns, uint64_t end_ns,
                             uint64_t seq, uint64_t bytes);
 
-/* Events kept, and events dropped for lack of room. */
-uint64_t timeline_count(const timeline_t *t);
+/* Events dropped for lack of room. */
 uint64_t timeline_dropped(const timeline_t *t);
 
 /* Every rank's events together, on rank 0. */

@@ -24,7 +24,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define TRAIN_TRACE_EVENTS_PER_STEP 96 /* bars a step can leave: 6 lanes x micro-batches, buckets, check */
 
 void train_config_default(struct train_config *c)
 {
@@ -43,17 +42,6 @@ void train_config_default(struct train_config *c)
     c->eval = TRAIN_EVAL_EVERY_RANK;
     link_profile_find(LINK_DEFAULT, &c->link);
     c->pool_bytes = 64u << 20;
-}
-
-const char *train_eval_describe(enum train_eval e)
-{
-    switch (e) {
-    case TRAIN_EVAL_EVERY_RANK: return "every rank evaluates its share through the DDP wrapper";
-    case TRAIN_EVAL_RANK0_WRAPPED: return "rank 0 alone evaluates through the DDP wrapper";
-    case TRAIN_EVAL_RANK0_UNWRAPPED: return "rank 0 alone evaluates the unwrapped model";
-    case TRAIN_EVAL_NONE: return "no evaluation";
-    }
-    return "?";
 }
 
 /* What the input kernel needs: the batch on the device, where it goes. */
@@ -334,9 +322,12 @@ static int train_open(struct train_run *t, const struct train_config *c, comm_t 
     t->labels = malloc((size_t)max_batch * sizeof *t->labels);
     if (!t->labels)
         return err_set(ERR_NOMEM, "train: out of memory");
-    if (c->trace_steps && (rc = timeline_create(t->step, c->trace_steps,
-                                                c->trace_steps * TRAIN_TRACE_EVENTS_PER_STEP, &t->tl)) < 0)
-        return rc;
+    /* the bars a step can leave: data wait, copy, forward, backward and exposed communication per
+     * micro-batch; per step, each bucket's all-reduce (at most one per parameter), the buffer broadcast,
+     * the replica check, the optimizer, a save and an evaluation */
+    uint64_t per_step = 5 * (uint64_t)c->accumulate + (uint64_t)model_param_tensors(t->m) + 5;
+    if (c->trace_steps && (rc = timeline_create(t->step, c->trace_steps, c->trace_steps * per_step, &t->tl)) < 0)
+        return err_wrap(rc, "--trace-steps=%llu", (unsigned long long)c->trace_steps);
 
     /* the first collective: every rank's model the same shape, then rank 0's parameters to all */
     if (c->ddp) {

@@ -186,7 +186,5 @@ struct train_result {
 int train_rank(const struct train_config *c, comm_t *comm, const struct train_hooks *hooks,
                struct train_result *out);
 
-/* "evaluate on every rank", ... for messages. */
-const char *train_eval_describe(enum train_eval e);
 
 #endif

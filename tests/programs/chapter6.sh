@@ -24,6 +24,7 @@ t_fail nccl_is_refused 2 "--backend=nccl: chapter 6's model runs on the CPU" $P 
 t_fail checkpoint_every_needs_a_directory 2 "--checkpoint-every needs --checkpoint=DIR" $P --checkpoint-every=5
 t_fail init_and_resume 2 "--init and --resume both give the starting parameters" $P --init=a --resume=b
 t_fail demo_sets_its_own_runs 2 "--world does nothing with --demo or --bench" $P --demo=uneven --world=8
+t_fail bench_model_batch_past_its_pool 1 "bench_model: a batch of 9000" $P --bench=model --batch=9000 --data=synthetic
 t_fail fault_grammar 2 "--fault" $P --fault=explode:1@2
 t_fail batchnorm_batch_one 2 "--batch=1 with --batchnorm" $P --batchnorm --batch=1
 t_fail momentum_is_sgds 2 "--momentum is SGD's" $P --momentum=0.5
@@ -143,6 +144,24 @@ print("; ".join(bad))
 EOF
 )
     if [ -n "$why" ]; then t_failed trace_valid "$why"; else t_pass trace_valid; fi
+fi
+# with 32 micro-batches a step leaves over 160 bars: every traced step keeps all of its own
+t_run $P "${S[@]}" --steps=4 --accumulate=32 --batch=4 --trace="$T_TMP/trace8.json" --trace-steps=4
+if [ "$T_STATUS" != 0 ]; then t_failed trace_accumulate "exit $T_STATUS: $(tail -n 3 <<<"$T_OUT")"
+elif grep -q "the timeline dropped" <<<"$T_OUT"; then t_failed trace_accumulate "$(grep 'the timeline dropped' <<<"$T_OUT")"
+elif ! command -v python3 > /dev/null; then t_skip trace_accumulate "python3 is not installed"
+else
+    why=$(python3 - "$T_TMP/trace8.json" <<'EOF'
+import collections, json, sys
+ev = json.load(open(sys.argv[1]))["traceEvents"]
+bars = collections.Counter((e["pid"], e["args"]["step"]) for e in ev if e.get("ph") == "X" and "step" in e.get("args", {}))
+# each micro-batch leaves at least its data wait, copy, forward and backward
+bad = ["rank %d step %d: %d bars, fewer than 32 micro-batches leave" % (r, s, bars[(r, s)])
+       for r in range(4) for s in range(4) if bars[(r, s)] < 4 * 32]
+print("; ".join(bad))
+EOF
+)
+    if [ -n "$why" ]; then t_failed trace_accumulate "$why"; else t_pass trace_accumulate; fi
 fi
 if command -v gnuplot > /dev/null; then
     if [ -s "$OUT/gantt.png" ] && [ -s "$OUT/gantt.svg" ] && [ -s "$OUT/gantt.csv" ]; then t_pass gantt_rendered
