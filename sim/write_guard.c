@@ -175,8 +175,13 @@ void write_guard_remove(int id, struct write_guard_hit *out)
                 continue;
             uintptr_t a = atomic_load(&o->plo) > plo ? atomic_load(&o->plo) : plo;
             uintptr_t b = atomic_load(&o->phi) < phi ? atomic_load(&o->phi) : phi;
-            if (a < b)
+            if (a < b) {
                 mprotect((void *)a, b - a, PROT_READ);
+                /* a write that hit o in between has lifted o's protection (the handler moves o off
+                 * ARMED before its own mprotect): lift it again, or the page stays read-only unguarded */
+                if (atomic_load(&o->state) != WG_ARMED)
+                    mprotect((void *)a, b - a, PROT_READ | PROT_WRITE);
+            }
         }
         wg_read(g, WG_ARMED, out);
     } else {
