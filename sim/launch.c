@@ -52,6 +52,12 @@ int launch_leader(void)
     return launch_env_place(&rank, &world) ? rank == 0 : 1;
 }
 
+int launch_launcher_world(void)
+{
+    int rank, world;
+    return launch_env_place(&rank, &world) ? world : 0;
+}
+
 int launch_prints(const struct launch_rank *r)
 {
     return r->threads ? r->rank == 0 : launch_leader();

@@ -102,4 +102,10 @@ int launch_prints(const struct launch_rank *r);
  * process of a thread job, or the process of rank 0 under mpirun/torchrun. */
 int launch_leader(void);
 
+/* Outside rank functions: the size of the job a launcher (mpirun, srun,
+ * torchrun) started this process into, from its variables; 0 when none did.
+ * A program that runs its ranks as threads refuses to run inside such a job
+ * of more than one process: each would run the whole job. */
+int launch_launcher_world(void);
+
 #endif

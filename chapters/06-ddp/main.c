@@ -309,9 +309,10 @@ static int ch6_validate(struct ch6_cli *cli)
     if (!threads && cli_given_has(g, O_WORLD))
         return err_set(ERR_ARG, "--world=%d: this process is one rank of a job mpirun started: mpirun -np W sets "
                                 "the world", run->world);
-    if (threads && (getenv("OMPI_COMM_WORLD_SIZE") || getenv("PMI_SIZE")))
-        return err_set(ERR_ARG, "--backend=%s: this process was started by mpirun as one of several: each would "
-                                "run a whole simulated job; pass --backend=mpi", run->backend);
+    if (threads && launch_launcher_world() > 1)
+        return err_set(ERR_ARG, "--backend=%s: a launcher (mpirun or torchrun) started this process as one of %d: "
+                                "each would run a whole simulated job; under mpirun pass --backend=mpi",
+                       run->backend, launch_launcher_world());
     if (run->faults) {
         if (!threads)
             return err_set(ERR_ARG, "--fault: the simulator injects faults: it needs --backend=sim");

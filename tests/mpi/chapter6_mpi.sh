@@ -37,5 +37,5 @@ t_ok np2.resume mpirun --oversubscribe -np 2 $P --backend=mpi "${job[@]}" --resu
 t_out np2.resume_exact "tensordiff: the same bits" "$TD" "$T_TMP/mpi2.safetensors" "$T_TMP/mpi2-resumed.safetensors"
 t_fail np2.world_refused nonzero "--world=4: this process is one rank of a job mpirun started" \
     mpirun --oversubscribe -np 2 $P --backend=mpi --world=4
-t_fail np2.sim_refused nonzero "this process was started by mpirun as one of several" \
+t_fail np2.sim_refused nonzero "a launcher (mpirun or torchrun) started this process as one of 2" \
     mpirun --oversubscribe -np 2 $P --world=2

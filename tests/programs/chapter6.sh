@@ -25,6 +25,7 @@ t_fail checkpoint_every_needs_a_directory 2 "--checkpoint-every needs --checkpoi
 t_fail init_and_resume 2 "--init and --resume both give the starting parameters" $P --init=a --resume=b
 t_fail demo_sets_its_own_runs 2 "--world does nothing with --demo or --bench" $P --demo=uneven --world=8
 t_fail bench_model_batch_past_its_pool 1 "bench_model: a batch of 9000" $P --bench=model --batch=9000 --data=synthetic
+t_fail torchrun_with_the_simulator 2 "a launcher (mpirun or torchrun) started this process as one of 2" env RANK=1 WORLD_SIZE=2 $P --train-size=1024 --epochs=1
 t_fail fault_grammar 2 "--fault" $P --fault=explode:1@2
 t_fail batchnorm_batch_one 2 "--batch=1 with --batchnorm" $P --batchnorm --batch=1
 t_fail momentum_is_sgds 2 "--momentum is SGD's" $P --momentum=0.5
