@@ -252,11 +252,12 @@ int checkpoint_save(const char *dir, const model_t *m, const optim_t *o, const s
             snprintf(name, sizeof name, "optimizer.%s.%s", pt->name, optim_state_name(o, k));
             ck_add(&l, name, SAFETENSORS_F32, pt, optim_state((optim_t *)o, k) + pt->offset);
         }
-    char spec[128], opt[512], sum[17], num[9][24];
+    char spec[128], opt[512], sum[17], num[12][24];
     ck_checksum_entries(l.e, l.n, sum);
-    const uint64_t nums[9] = {s->step, s->epoch, s->batch, s->seed, (uint64_t)s->world, (uint64_t)s->batch_size,
-                              (uint64_t)s->accumulate, s->first_bucket_bytes, s->bucket_cap_bytes};
-    for (int i = 0; i < 9; i++)
+    const uint64_t nums[12] = {s->step, s->epoch, s->batch, s->seed, (uint64_t)s->world, (uint64_t)s->batch_size,
+                               (uint64_t)s->accumulate, s->first_bucket_bytes, s->bucket_cap_bytes, s->records,
+                               (uint64_t)s->shuffle, (uint64_t)s->drop_last};
+    for (int i = 0; i < 12; i++)
         snprintf(num[i], sizeof num[i], "%" PRIu64, nums[i]);
     char steps[24];
     snprintf(steps, sizeof steps, "%" PRIu64, optim_steps(o));
@@ -272,6 +273,9 @@ int checkpoint_save(const char *dir, const model_t *m, const optim_t *o, const s
         {"world", num[4]},
         {"batch_size", num[5]},
         {"accumulate", num[6]},
+        {"records", num[9]},
+        {"shuffle", num[10]},
+        {"drop_last", num[11]},
         {"first_bucket_bytes", num[7]},
         {"bucket_cap_bytes", num[8]},
         {"compress", s->compress},
@@ -312,7 +316,7 @@ static int ck_meta_u64(const safetensors_t *st, const char *key, uint64_t max, u
 /* The metadata into *s, every field checked. */
 static int ck_read_state(const safetensors_t *st, struct checkpoint_state *s)
 {
-    uint64_t world, batch_size, accumulate;
+    uint64_t world, batch_size, accumulate, shuffle, drop_last;
     const char *compress, *buckets;
     int rc;
     memset(s, 0, sizeof *s);
@@ -323,6 +327,9 @@ static int ck_read_state(const safetensors_t *st, struct checkpoint_state *s)
         (rc = ck_meta_u64(st, "world", INT32_MAX, &world)) < 0 ||
         (rc = ck_meta_u64(st, "batch_size", INT32_MAX, &batch_size)) < 0 ||
         (rc = ck_meta_u64(st, "accumulate", INT32_MAX, &accumulate)) < 0 ||
+        (rc = ck_meta_u64(st, "records", UINT64_MAX, &s->records)) < 0 ||
+        (rc = ck_meta_u64(st, "shuffle", 1, &shuffle)) < 0 ||
+        (rc = ck_meta_u64(st, "drop_last", 1, &drop_last)) < 0 ||
         (rc = ck_meta_u64(st, "first_bucket_bytes", UINT64_MAX, &s->first_bucket_bytes)) < 0 ||
         (rc = ck_meta_u64(st, "bucket_cap_bytes", UINT64_MAX, &s->bucket_cap_bytes)) < 0 ||
         (rc = ck_meta(st, "compress", &compress)) < 0 || (rc = ck_meta(st, "buckets", &buckets)) < 0)
@@ -332,6 +339,8 @@ static int ck_read_state(const safetensors_t *st, struct checkpoint_state *s)
     s->world = (int)world;
     s->batch_size = (int)batch_size;
     s->accumulate = (int)accumulate;
+    s->shuffle = (int)shuffle;
+    s->drop_last = (int)drop_last;
     snprintf(s->compress, sizeof s->compress, "%s", compress);
     snprintf(s->buckets, sizeof s->buckets, "%s", buckets);
     return 0;
@@ -422,6 +431,26 @@ int checkpoint_check_resume(const char *path, const struct checkpoint_state *sav
         return err_set(ERR_STATE, "%s: written with seed %llu; this run has %llu: the sampler would shuffle the "
                                   "rest of the epoch differently", path, (unsigned long long)saved->seed,
                        (unsigned long long)now->seed);
+    if (saved->records != now->records)
+        return err_set(ERR_STATE, "%s: written with %llu training records; this run has %llu. The sampler splits "
+                                  "and orders every epoch over the records, and their count sets the epoch's "
+                                  "batches, so the run cannot continue exactly: resume with --train-size=%llu, or "
+                                  "start a new run from its parameters (--init)",
+                       path, (unsigned long long)saved->records, (unsigned long long)now->records,
+                       (unsigned long long)saved->records);
+    if (saved->shuffle != now->shuffle)
+        return err_set(ERR_STATE, "%s: written %s; this run %s. The rest of the epoch, and every epoch after it, "
+                                  "would come in another order, so the run cannot continue exactly: resume %s "
+                                  "--no-shuffle, or start a new run from its parameters (--init)",
+                       path, saved->shuffle ? "with the sampler shuffling" : "with --no-shuffle",
+                       now->shuffle ? "shuffles" : "has --no-shuffle", saved->shuffle ? "without" : "with");
+    if (saved->drop_last != now->drop_last)
+        return err_set(ERR_STATE, "%s: written %s; this run %s. Dropping each rank's last short batch changes the "
+                                  "epoch's batch count, so the position in the epoch (batch %llu) would point "
+                                  "elsewhere: resume %s --drop-last, or start a new run from its parameters (--init)",
+                       path, saved->drop_last ? "with --drop-last" : "without --drop-last",
+                       now->drop_last ? "has --drop-last" : "has no --drop-last", (unsigned long long)saved->batch,
+                       saved->drop_last ? "with" : "without");
     if (saved->first_bucket_bytes != now->first_bucket_bytes || saved->bucket_cap_bytes != now->bucket_cap_bytes ||
         strcmp(saved->compress, now->compress) != 0)
         return err_set(ERR_STATE, "%s: written with buckets of first %llu bytes, then %llu, compression %s; this run "

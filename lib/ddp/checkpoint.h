@@ -14,8 +14,9 @@
  *   momentum_buffer", ...), and in __metadata__ everything an exact resume
  *   needs: the optimizer steps taken, the epoch, the batches of that epoch
  *   already consumed (trained on, not merely prefetched), the seed, the world
- *   size, the per-rank batch, the accumulation, the bucket limits and layout,
- *   the compression, plus a checksum of all tensor bytes. Rank 0 writes it;
+ *   size, the per-rank batch, the accumulation, the training records, shuffle
+ *   and drop_last, the bucket limits and layout, the compression, plus a
+ *   checksum of all tensor bytes. Rank 0 writes it;
  *   the other ranks hold the same bits (lib/ddp/replica.h).
  *
  * Writing is atomic and durable: a temporary file beside the final one,
@@ -30,8 +31,11 @@
  * (its checksum), or of another model or optimizer is refused with a message
  * that names the file and what is wrong, and the model and optimizer are left
  * as they were. checkpoint_check_resume() then compares the run shape:
- * resuming with another world size, batch, seed or bucket layout would not
- * continue the same run, and is refused with the reason.
+ * resuming with another world size, batch, seed, training set size, shuffle,
+ * drop_last or bucket layout would not continue the same run, and is refused
+ * with the reason. A checkpoint written before the training set's size,
+ * shuffle and drop_last were recorded lacks those keys and is refused, naming
+ * the missing key.
  *
  * Read checkpoint_save() and checkpoint_load().
  */
@@ -58,6 +62,9 @@ struct checkpoint_state {
     int world;                     /* ranks */
     int batch_size;                /* per rank */
     int accumulate;                /* micro-batches per optimizer step (no_sync) */
+    uint64_t records;              /* training records the sampler splits (--train-size, or all) */
+    int shuffle;                   /* the sampler shuffles (0: --no-shuffle) */
+    int drop_last;                 /* each rank's last short batch dropped (--drop-last) */
     uint64_t first_bucket_bytes;   /* the reducer's limits ... */
     uint64_t bucket_cap_bytes;
     char compress[8];              /* "none", "fp16", "bf16" */
@@ -104,7 +111,8 @@ int checkpoint_load(const char *path, model_t *m, optim_t *o, struct checkpoint_
 int checkpoint_read_state(const char *path, struct checkpoint_state *s);
 
 /* Compares a loaded checkpoint's run with this run's: world size, per-rank
- * batch, accumulation, seed, bucket limits and compression must be equal
+ * batch, accumulation, seed, training records, shuffle, drop_last, bucket
+ * limits and compression must be equal
  * (the layout itself is restored with reducer_layout_restore). 0, or ERR_STATE
  * saying what differs and why that breaks an exact resume. `path` names the
  * checkpoint in the message. */

@@ -189,6 +189,9 @@ static void train_state_of(const struct train_run *t, uint64_t epoch, uint64_t b
     s->world = t->world;
     s->batch_size = (int)c->batch;
     s->accumulate = (int)c->accumulate;
+    s->records = t->records;
+    s->shuffle = c->shuffle;
+    s->drop_last = c->drop_last;
     s->first_bucket_bytes = c->reducer.first_bucket_bytes;
     s->bucket_cap_bytes = c->reducer.bucket_cap_bytes;
     snprintf(s->compress, sizeof s->compress, "%s", reducer_compress_name(c->ddp ? c->reducer.compress
