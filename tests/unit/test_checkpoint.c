@@ -2,9 +2,10 @@
  * buffers and the optimizer bit for bit with the run's state; model files
  * round-trip; foreign, damaged and mismatched files are refused naming the
  * file, and leave the model as it was; a resume with another world, batch,
- * seed or bucket setup is refused with the reason; and a writer killed with
- * SIGKILL at random moments, hundreds of times, always leaves a complete
- * checkpoint that loads. */
+ * seed, training set size, shuffle, drop_last or bucket setup is refused with
+ * the reason, and a checkpoint without the last three is refused naming the
+ * key; and a writer killed with SIGKILL at random moments, hundreds of times,
+ * always leaves a complete checkpoint that loads. */
 #include "check.h"
 #include "base/error.h"
 #include "base/hash.h"
@@ -51,7 +52,8 @@ static void train(model_t *m, optim_t *o, int steps)
 static struct checkpoint_state run_state(void)
 {
     struct checkpoint_state s = {.step = 3, .epoch = 1, .batch = 7, .seed = 42, .world = 4, .batch_size = 8,
-                                 .accumulate = 1, .first_bucket_bytes = 1 << 20, .bucket_cap_bytes = 25 << 20};
+                                 .accumulate = 1, .records = 2048, .shuffle = 1, .drop_last = 0,
+                                 .first_bucket_bytes = 1 << 20, .bucket_cap_bytes = 25 << 20};
     snprintf(s.compress, sizeof s.compress, "none");
     snprintf(s.buckets, sizeof s.buckets, "rebuilt: fc3.bias fc3.weight | fc2.bias");
     return s;
@@ -80,6 +82,7 @@ TEST(checkpoint_round_trip_is_bit_exact)
             CHECK(memcmp(optim_state(oa, q), optim_state(ob, q), model_param_floats(a) * 4) == 0);
         CHECK(got.step == 3 && got.epoch == 1 && got.batch == 7 && got.seed == 42 && got.world == 4);
         CHECK(got.batch_size == 8 && got.accumulate == 1 && got.bucket_cap_bytes == 25u << 20);
+        CHECK(got.records == 2048 && got.shuffle == 1 && got.drop_last == 0);
         CHECK_STR(got.buckets, s.buckets);
         CHECK_STR(got.compress, "none");
         /* the two continue identically */
@@ -222,11 +225,44 @@ TEST(checkpoint_resume_checks_the_run)
     now.seed = 1;
     CHECK_ERR(checkpoint_check_resume("ck", &saved, &now), ERR_STATE, "seed 42; this run has 1");
     now = run_state();
+    now.records = 3000;
+    CHECK_ERR(checkpoint_check_resume("ck", &saved, &now), ERR_STATE,
+              "ck: written with 2048 training records; this run has 3000");
+    CHECK_CONTAINS(err_msg(), "resume with --train-size=2048");
+    now = run_state();
+    now.shuffle = 0;
+    CHECK_ERR(checkpoint_check_resume("ck", &saved, &now), ERR_STATE,
+              "ck: written with the sampler shuffling; this run has --no-shuffle");
+    CHECK_CONTAINS(err_msg(), "resume without --no-shuffle");
+    now = run_state();
+    now.drop_last = 1;
+    CHECK_ERR(checkpoint_check_resume("ck", &saved, &now), ERR_STATE,
+              "ck: written without --drop-last; this run has --drop-last");
+    CHECK_CONTAINS(err_msg(), "the position in the epoch (batch 7)");
+    now = run_state();
     now.bucket_cap_bytes = 1 << 20;
     CHECK_ERR(checkpoint_check_resume("ck", &saved, &now), ERR_STATE, "resume with the same bucket sizes");
     now = run_state();
     snprintf(now.compress, sizeof now.compress, "fp16");
     CHECK_ERR(checkpoint_check_resume("ck", &saved, &now), ERR_STATE, "compression none");
+}
+
+/* A checkpoint written before the training records, shuffle and drop_last were
+ * recorded: its metadata has every other key. */
+TEST(checkpoint_without_the_sampler_keys_is_refused)
+{
+    struct safetensors_meta meta[] = {
+        {"format", CHECKPOINT_FORMAT},
+        {"step", "3"}, {"epoch", "1"}, {"batch", "7"}, {"seed", "42"},
+        {"world", "4"}, {"batch_size", "8"}, {"accumulate", "1"},
+        {"first_bucket_bytes", "1048576"}, {"bucket_cap_bytes", "26214400"},
+        {"compress", "none"}, {"buckets", "rebuilt: fc3.bias fc3.weight | fc2.bias"},
+    };
+    const char *file = check_tmp_path("old.safetensors");
+    CHECK_OK(safetensors_write(file, NULL, 0, meta, sizeof meta / sizeof meta[0], 0));
+    struct checkpoint_state got;
+    CHECK_ERR(checkpoint_read_state(file, &got), ERR_FORMAT, "a checkpoint without \"records\" in its metadata");
+    CHECK_CONTAINS(err_msg(), file);
 }
 
 /* ---- killed mid-save ------------------------------------------------------------------- */
