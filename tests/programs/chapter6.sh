@@ -2,8 +2,9 @@
 # the training set, batches of 32): bad flags and bad input (a missing,
 # foreign or misshapen --init, a missing or foreign --resume, --hidden=0, a
 # batch larger than a rank's share, an unwritable checkpoint directory, a
-# resume with another world or buckets), each a clear message and a non-zero
-# exit; the replica check catching a flipped bit; exact resume, bit for bit,
+# resume with another world, training set size, shuffle, drop_last or
+# buckets), each a clear message and a non-zero exit; the replica check
+# catching a flipped bit; exact resume, bit for bit,
 # from several stop points (mid-epoch included, loader workers on, bucket
 # layouts rebuilt, BatchNorm with accumulation at 3 ranks); a kill -9 during a
 # checkpoint's save leaving the last checkpoint loadable and the resumed run
@@ -86,6 +87,12 @@ rm -rf "$T_TMP/ck-other" && $P "${S[@]}" --steps=3 --checkpoint="$T_TMP/ck-other
 t_fail resume_other_world 1 "written by a world of 4 ranks; this run has 2" $P "${S[@]}" --resume="$T_TMP/ck-other" --world=2
 t_fail resume_other_buckets 1 "The buckets decide which gradients each all-reduce sums together" \
     $P "${S[@]}" --resume="$T_TMP/ck-other" --bucket-cap-mb=1
+t_fail resume_other_train_size 1 "written with 2048 training records; this run has 3000" \
+    $P "${S[@]}" --resume="$T_TMP/ck-other" --train-size=3000
+t_fail resume_other_shuffle 1 "written with the sampler shuffling; this run has --no-shuffle" \
+    $P "${S[@]}" --resume="$T_TMP/ck-other" --no-shuffle
+t_fail resume_other_drop_last 1 "written without --drop-last; this run has --drop-last" \
+    $P "${S[@]}" --resume="$T_TMP/ck-other" --drop-last
 
 # A kill -9 in the middle of a save: the last complete checkpoint loads, and the
 # run resumed from it ends with the bits of a run never interrupted.
