@@ -18,6 +18,7 @@
 
 #include "base/clock.h"
 #include "base/error.h"
+#include "base/mem.h"
 #include "base/rng.h"
 
 #include <cblas.h> /* OpenBLAS's; it includes <complex.h>, so no identifier here may be called I */
@@ -194,6 +195,18 @@ int model_create(const struct model_spec *spec, int max_batch, model_t **out)
     for (int t = 0; t < m->nparams; t++)
         m->grad_off[t] = m->params[t].offset;
     size_t act = (size_t)m->max_width * (size_t)max_batch;
+    /* every buffer below, in floats: sized from flags (--batch, --hidden), so checked before any is touched */
+    uint64_t floats = 2 * (uint64_t)m->param_floats + m->buffer_floats + (uint64_t)spec->inputs * (uint64_t)max_batch +
+                      2 * (uint64_t)act;
+    for (int l = 0; l < m->nlayers; l++)
+        floats += (uint64_t)m->layers[l].out * (uint64_t)max_batch * (m->layers[l].bn_weight >= 0 ? 2 : 1);
+    char what[96];
+    snprintf(what, sizeof what, "model: its parameters, gradients and the buffers of a batch of %d", max_batch);
+    rc = mem_check_array(what, floats, sizeof(float), &(size_t){0});
+    if (rc < 0) {
+        model_destroy(m);
+        return rc;
+    }
     int ok = (m->param = model_alloc(m->param_floats)) && (m->grad = model_alloc(m->param_floats)) &&
              (m->buffer = model_alloc(m->buffer_floats)) &&
              (m->input = model_alloc((size_t)spec->inputs * (size_t)max_batch)) &&

@@ -27,6 +27,7 @@ t_fail init_and_resume 2 "--init and --resume both give the starting parameters"
 t_fail demo_sets_its_own_runs 2 "--world does nothing with --demo or --bench" $P --demo=uneven --world=8
 t_fail bench_model_batch_past_its_pool 1 "bench_model: a batch of 9000" $P --bench=model --batch=9000 --data=synthetic
 t_fail torchrun_with_the_simulator 2 "a launcher (mpirun or torchrun) started this process as one of 2" env RANK=1 WORLD_SIZE=2 $P --train-size=1024 --epochs=1
+t_fail model_past_memory 1 "model: its parameters, gradients and the buffers of a batch of 32768: needs" $P --batch=32768 --hidden=65536,65536,65536 --data=synthetic --epochs=1 --world=1 --test-data=none
 t_fail fault_grammar 2 "--fault" $P --fault=explode:1@2
 t_fail batchnorm_batch_one 2 "--batch=1 with --batchnorm" $P --batchnorm --batch=1
 t_fail momentum_is_sgds 2 "--momentum is SGD's" $P --momentum=0.5
