@@ -5,6 +5,7 @@
 
 #include "base/error.h"
 #include "base/fsutil.h"
+#include "base/mem.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -18,10 +19,6 @@
 #if !defined(__BYTE_ORDER__) || __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__
 #error "safetensors: tensors are stored little-endian; this code copies them as they are in memory"
 #endif
-
-/* The largest file the reader takes into memory: far above any model here,
- * and small enough that a hostile size fails with a message, not a swap storm. */
-#define SAFETENSORS_MAX_FILE ((size_t)16 << 30)
 
 static const char *const st_names[SAFETENSORS_DTYPE_COUNT] = {"BOOL", "U8",  "I8",  "I16", "U16", "F16", "BF16",
                                                               "I32",  "U32", "F32", "F64", "I64", "U64"};
@@ -182,7 +179,7 @@ struct safetensors {
     size_t n;
 };
 
-/* The whole file into memory. */
+/* The whole file into memory, when this machine can hold it. */
 static int st_slurp(safetensors_t *st)
 {
     int fd = open(st->path, O_RDONLY | O_CLOEXEC);
@@ -194,25 +191,13 @@ static int st_slurp(safetensors_t *st)
         rc = err_set(ERR_IO, "%s: cannot stat: %s", st->path, strerror(errno));
     else if (!S_ISREG(sb.st_mode))
         rc = err_set(ERR_IO, "%s: not a regular file", st->path);
-    else if ((uint64_t)sb.st_size > SAFETENSORS_MAX_FILE)
-        rc = err_set(ERR_FORMAT, "%s: %lld bytes, more than the %zu GiB this reader takes", st->path,
-                     (long long)sb.st_size, SAFETENSORS_MAX_FILE >> 30);
-    else if (!(st->file = malloc((size_t)sb.st_size + 1)))
+    else if ((rc = mem_check_fits(st->path, (uint64_t)sb.st_size + 1)) == 0 &&
+             !(st->file = malloc((size_t)sb.st_size + 1)))
         rc = err_set(ERR_NOMEM, "%s: out of memory for its %lld bytes", st->path, (long long)sb.st_size);
-    size_t got = 0;
-    while (rc == 0 && got < (size_t)sb.st_size) {
-        ssize_t r = read(fd, st->file + got, (size_t)sb.st_size - got);
-        if (r < 0 && errno == EINTR)
-            continue;
-        if (r < 0)
-            rc = err_set(ERR_IO, "%s: read failed at byte %zu: %s", st->path, got, strerror(errno));
-        else if (r == 0)
-            rc = err_set(ERR_FORMAT, "%s: the file shrank to %zu bytes while being read", st->path, got);
-        else
-            got += (size_t)r;
-    }
+    if (rc == 0 && (rc = fsutil_read_all(fd, st->file, (size_t)sb.st_size, st->path)) == ERR_FORMAT)
+        err_set(ERR_FORMAT, "%s: the file shrank while being read (%s)", st->path, err_msg());
     close(fd);
-    st->size = got;
+    st->size = rc == 0 ? (size_t)sb.st_size : 0;
     return rc;
 }
 
