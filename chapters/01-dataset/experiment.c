@@ -142,7 +142,7 @@ static int corpus_make(uint64_t lines, uint64_t seed, const char *work_dir, int 
     if (access(path, R_OK) == 0)
         return 0;
     struct fsutil_tmp t;
-    if ((rc = fsutil_tmp_open(&t, path)) < 0)
+    if ((rc = fsutil_tmp_open(&t, path, NULL)) < 0)
         return rc;
     char *buf = malloc(STREAM_BUF);
     if (!buf)

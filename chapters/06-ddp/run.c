@@ -245,7 +245,7 @@ static int ch6_timeline_files(const struct ch6_run *run, const struct train_resu
     if (run->trace_path) {
         const char *notes[] = {"program", "build/chapter-6", "buckets", r->layout, NULL};
         if ((rc = timeline_write_chrome(all, run->trace_path, notes)) < 0)
-            return rc;
+            return err_wrap(rc, "--trace");
         if (!run->quiet)
             printf("trace: %s (open it in https://ui.perfetto.dev or chrome://tracing)\n", run->trace_path);
     }

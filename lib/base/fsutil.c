@@ -1,5 +1,6 @@
-/* fsutil: mkdir -p, atomic writes by rename, temporary files that do not
- * outlive their process, free-space checks (see fsutil.h). */
+/* fsutil: mkdir -p, the outputs that may be written, atomic writes by
+ * rename, temporary files that do not outlive their process, free-space
+ * checks (see fsutil.h). */
 #include "base/fsutil.h"
 
 #include "base/error.h"
@@ -20,6 +21,23 @@
 #include <sys/statvfs.h>
 #include <unistd.h>
 
+/* What a node that is not a regular file is, for messages. */
+static const char *fsutil_kind(mode_t mode)
+{
+    return S_ISDIR(mode) ? "a directory" : S_ISFIFO(mode) ? "a FIFO" : S_ISCHR(mode) ? "a character device"
+         : S_ISBLK(mode) ? "a block device" : S_ISSOCK(mode) ? "a socket" : S_ISLNK(mode) ? "a symbolic link"
+         : S_ISREG(mode) ? "a regular file" : "an unknown kind of file";
+}
+
+/* "what: path" or "path", the head of every message about a path ("..." at
+ * the end when cut). */
+static const char *fsutil_name(char *buf, size_t cap, const char *what, const char *path)
+{
+    if (snprintf(buf, cap, "%s%s%s", what ? what : "", what ? ": " : "", path) >= (int)cap && cap > 4)
+        memcpy(buf + cap - 4, "...", 4);
+    return buf;
+}
+
 int fsutil_mkdir_p(const char *dir)
 {
     char path[PATH_MAX];
@@ -29,8 +47,11 @@ int fsutil_mkdir_p(const char *dir)
         if (*p == '/' || *p == '\0') {
             char saved = *p;
             *p = '\0';
+            struct stat st;
             if (mkdir(path, 0777) != 0 && errno != EEXIST)
                 return err_set(ERR_IO, "%s: cannot create directory: %s", path, strerror(errno));
+            if (stat(path, &st) == 0 && !S_ISDIR(st.st_mode)) /* EEXIST: there, but maybe a file or a FIFO */
+                return err_set(ERR_IO, "%s: %s, not a directory", path, fsutil_kind(st.st_mode));
             if (saved == '\0')
                 break;
             *p = saved;
@@ -38,6 +59,48 @@ int fsutil_mkdir_p(const char *dir)
     }
     return 0;
 }
+
+/* ---- what may be written, what may be read --------------------------------- */
+
+/* The node `path` names, a symbolic link followed: 0 and *st; 1 when nothing
+ * is there (a new name, or a path the write will report on); ERR_IO when it
+ * is a dangling link. */
+static int fsutil_node(const char *path, const char *what, struct stat *st)
+{
+    struct stat lst;
+    if (lstat(path, &lst) != 0)
+        return 1;
+    if (!S_ISLNK(lst.st_mode)) {
+        *st = lst;
+        return 0;
+    }
+    if (stat(path, st) == 0)
+        return 0;
+    char name[PATH_MAX + 64], target[PATH_MAX];
+    ssize_t n = readlink(path, target, sizeof target - 1);
+    target[n > 0 ? n : 0] = '\0';
+    return err_set(ERR_IO, "%s: a symbolic link to '%s', which cannot be reached (%s): refusing to write through it",
+                   fsutil_name(name, sizeof name, what, path), target, strerror(errno));
+}
+
+static int fsutil_check_node(const char *path, const char *what, int want_dir)
+{
+    char name[PATH_MAX + 64];
+    if (!path || !*path)
+        return err_set(ERR_ARG, "%s: an empty path: name a %s", what ? what : "output", want_dir ? "directory" : "file");
+    struct stat st;
+    int rc = fsutil_node(path, what, &st);
+    if (rc != 0)
+        return rc < 0 ? rc : 0;
+    if (want_dir ? S_ISDIR(st.st_mode) : S_ISREG(st.st_mode))
+        return 0;
+    return err_set(ERR_IO, "%s: %s, not a %s: refusing to write %s it", fsutil_name(name, sizeof name, what, path),
+                   fsutil_kind(st.st_mode), want_dir ? "directory" : "regular file", want_dir ? "into" : "over");
+}
+
+int fsutil_check_output(const char *path, const char *what) { return fsutil_check_node(path, what, 0); }
+
+int fsutil_check_output_dir(const char *dir, const char *what) { return fsutil_check_node(dir, what, 1); }
 
 /* ---- temporary files: registered for the signal handler ------------------- */
 
@@ -125,22 +188,19 @@ static void fsutil_sweep_stale(const char *dir, const char *base)
     closedir(d);
 }
 
-int fsutil_tmp_open(struct fsutil_tmp *t, const char *final)
+/* Sweeps, then creates t->path, a temporary file of t->final (set), for
+ * writing. */
+static int fsutil_tmp_create(struct fsutil_tmp *t)
 {
-    pthread_once(&fsutil_once, fsutil_init);
-    t->fd = -1;
-    t->cleanup = NULL;
-    if (snprintf(t->final, sizeof t->final, "%s", final) >= (int)sizeof t->final)
-        return err_set(ERR_ARG, "%s: path too long", final);
-    char dir[PATH_MAX], base[PATH_MAX];
-    snprintf(dir, sizeof dir, "%s", final);
-    snprintf(base, sizeof base, "%s", final);
+    char name[PATH_MAX + 64], dir[PATH_MAX], base[PATH_MAX];
+    snprintf(dir, sizeof dir, "%s", t->final);
+    snprintf(base, sizeof base, "%s", t->final);
     fsutil_sweep_stale(dirname(dir), basename(base));
     for (;;) {
         unsigned long n = atomic_fetch_add(&fsutil_counter, 1);
-        if (snprintf(t->path, sizeof t->path, "%s.tmp-%s-%ld-%lu", final, fsutil_host, (long)getpid(), n) >=
+        if (snprintf(t->path, sizeof t->path, "%s.tmp-%s-%ld-%lu", t->final, fsutil_host, (long)getpid(), n) >=
             (int)sizeof t->path)
-            return err_set(ERR_ARG, "%s: path too long", final);
+            return err_set(ERR_ARG, "%s: path too long", fsutil_name(name, sizeof name, t->what, t->final));
         /* Registered before it exists, so no instant is left in which a signal
          * could leave it behind: removing a name not yet created is harmless. */
         t->cleanup = sigreg_add(&fsutil_open_tmps, 0, 0, t->path);
@@ -151,8 +211,38 @@ int fsutil_tmp_open(struct fsutil_tmp *t, const char *final)
         sigreg_remove(&fsutil_open_tmps, t->cleanup);
         t->cleanup = NULL;
         if (e != EEXIST) /* EEXIST: left by a dead process that had our pid; take the next name */
-            return err_set(ERR_IO, "%s: cannot create a temporary file beside it: %s", final, strerror(e));
+            return err_set(ERR_IO, "%s: cannot create a temporary file beside it: %s",
+                           fsutil_name(name, sizeof name, t->what, t->final), strerror(e));
     }
+}
+
+/* Sets up t for `final`: nothing open yet. */
+static int fsutil_tmp_init(struct fsutil_tmp *t, const char *final, const char *what)
+{
+    pthread_once(&fsutil_once, fsutil_init);
+    t->fd = -1;
+    t->cleanup = NULL;
+    t->what = what;
+    t->path[0] = '\0';
+    if (snprintf(t->final, sizeof t->final, "%s", final) >= (int)sizeof t->final)
+        return err_set(ERR_ARG, "%s%s%.200s...: path too long", what ? what : "", what ? ": " : "", final);
+    return 0;
+}
+
+int fsutil_tmp_open(struct fsutil_tmp *t, const char *final, const char *what)
+{
+    int rc = fsutil_tmp_init(t, final, what);
+    if (rc == 0)
+        rc = fsutil_check_output(final, what);
+    if (rc < 0)
+        return rc;
+    /* A link to a regular file (the check refused any other): write the file
+     * it names, beside it, and leave the link a link. */
+    char real[PATH_MAX];
+    struct stat lst;
+    if (lstat(final, &lst) == 0 && S_ISLNK(lst.st_mode) && realpath(final, real))
+        snprintf(t->final, sizeof t->final, "%s", real);
+    return fsutil_tmp_create(t);
 }
 
 /* fsyncs the directory holding `path`, so a rename into it is on disk. */
@@ -171,8 +261,10 @@ static int fsutil_sync_dir(const char *path)
 
 int fsutil_tmp_finish(struct fsutil_tmp *t, int rc, unsigned flags)
 {
+    char name[PATH_MAX + 64];
+    fsutil_name(name, sizeof name, t->what, t->final);
     if (t->fd < 0)
-        return rc < 0 ? rc : err_set(ERR_IO, "%s: the temporary file was never opened", t->final);
+        return rc < 0 ? rc : err_set(ERR_IO, "%s: the temporary file was never opened", name);
     if (rc == 0 && fchmod(t->fd, 0644) != 0)
         rc = err_set(ERR_IO, "%s: chmod failed: %s", t->path, strerror(errno));
     if (rc == 0 && (flags & FSUTIL_DURABLE) && fsync(t->fd) != 0)
@@ -180,8 +272,10 @@ int fsutil_tmp_finish(struct fsutil_tmp *t, int rc, unsigned flags)
     if (close(t->fd) != 0 && rc == 0)
         rc = err_set(ERR_IO, "%s: close failed: %s", t->path, strerror(errno));
     t->fd = -1;
+    if (rc == 0)
+        rc = fsutil_check_output(t->final, t->what); /* again: the path may have changed since the open */
     if (rc == 0 && rename(t->path, t->final) != 0)
-        rc = err_set(ERR_IO, "%s: cannot rename into place: %s", t->final, strerror(errno));
+        rc = err_set(ERR_IO, "%s: cannot rename into place: %s", name, strerror(errno));
     if (rc < 0)
         unlink(t->path);
     sigreg_remove(&fsutil_open_tmps, t->cleanup); /* after the rename: a signal before it still removes the file */
@@ -190,6 +284,8 @@ int fsutil_tmp_finish(struct fsutil_tmp *t, int rc, unsigned flags)
         return rc;
     return (flags & FSUTIL_DURABLE) ? fsutil_sync_dir(t->final) : 0;
 }
+
+/* ---- whole reads and writes ----------------------------------------------------- */
 
 int fsutil_write_all(int fd, const void *buf, size_t n, const char *name)
 {

@@ -1,17 +1,27 @@
 /* fsutil: the file-system steps every stage that writes a file shares.
  *
- * Where it sits: under everything that writes. The dataset caches (a gzipped
- * IDX file inflated once, a JSONL offset index or length table), the
- * chapters' generated data, CSV and plots, and the checkpoints of full DDP all
- * write the same way: into a temporary file beside the final one, then
- * rename(2) into place, which is atomic on POSIX. A reader therefore sees the
- * old file or the new one, never half of one, whatever moment the writer is
- * killed at.
+ * Where it sits: under everything that writes. The dataset caches (a
+ * gzipped IDX file inflated once, a JSONL offset index or length table), the
+ * chapters' generated data, CSV and plots, the Chrome trace and the
+ * checkpoints and model files of full DDP all write the same way: into a
+ * temporary file beside the final one, then rename(2) into place, which is
+ * atomic on POSIX. A reader therefore sees the old file or the new one, never
+ * half of one, whatever moment the writer is killed at.
  *
  *     struct fsutil_tmp t;
- *     if ((rc = fsutil_tmp_open(&t, "data.offsets")) < 0) return rc;
- *     rc = fsutil_write_all(t.fd, buf, n, t.path);
+ *     if ((rc = fsutil_tmp_open(&t, "data.offsets", NULL)) < 0) return rc;
+ *     rc = fsutil_write_all(t.fd, buf, n, t.final);
  *     return fsutil_tmp_finish(&t, rc, FSUTIL_DURABLE);   (renames, or removes on rc < 0)
+ *
+ * What may be written: a regular file (replaced whole) or a new name. A
+ * directory, a FIFO, a device node, a socket, a symbolic link to one of those
+ * or a dangling one is refused, naming the flag that gave the path, and left
+ * as it was: a rename onto /dev/null or a FIFO would replace the node with a
+ * regular file (as root, the system's own /dev/full). A symbolic link to a
+ * regular file is followed: the file it names is replaced, the link stays.
+ * fsutil_check_output() lets a program check a path before minutes of work;
+ * the write checks again just before its rename, as the path may have
+ * changed.
  *
  * No temporary file outlives its process:
  * - a temporary file is named "<final>.tmp-<host>-<pid>-<n>": <host> is 8 hex
@@ -37,23 +47,42 @@
 #include <stdint.h>
 
 /* Creates directory `dir` and its parents (mkdir -p). 0, ERR_ARG (path too
- * long) or ERR_IO naming the component that could not be made. */
+ * long) or ERR_IO naming the component that could not be made, or that is
+ * there but is not a directory (a file, a FIFO: "x: a FIFO, not a directory"). */
 int fsutil_mkdir_p(const char *dir);
+
+/* Checks that `path` may be written as an output (see the top of this file):
+ * a regular file, a symbolic link to one, or a name that does not exist yet.
+ * `what` names where the path came from in messages ("--save"; NULL: the
+ * path alone). 0; ERR_ARG for an empty path; ERR_IO naming `what` and the
+ * path and saying what it is ("--save: /dev/null: a character device, not a
+ * regular file: refusing to write over it"). A path it cannot look at (a
+ * missing directory, no permission) passes: the write says why it fails. */
+int fsutil_check_output(const char *path, const char *what);
+
+/* The same for a directory outputs go into (--out, --checkpoint): a
+ * directory, a symbolic link to one, or a name that does not exist yet
+ * (fsutil_mkdir_p makes it). */
+int fsutil_check_output_dir(const char *dir, const char *what);
 
 /* A temporary file being written, to be renamed onto `final`. */
 struct fsutil_tmp {
     int fd;                     /* open for writing; -1 once finished */
     char path[PATH_MAX + 64];   /* "<final>.tmp-<host>-<pid>-<n>" */
-    char final[PATH_MAX];
+    char final[PATH_MAX];       /* the file it replaces: a symbolic link's target */
+    const char *what;           /* as given to fsutil_tmp_open(), for messages */
     void *cleanup;              /* its entry in the list the signal handler removes */
 };
 
-/* Creates "<final>.tmp-<host>-<pid>-<n>" beside `final` (same directory, so
- * the rename cannot cross file systems), opens it for writing and registers
- * it for removal on the signals above; first removes the stale temporary
- * files of `final` (see the top of this file). 0, or ERR_ARG (path too long)
- * / ERR_IO (the directory is not writable) naming `final`. */
-int fsutil_tmp_open(struct fsutil_tmp *t, const char *final);
+/* Checks `final` with fsutil_check_output(final, what) (`what`, NULL or a
+ * string that outlives the write, names the flag it came from), then creates
+ * "<final>.tmp-<host>-<pid>-<n>" beside it (same directory, so the rename
+ * cannot cross file systems), opens it for writing and registers it for
+ * removal on the signals above; first removes the stale temporary files of
+ * `final` (see the top of this file). When `final` is a symbolic link to a
+ * regular file, t->final is the file it names. 0, or ERR_ARG (path too
+ * long) / ERR_IO (refused, or the directory is not writable) naming `final`. */
+int fsutil_tmp_open(struct fsutil_tmp *t, const char *final, const char *what);
 
 enum {
     FSUTIL_DURABLE = 1, /* fsync the file before the rename and the directory after
@@ -61,10 +90,12 @@ enum {
 };
 
 /* Ends the write. With rc == 0: makes the file 0644 (it was created 0600),
- * closes it, renames it onto `final` (fsyncs as `flags` ask) and returns 0, or
- * ERR_IO naming the step that failed. With rc < 0 (the writer failed), or when
- * any step fails: removes the temporary file and returns the error. Either
- * way t->fd is closed and nothing is left behind but, on success, `final`. */
+ * closes it, checks `final` again (fsutil_check_output: it may have become a
+ * FIFO meanwhile), renames the file onto it (fsyncs as `flags` ask) and
+ * returns 0, or ERR_IO naming the step that failed. With rc < 0 (the writer
+ * failed), or when any step fails: removes the temporary file and returns the
+ * error. Either way t->fd is closed and nothing is left behind but, on
+ * success, `final`. */
 int fsutil_tmp_finish(struct fsutil_tmp *t, int rc, unsigned flags);
 
 /* Removes every temporary file this process has open through fsutil_tmp_open().

@@ -198,10 +198,12 @@ static int idx_file_parse(struct idx_file *f)
 /* ---- the gzip cache ------------------------------------------------------ */
 
 /* Where the decompressed copy of `path` lives: beside it when its directory
- * is writable, else in the user's cache directory (cache_dir.h), named after
- * the source's full path (its FNV-1a). Never beside it under /usr, even for root:
- * the FHS (3.0, section 4.1) makes /usr read-only, package-managed data, which
- * is where Debian's dataset-fashion-mnist installs. */
+ * is writable and nothing but a regular file is in its place (a FIFO or a
+ * device there is never replaced: fsutil.h), else in the user's cache
+ * directory (cache_dir.h), named after the source's full path (its FNV-1a).
+ * Never beside it under /usr, even for root: the FHS (3.0, section 4.1) makes
+ * /usr read-only, package-managed data, which is where Debian's
+ * dataset-fashion-mnist installs. */
 static int idx_cache_path(const char *path, char *out, size_t cap)
 {
     char real[PATH_MAX];
@@ -214,7 +216,9 @@ static int idx_cache_path(const char *path, char *out, size_t cap)
     if (strncmp(dir, "/usr/", 5) != 0 && strcmp(dir, "/usr") != 0 && access(dir, W_OK) == 0) {
         if (snprintf(out, cap, "%s/%s" IDX_CACHE_SUFFIX, slash == real ? "" : dir, base) >= (int)cap)
             return err_set(ERR_ARG, "%s: path too long", path);
-        return 0;
+        if (fsutil_check_output(out, NULL) == 0)
+            return 0;
+        err_clear(); /* a FIFO or a device in the cache's place stays as it is: the cache goes to the cache directory */
     }
     char root[PATH_MAX];
     int rc = cache_dir_create(root, sizeof root);
@@ -302,7 +306,7 @@ static int idx_cache_build(int src_fd, const struct stat *src, struct idx_file *
 {
     const char *path = f->path;
     struct fsutil_tmp t;
-    int rc = fsutil_tmp_open(&t, cache);
+    int rc = fsutil_tmp_open(&t, cache, NULL);
     if (rc < 0)
         return rc;
     uint8_t *in = malloc(IDX_CHUNK), *out = malloc(IDX_CHUNK);
@@ -690,10 +694,10 @@ int dataset_idx_write(const dataset_t *src, uint32_t rows, uint32_t cols, const 
         return rc;
     struct fsutil_tmp it, lt;
     uint8_t *rec = malloc(bytes), *lab = malloc(IDX_CHUNK);
-    rc = fsutil_tmp_open(&it, images_path);
+    rc = fsutil_tmp_open(&it, images_path, NULL);
     int labels_open = 0;
     if (rc == 0 && labels_path)
-        labels_open = (rc = fsutil_tmp_open(&lt, labels_path)) == 0;
+        labels_open = (rc = fsutil_tmp_open(&lt, labels_path, NULL)) == 0;
     if (rc == 0 && (!rec || !lab))
         rc = err_set(ERR_NOMEM, "%s: out of memory", images_path);
     if (rc == 0)

@@ -319,7 +319,7 @@ static int jsonl_sidecar_build(const dataset_t *ds, struct jsonl_sidecar *sc, co
     const struct jsonl *j = ds->impl;
     const char *path = j->path;
     struct fsutil_tmp t;
-    int rc = fsutil_tmp_open(&t, final);
+    int rc = fsutil_tmp_open(&t, final, NULL);
     if (rc < 0)
         return err_wrap(rc, "%s", path);
     struct jsonl_builder b = {.path = path, .data = j->data, .size = j->data_size, .out = &t};

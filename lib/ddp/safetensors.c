@@ -147,7 +147,7 @@ int safetensors_write(const char *path, const struct safetensors_entry *entries,
     for (int b = 0; b < 8; b++)
         size_le[b] = (unsigned char)((uint64_t)padded >> (8 * b));
     struct fsutil_tmp t;
-    rc = fsutil_tmp_open(&t, path);
+    rc = fsutil_tmp_open(&t, path, NULL);
     if (rc == 0)
         rc = fsutil_write_all(t.fd, size_le, 8, path);
     if (rc == 0)

@@ -259,7 +259,7 @@ int timeline_write_chrome(const struct timeline_all *all, const char *path, cons
     if (!text)
         return err_set(ERR_NOMEM, "%s: cannot build the trace's JSON", path);
     struct fsutil_tmp tmp;
-    int rc = fsutil_tmp_open(&tmp, path);
+    int rc = fsutil_tmp_open(&tmp, path, NULL);
     if (rc == 0) {
         rc = fsutil_write_all(tmp.fd, text, strlen(text), path);
         if (rc == 0)

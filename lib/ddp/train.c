@@ -91,12 +91,13 @@ static double train_s(uint64_t a, uint64_t b) { return (double)(b - a) * 1e-9; }
 
 /* ---- checks every rank makes alike, before any collective ------------------------------ */
 
-/* A temporary file can be made beside `path` (what saving it will do), and is
- * removed again. */
+/* `path` may be written (a regular file or a new name: fsutil_tmp_open
+ * refuses a device, a FIFO or a directory) and a temporary file can be made
+ * beside it (what saving it will do), and is removed again. */
 static int train_probe(const char *path)
 {
     struct fsutil_tmp t;
-    int rc = fsutil_tmp_open(&t, path);
+    int rc = fsutil_tmp_open(&t, path, NULL);
     if (rc == 0)
         rc = fsutil_tmp_finish(&t, ERR_STATE, 0) == ERR_STATE ? 0 : ERR_IO; /* rc < 0: it only removes the file */
     return rc;

@@ -2,10 +2,13 @@
  * keep their contracts. An atomic write leaves the final file or nothing (never
  * a *.tmp-* beside it), a failed write leaves the old file as it was, a
  * SIGINT or SIGTERM mid-write removes the temporary file, and the next writer
- * sweeps those a SIGKILL left, never a live process's; sizes that cannot fit
- * are refused before writing; mkdir -p makes every parent; a mapped file
- * truncated under a reader is named; a child's result, message and peak RSS
- * come back, and a child that dies is named as dead. */
+ * sweeps those a SIGKILL left, never a live process's; a device, a FIFO, a
+ * socket, a directory or a dangling link is refused as an output, naming the
+ * flag, and left as it was, at the open and again at the rename; sizes that
+ * cannot fit are refused before writing; mkdir -p makes every parent and
+ * refuses a component that is not a directory; a mapped file truncated under
+ * a reader is named; a child's result, message and peak RSS come back, and a
+ * child that dies is named as dead. */
 #include "check.h"
 #include "base/clock.h"
 #include "base/error.h"
@@ -21,7 +24,10 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
+#include <sys/socket.h>
+#include <sys/sysmacros.h>
 #include <sys/stat.h>
+#include <sys/un.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -46,6 +52,24 @@ static void read_text(const char *path, char *buf, size_t cap)
     fclose(f);
 }
 
+/* The name of a temporary file of `final` as a process `pid` of this host
+ * would make it: the same as ours, with our pid replaced. */
+static void tmp_name_of(const char *ours, pid_t pid, char *out, size_t cap)
+{
+    char mine[32];
+    snprintf(mine, sizeof mine, "-%ld-", (long)getpid());
+    const char *at = strstr(ours, mine);
+    CHECK_MSG(at != NULL, "%s does not hold our pid", ours);
+    snprintf(out, cap, "%.*s-%ld-%s", (int)(at - ours), ours, (long)pid, at + strlen(mine));
+}
+
+static void touch(const char *path)
+{
+    FILE *f = fopen(path, "w");
+    CHECK_MSG(f != NULL, "cannot create %s", path);
+    fclose(f);
+}
+
 TEST(fsutil_mkdir_p_makes_parents)
 {
     char dir[512];
@@ -62,7 +86,7 @@ TEST(fsutil_atomic_write_replaces_and_leaves_no_tmp)
     snprintf(path, sizeof path, "%s/out.txt", check_tmpdir());
     for (int round = 0; round < 2; round++) {
         struct fsutil_tmp t;
-        CHECK_OK(fsutil_tmp_open(&t, path));
+        CHECK_OK(fsutil_tmp_open(&t, path, NULL));
         const char *body = round ? "second\n" : "first\n";
         CHECK_OK(fsutil_tmp_finish(&t, fsutil_write_all(t.fd, body, strlen(body), t.path), FSUTIL_DURABLE));
         read_text(path, text, sizeof text);
@@ -79,9 +103,9 @@ TEST(fsutil_failed_write_keeps_the_old_file)
     char path[512], text[64];
     snprintf(path, sizeof path, "%s/keep.txt", check_tmpdir());
     struct fsutil_tmp t;
-    CHECK_OK(fsutil_tmp_open(&t, path));
+    CHECK_OK(fsutil_tmp_open(&t, path, NULL));
     CHECK_OK(fsutil_tmp_finish(&t, fsutil_write_all(t.fd, "old\n", 4, t.path), 0));
-    CHECK_OK(fsutil_tmp_open(&t, path));
+    CHECK_OK(fsutil_tmp_open(&t, path, NULL));
     CHECK_OK(fsutil_write_all(t.fd, "half", 4, t.path));
     CHECK_EQ(fsutil_tmp_finish(&t, err_set(ERR_FORMAT, "the writer failed"), 0), ERR_FORMAT);
     read_text(path, text, sizeof text);
@@ -93,7 +117,7 @@ TEST(fsutil_unwritable_directory_is_named)
 {
     CHECK_ERR(({
                   struct fsutil_tmp t;
-                  fsutil_tmp_open(&t, "/proc/no-such-dir/file");
+                  fsutil_tmp_open(&t, "/proc/no-such-dir/file", NULL);
               }),
               ERR_IO, "/proc/no-such-dir/file");
 }
@@ -112,7 +136,7 @@ static void tmp_removed_on(int sig, const char *name)
     CHECK(kid >= 0);
     if (kid == 0) {
         struct fsutil_tmp t;
-        if (fsutil_tmp_open(&t, path) < 0 || fsutil_write_all(t.fd, "half", 4, t.path) < 0)
+        if (fsutil_tmp_open(&t, path, NULL) < 0 || fsutil_write_all(t.fd, "half", 4, t.path) < 0)
             _exit(3);
         (void)!write(ready[1], "x", 1);
         for (;;)
@@ -136,6 +160,145 @@ TEST(fsutil_tmp_removed_on_sigint_and_sigterm)
     tmp_removed_on(SIGHUP, "hup");
 }
 
+/* ---- outputs: what may be written ------------------------------------------------ */
+
+/* A node's identity, to see that a refused output was left as it was. */
+static void node_of(const char *path, struct stat *st)
+{
+    CHECK_MSG(lstat(path, st) == 0, "%s: gone", path);
+}
+
+static void check_same_node(const char *path, const struct stat *before)
+{
+    struct stat now;
+    node_of(path, &now);
+    CHECK_MSG(now.st_ino == before->st_ino && now.st_mode == before->st_mode && now.st_rdev == before->st_rdev,
+              "%s: replaced (mode %o, inode %llu, was %o, %llu)", path, (unsigned)now.st_mode,
+              (unsigned long long)now.st_ino, (unsigned)before->st_mode, (unsigned long long)before->st_ino);
+}
+
+/* A directory holding one of each thing that is not a regular file, and the
+ * kind each message must name. A copy of /dev/null stands for every device
+ * (for a user, who may not mknod, /dev/null itself: a user cannot replace it
+ * even if the code under test tried). */
+struct bad_node {
+    char path[600];
+    const char *says; /* what the message says it is */
+};
+
+struct bad_nodes {
+    char dir[512];
+    int n;
+    struct bad_node at[8];
+};
+
+static void make_bad_nodes(const char *name, struct bad_nodes *bad)
+{
+    snprintf(bad->dir, sizeof bad->dir, "%s/%s", check_tmpdir(), name);
+    const char *dir = bad->dir;
+    CHECK_OK(fsutil_mkdir_p(dir));
+    int n = 0;
+    struct bad_node *b = bad->at;
+    snprintf(b[n].path, sizeof b[n].path, "%s/fifo", dir);
+    CHECK_EQ(mkfifo(b[n].path, 0600), 0);
+    b[n++].says = "a FIFO, not a regular file: refusing to write over it";
+    snprintf(b[n].path, sizeof b[n].path, "%s/directory", dir);
+    CHECK_EQ(mkdir(b[n].path, 0700), 0);
+    b[n++].says = "a directory, not a regular file";
+    snprintf(b[n].path, sizeof b[n].path, "%s/socket", dir);
+    struct sockaddr_un sa = {.sun_family = AF_UNIX};
+    CHECK(strlen(b[n].path) < sizeof sa.sun_path);
+    strcpy(sa.sun_path, b[n].path);
+    int sock = socket(AF_UNIX, SOCK_STREAM, 0);
+    CHECK(sock >= 0 && bind(sock, (struct sockaddr *)&sa, sizeof sa) == 0);
+    close(sock);
+    b[n++].says = "a socket, not a regular file";
+    snprintf(b[n].path, sizeof b[n].path, "%s/null", dir);
+    if (mknod(b[n].path, S_IFCHR | 0600, makedev(1, 3)) != 0)
+        snprintf(b[n].path, sizeof b[n].path, "/dev/null");
+    b[n++].says = "a character device, not a regular file";
+    snprintf(b[n].path, sizeof b[n].path, "%s/dangling", dir);
+    CHECK_EQ(symlink("no-such-file", b[n].path), 0);
+    b[n++].says = "a symbolic link to 'no-such-file', which cannot be reached";
+    snprintf(b[n].path, sizeof b[n].path, "%s/link-to-fifo", dir);
+    CHECK_EQ(symlink("fifo", b[n].path), 0);
+    b[n++].says = "a FIFO, not a regular file";
+    bad->n = n;
+}
+
+TEST(fsutil_refuses_outputs_that_are_not_regular_files)
+{
+    struct bad_nodes bad;
+    make_bad_nodes("bad-outputs", &bad);
+    const char *dir = bad.dir;
+    for (int i = 0; i < bad.n; i++) {
+        struct stat before;
+        node_of(bad.at[i].path, &before);
+        char want[PATH_MAX + 1024];
+        snprintf(want, sizeof want, "--save: %s: %s", bad.at[i].path, bad.at[i].says);
+        CHECK_ERR(fsutil_check_output(bad.at[i].path, "--save"), ERR_IO, want);
+        struct fsutil_tmp t;
+        CHECK_ERR(fsutil_tmp_open(&t, bad.at[i].path, "--save"), ERR_IO, want);
+        check_same_node(bad.at[i].path, &before);
+    }
+    CHECK_EQ(count_tmp(dir), 0);
+    CHECK_ERR(fsutil_check_output("", "--trace"), ERR_ARG, "--trace: an empty path: name a file");
+    CHECK_ERR(fsutil_check_output_dir("", "--out"), ERR_ARG, "--out: an empty path: name a directory");
+    CHECK_ERR(fsutil_check_output_dir(bad.at[0].path, "--out"), ERR_IO, "--out: ");
+    CHECK_CONTAINS(err_msg(), "fifo: a FIFO, not a directory: refusing to write into it");
+    CHECK_ERR(fsutil_check_output_dir("/dev/null", "--checkpoint"), ERR_IO, "a character device, not a directory");
+    char made[PATH_MAX];
+    snprintf(made, sizeof made, "%s/sub", bad.at[0].path); /* under a FIFO: mkdir -p names it */
+    CHECK_ERR(fsutil_mkdir_p(made), ERR_IO, "fifo: a FIFO, not a directory");
+    /* what may be written: a new name, a regular file, a directory for a directory */
+    CHECK_OK(fsutil_check_output_dir(dir, "--out"));
+    CHECK_OK(fsutil_check_output_dir(made, "--out"));
+    snprintf(made, sizeof made, "%s/new.bin", dir);
+    CHECK_OK(fsutil_check_output(made, "--save"));
+}
+
+/* A link to a regular file is written through: the file it names gets the
+ * new contents, and the link stays a link. */
+TEST(fsutil_writes_through_a_link_to_a_regular_file)
+{
+    char dir[512], file[600], link[600], text[64];
+    snprintf(dir, sizeof dir, "%s/through", check_tmpdir());
+    CHECK_OK(fsutil_mkdir_p(dir));
+    snprintf(file, sizeof file, "%s/target.txt", dir);
+    snprintf(link, sizeof link, "%s/latest.txt", dir);
+    struct fsutil_tmp t;
+    CHECK_OK(fsutil_tmp_open(&t, file, NULL));
+    CHECK_OK(fsutil_tmp_finish(&t, fsutil_write_all(t.fd, "old\n", 4, t.path), 0));
+    CHECK_EQ(symlink("target.txt", link), 0);
+    CHECK_OK(fsutil_tmp_open(&t, link, "--save"));
+    CHECK_OK(fsutil_tmp_finish(&t, fsutil_write_all(t.fd, "new\n", 4, t.path), 0));
+    struct stat st;
+    CHECK(lstat(link, &st) == 0 && S_ISLNK(st.st_mode));
+    read_text(file, text, sizeof text);
+    CHECK_STR(text, "new\n");
+    CHECK_EQ(count_tmp(dir), 0);
+}
+
+/* The path is checked again at the rename: a FIFO made there while the file
+ * was being written is left as it is, and the write fails naming it. */
+TEST(fsutil_checks_the_output_again_before_the_rename)
+{
+    char dir[512], path[600];
+    snprintf(dir, sizeof dir, "%s/again", check_tmpdir());
+    CHECK_OK(fsutil_mkdir_p(dir));
+    snprintf(path, sizeof path, "%s/trace.json", dir);
+    struct fsutil_tmp t;
+    CHECK_OK(fsutil_tmp_open(&t, path, "--trace"));
+    CHECK_OK(fsutil_write_all(t.fd, "{}", 2, t.path));
+    CHECK_EQ(mkfifo(path, 0600), 0);
+    struct stat before;
+    node_of(path, &before);
+    CHECK_ERR(fsutil_tmp_finish(&t, 0, 0), ERR_IO, "--trace: ");
+    CHECK_CONTAINS(err_msg(), "trace.json: a FIFO, not a regular file");
+    check_same_node(path, &before);
+    CHECK_EQ(count_tmp(dir), 0);
+}
+
 /* A program that ignores SIGINT (nohup, a shell's background job) keeps
  * ignoring it: the handler goes only where the action was the default. */
 TEST(fsutil_ignored_signal_stays_ignored)
@@ -147,7 +310,7 @@ TEST(fsutil_ignored_signal_stays_ignored)
     if (kid == 0) {
         signal(SIGINT, SIG_IGN);
         struct fsutil_tmp t;
-        if (fsutil_tmp_open(&t, path) < 0)
+        if (fsutil_tmp_open(&t, path, NULL) < 0)
             _exit(3);
         raise(SIGINT);
         _exit(fsutil_tmp_finish(&t, 0, 0) == 0 ? 0 : 4);
@@ -158,24 +321,6 @@ TEST(fsutil_ignored_signal_stays_ignored)
     CHECK(access(path, F_OK) == 0);
 }
 
-/* The name of a temporary file of `final` as a process `pid` of this host
- * would make it: the same as ours, with our pid replaced. */
-static void tmp_name_of(const char *ours, pid_t pid, char *out, size_t cap)
-{
-    char mine[32];
-    snprintf(mine, sizeof mine, "-%ld-", (long)getpid());
-    const char *at = strstr(ours, mine);
-    CHECK_MSG(at != NULL, "%s does not hold our pid", ours);
-    snprintf(out, cap, "%.*s-%ld-%s", (int)(at - ours), ours, (long)pid, at + strlen(mine));
-}
-
-static void touch(const char *path)
-{
-    FILE *f = fopen(path, "w");
-    CHECK_MSG(f != NULL, "cannot create %s", path);
-    fclose(f);
-}
-
 TEST(fsutil_sweeps_only_dead_writers_tmp_files)
 {
     char dir[512], path[600], dead[1200], live[1200], foreign[1200], other[1200];
@@ -183,7 +328,7 @@ TEST(fsutil_sweeps_only_dead_writers_tmp_files)
     CHECK_OK(fsutil_mkdir_p(dir));
     snprintf(path, sizeof path, "%s/data.offsets", dir);
     struct fsutil_tmp t;
-    CHECK_OK(fsutil_tmp_open(&t, path));
+    CHECK_OK(fsutil_tmp_open(&t, path, NULL));
     /* a process that has exited (its pid is free: nothing runs as it now) */
     pid_t gone = fork();
     if (gone == 0)
@@ -205,7 +350,7 @@ TEST(fsutil_sweeps_only_dead_writers_tmp_files)
     touch(other);
     CHECK_OK(fsutil_tmp_finish(&t, 0, 0));
     struct fsutil_tmp again;
-    int rc = fsutil_tmp_open(&again, path); /* sweeps */
+    int rc = fsutil_tmp_open(&again, path, NULL); /* sweeps */
     kill(running, SIGKILL); /* first: a failed check must not leave it running */
     waitpid(running, NULL, 0);
     CHECK_OK(rc);
