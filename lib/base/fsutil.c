@@ -1,6 +1,6 @@
-/* fsutil: mkdir -p, the outputs that may be written, atomic writes by
- * rename, temporary files that do not outlive their process, free-space
- * checks (see fsutil.h). */
+/* fsutil: mkdir -p, the outputs that may be written and the inputs that may
+ * be read, atomic writes by rename, temporary files that do not outlive
+ * their process, free-space checks (see fsutil.h). */
 #include "base/fsutil.h"
 
 #include "base/error.h"
@@ -101,6 +101,29 @@ static int fsutil_check_node(const char *path, const char *what, int want_dir)
 int fsutil_check_output(const char *path, const char *what) { return fsutil_check_node(path, what, 0); }
 
 int fsutil_check_output_dir(const char *dir, const char *what) { return fsutil_check_node(dir, what, 1); }
+
+int fsutil_open_read(const char *path, const char *what, int *fd, struct stat *st)
+{
+    char name[PATH_MAX + 64];
+    struct stat own;
+    st = st ? st : &own;
+    *fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+    if (*fd < 0)
+        return err_set(ERR_IO, "%s: cannot open: %s", fsutil_name(name, sizeof name, what, path), strerror(errno));
+    int rc = 0;
+    if (fstat(*fd, st) != 0)
+        rc = err_set(ERR_IO, "%s: cannot stat: %s", fsutil_name(name, sizeof name, what, path), strerror(errno));
+    else if (!S_ISREG(st->st_mode))
+        rc = err_set(ERR_IO, "%s: not a regular file (%s)", fsutil_name(name, sizeof name, what, path),
+                     fsutil_kind(st->st_mode));
+    else if (fcntl(*fd, F_SETFL, fcntl(*fd, F_GETFL) & ~O_NONBLOCK) != 0)
+        rc = err_set(ERR_IO, "%s: fcntl: %s", fsutil_name(name, sizeof name, what, path), strerror(errno));
+    if (rc < 0) {
+        close(*fd);
+        *fd = -1;
+    }
+    return rc;
+}
 
 /* ---- temporary files: registered for the signal handler ------------------- */
 

@@ -1,6 +1,6 @@
-/* fsutil: the file-system steps every stage that writes a file shares.
+/* fsutil: the file-system steps every stage that reads or writes a file shares.
  *
- * Where it sits: under everything that writes. The dataset caches (a
+ * Where it sits: under everything that touches a file. The dataset caches (a
  * gzipped IDX file inflated once, a JSONL offset index or length table), the
  * chapters' generated data, CSV and plots, the Chrome trace and the
  * checkpoints and model files of full DDP all write the same way: into a
@@ -22,6 +22,10 @@
  * fsutil_check_output() lets a program check a path before minutes of work;
  * the write checks again just before its rename, as the path may have
  * changed.
+ *
+ * What may be read: fsutil_open_read() opens without blocking and refuses
+ * anything but a regular file. Opening a FIFO for reading waits for a writer,
+ * forever if none comes; a device is no dataset or checkpoint either.
  *
  * No temporary file outlives its process:
  * - a temporary file is named "<final>.tmp-<host>-<pid>-<n>": <host> is 8 hex
@@ -45,6 +49,7 @@
 #include <limits.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/stat.h>
 
 /* Creates directory `dir` and its parents (mkdir -p). 0, ERR_ARG (path too
  * long) or ERR_IO naming the component that could not be made, or that is
@@ -64,6 +69,14 @@ int fsutil_check_output(const char *path, const char *what);
  * directory, a symbolic link to one, or a name that does not exist yet
  * (fsutil_mkdir_p makes it). */
 int fsutil_check_output_dir(const char *dir, const char *what);
+
+/* Opens `path` for reading without ever blocking: O_NONBLOCK, so a FIFO opens
+ * at once instead of waiting for a writer, then fstat, refusing anything but
+ * a regular file, then O_NONBLOCK cleared (reads of a regular file are never
+ * "would block"; the flag is gone for whoever reads or maps it). *fd and *st
+ * (st may be NULL), or ERR_IO naming `what` and the path ("--init: x: not a
+ * regular file (a FIFO)"; "x: cannot open: No such file or directory"). */
+int fsutil_open_read(const char *path, const char *what, int *fd, struct stat *st);
 
 /* A temporary file being written, to be renamed onto `final`. */
 struct fsutil_tmp {

@@ -442,22 +442,13 @@ static int idx_file_map(struct idx_file *f, const char *path, int *built)
     if (snprintf(f->path, sizeof f->path, "%s", path) >= (int)sizeof f->path)
         return err_set(ERR_ARG, "%.200s...: path too long", path);
     snprintf(f->where, sizeof f->where, "%s", path);
-    /* O_NONBLOCK: opening a FIFO for reading would wait for a writer forever;
-     * this way it opens at once and fails the S_ISREG test below. On a regular
-     * file the flag changes nothing (reads of files never block in its sense). */
-    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
-    if (fd < 0)
-        return err_set(ERR_IO, "%s: cannot open: %s", path, strerror(errno));
+    int fd;
     struct stat st;
-    int rc = 0;
     uint8_t magic[2];
-    if (fstat(fd, &st) != 0)
-        rc = err_set(ERR_IO, "%s: cannot stat: %s", path, strerror(errno));
-    else if (S_ISDIR(st.st_mode))
-        rc = err_set(ERR_IO, "%s: is a directory, not an IDX file", path);
-    else if (!S_ISREG(st.st_mode))
-        rc = err_set(ERR_IO, "%s: not a regular file (a pipe or a device cannot be memory-mapped)", path);
-    else if (st.st_size == 0)
+    int rc = fsutil_open_read(path, NULL, &fd, &st); /* a FIFO or a device is refused, never waited on */
+    if (rc < 0)
+        return rc;
+    if (st.st_size == 0)
         rc = err_set(ERR_FORMAT, "%s: empty file (0 bytes): an IDX file starts with a 4-byte magic number", path);
     else if ((uint64_t)st.st_size > SIZE_MAX)
         rc = err_set(ERR_RANGE, "%s: %lld bytes do not fit in this machine's address space", path,

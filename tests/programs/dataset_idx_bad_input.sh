@@ -64,7 +64,7 @@ bad() { t_fail "$1" 1 "$3" "$ch1" --data="$d/$2" --check; }
 bad_file() { bad "$1" "$2" "$d/$2: $3"; }
 
 bad_file missing nope "cannot open: No such file"
-bad_file directory a-directory "is a directory"
+bad_file directory a-directory "not a regular file (a directory)"
 bad_file empty empty "empty file (0 bytes)"
 bad_file header_in_magic magic-only "truncated header: byte 3"
 bad_file header_in_dims short-header "truncated header: byte 10: 3 dimensions need a 16-byte header"
@@ -98,7 +98,7 @@ else t_pass gzip_bomb_leaves_no_cache; fi
 # left in the cache's place, it must be refused or passed by at once, and the
 # FIFO left as it is (the cache goes to the cache directory). The short time
 # limit turns a hang into a FAIL (status 124). (sums() skips them: -type f.)
-T_TIMEOUT=20 bad_file fifo a-fifo "not a regular file"
+T_TIMEOUT=20 bad_file fifo a-fifo "not a regular file (a FIFO)"
 T_TIMEOUT=20 t_out fifo_as_gzip_cache_is_passed_by "all 3 records OK" \
     env DDP_CACHE_DIR="$d/cache" "$ch1" --data="$d/fifo-cache.gz" --check
 if [ -p "$d/fifo-cache.gz.ddpcache" ] && compgen -G "$d/cache/fifo-cache.gz-*.ddpcache" > /dev/null; then

@@ -4,7 +4,8 @@
  * SIGINT or SIGTERM mid-write removes the temporary file, and the next writer
  * sweeps those a SIGKILL left, never a live process's; a device, a FIFO, a
  * socket, a directory or a dangling link is refused as an output, naming the
- * flag, and left as it was, at the open and again at the rename; sizes that
+ * flag, and left as it was, at the open and again at the rename; an input is
+ * opened without ever blocking and refused unless a regular file; sizes that
  * cannot fit are refused before writing; mkdir -p makes every parent and
  * refuses a component that is not a directory; a mapped file truncated under
  * a reader is named; a child's result, message and peak RSS come back, and a
@@ -297,6 +298,38 @@ TEST(fsutil_checks_the_output_again_before_the_rename)
     CHECK_CONTAINS(err_msg(), "trace.json: a FIFO, not a regular file");
     check_same_node(path, &before);
     CHECK_EQ(count_tmp(dir), 0);
+}
+
+/* ---- inputs: opened without blocking -------------------------------------------- */
+
+TEST(fsutil_open_read_refuses_what_is_not_a_regular_file_at_once)
+{
+    struct bad_nodes bad;
+    make_bad_nodes("bad-inputs", &bad);
+    for (int i = 0; i < bad.n; i++) {
+        int fd = 7;
+        int rc = fsutil_open_read(bad.at[i].path, "--init", &fd, NULL); /* a FIFO that blocked would time the test out */
+        CHECK_MSG(rc == ERR_IO && fd == -1, "%s: %s (%d)", bad.at[i].path, err_msg(), rc);
+        char want[PATH_MAX + 1024];
+        snprintf(want, sizeof want, "--init: %s: ", bad.at[i].path);
+        CHECK_CONTAINS(err_msg(), want);
+    }
+    CHECK_ERR(({
+                  int fd;
+                  fsutil_open_read(bad.at[0].path, NULL, &fd, NULL);
+              }),
+              ERR_IO, "fifo: not a regular file (a FIFO)");
+    char file[600];
+    snprintf(file, sizeof file, "%s/regular", bad.dir);
+    struct fsutil_tmp t;
+    CHECK_OK(fsutil_tmp_open(&t, file, NULL));
+    CHECK_OK(fsutil_tmp_finish(&t, fsutil_write_all(t.fd, "abc", 3, t.path), 0));
+    int fd;
+    struct stat st;
+    CHECK_OK(fsutil_open_read(file, NULL, &fd, &st));
+    CHECK_EQ(st.st_size, 3);
+    CHECK_EQ(fcntl(fd, F_GETFL) & O_NONBLOCK, 0); /* cleared for whoever reads it */
+    close(fd);
 }
 
 /* A program that ignores SIGINT (nohup, a shell's background job) keeps
