@@ -152,7 +152,7 @@ static int corpus_make(uint64_t lines, uint64_t seed, const char *work_dir, int 
     size_t used = 0;
     for (uint64_t i = 0; rc == 0 && i < lines; i++) {
         if (STREAM_BUF - used < RECORD_MAX + 128) {
-            rc = fsutil_write_all(t.fd, buf, used, t.path);
+            rc = fsutil_write_all(t.fd, buf, used, t.final);
             used = 0;
         }
         used += corpus_line(seed, i, buf + used);
@@ -160,7 +160,7 @@ static int corpus_make(uint64_t lines, uint64_t seed, const char *work_dir, int 
             progress_update(&p, i);
     }
     if (rc == 0)
-        rc = fsutil_write_all(t.fd, buf, used, t.path);
+        rc = fsutil_write_all(t.fd, buf, used, t.final);
     progress_end(&p, lines);
     free(buf);
     return fsutil_tmp_finish(&t, rc, 0);

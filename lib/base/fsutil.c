@@ -125,6 +125,18 @@ int fsutil_open_read(const char *path, const char *what, int *fd, struct stat *s
     return rc;
 }
 
+/* The message of a write, fsync or close of `path` that failed with `e`: the
+ * two a user can act on, a full disk and a file-size limit, in words. */
+static int fsutil_write_error(const char *what, const char *path, const char *step, int e)
+{
+    const char *w = what ? what : "", *sep = what ? ": " : "";
+    if (e == EFBIG)
+        return err_set(ERR_IO, "%s%sfile size limit (ulimit -f) reached writing %s (%s)", w, sep, path, step);
+    if (e == ENOSPC || e == EDQUOT)
+        return err_set(ERR_IO, "%s%sthe disk is full writing %s (%s: %s)", w, sep, path, step, strerror(e));
+    return err_set(ERR_IO, "%s%s%s: %s failed: %s", w, sep, path, step, strerror(e));
+}
+
 /* ---- temporary files: registered for the signal handler ------------------- */
 
 static struct sigreg fsutil_open_tmps = SIGREG_INIT(sizeof(((struct fsutil_tmp *)0)->path));
@@ -133,8 +145,9 @@ static char fsutil_host[9];           /* this machine and PID namespace, 8 hex d
 static _Atomic unsigned long fsutil_counter; /* <n>: unique within the process */
 
 /* The signals whose default action ends the process and that a user, a
- * terminal, a pipe reader or a file-size limit sends to a writer. */
-static const int fsutil_signals[] = {SIGINT, SIGTERM, SIGHUP, SIGPIPE, SIGXFSZ};
+ * terminal or a pipe reader sends to a writer. (SIGXFSZ is ignored instead:
+ * see fsutil.h.) */
+static const int fsutil_signals[] = {SIGINT, SIGTERM, SIGHUP, SIGPIPE};
 
 static void fsutil_unlink_entry(const struct sigreg_entry *e, void *arg)
 {
@@ -158,12 +171,16 @@ static void fsutil_on_signal(int sig)
     errno = saved;
 }
 
-/* Once per process: the host tag, and the handlers where the actions are still
- * the default. The tag hashes the host name and the PID namespace
- * (/proc/self/ns/pid names it "pid:[inode]"), so pids are only compared
- * between processes that share both. */
+/* Once per process: the host tag, the handlers where the actions are still
+ * the default, and SIGXFSZ ignored where it was the default. The tag hashes
+ * the host name and the PID namespace (/proc/self/ns/pid names it
+ * "pid:[inode]"), so pids are only compared between processes that share
+ * both. */
 static void fsutil_init(void)
 {
+    struct sigaction xfsz;
+    if (sigaction(SIGXFSZ, NULL, &xfsz) == 0 && !(xfsz.sa_flags & SA_SIGINFO) && xfsz.sa_handler == SIG_DFL)
+        signal(SIGXFSZ, SIG_IGN);
     char id[512] = "";
     if (gethostname(id, 256) != 0)
         id[0] = '\0';
@@ -290,10 +307,12 @@ int fsutil_tmp_finish(struct fsutil_tmp *t, int rc, unsigned flags)
         return rc < 0 ? rc : err_set(ERR_IO, "%s: the temporary file was never opened", name);
     if (rc == 0 && fchmod(t->fd, 0644) != 0)
         rc = err_set(ERR_IO, "%s: chmod failed: %s", t->path, strerror(errno));
+    /* a file system that allocates late (NFS, XFS's delayed allocation) may
+     * only say at fsync or close that the disk is full */
     if (rc == 0 && (flags & FSUTIL_DURABLE) && fsync(t->fd) != 0)
-        rc = err_set(ERR_IO, "%s: fsync failed: %s", t->path, strerror(errno));
+        rc = fsutil_write_error(t->what, t->final, "fsync", errno);
     if (close(t->fd) != 0 && rc == 0)
-        rc = err_set(ERR_IO, "%s: close failed: %s", t->path, strerror(errno));
+        rc = fsutil_write_error(t->what, t->final, "close", errno);
     t->fd = -1;
     if (rc == 0)
         rc = fsutil_check_output(t->final, t->what); /* again: the path may have changed since the open */
@@ -317,8 +336,10 @@ int fsutil_write_all(int fd, const void *buf, size_t n, const char *name)
         ssize_t w = write(fd, p, n);
         if (w < 0 && errno == EINTR)
             continue;
-        if (w <= 0)
-            return err_set(ERR_IO, "%s: write failed: %s", name, w < 0 ? strerror(errno) : "no progress");
+        if (w < 0)
+            return fsutil_write_error(NULL, name, "write", errno);
+        if (w == 0)
+            return err_set(ERR_IO, "%s: write failed: no progress", name);
         p += w;
         n -= (size_t)w;
     }

@@ -27,14 +27,22 @@
  * anything but a regular file. Opening a FIFO for reading waits for a writer,
  * forever if none comes; a device is no dataset or checkpoint either.
  *
+ * A full disk or a file-size limit is an error, not a death: writes that fail
+ * with ENOSPC or EDQUOT say the disk is full, and SIGXFSZ, which `ulimit -f`
+ * sends to a process writing past the limit and which would kill it without a
+ * word, is ignored from the first fsutil_tmp_open() on (where its action was
+ * the default), so the write fails with EFBIG and says "file size limit
+ * (ulimit -f) reached writing X". Either way the temporary file is removed and
+ * the previous file, the last good checkpoint, stays whole.
+ *
  * No temporary file outlives its process:
  * - a temporary file is named "<final>.tmp-<host>-<pid>-<n>": <host> is 8 hex
  *   digits naming this machine and PID namespace, <pid> the writer;
- * - while it is open, SIGINT, SIGTERM, SIGHUP, SIGPIPE and SIGXFSZ remove it
- *   before the process dies of the signal as it would have (the handler is
- *   installed at the first fsutil_tmp_open(), for each of these signals whose
- *   action is still the default: a program with its own handler, or one that
- *   ignores the signal, keeps it, and may call fsutil_tmp_remove_all() itself);
+ * - while it is open, SIGINT, SIGTERM, SIGHUP and SIGPIPE remove it before the
+ *   process dies of the signal as it would have (the handler is installed at
+ *   the first fsutil_tmp_open(), for each of these signals whose action is
+ *   still the default: a program with its own handler, or one that ignores the
+ *   signal, keeps it, and may call fsutil_tmp_remove_all() itself);
  * - SIGKILL cannot be caught, so fsutil_tmp_open() sweeps the temporary files
  *   of the same final name that a process of this machine and namespace left
  *   when it died: those whose pid no longer runs. A file of a live process, of
@@ -118,7 +126,8 @@ int fsutil_tmp_finish(struct fsutil_tmp *t, int rc, unsigned flags);
 void fsutil_tmp_remove_all(void);
 
 /* Writes all n bytes to fd, resuming after short writes and EINTR. 0, or ERR_IO
- * naming `name` (a full disk says so). */
+ * naming `name`: a full disk and a file-size limit say so (see the top of this
+ * file). */
 int fsutil_write_all(int fd, const void *buf, size_t n, const char *name);
 
 /* Reads exactly n bytes from fd, resuming after short reads and EINTR. 0, or

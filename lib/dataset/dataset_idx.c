@@ -325,7 +325,7 @@ static int idx_cache_build(int src_fd, const struct stat *src, struct idx_file *
         goto done;
     }
     struct idx_cache_header h = {.magic = IDX_CACHE_MAGIC};
-    rc = fsutil_write_all(t.fd, &h, sizeof h, t.path);
+    rc = fsutil_write_all(t.fd, &h, sizeof h, t.final);
     uint64_t consumed = 0, produced = 0;
     int out_full = 0; /* zlib may hold output back until given more room */
     progress_t bar;
@@ -367,7 +367,7 @@ static int idx_cache_build(int src_fd, const struct stat *src, struct idx_file *
         produced += got;
         rc = idx_inflate_bound_add(bd, f, cache, out, got, produced, consumed - z.avail_in);
         if (rc == 0)
-            rc = fsutil_write_all(t.fd, out, got, t.path);
+            rc = fsutil_write_all(t.fd, out, got, t.final);
     }
     progress_end(&bar, consumed);
     inflateEnd(&z);
@@ -699,7 +699,7 @@ int dataset_idx_write(const dataset_t *src, uint32_t rows, uint32_t cols, const 
         struct dataset_record r;
         rc = dataset_read(src, i, rec, bytes, &r);
         if (rc == 0)
-            rc = fsutil_write_all(it.fd, rec, bytes, it.path);
+            rc = fsutil_write_all(it.fd, rec, bytes, it.final);
         if (rc == 0 && labels_open) {
             if (r.label < 0 || r.label > 255)
                 rc = err_set(ERR_ARG, "%s: record %llu has label %lld, IDX labels are bytes (0..255)", labels_path,
@@ -707,7 +707,7 @@ int dataset_idx_write(const dataset_t *src, uint32_t rows, uint32_t cols, const 
             lab[i % IDX_CHUNK] = (uint8_t)r.label;
             /* labels go out a chunk at a time: one write per 256 Ki records */
             if (rc == 0 && (i % IDX_CHUNK == IDX_CHUNK - 1 || i == n - 1))
-                rc = fsutil_write_all(lt.fd, lab, i % IDX_CHUNK + 1, lt.path);
+                rc = fsutil_write_all(lt.fd, lab, i % IDX_CHUNK + 1, lt.final);
         }
     }
     free(rec);

@@ -120,7 +120,7 @@ struct jsonl_builder {
 
 static int jsonl_builder_flush(struct jsonl_builder *b)
 {
-    int rc = fsutil_write_all(b->out->fd, b->buf, (size_t)b->buffered * sizeof(uint64_t), b->out->path);
+    int rc = fsutil_write_all(b->out->fd, b->buf, (size_t)b->buffered * sizeof(uint64_t), b->out->final);
     b->buffered = 0;
     return rc;
 }

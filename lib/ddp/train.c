@@ -500,6 +500,8 @@ static int train_save(struct train_run *t, uint64_t epoch, uint64_t batch)
     struct checkpoint_state s;
     train_state_of(t, epoch, batch, &s);
     int rc = checkpoint_save(c->checkpoint_dir, t->m, t->o, &s);
+    if (rc < 0) /* the disk full, a file-size limit: the last checkpoint is still whole */
+        err_wrap(rc, "--checkpoint=%s: saving step %llu", c->checkpoint_dir, (unsigned long long)t->step);
     if (rc == 0 && c->save_stall_s > 0)
         clock_sleep_ns((uint64_t)(c->save_stall_s * 1e9));
     comm_set_activity(t->comm, NULL);
@@ -766,8 +768,8 @@ int train_rank(const struct train_config *c, comm_t *comm, const struct train_ho
     }
     if (rc == 0)
         rc = train_totals(&t, out);
-    if (rc == 0 && c->save_path && t.rank == 0)
-        rc = checkpoint_save_model(c->save_path, t.m, FSUTIL_DURABLE);
+    if (rc == 0 && c->save_path && t.rank == 0 && (rc = checkpoint_save_model(c->save_path, t.m, FSUTIL_DURABLE)) < 0)
+        err_wrap(rc, "--save=%s", c->save_path);
     if (rc == 0 && c->trace_steps)
         rc = timeline_gather(t.tl, comm, &out->timeline);
     out->steps = t.step;

@@ -84,7 +84,8 @@ bad_file gzip_cut_short cut.gz "corrupt gzip stream: it ends early, at compresse
 bad_file gzip_damaged damaged.gz "corrupt gzip stream at compressed byte"
 bad gzip_bad_content mid-record.gz "$d/mid-record.gz (decompressed): truncated at record 1 (byte 20)"
 # Decompression is bounded by the header: under a 20 MB file-size limit the
-# bomb stops at the promise (without the bound, the write limit kills it).
+# bomb stops at the promise (without the bound, it would fail at the limit,
+# with "file size limit (ulimit -f) reached" instead).
 t_fail gzip_bomb 1 "$d/bomb.gz (decompressed): byte 20: the gzip stream inflates past the 20 bytes its IDX header promises" \
     bash -c 'ulimit -f 20000; exec "$0" "$@"' "$ch1" --data="$d/bomb.gz" --check
 t_fail gzip_not_idx 1 "$d/notidx.gz (decompressed): byte 0: wrong magic number 0x6e6f7420" \

@@ -5,11 +5,12 @@
  * sweeps those a SIGKILL left, never a live process's; a device, a FIFO, a
  * socket, a directory or a dangling link is refused as an output, naming the
  * flag, and left as it was, at the open and again at the rename; an input is
- * opened without ever blocking and refused unless a regular file; sizes that
- * cannot fit are refused before writing; mkdir -p makes every parent and
- * refuses a component that is not a directory; a mapped file truncated under
- * a reader is named; a child's result, message and peak RSS come back, and a
- * child that dies is named as dead. */
+ * opened without ever blocking and refused unless a regular file; a file-size
+ * limit is an error that says so, not a SIGXFSZ death; sizes that cannot fit
+ * are refused before writing; mkdir -p makes every parent and refuses a
+ * component that is not a directory; a mapped file truncated under a reader
+ * is named; a child's result, message and peak RSS come back, and a child
+ * that dies is named as dead. */
 #include "check.h"
 #include "base/clock.h"
 #include "base/error.h"
@@ -330,6 +331,49 @@ TEST(fsutil_open_read_refuses_what_is_not_a_regular_file_at_once)
     CHECK_EQ(st.st_size, 3);
     CHECK_EQ(fcntl(fd, F_GETFL) & O_NONBLOCK, 0); /* cleared for whoever reads it */
     close(fd);
+}
+
+/* ---- a file-size limit and a full disk ------------------------------------------- */
+
+/* Under `ulimit -f`, a write past the limit fails with a message instead of
+ * SIGXFSZ killing the process, the temporary file goes, and the file it
+ * would have replaced stays whole. In a child: the limit is per process. */
+TEST(fsutil_file_size_limit_is_an_error_not_a_death)
+{
+    char dir[512], path[600], text[64];
+    snprintf(dir, sizeof dir, "%s/fsize", check_tmpdir());
+    CHECK_OK(fsutil_mkdir_p(dir));
+    snprintf(path, sizeof path, "%s/checkpoint.safetensors", dir);
+    FILE *f = fopen(path, "w"); /* not through fsutil: the child must be the first to call it, as a program is */
+    CHECK(f && fputs("last good\n", f) >= 0 && fclose(f) == 0);
+    int said[2];
+    CHECK_EQ(pipe(said), 0);
+    pid_t kid = fork();
+    CHECK(kid >= 0);
+    if (kid == 0) {
+        signal(SIGXFSZ, SIG_DFL); /* as a program starts */
+        struct rlimit limit = {4096, 4096};
+        static char big[65536];
+        struct fsutil_tmp t;
+        if (setrlimit(RLIMIT_FSIZE, &limit) != 0 || fsutil_tmp_open(&t, path, "--checkpoint") < 0)
+            _exit(3);
+        int rc = fsutil_tmp_finish(&t, fsutil_write_all(t.fd, big, sizeof big, t.final), FSUTIL_DURABLE);
+        (void)!write(said[1], err_msg(), strlen(err_msg()));
+        _exit(rc == ERR_IO ? 0 : 4);
+    }
+    close(said[1]);
+    char msg[1024] = "";
+    ssize_t got = read(said[0], msg, sizeof msg - 1);
+    msg[got > 0 ? got : 0] = '\0';
+    close(said[0]);
+    int status;
+    CHECK_EQ(waitpid(kid, &status, 0), kid);
+    CHECK_MSG(WIFEXITED(status) && WEXITSTATUS(status) == 0, "status %#x (SIGXFSZ is %d): %s", status, SIGXFSZ, msg);
+    CHECK_CONTAINS(msg, "file size limit (ulimit -f) reached writing ");
+    CHECK_CONTAINS(msg, "checkpoint.safetensors");
+    read_text(path, text, sizeof text);
+    CHECK_STR(text, "last good\n");
+    CHECK_EQ(count_tmp(dir), 0);
 }
 
 /* A program that ignores SIGINT (nohup, a shell's background job) keeps
