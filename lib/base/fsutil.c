@@ -172,15 +172,16 @@ static void fsutil_on_signal(int sig)
 }
 
 /* Once per process: the host tag, the handlers where the actions are still
- * the default, and SIGXFSZ ignored where it was the default. The tag hashes
- * the host name and the PID namespace (/proc/self/ns/pid names it
- * "pid:[inode]"), so pids are only compared between processes that share
- * both. */
+ * the default, SIGXFSZ ignored where it was the default, and the removal at
+ * exit. The tag hashes the host name and the PID namespace
+ * (/proc/self/ns/pid names it "pid:[inode]"), so pids are only compared
+ * between processes that share both. */
 static void fsutil_init(void)
 {
     struct sigaction xfsz;
     if (sigaction(SIGXFSZ, NULL, &xfsz) == 0 && !(xfsz.sa_flags & SA_SIGINFO) && xfsz.sa_handler == SIG_DFL)
         signal(SIGXFSZ, SIG_IGN);
+    atexit(fsutil_tmp_remove_all);
     char id[512] = "";
     if (gethostname(id, 256) != 0)
         id[0] = '\0';
@@ -228,14 +229,22 @@ static void fsutil_sweep_stale(const char *dir, const char *base)
     closedir(d);
 }
 
+void fsutil_tmp_sweep(const char *final)
+{
+    pthread_once(&fsutil_once, fsutil_init);
+    char dir[PATH_MAX], base[PATH_MAX];
+    if (snprintf(dir, sizeof dir, "%s", final) >= (int)sizeof dir)
+        return;
+    snprintf(base, sizeof base, "%s", final);
+    fsutil_sweep_stale(dirname(dir), basename(base));
+}
+
 /* Sweeps, then creates t->path, a temporary file of t->final (set), for
  * writing. */
 static int fsutil_tmp_create(struct fsutil_tmp *t)
 {
-    char name[PATH_MAX + 64], dir[PATH_MAX], base[PATH_MAX];
-    snprintf(dir, sizeof dir, "%s", t->final);
-    snprintf(base, sizeof base, "%s", t->final);
-    fsutil_sweep_stale(dirname(dir), basename(base));
+    char name[PATH_MAX + 64];
+    fsutil_tmp_sweep(t->final);
     for (;;) {
         unsigned long n = atomic_fetch_add(&fsutil_counter, 1);
         if (snprintf(t->path, sizeof t->path, "%s.tmp-%s-%ld-%lu", t->final, fsutil_host, (long)getpid(), n) >=

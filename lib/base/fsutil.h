@@ -42,12 +42,14 @@
  *   process dies of the signal as it would have (the handler is installed at
  *   the first fsutil_tmp_open(), for each of these signals whose action is
  *   still the default: a program with its own handler, or one that ignores the
- *   signal, keeps it, and may call fsutil_tmp_remove_all() itself);
+ *   signal, keeps it, and may call fsutil_tmp_remove_all() itself); so does
+ *   exit() (one rank's failure ends the job while rank 0 is saving);
  * - SIGKILL cannot be caught, so fsutil_tmp_open() sweeps the temporary files
  *   of the same final name that a process of this machine and namespace left
- *   when it died: those whose pid no longer runs. A file of a live process, of
- *   another machine (a shared file system) or of another container is never
- *   touched.
+ *   when it died: those whose pid no longer runs (a reader may call
+ *   fsutil_tmp_sweep(), as resuming from a checkpoint does). A file of a live
+ *   process, of another machine (a shared file system) or of another container
+ *   is never touched.
  *
  * Read fsutil_tmp_open() first.
  */
@@ -118,6 +120,10 @@ enum {
  * error. Either way t->fd is closed and nothing is left behind but, on
  * success, `final`. */
 int fsutil_tmp_finish(struct fsutil_tmp *t, int rc, unsigned flags);
+
+/* Removes the temporary files a dead writer of `final` left (the sweep
+ * fsutil_tmp_open() makes), for a reader of `final` that writes nothing. */
+void fsutil_tmp_sweep(const char *final);
 
 /* Removes every temporary file this process has open through fsutil_tmp_open().
  * Async-signal-safe: for a program's own signal handlers, and for the fatal

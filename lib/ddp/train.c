@@ -269,6 +269,7 @@ static int train_open(struct train_run *t, const struct train_config *c, comm_t 
         train_state_of(t, 0, 0, &now);
         char path[PATH_MAX + 32];
         checkpoint_path(c->resume_dir, path, sizeof path);
+        fsutil_tmp_sweep(path); /* what a save killed by SIGKILL left beside it */
         if ((rc = checkpoint_read_state(c->resume_dir, &saved)) < 0 ||
             (rc = checkpoint_check_resume(path, &saved, &now)) < 0 ||
             (rc = checkpoint_load(c->resume_dir, t->m, t->o, &saved)) < 0)

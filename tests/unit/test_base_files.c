@@ -1,16 +1,17 @@
 /* test_base_files: lib/base/fsutil, lib/base/mapfile and lib/base/measure
  * keep their contracts. An atomic write leaves the final file or nothing (never
  * a *.tmp-* beside it), a failed write leaves the old file as it was, a
- * SIGINT or SIGTERM mid-write removes the temporary file, and the next writer
- * sweeps those a SIGKILL left, never a live process's; a device, a FIFO, a
- * socket, a directory or a dangling link is refused as an output, naming the
- * flag, and left as it was, at the open and again at the rename; an input is
- * opened without ever blocking and refused unless a regular file; a file-size
- * limit is an error that says so, not a SIGXFSZ death; sizes that cannot fit
- * are refused before writing; mkdir -p makes every parent and refuses a
- * component that is not a directory; a mapped file truncated under a reader
- * is named; a child's result, message and peak RSS come back, and a child
- * that dies is named as dead. */
+ * SIGINT, SIGTERM, SIGHUP or SIGPIPE mid-write or an exit() removes the
+ * temporary file, and the next writer (or a reader that sweeps) removes those
+ * a SIGKILL left, never a live process's; a device, a FIFO, a socket, a
+ * directory or a dangling link is refused as an output, naming the flag, and
+ * left as it was, at the open and again at the rename; an input is opened
+ * without ever blocking and refused unless a regular file; a file-size limit
+ * is an error that says so, not a SIGXFSZ death; sizes that cannot fit are
+ * refused before writing; mkdir -p makes every parent and refuses a component
+ * that is not a directory; a mapped file truncated under a reader is named; a
+ * child's result, message and peak RSS come back, and a child that dies is
+ * named as dead. */
 #include "check.h"
 #include "base/clock.h"
 #include "base/error.h"
@@ -155,11 +156,36 @@ static void tmp_removed_on(int sig, const char *name)
     CHECK(access(path, F_OK) != 0);
 }
 
-TEST(fsutil_tmp_removed_on_sigint_and_sigterm)
+TEST(fsutil_tmp_removed_on_sigint_sigterm_sighup_sigpipe)
 {
     tmp_removed_on(SIGINT, "int");
     tmp_removed_on(SIGTERM, "term");
     tmp_removed_on(SIGHUP, "hup");
+    tmp_removed_on(SIGPIPE, "pipe");
+}
+
+/* A process that exits while a write is under way (a rank's failure ends the
+ * job while rank 0 saves) leaves no temporary file either. */
+TEST(fsutil_tmp_removed_at_exit)
+{
+    char dir[512], path[600];
+    snprintf(dir, sizeof dir, "%s/exit", check_tmpdir());
+    CHECK_OK(fsutil_mkdir_p(dir));
+    snprintf(path, sizeof path, "%s/out.bin", dir);
+    pid_t kid = fork();
+    CHECK(kid >= 0);
+    if (kid == 0) {
+        struct fsutil_tmp t;
+        if (fsutil_tmp_open(&t, path, NULL) < 0 || fsutil_write_all(t.fd, "half", 4, t.path) < 0 ||
+            count_tmp(dir) != 1)
+            _exit(3);
+        exit(0);
+    }
+    int status;
+    CHECK_EQ(waitpid(kid, &status, 0), kid);
+    CHECK_MSG(WIFEXITED(status) && WEXITSTATUS(status) == 0, "status %#x", status);
+    CHECK_EQ(count_tmp(dir), 0);
+    CHECK(access(path, F_OK) != 0);
 }
 
 /* ---- outputs: what may be written ------------------------------------------------ */
