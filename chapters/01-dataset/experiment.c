@@ -452,23 +452,23 @@ int experiment_run(const struct experiment_options *opt)
     char csv[PLOT_PATH_MAX], out[PLOT_PATH_MAX];
     if (plot_paths(opt->out_dir, "jsonl_strategies", csv, out) < 0)
         return err_wrap(ERR_ARG, "--out");
-    FILE *f = plot_csv_open(csv);
-    if (!f)
-        return ERR_IO;
-    fprintf(f, "strategy,peak_rss_mib,heap_mib,file_mib,first_sample_s,random_reads_per_s,reads,agree,lines,file_mib_on_disk\n");
+    struct plot_csv f;
+    if ((rc = plot_csv_open(&f, csv, "--out")) < 0)
+        return rc;
+    fprintf(f.f, "strategy,peak_rss_mib,heap_mib,file_mib,first_sample_s,random_reads_per_s,reads,agree,lines,file_mib_on_disk\n");
     for (size_t i = 0; i < STRATEGIES; i++)
-        fprintf(f, "%s,%.2f,%.2f,%.2f,%.6f,%.1f,%llu,%d,%llu,%.2f\n", strategies[i].name, mib(r[i].peak_kib),
+        fprintf(f.f, "%s,%.2f,%.2f,%.2f,%.6f,%.1f,%llu,%d,%llu,%.2f\n", strategies[i].name, mib(r[i].peak_kib),
                 mib(r[i].anon_kib), mib(r[i].file_kib), r[i].first_sample_s, r[i].reads_per_s,
                 (unsigned long long)r[i].reads, r[i].agree_hash == r[0].agree_hash, (unsigned long long)lines,
                 (double)st.st_size / 1048576.0);
-    if (fclose(f) != 0)
-        return err_set(ERR_IO, "%s: cannot write: %s", csv, strerror(errno));
+    if ((rc = plot_csv_close(&f, 0)) < 0)
+        return rc;
     for (size_t i = 1; i < STRATEGIES; i++)
         if (r[i].agree_hash != r[0].agree_hash)
             return err_set(ERR_FORMAT, "strategy %s read other bytes than load-all for the same indices",
                            strategies[i].name);
     fflush(stdout);
-    rc = plot_render("chapters/01-dataset/plot.gp", csv, out);
+    rc = plot_render("chapters/01-dataset/plot.gp", csv, out, "--out");
     if (rc == ERR_UNSUPPORTED) {
         printf("\n%s\n", err_msg());
         return 0;

@@ -110,7 +110,7 @@ const char *ch4_size(uint64_t bytes, char *buf, size_t len)
  * says what it wrote; without gnuplot, says so and goes on (0). */
 int ch4_plot(const char *script, const char *csv_path, const char *out_path)
 {
-    int rc = plot_render(script, csv_path, out_path);
+    int rc = plot_render(script, csv_path, out_path, "--out");
     if (rc == 0)
         printf("wrote %s.png and %s.svg\n", out_path, out_path);
     else if (rc == ERR_UNSUPPORTED)

@@ -368,7 +368,7 @@ static int ch5_run(struct ch5_cli *cli)
     if (ch5_sweep(o, &wrong, NULL) < 0)
         return cli_error(CH5_PROG);
     if (cli->plot && launch_leader()) {
-        int rc = plot_render("chapters/05-allreduce/plot.gp", o->csv_path, cli->plot_path);
+        int rc = plot_render("chapters/05-allreduce/plot.gp", o->csv_path, cli->plot_path, "--out");
         if (rc == ERR_UNSUPPORTED) /* no gnuplot: the CSV is there, say so and go on */
             fprintf(stderr, "%s: %s\n", CH5_PROG, err_msg());
         else if (rc < 0)

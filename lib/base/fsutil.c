@@ -87,7 +87,8 @@ static int fsutil_check_node(const char *path, const char *what, int want_dir)
 {
     char name[PATH_MAX + 64];
     if (!path || !*path)
-        return err_set(ERR_ARG, "%s: an empty path: name a %s", what ? what : "output", want_dir ? "directory" : "file");
+        return err_set(ERR_ARG, "%s: an empty path: name a %s", what ? what : "output",
+                       want_dir ? "directory" : "file");
     struct stat st;
     int rc = fsutil_node(path, what, &st);
     if (rc != 0)
@@ -334,6 +335,78 @@ int fsutil_tmp_finish(struct fsutil_tmp *t, int rc, unsigned flags)
     if (rc < 0)
         return rc;
     return (flags & FSUTIL_DURABLE) ? fsutil_sync_dir(t->final) : 0;
+}
+
+/* ---- output files another program writes ------------------------------------ */
+
+/* "<a><suffix>" into out[PATH_MAX + 64]. */
+static int fsutil_part_name(char *out, const char *a, const char *suffix)
+{
+    return snprintf(out, PATH_MAX + 64, "%s%s", a, suffix) < PATH_MAX + 64 ? 0
+                                                                            : err_set(ERR_ARG, "%s: path too long", a);
+}
+
+int fsutil_parts_open(struct fsutil_parts *p, const char *final, const char *const *suffixes, const char *what)
+{
+    p->suffixes = suffixes;
+    memset(p->cleanup, 0, sizeof p->cleanup);
+    int rc = fsutil_tmp_init(&p->stem, final, what), k;
+    char part[PATH_MAX + 64];
+    for (k = 0; rc == 0 && suffixes[k]; k++)
+        if (k == FSUTIL_PARTS_MAX)
+            rc = err_set(ERR_ARG, "%s: more than %d parts", final, FSUTIL_PARTS_MAX);
+        else if ((rc = fsutil_part_name(part, final, suffixes[k])) == 0)
+            rc = fsutil_check_output(part, what);
+    if (rc == 0)
+        rc = fsutil_tmp_create(&p->stem);
+    for (k = 0; rc == 0 && suffixes[k]; k++)
+        if ((rc = fsutil_part_name(part, p->stem.path, suffixes[k])) == 0)
+            p->cleanup[k] = sigreg_add(&fsutil_open_tmps, 0, 0, part);
+    return rc < 0 ? fsutil_parts_finish(p, rc) : 0;
+}
+
+/* Renames the part the program wrote at `part` onto `final`, checked again. */
+static int fsutil_part_place(const char *part, const char *final, const char *what)
+{
+    char name[PATH_MAX + 64], real[PATH_MAX];
+    struct stat st;
+    fsutil_name(name, sizeof name, what, final);
+    if (lstat(part, &st) != 0 || !S_ISREG(st.st_mode))
+        return err_set(ERR_IO, "%s: was not written", name);
+    if (chmod(part, 0644) != 0)
+        return err_set(ERR_IO, "%s: chmod failed: %s", part, strerror(errno));
+    int rc = fsutil_check_output(final, what);
+    if (rc < 0)
+        return rc;
+    if (lstat(final, &st) == 0 && S_ISLNK(st.st_mode) && realpath(final, real))
+        final = real; /* a link to a regular file: replace that file, as fsutil_tmp_open() does */
+    if (rename(part, final) != 0)
+        return err_set(ERR_IO, "%s: cannot rename into place: %s", name, strerror(errno));
+    return 0;
+}
+
+int fsutil_parts_finish(struct fsutil_parts *p, int rc)
+{
+    char part[PATH_MAX + 64], final[PATH_MAX + 64];
+    for (int k = 0; p->stem.path[0] && k < FSUTIL_PARTS_MAX && p->suffixes[k]; k++) {
+        /* both names fit: fsutil_parts_open() made them */
+        fsutil_part_name(part, p->stem.path, p->suffixes[k]);
+        fsutil_part_name(final, p->stem.final, p->suffixes[k]);
+        if (rc == 0)
+            rc = fsutil_part_place(part, final, p->stem.what);
+        if (rc < 0)
+            unlink(part);
+        sigreg_remove(&fsutil_open_tmps, p->cleanup[k]); /* after the unlink: a signal before it still removes it */
+        p->cleanup[k] = NULL;
+    }
+    if (p->stem.fd >= 0) { /* the stem only reserved the name */
+        close(p->stem.fd);
+        p->stem.fd = -1;
+        unlink(p->stem.path);
+    }
+    sigreg_remove(&fsutil_open_tmps, p->stem.cleanup);
+    p->stem.cleanup = NULL;
+    return rc;
 }
 
 /* ---- whole reads and writes ----------------------------------------------------- */

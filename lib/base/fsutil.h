@@ -125,6 +125,23 @@ int fsutil_tmp_finish(struct fsutil_tmp *t, int rc, unsigned flags);
  * fsutil_tmp_open() makes), for a reader of `final` that writes nothing. */
 void fsutil_tmp_sweep(const char *final);
 
+/* Output files another program writes under names it makes itself: gnuplot,
+ * told out='STEM', writes STEM.png and STEM.svg. fsutil_parts_open() checks
+ * each "<final><suffix>" (fsutil_check_output), makes STEM a temporary name
+ * of `final` ("<final>.tmp-<host>-<pid>-<n>", created empty so that no other
+ * writer takes it; the sweep above knows its parts) and registers each
+ * "<STEM><suffix>" for removal on the signals above. fsutil_parts_finish()
+ * renames each part onto "<final><suffix>" when rc == 0 and the program wrote
+ * it as a regular file, else removes every part; the stem goes either way. */
+#define FSUTIL_PARTS_MAX 4
+struct fsutil_parts {
+    struct fsutil_tmp stem;                 /* stem.path: STEM, to give the program */
+    const char *const *suffixes;            /* NULL-terminated, at most FSUTIL_PARTS_MAX */
+    void *cleanup[FSUTIL_PARTS_MAX];
+};
+int fsutil_parts_open(struct fsutil_parts *p, const char *final, const char *const *suffixes, const char *what);
+int fsutil_parts_finish(struct fsutil_parts *p, int rc);
+
 /* Removes every temporary file this process has open through fsutil_tmp_open().
  * Async-signal-safe: for a program's own signal handlers, and for the fatal
  * ones (mapfile's SIGBUS). The writers' descriptors stay open; their

@@ -1,22 +1,24 @@
-/* test_base_files: lib/base/fsutil, lib/base/mapfile and lib/base/measure
- * keep their contracts. An atomic write leaves the final file or nothing (never
- * a *.tmp-* beside it), a failed write leaves the old file as it was, a
- * SIGINT, SIGTERM, SIGHUP or SIGPIPE mid-write or an exit() removes the
- * temporary file, and the next writer (or a reader that sweeps) removes those
- * a SIGKILL left, never a live process's; a device, a FIFO, a socket, a
- * directory or a dangling link is refused as an output, naming the flag, and
- * left as it was, at the open and again at the rename; an input is opened
- * without ever blocking and refused unless a regular file; a file-size limit
- * is an error that says so, not a SIGXFSZ death; sizes that cannot fit are
- * refused before writing; mkdir -p makes every parent and refuses a component
- * that is not a directory; a mapped file truncated under a reader is named; a
- * child's result, message and peak RSS come back, and a child that dies is
- * named as dead. */
+/* test_base_files: lib/base/fsutil, lib/base/plot's files, lib/base/mapfile
+ * and lib/base/measure keep their contracts. An atomic write leaves the final
+ * file or nothing (never a *.tmp-* beside it), a failed write leaves the old
+ * file as it was, a SIGINT, SIGTERM, SIGHUP or SIGPIPE mid-write or an exit()
+ * removes the temporary file, and the next writer (or a reader that sweeps)
+ * removes those a SIGKILL left, never a live process's; a device, a FIFO, a
+ * socket, a directory or a dangling link is refused as an output, naming the
+ * flag, and left as it was, at the open and again at the rename; an input is
+ * opened without ever blocking and refused unless a regular file; a file-size
+ * limit is an error that says so, not a SIGXFSZ death; a CSV and the pictures
+ * gnuplot writes go through temporary files the same way; sizes that cannot
+ * fit are refused before writing; mkdir -p makes every parent and refuses a
+ * component that is not a directory; a mapped file truncated under a reader
+ * is named; a child's result, message and peak RSS come back, and a child
+ * that dies is named as dead. */
 #include "check.h"
 #include "base/clock.h"
 #include "base/error.h"
 #include "base/fsutil.h"
 #include "base/mapfile.h"
+#include "base/plot.h"
 #include "isolate.h"
 #include "base/measure.h"
 
@@ -335,7 +337,8 @@ TEST(fsutil_open_read_refuses_what_is_not_a_regular_file_at_once)
     make_bad_nodes("bad-inputs", &bad);
     for (int i = 0; i < bad.n; i++) {
         int fd = 7;
-        int rc = fsutil_open_read(bad.at[i].path, "--init", &fd, NULL); /* a FIFO that blocked would time the test out */
+        /* a FIFO that blocked would time the test out */
+        int rc = fsutil_open_read(bad.at[i].path, "--init", &fd, NULL);
         CHECK_MSG(rc == ERR_IO && fd == -1, "%s: %s (%d)", bad.at[i].path, err_msg(), rc);
         char want[PATH_MAX + 1024];
         snprintf(want, sizeof want, "--init: %s: ", bad.at[i].path);
@@ -399,6 +402,109 @@ TEST(fsutil_file_size_limit_is_an_error_not_a_death)
     CHECK_CONTAINS(msg, "checkpoint.safetensors");
     read_text(path, text, sizeof text);
     CHECK_STR(text, "last good\n");
+    CHECK_EQ(count_tmp(dir), 0);
+}
+
+/* ---- files another program writes ---------------------------------------------- */
+
+/* What gnuplot does with out='STEM': writes STEM.png and STEM.svg. */
+static void write_parts(const struct fsutil_parts *p, const char *what)
+{
+    for (int k = 0; p->suffixes[k]; k++) {
+        char part[PATH_MAX + 128];
+        snprintf(part, sizeof part, "%s%s", p->stem.path, p->suffixes[k]);
+        FILE *f = fopen(part, "w");
+        CHECK_MSG(f && fputs(what, f) >= 0 && fclose(f) == 0, "%s: cannot write", part);
+    }
+}
+
+TEST(fsutil_parts_are_renamed_into_place_or_removed)
+{
+    static const char *const pictures[] = {".png", ".svg", NULL};
+    char dir[512], out[600], png[700], fifo[700], text[64];
+    snprintf(dir, sizeof dir, "%s/parts", check_tmpdir());
+    CHECK_OK(fsutil_mkdir_p(dir));
+    snprintf(out, sizeof out, "%s/gantt", dir);
+    snprintf(png, sizeof png, "%s.png", out);
+    struct fsutil_parts p;
+    CHECK_OK(fsutil_parts_open(&p, out, pictures, "--out"));
+    write_parts(&p, "first");
+    CHECK_OK(fsutil_parts_finish(&p, 0));
+    read_text(png, text, sizeof text);
+    CHECK_STR(text, "first");
+    struct stat st;
+    CHECK(stat(png, &st) == 0 && (st.st_mode & 0777) == 0644);
+    /* a program that failed: its parts go, the old pictures stay */
+    CHECK_OK(fsutil_parts_open(&p, out, pictures, "--out"));
+    write_parts(&p, "half");
+    CHECK_EQ(fsutil_parts_finish(&p, err_set(ERR_IO, "gnuplot failed")), ERR_IO);
+    read_text(png, text, sizeof text);
+    CHECK_STR(text, "first");
+    CHECK_EQ(count_tmp(dir), 0);
+    /* one that wrote nothing */
+    CHECK_OK(fsutil_parts_open(&p, out, pictures, "--out"));
+    CHECK_ERR(fsutil_parts_finish(&p, 0), ERR_IO, "gantt.png: was not written");
+    CHECK_EQ(count_tmp(dir), 0);
+    /* a FIFO in a picture's place: refused before the program runs, and left */
+    snprintf(out, sizeof out, "%s/timeline", dir);
+    snprintf(fifo, sizeof fifo, "%s.svg", out);
+    CHECK_EQ(mkfifo(fifo, 0600), 0);
+    struct stat before;
+    node_of(fifo, &before);
+    CHECK_ERR(fsutil_parts_open(&p, out, pictures, "--out"), ERR_IO, "--out: ");
+    CHECK_CONTAINS(err_msg(), "timeline.svg: a FIFO, not a regular file");
+    check_same_node(fifo, &before);
+    CHECK_EQ(count_tmp(dir), 0);
+}
+
+/* A killed plot leaves STEM.png: the next one sweeps it, as any temporary. */
+TEST(fsutil_parts_a_dead_writer_left_are_swept)
+{
+    static const char *const pictures[] = {".png", ".svg", NULL};
+    char dir[512], out[600], dead[PATH_MAX + 128];
+    snprintf(dir, sizeof dir, "%s/parts-swept", check_tmpdir());
+    CHECK_OK(fsutil_mkdir_p(dir));
+    snprintf(out, sizeof out, "%s/plot", dir);
+    struct fsutil_parts p;
+    CHECK_OK(fsutil_parts_open(&p, out, pictures, NULL));
+    pid_t gone = fork();
+    if (gone == 0)
+        _exit(0);
+    CHECK_EQ(waitpid(gone, NULL, 0), gone);
+    char stem[PATH_MAX + 64];
+    tmp_name_of(p.stem.path, gone, stem, sizeof stem);
+    snprintf(dead, sizeof dead, "%s.png", stem);
+    touch(dead);
+    CHECK_EQ(fsutil_parts_finish(&p, ERR_STATE), ERR_STATE);
+    CHECK_OK(fsutil_parts_open(&p, out, pictures, NULL));
+    CHECK_MSG(access(dead, F_OK) != 0, "%s: a dead plot's picture was kept", dead);
+    CHECK_EQ(fsutil_parts_finish(&p, ERR_STATE), ERR_STATE);
+    CHECK_EQ(count_tmp(dir), 0);
+}
+
+/* A CSV goes through the same temporary file: a failed writer leaves the
+ * old one, a FIFO in its place is refused, named with the flag, and left. */
+TEST(plot_csv_is_written_whole_or_not_at_all)
+{
+    char dir[512], path[600], text[64];
+    snprintf(dir, sizeof dir, "%s/csv/made/by/open", check_tmpdir());
+    snprintf(path, sizeof path, "%s/data.csv", dir);
+    struct plot_csv c;
+    CHECK_OK(plot_csv_open(&c, path, "--out"));
+    fprintf(c.f, "a,b\n1,2\n");
+    CHECK_OK(plot_csv_close(&c, 0));
+    read_text(path, text, sizeof text);
+    CHECK_STR(text, "a,b\n1,2\n");
+    CHECK_OK(plot_csv_open(&c, path, "--out"));
+    fprintf(c.f, "half");
+    CHECK_EQ(plot_csv_close(&c, err_set(ERR_STATE, "the run failed")), ERR_STATE);
+    read_text(path, text, sizeof text);
+    CHECK_STR(text, "a,b\n1,2\n");
+    CHECK_EQ(count_tmp(dir), 0);
+    snprintf(path, sizeof path, "%s/fifo.csv", dir);
+    CHECK_EQ(mkfifo(path, 0600), 0);
+    CHECK_ERR(plot_csv_open(&c, path, "--out"), ERR_IO, "--out: ");
+    CHECK_CONTAINS(err_msg(), "fifo.csv: a FIFO, not a regular file");
     CHECK_EQ(count_tmp(dir), 0);
 }
 
