@@ -450,7 +450,7 @@ int experiment_run(const struct experiment_options *opt)
     print_extrapolation(lines, (uint64_t)st.st_size, r);
 
     char csv[PLOT_PATH_MAX], out[PLOT_PATH_MAX];
-    if (plot_paths(opt->out_dir, "jsonl_strategies", csv, out) < 0)
+    if (plot_paths(opt->out_dir, EXPERIMENT_PLOT, csv, out) < 0)
         return err_wrap(ERR_ARG, "--out");
     struct plot_csv f;
     if ((rc = plot_csv_open(&f, csv, "--out")) < 0)

@@ -18,6 +18,7 @@
 #include "base/cli.h"
 #include "base/clock.h"
 #include "base/error.h"
+#include "base/fsutil.h"
 #include "base/measure.h"
 #include "base/mem.h"
 #include "base/plot.h"
@@ -170,6 +171,8 @@ static int ch3_parse(int argc, char **argv, struct ch3_args *a)
     if (rc == 0 && a->bench)
         rc = cli_refuse_given(&given, opts, (const int[]){O_BATCHES, O_OUT, O_PLOT, 0},
                               "does nothing with --bench (it belongs to the experiment, the default run)");
+    if (rc == 0 && !a->bench) /* before the sweep, not after it */
+        rc = fsutil_check_output_dir(a->out_dir, "--out");
     if (rc)
         return rc;
     if (!a->nworkers) { /* defaults depend on the mode */

@@ -16,6 +16,7 @@
 #include "backend_table.h"
 #include "base/cli.h"
 #include "base/error.h"
+#include "base/fsutil.h"
 #include "base/mem.h"
 #include "sim/faults.h"
 #include "base/plot.h"
@@ -276,6 +277,8 @@ static int ch5_validate(struct ch5_cli *cli)
     struct ch5_opts *o = &cli->opt;
     int unused = ch5_refuse_unused(cli);
     if (unused < 0)
+        return unused;
+    if (cli->plot && (unused = fsutil_check_output_dir(cli->out_dir, "--out")) < 0) /* before the sweep */
         return unused;
     if (cli->launch_check) {
         if (o->timeout_s == COMM_NO_TIMEOUT)

@@ -84,19 +84,22 @@ struct ch6_job {
     struct plot_csv epochs; /* the per-epoch CSV, in rank 0's process; epochs.f NULL when none */
 };
 
-/* The per-epoch CSV, opened before the run (in rank 0's process, which
- * writes it) as a temporary file: a run that fails leaves none
- * (plot_csv_close). 0, or the error. */
-static int ch6_epochs_open(struct ch6_job *j)
+/* The files of --out, before the run trains, so that a path they cannot be
+ * written at stops it then (in rank 0's process, which writes them): the
+ * Gantt chart's paths are checked, the per-epoch CSV is opened (a run that
+ * fails leaves none: plot_csv_close). 0, or the error. */
+static int ch6_outputs_open(struct ch6_job *j)
 {
     const struct ch6_run *run = j->run;
     j->epochs.f = NULL;
-    if (!run->out_dir || !run->epochs_name || !launch_leader())
+    if (!run->out_dir || !launch_leader())
         return 0;
     char csv[PLOT_PATH_MAX];
-    int rc = plot_paths(run->out_dir, run->epochs_name, csv, NULL) < 0 ? err_wrap(ERR_ARG, "--out")
+    int rc = run->gantt_name ? plot_check(run->out_dir, run->gantt_name, "--out") : 0;
+    if (rc == 0 && run->epochs_name)
+        rc = plot_paths(run->out_dir, run->epochs_name, csv, NULL) < 0 ? err_wrap(ERR_ARG, "--out")
                                                                        : plot_csv_open(&j->epochs, csv, "--out");
-    if (rc < 0)
+    if (rc < 0 || !run->epochs_name)
         return rc;
     fprintf(j->epochs.f, "epoch,step,loss,train_accuracy,test_accuracy,seconds,samples_per_s,step_ms,data_ms,"
                          "copy_ms,forward_ms,backward_ms,comm_ms,optim_ms,check_ms\n");
@@ -277,7 +280,7 @@ int ch6_train(const struct ch6_run *run, struct ch6_outcome *out)
     memset(out, 0, sizeof *out);
     struct ch6_job j = {.run = run, .out = out};
     struct launch_config lc = {.backend = run->backend, .world = run->world, .faults = run->faults, .shared = &j};
-    int rc = ch6_epochs_open(&j);
+    int rc = ch6_outputs_open(&j);
     if (rc < 0)
         return rc;
     double t0 = clock_now_s();

@@ -20,6 +20,18 @@ int plot_paths(const char *dir, const char *name, char csv[PLOT_PATH_MAX], char 
     return 0;
 }
 
+int plot_check(const char *dir, const char *name, const char *what)
+{
+    static const char *const files[] = {".csv", ".png", ".svg"};
+    char out[PLOT_PATH_MAX], file[PLOT_PATH_MAX + 8];
+    int rc = plot_paths(dir, name, NULL, out);
+    for (size_t k = 0; rc == 0 && k < sizeof files / sizeof files[0]; k++) {
+        snprintf(file, sizeof file, "%s%s", out, files[k]);
+        rc = fsutil_check_output(file, what);
+    }
+    return rc;
+}
+
 int plot_csv_open(struct plot_csv *c, const char *path, const char *what)
 {
     c->text = NULL;

@@ -23,6 +23,13 @@
 #define PLOT_PATH_MAX 4096
 int plot_paths(const char *dir, const char *name, char csv[PLOT_PATH_MAX], char out[PLOT_PATH_MAX]);
 
+/* Checks, before a run that ends by writing plot NAME into `dir`, that its
+ * files (NAME.csv, NAME.png, NAME.svg) may be written there
+ * (fsutil_check_output), so that a FIFO or a device in their place stops the
+ * run before its minutes, not after. `what` names the flag `dir` came from.
+ * 0, or the error naming the file. */
+int plot_check(const char *dir, const char *name, const char *what);
+
 /* A CSV being written: the rows go to memory, and plot_csv_close() writes
  * them at once through a temporary file renamed onto the path (fsutil.h), so
  * a run that fails leaves the old CSV or none, never half of one. */
