@@ -60,7 +60,7 @@ elif ! grep -q "replicas: every rank's parameters were the same bits at every st
     t_failed small_run "no replica verdict: $T_OUT"
 else t_pass small_run; fi
 # the replica check is real: a bit flipped in rank 1's copy of the broadcast parameters is named at step 0
-t_fail replica_check_names_the_flip 1 "step 0: rank 1's fc1.weight differs from rank 0's at element" \
+t_fail replica_check_names_the_flip 1 "step 0: rank 1 differs from the other 3 ranks in fc1.weight[149,757]" \
     $P "${S[@]}" --fault=flip:1@4
 
 # exact resume: stopped at step K with a checkpoint, resumed to step 40: the same bits as never stopped
