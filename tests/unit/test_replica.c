@@ -2,14 +2,17 @@
  * replica drifted and blames the rank the majority disagrees with (rank 0
  * included; nobody with two ranks), every rank reporting the same; a damaged
  * copy of the check's own hashes is named as such, not taken for a drifted
- * replica; identical replicas pass; buffers are compared only when asked. */
+ * replica; identical replicas pass; buffers are compared only when asked;
+ * replica_flip changes the bit it says. */
 #include "check.h"
 #include "base/error.h"
 #include "comm/comm.h"
 #include "ddp/replica.h"
 #include "sim/launch.h"
 
+#include <math.h>
 #include <stdio.h>
+#include <string.h>
 
 #define DRIFT_MAX_WORLD 8
 
@@ -20,6 +23,7 @@ struct drift {
     size_t element;
     unsigned check;
     const char *faults; /* the simulator's, e.g. a flip in the check's own all-gather */
+    uint64_t flip_step; /* > 0: the drifting ranks replica_flip() at this step, which labels the check */
     int rc[DRIFT_MAX_WORLD];
     char msg[DRIFT_MAX_WORLD][512];
 };
@@ -39,13 +43,15 @@ static int drift_rank(struct launch_rank *ctx)
     rc = model_create(&s, 4, &m);
     if (rc == 0) {
         model_init(m, 3);
-        if (d->ranks >> ctx->rank & 1) {
+        if (d->ranks >> ctx->rank & 1 && d->flip_step) {
+            replica_flip(m, d->flip_step);
+        } else if (d->ranks >> ctx->rank & 1) {
             int p = model_param_find(m, d->what), b = model_buffer_find(m, d->what);
             float *x = p >= 0 ? model_params(m) + model_param(m, p)->offset
                               : model_buffers(m) + model_buffer(m, b)->offset;
             x[d->element] += 1e-7f; /* one ulp or so */
         }
-        rc = replica_check(c, m, 5, d->check);
+        rc = replica_check(c, m, d->flip_step ? d->flip_step : 5, d->check);
         d->rc[ctx->rank] = rc;
         snprintf(d->msg[ctx->rank], sizeof d->msg[0], "%s", err_msg());
         model_destroy(m);
@@ -144,4 +150,44 @@ TEST(replica_damaged_hashes_name_the_rank_that_received_them)
     CHECK_ERR(drift_run(&d), ERR_STATE, "received different copies of the replicas' hashes");
     CHECK_CONTAINS(d.msg[0], "with two ranks there is no majority to tell which one is wrong");
     drift_all_agree(&d);
+}
+
+/* The flip: bit 22 of the output bias's element step % n, or bit 30 of a zero;
+ * and the check names that rank, tensor and element. */
+TEST(replica_flip_changes_the_bit_that_matters)
+{
+    struct model_spec s = {.inputs = 20, .classes = 4, .hidden = {9, 6}, .nhidden = 2, .batchnorm = 1};
+    model_t *m;
+    CHECK_OK(model_create(&s, 4, &m));
+    model_init(m, 3);
+    const struct model_tensor *b = model_param(m, model_param_tensors(m) - 1);
+    CHECK_STR(b->name, "fc3.bias");
+    float *x = model_params(m) + b->offset;
+    for (uint64_t step = 1; step < 12; step++) {
+        size_t e = step % b->numel;
+        float before = x[e];
+        replica_flip(m, step);
+        uint32_t was, now;
+        memcpy(&was, &before, 4);
+        memcpy(&now, &x[e], 4);
+        CHECK_MSG((was ^ now) == 1u << 22, "step %llu: bits %08x -> %08x", (unsigned long long)step, was, now);
+        double moved = fabs((double)x[e] - before) / fabs((double)before);
+        CHECK_MSG(moved >= 0.25 && moved <= 1.0, "step %llu: %g -> %g", (unsigned long long)step, before, x[e]);
+        x[e] = before;
+    }
+    x[1] = 0.0f;
+    replica_flip(m, 1);
+    CHECK_MSG(x[1] == 2.0f, "a zero flipped to %g, not 2", x[1]);
+    model_destroy(m);
+}
+
+TEST(replica_check_names_a_flip)
+{
+    for (int r = 0; r < 4; r += 3) {
+        struct drift d = {.world = 4, .ranks = 1u << r, .flip_step = 7, .check = REPLICA_PARAMS};
+        char want[96];
+        snprintf(want, sizeof want, "step 7: rank %d differs from the other 3 ranks in fc3.bias[3]: ", r);
+        CHECK_ERR(drift_run(&d), ERR_STATE, want);
+        drift_all_agree(&d);
+    }
 }
