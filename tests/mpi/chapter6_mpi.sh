@@ -9,7 +9,8 @@
 #   -np 4: within float32 tolerance (1e-5 of each tensor's largest element):
 #          a sum of four can be rounded in several orders, and Open MPI's
 #          order is not the ring's.
-# Also: --world and --backend=sim are refused under mpirun, naming why.
+# Also: --world and --backend=sim are refused under mpirun, and --backend=mpi
+# under torchrun, naming why.
 . "$(dirname "$0")/../harness/lib.sh"
 if [ "$(id -u)" = 0 ]; then export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1; fi
 P=$BUILD/chapter-6
@@ -35,6 +36,9 @@ t_ok np2.checkpoint mpirun --oversubscribe -np 2 $P --backend=mpi "${job[@]}" --
 t_ok np2.resume mpirun --oversubscribe -np 2 $P --backend=mpi "${job[@]}" --resume="$T_TMP/ck" \
     --save="$T_TMP/mpi2-resumed.safetensors" --out="$T_TMP/mpi"
 t_out np2.resume_exact "tensordiff: the same bits" "$TD" "$T_TMP/mpi2.safetensors" "$T_TMP/mpi2-resumed.safetensors"
+# torchrun's processes with the MPI backend: each would be an MPI world of 1 training alone
+t_fail torchrun_with_mpi 1 "torchrun started this process as one of 2, but its mpi communicator sees a world of 1" \
+    env RANK=0 WORLD_SIZE=2 $P --backend=mpi --train-size=1536 --epochs=1 --test-data=none --out="$T_TMP/mpi"
 t_fail np2.world_refused nonzero "--world=4: this process is one rank of a job mpirun started" \
     mpirun --oversubscribe -np 2 $P --backend=mpi --world=4
 t_fail np2.sim_refused nonzero "a launcher (mpirun or torchrun) started this process as one of 2" \
