@@ -59,6 +59,12 @@ elif ! grep -q "where a step's .* went (mean over ranks and steps): data wait .*
 elif ! grep -q "replicas: every rank's parameters were the same bits at every step" <<<"$T_OUT"; then
     t_failed small_run "no replica verdict: $T_OUT"
 else t_pass small_run; fi
+# the banner says the world the run has: --world's ranks, their global batch and share
+t_out banner_sim_world "chapter 6: data-parallel training, 3 ranks (the simulator: threads of this process, --world=3)" \
+    $P --world=3 --train-size=1536 --epochs=1 --steps=2 --test-data=none --out="$OUT"
+t_said banner_sim_global_batch "batch 32 per rank (96 global)"
+t_said banner_sim_share "each rank: 512 samples, 16 batches of 32"
+t_said summary_sim_samples "2 steps, 192 samples in"
 # the replica check is real: a bit flipped in a rank's parameters after step K is named at step K, with the
 # rank the majority disagrees with (rank 0 too), the tensor and the element (fc3.bias[K mod 10]); at any K
 L=(--train-size=2048 --epochs=4 --batch=32 --test-data=none --out="$OUT")   # 64 steps
