@@ -13,7 +13,9 @@
  *                   rank has a batch fewer, the classic "hangs at epoch 2").
  *   flip:R@K        after collective K, one bit of one value in rank R's
  *                   result flips (silent divergence; `--check` catches it by
- *                   comparing checksums across ranks).
+ *                   comparing checksums across ranks). Chapter 6 takes its
+ *                   flips out (faults_without) and flips a parameter's bit
+ *                   after optimizer step K instead (lib/ddp/replica.h).
  *
  * SPEC is one or more faults separated by commas: "kill:2@3,delay:1@1:50".
  * R is a rank (0 .. W-1), K a collective's sequence number (1 = the first),
@@ -40,6 +42,13 @@ struct fault {
  * fault and what was expected (an empty SPEC or an empty part between
  * commas, "kill:1@2,,", is an error), or ERR_NOMEM. */
 int faults_parse(const char *spec, int world, struct fault **out, int *count);
+
+/* SPEC without its faults of `kind`, as a spec again, the others in their
+ * order ("kill:1@2,flip:0@5" without flips is "kill:1@2"): for a program that
+ * injects that kind itself (chapter 6 flips a parameter's bit after a step,
+ * not a collective's). *out is NULL when no fault is left, else free() it.
+ * 0, or faults_parse()'s error. */
+int faults_without(const char *spec, int world, enum fault_kind kind, char **out);
 
 /* The not-yet-fired fault of `kind` for `rank` at collective `seq`, marked
  * fired; NULL when none. */

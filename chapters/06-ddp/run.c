@@ -10,6 +10,7 @@
 #include "base/error.h"
 #include "base/plot.h"
 #include "dataset/dataset_default.h"
+#include "sim/faults.h"
 #include "sim/launch.h"
 
 #include <stdio.h>
@@ -83,6 +84,8 @@ int ch6_open_data(const char *data, const char *test, dataset_t **train, dataset
 struct ch6_job {
     const struct ch6_run *run;
     struct ch6_outcome *out;
+    int world;              /* the job's ranks, as rank 0's communicator counts them (under a launcher, not
+                             * run->world: mpirun -np or torchrun set it) */
     FILE *epochs_csv;       /* opened at the first epoch's report: a run that fails before writes nothing */
     int epochs_failed;
 };
@@ -111,10 +114,16 @@ static void ch6_started(void *user, const struct train_config *c, const struct t
     const struct ch6_run *run = j->run;
     if (run->quiet)
         return;
-    char spec[128];
+    char spec[128], how[128];
     const struct optim_config *o = &c->optim;
-    printf("chapter 6: data-parallel training, %d rank%s (%s)\n", run->world, run->world == 1 ? "" : "s",
-           strcmp(run->backend, "sim") == 0 ? "simulator: threads of this process" : "processes under mpirun");
+    const char *launcher = launch_launcher_name();
+    if (strcmp(run->backend, "sim") == 0)
+        snprintf(how, sizeof how, "the simulator: threads of this process, --world=%d", j->world);
+    else if (launcher)
+        snprintf(how, sizeof how, "%s: one process per rank, started by %s", run->backend, launcher);
+    else
+        snprintf(how, sizeof how, "%s: this process alone, started without a launcher", run->backend);
+    printf("chapter 6: data-parallel training, %d rank%s (%s)\n", j->world, j->world == 1 ? "" : "s", how);
     printf("  data: %s\n", run->data_note);
     printf("  model %s, %s lr %g", model_spec_describe(&c->spec, spec, sizeof spec), optim_kind_name(o->kind), o->lr);
     if (o->kind == OPTIM_SGD)
@@ -122,7 +131,7 @@ static void ch6_started(void *user, const struct train_config *c, const struct t
     printf(" weight decay %g, %s schedule; %llu epoch%s\n", o->weight_decay, optim_schedule_name(o->schedule),
            (unsigned long long)c->epochs, c->epochs == 1 ? "" : "s");
     printf("  batch %u per rank (%llu global)%s, accumulate %u, %u loader worker%s per rank, augmentation %s, seed %llu\n",
-           c->batch, (unsigned long long)c->batch * (unsigned long long)run->world, c->drop_last ? ", drop_last" : "",
+           c->batch, (unsigned long long)c->batch * (unsigned long long)j->world, c->drop_last ? ", drop_last" : "",
            c->accumulate, c->workers, c->workers == 1 ? "" : "s", c->augment ? "random horizontal flip" : "none",
            (unsigned long long)c->seed);
     if (c->ddp)
@@ -188,6 +197,8 @@ static int ch6_rank(struct launch_rank *lr)
     int rc = launch_comm_open(lr, &base, &c);
     if (rc < 0)
         return rc;
+    if (comm_rank(c) == 0) /* the only rank that reports */
+        j->world = comm_world(c);
     struct train_hooks hooks = {.user = j, .started = ch6_started, .epoch = ch6_epoch, .saved = ch6_saved};
     struct train_result res;
     rc = train_rank(&j->run->train, c, &hooks, &res);
@@ -274,13 +285,47 @@ static int ch6_timeline_files(const struct ch6_run *run, const struct train_resu
     return rc;
 }
 
+/* --fault=SPEC, split: chapter 6's flips (a parameter's bit right after
+ * optimizer step K: train_flip) go to the training loop; kill, delay and skip
+ * (at collective K, chapter 5's) stay with the simulator, in *rest. Chapter
+ * 5's flip, a bit of collective K's result, would mostly land where nothing
+ * reads it (see README.md). Free *flips and *rest. */
+static int ch6_faults_split(const struct ch6_run *run, struct train_flip **flips, int *nflips, char **rest)
+{
+    *flips = NULL;
+    *nflips = 0;
+    *rest = NULL;
+    if (!run->faults)
+        return 0;
+    struct fault *all;
+    int count, rc = faults_parse(run->faults, run->world, &all, &count);
+    if (rc < 0)
+        return rc;
+    if (!(*flips = calloc((size_t)count, sizeof **flips)))
+        rc = err_set(ERR_NOMEM, "--fault: out of memory");
+    for (int i = 0; rc == 0 && i < count; i++)
+        if (all[i].kind == FAULT_FLIP)
+            (*flips)[(*nflips)++] = (struct train_flip){.rank = all[i].rank, .step = all[i].seq};
+    free(all);
+    if (rc == 0)
+        rc = faults_without(run->faults, run->world, FAULT_FLIP, rest);
+    return rc;
+}
+
 int ch6_train(const struct ch6_run *run, struct ch6_outcome *out)
 {
     memset(out, 0, sizeof *out);
-    struct ch6_job j = {.run = run, .out = out};
-    struct launch_config lc = {.backend = run->backend, .world = run->world, .faults = run->faults, .shared = &j};
+    struct ch6_run with_faults = *run;
+    struct train_flip *flips;
+    char *rest;
+    int rc = ch6_faults_split(run, &flips, &with_faults.train.nflips, &rest);
+    with_faults.train.flips = flips;
+    with_faults.faults = rest;
+    struct ch6_job j = {.run = &with_faults, .out = out};
+    struct launch_config lc = {.backend = run->backend, .world = run->world, .faults = rest, .shared = &j};
     double t0 = clock_now_s();
-    int rc = launch_run(&lc, ch6_rank);
+    if (rc == 0)
+        rc = launch_run(&lc, ch6_rank);
     out->wall_s = clock_now_s() - t0;
     if (j.epochs_csv)
         fclose(j.epochs_csv);
@@ -289,5 +334,7 @@ int ch6_train(const struct ch6_run *run, struct ch6_outcome *out)
             ch6_summary(run, out);
         rc = ch6_timeline_files(run, &out->result);
     }
+    free(flips);
+    free(rest);
     return rc;
 }

@@ -158,6 +158,28 @@ static int train_check_config(const struct train_config *c, int world)
     return 0;
 }
 
+/* Each flip must land in a step this run takes: one that never fires would
+ * end the run as if the check had found nothing to find. */
+static int train_check_flips(const struct train_config *c, int world, uint64_t first, uint64_t steps_per_epoch)
+{
+    uint64_t last = UINT64_MAX; /* a custom sampler's epochs have no length known in advance */
+    if (!c->indices)
+        last = steps_per_epoch && c->epochs > UINT64_MAX / steps_per_epoch ? UINT64_MAX : steps_per_epoch * c->epochs;
+    if (c->max_steps && c->max_steps < last)
+        last = c->max_steps;
+    for (int i = 0; i < c->nflips; i++) {
+        const struct train_flip *f = &c->flips[i];
+        if (f->rank < 0 || f->rank >= world)
+            return err_set(ERR_ARG, "--fault=flip:%d@%llu: rank %d is not in a world of %d", f->rank,
+                           (unsigned long long)f->step, f->rank, world);
+        if (f->step <= first || f->step > last)
+            return err_set(ERR_ARG, "--fault=flip:%d@%llu: this run takes optimizer steps %llu to %llu, so the bit "
+                                    "would never flip", f->rank, (unsigned long long)f->step,
+                           (unsigned long long)first + 1, (unsigned long long)last);
+    }
+    return 0;
+}
+
 /* ---- building a rank --------------------------------------------------------------------- */
 
 static void train_close(struct train_run *t)
@@ -285,6 +307,9 @@ static int train_open(struct train_run *t, const struct train_config *c, comm_t 
             t->start_batch = 0;
         }
     }
+
+    if ((rc = train_check_flips(c, t->world, t->start_step, spe)) < 0)
+        return rc;
 
     /* the data path: a device, its pinned pool, the loader's ring in it, the prefetcher */
     struct device_config dc;
@@ -482,6 +507,9 @@ static int train_step(struct train_run *t, uint32_t g)
     timeline_add(t->tl, TIMELINE_OPTIM, t->step, o0, o1);
     t->step++;
     t->steps++;
+    for (int i = 0; i < c->nflips; i++) /* an injected fault: the next replica check must name it */
+        if (c->flips[i].rank == t->rank && c->flips[i].step == t->step)
+            replica_flip(t->m, t->step);
     return 0;
 }
 

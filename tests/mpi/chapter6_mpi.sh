@@ -9,7 +9,9 @@
 #   -np 4: within float32 tolerance (1e-5 of each tensor's largest element):
 #          a sum of four can be rounded in several orders, and Open MPI's
 #          order is not the ring's.
-# Also: --world and --backend=sim are refused under mpirun, naming why.
+# Also: the banner at 2 and 3 processes says the world, global batch and
+# share mpirun gave; --world and --backend=sim are refused under mpirun, and
+# --backend=mpi under torchrun, naming why.
 . "$(dirname "$0")/../harness/lib.sh"
 if [ "$(id -u)" = 0 ]; then export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1; fi
 P=$BUILD/chapter-6
@@ -35,6 +37,19 @@ t_ok np2.checkpoint mpirun --oversubscribe -np 2 $P --backend=mpi "${job[@]}" --
 t_ok np2.resume mpirun --oversubscribe -np 2 $P --backend=mpi "${job[@]}" --resume="$T_TMP/ck" \
     --save="$T_TMP/mpi2-resumed.safetensors" --out="$T_TMP/mpi"
 t_out np2.resume_exact "tensordiff: the same bits" "$TD" "$T_TMP/mpi2.safetensors" "$T_TMP/mpi2-resumed.safetensors"
+# the banner and the summary say what the launcher gave, not --world's default of 4
+for np in 2 3; do
+    t_out "np$np.banner_world" "chapter 6: data-parallel training, $np ranks (mpi: one process per rank, started by mpirun)" \
+        mpirun --oversubscribe -np $np $P --backend=mpi --train-size=1536 --epochs=1 --steps=2 --test-data=none \
+        --out="$T_TMP/mpi"
+    share=$(( (1536 + np - 1) / np ))
+    t_said "np$np.banner_global_batch" "batch 32 per rank ($((32 * np)) global)"
+    t_said "np$np.banner_share" "each rank: $share samples, $(( (share + 31) / 32 )) batches of 32"
+    t_said "np$np.summary_samples" "2 steps, $((2 * 32 * np)) samples in"
+done
+# torchrun's processes with the MPI backend: each would be an MPI world of 1 training alone
+t_fail torchrun_with_mpi 1 "torchrun started this process as one of 2, but its mpi communicator sees a world of 1" \
+    env RANK=0 WORLD_SIZE=2 $P --backend=mpi --train-size=1536 --epochs=1 --test-data=none --out="$T_TMP/mpi"
 t_fail np2.world_refused nonzero "--world=4: this process is one rank of a job mpirun started" \
     mpirun --oversubscribe -np 2 $P --backend=mpi --world=4
 t_fail np2.sim_refused nonzero "a launcher (mpirun or torchrun) started this process as one of 2" \

@@ -4,7 +4,7 @@
 # batch larger than a rank's share, an unwritable checkpoint directory, a
 # resume with another world, training set size, shuffle, drop_last or
 # buckets), each a clear message and a non-zero exit; the replica check
-# catching a flipped bit; exact resume, bit for bit,
+# naming a flipped bit at any step, on any rank, by majority; exact resume, bit for bit,
 # from several stop points (mid-epoch included, loader workers on, bucket
 # layouts rebuilt, BatchNorm with accumulation at 3 ranks); a kill -9 during a
 # checkpoint's save leaving the last checkpoint loadable and the resumed run
@@ -59,9 +59,33 @@ elif ! grep -q "where a step's .* went (mean over ranks and steps): data wait .*
 elif ! grep -q "replicas: every rank's parameters were the same bits at every step" <<<"$T_OUT"; then
     t_failed small_run "no replica verdict: $T_OUT"
 else t_pass small_run; fi
-# the replica check is real: a bit flipped in rank 1's copy of the broadcast parameters is named at step 0
-t_fail replica_check_names_the_flip 1 "step 0: rank 1's fc1.weight differs from rank 0's at element" \
-    $P "${S[@]}" --fault=flip:1@4
+# the banner says the world the run has: --world's ranks, their global batch and share
+t_out banner_sim_world "chapter 6: data-parallel training, 3 ranks (the simulator: threads of this process, --world=3)" \
+    $P --world=3 --train-size=1536 --epochs=1 --steps=2 --test-data=none --out="$OUT"
+t_said banner_sim_global_batch "batch 32 per rank (96 global)"
+t_said banner_sim_share "each rank: 512 samples, 16 batches of 32"
+t_said summary_sim_samples "2 steps, 192 samples in"
+# the replica check is real: a bit flipped in a rank's parameters after step K is named at step K, with the
+# rank the majority disagrees with (rank 0 too), the tensor and the element (fc3.bias[K mod 10]); at any K
+L=(--train-size=2048 --epochs=4 --batch=32 --test-data=none --out="$OUT")   # 64 steps
+for k in 1 5 7 10 12 20 50 64; do
+    for r in 0 3; do
+        t_fail "replica_check_names_flip_${r}_at_$k" 1 \
+            "step $k: rank $r differs from the other 3 ranks in fc3.bias[$((k % 10))]: " $P "${L[@]}" --fault=flip:$r@$k
+    done
+done
+t_fail replica_check_names_rank_0_of_3 1 "step 6: rank 0 differs from the other 2 ranks in fc3.bias[6]: " \
+    $P "${L[@]}" --world=3 --fault=flip:0@6
+t_fail replica_check_two_ranks_cannot_vote 1 "step 9: rank 0 and rank 1 hold different fc3.bias, first in fc3.bias[9]: " \
+    $P "${L[@]}" --world=2 --fault=flip:1@9
+if grep -qF "with two ranks there is no majority to tell which one is wrong" <<<"$T_OUT"; then
+    t_pass replica_check_two_ranks_say_why
+else t_failed replica_check_two_ranks_say_why "$(tail -n 1 <<<"$T_OUT")"; fi
+t_fail flip_past_the_run 1 "--fault=flip:1@65: this run takes optimizer steps 1 to 64, so the bit would never flip" \
+    $P "${L[@]}" --fault=flip:1@65
+t_fail flip_past_steps 1 "--fault=flip:2@11: this run takes optimizer steps 1 to 10" \
+    $P "${L[@]}" --steps=10 --fault=flip:2@11
+t_fail flip_from_zero 2 "--fault: flip:0@0: K counts from 1" $P "${L[@]}" --fault=flip:0@0
 
 # exact resume: stopped at step K with a checkpoint, resumed to step 40: the same bits as never stopped
 resume_case() { # NAME K FLAGS...
@@ -94,6 +118,8 @@ t_fail resume_other_shuffle 1 "written with the sampler shuffling; this run has 
     $P "${S[@]}" --resume="$T_TMP/ck-other" --no-shuffle
 t_fail resume_other_drop_last 1 "written without --drop-last; this run has --drop-last" \
     $P "${S[@]}" --resume="$T_TMP/ck-other" --drop-last
+t_fail flip_before_the_resume 1 "--fault=flip:1@2: this run takes optimizer steps 4 to 48, so the bit would never flip" \
+    $P "${S[@]}" --resume="$T_TMP/ck-other" --fault=flip:1@2
 
 # A kill -9 in the middle of a save: the last complete checkpoint loads, and the
 # run resumed from it ends with the bits of a run never interrupted.

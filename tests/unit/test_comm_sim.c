@@ -2,11 +2,13 @@
  * every collective against a reference computed here, for every algorithm,
  * W = 1..8, awkward counts, in place and out of place; every rank
  * bit-identical and every run the same bits; and the diagnoses: the watchdog
- * on each injected fault, fingerprint mismatches, the result check. */
+ * on each injected fault, fingerprint mismatches, the result check; and a
+ * fault spec less one kind (faults_without). */
 #include "check.h"
 #include "base/clock.h"
 #include "comm/comm.h"
 #include "sim/comm_sim.h"
+#include "sim/faults.h"
 #include "base/error.h"
 #include "base/half.h"
 #include "sim/ranks.h"
@@ -472,6 +474,19 @@ TEST(bad_arguments_and_configs)
     CHECK_ERR(comm_world_create("sim", &opt, &w), ERR_ARG, "part 1 is empty");
     opt.faults = "kill:1@2,";
     CHECK_ERR(comm_world_create("sim", &opt, &w), ERR_ARG, "part 2 is empty");
+}
+
+/* A spec less one kind of fault, for a program that injects that kind itself. */
+TEST(faults_without_a_kind)
+{
+    char *rest;
+    CHECK_OK(faults_without("flip:0@5,kill:1@2,flip:2@1,delay:1@3:40", 3, FAULT_FLIP, &rest));
+    CHECK_STR(rest, "kill:1@2,delay:1@3:40");
+    free(rest);
+    CHECK_OK(faults_without("flip:0@5,flip:2@1", 3, FAULT_FLIP, &rest));
+    CHECK(rest == NULL);
+    CHECK_ERR(faults_without("flip:3@5", 3, FAULT_FLIP, &rest), ERR_ARG, "rank 3 is not in a world of 3");
+    CHECK(rest == NULL);
 }
 
 /* Three all-reduces in flight at once (DDP's buckets), other types, and the sequence numbers. */
