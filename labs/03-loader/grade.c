@@ -115,6 +115,61 @@ static void grade_memory_bound(int out_of_order)
 static void memory_bound(void) { grade_memory_bound(0); }
 static void memory_bound_out_of_order(void) { grade_memory_bound(1); }
 
+/* With the trainer taking nothing, the workers fill the whole ring: every
+ * slot ends READY (the loader counts them from the slots' states), and its
+ * count of busy slots (loader_stats' max_busy_slots, kept by slot_set()) must
+ * say all of them. Then every batch is taken, and every slot of the ring
+ * must have held one. Two epochs: the busy count carries over. The wait for
+ * the ring to fill has a deadline only to turn a hang into a failure. */
+static void grade_ring_fills(int out_of_order)
+{
+    const char *mode = out_of_order ? "out of order" : "in order";
+    const uint64_t n = 200, bs = 4, nb = n / bs;
+    dataset_t *ds = fixture_dataset(n, 24, 24);
+    struct loader_options opt = fixture_options(3, (uint32_t)bs, NULL);
+    opt.out_of_order = out_of_order;
+    loader_t *L;
+    CHECK_OK(loader_open(ds, &opt, &L));
+    uint64_t *idx = fixture_shuffled(n, 5);
+    for (uint64_t epoch = 0; epoch < 2; epoch++) {
+        struct loader_epoch e = {.epoch = epoch, .indices = index_stream_of_array(&(struct index_array){idx, n}),
+                                 .batch_size = (uint32_t)bs};
+        CHECK_OK(loader_start_epoch(L, &e));
+        struct loader_stats st;
+        uint64_t deadline = clock_now_ns() + 10000000000ull;
+        for (loader_stats(L, &st); st.ready_slots < st.slots && clock_now_ns() < deadline; loader_stats(L, &st))
+            clock_sleep_ns(1000000);
+        CHECK_MSG(st.ready_slots == st.slots, "%s, epoch %llu: with the trainer taking nothing, the workers filled "
+                  "%u of the ring's %u slots in 10 s: a free slot is never claimed", mode, (unsigned long long)epoch,
+                  st.ready_slots, st.slots);
+        CHECK_MSG(st.max_busy_slots == st.slots, "%s, epoch %llu: all %u slots of the ring are READY, but the loader "
+                  "counted at most %u busy at once: a slot's state changed without slot_set(), which keeps that "
+                  "count", mode, (unsigned long long)epoch, st.slots, st.max_busy_slots);
+        uint8_t used[64] = {0};
+        CHECK(st.slots <= sizeof used);
+        struct loader_batch *b;
+        uint64_t got = 0;
+        int rc;
+        while ((rc = loader_next(L, &b)) == 1) {
+            used[b->slot < st.slots ? b->slot : 0] = 1;
+            fixture_check_batch(ds, b, idx, b->number * bs);
+            loader_release(L, b);
+            got++;
+        }
+        CHECK_OK(rc);
+        CHECK_EQ_U64(got, nb);
+        for (uint32_t s = 0; s < st.slots; s++)
+            CHECK_MSG(used[s], "%s, epoch %llu: slot %u of the ring's %u never held a batch", mode,
+                      (unsigned long long)epoch, s, st.slots);
+    }
+    loader_close(L);
+    free(idx);
+    dataset_close(ds);
+}
+
+static void ring_fills_in_order(void) { grade_ring_fills(0); }
+static void ring_fills_out_of_order(void) { grade_ring_fills(1); }
+
 static int fail_on_77(void *user, const struct loader_sample *s, void *data, uint64_t bytes)
 {
     if (s->index == 77)
@@ -183,6 +238,8 @@ static const struct grade_test tests[] = {
     {"out-of-order-overtakes", 10, 10, out_of_order_overtakes},
     {"memory-bound", 20, 10, memory_bound},
     {"memory-bound-out-of-order", 10, 10, memory_bound_out_of_order},
+    {"ring-fills-every-slot", 5, 30, ring_fills_in_order},
+    {"ring-fills-every-slot-out-of-order", 10, 30, ring_fills_out_of_order},
     {"error-at-its-batch", 10, 10, error_at_its_batch},
     {"error-out-of-order", 10, 10, error_out_of_order},
     {"shutdown-and-restart", 20, 10, shutdown_and_restart},
