@@ -30,9 +30,12 @@ static struct loader_batch *grade_next(loader_t *L)
 }
 
 /* Runs one epoch of n samples in batches of bs and checks order and
- * exactly-once delivery; with out_of_order, only exactly-once. */
-static void grade_epochs(uint32_t workers, int out_of_order, uint64_t n, uint64_t bs, uint64_t epochs)
+ * exactly-once delivery; with out_of_order, only exactly-once. The trainer
+ * holds up to `hold` batches at once, releasing the oldest when it has more. */
+static void grade_epochs(uint32_t workers, int out_of_order, uint64_t n, uint64_t bs, uint64_t epochs, uint32_t hold)
 {
+    struct loader_batch *held[4];
+    CHECK(hold >= 1 && hold <= sizeof held / sizeof held[0]);
     dataset_t *ds = fixture_dataset(n, 24, 24);
     struct loader_options opt = fixture_options(workers, (uint32_t)bs, fixture_delay);
     opt.out_of_order = out_of_order;
@@ -45,6 +48,7 @@ static void grade_epochs(uint32_t workers, int out_of_order, uint64_t n, uint64_
         CHECK_OK(loader_start_epoch(L, &e));
         uint8_t *seen = calloc(nb, 1);
         uint64_t got = 0;
+        uint32_t holding = 0;
         struct loader_batch *b;
         int rc;
         while ((rc = loader_next(L, &b)) == 1) {
@@ -53,12 +57,19 @@ static void grade_epochs(uint32_t workers, int out_of_order, uint64_t n, uint64_
             if (!out_of_order)
                 CHECK_MSG(b->number == got, "expected batch %llu next, got batch %llu (out of order)",
                           (unsigned long long)got, (unsigned long long)b->number);
-            CHECK_MSG(!seen[b->number], "batch %llu delivered twice", (unsigned long long)b->number);
+            CHECK_MSG(!seen[b->number], "batch %llu delivered twice%s", (unsigned long long)b->number,
+                      hold > 1 ? " (the trainer holds several batches at once: a slot it holds is not finished)" : "");
             seen[b->number] = 1;
             fixture_check_batch(ds, b, idx, b->number * bs);
-            loader_release(L, b);
+            if (holding == hold) {
+                loader_release(L, held[0]);
+                memmove(held, held + 1, --holding * sizeof held[0]);
+            }
+            held[holding++] = b;
             got++;
         }
+        while (holding > 0)
+            loader_release(L, held[--holding]);
         CHECK_OK(rc);
         CHECK_MSG(got == nb, "epoch %llu: %llu batches delivered, expected %llu", (unsigned long long)epoch,
                   (unsigned long long)got, (unsigned long long)nb);
@@ -69,10 +80,11 @@ static void grade_epochs(uint32_t workers, int out_of_order, uint64_t n, uint64_
     dataset_close(ds);
 }
 
-static void order_one_worker(void) { grade_epochs(1, 0, 300, 8, 2); }
-static void order_many_workers(void) { grade_epochs(4, 0, 600, 7, 2); }
-static void caller_thread(void) { grade_epochs(0, 0, 200, 9, 2); }
-static void out_of_order(void) { grade_epochs(3, 1, 500, 8, 1); }
+static void order_one_worker(void) { grade_epochs(1, 0, 300, 8, 2, 1); }
+static void order_many_workers(void) { grade_epochs(4, 0, 600, 7, 2, 1); }
+static void caller_thread(void) { grade_epochs(0, 0, 200, 9, 2, 1); }
+/* The trainer holds three batches at once: a held slot is not finished. */
+static void out_of_order(void) { grade_epochs(3, 1, 500, 8, 1, 3); }
 /* Batch 0 blocks until twice the ring's size of later batches were delivered
  * (3 workers, prefetch 2: 6 slots): only a real out-of-order pick gets past
  * the first batch, and only a claim into any free slot gets past the fifth
