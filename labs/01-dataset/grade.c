@@ -101,6 +101,14 @@ static void lab_expect(const char *name, const char *text, const char *const *wa
     dataset_t *ds = lab_open(name, text, NULL);
     CHECK_MSG(dataset_info(ds)->length == n, "expected %llu records, the index has %llu", (unsigned long long)n,
               (unsigned long long)dataset_info(ds)->length);
+    /* max_record_bytes sizes the readers' buffers: at least the longest record, at most the file */
+    size_t longest = 0;
+    for (uint64_t i = 0; i < n; i++)
+        longest = strlen(want[i]) > longest ? strlen(want[i]) : longest;
+    uint64_t max = dataset_info(ds)->max_record_bytes;
+    CHECK_MSG(max >= longest && max <= strlen(text), "max_record_bytes is %llu: the longest record has %zu bytes, "
+              "the file %zu (it comes from the ends jsonl_builder_add was given)", (unsigned long long)max, longest,
+              strlen(text));
     for (uint64_t i = 0; i < n; i++) {
         char buf[1024];
         struct dataset_record rec;
