@@ -14,13 +14,14 @@
 #ifndef DDP_CHAPTER6_H
 #define DDP_CHAPTER6_H
 
+#include "base/plot.h"
 #include "dataset/dataset.h"
 #include "ddp/train.h"
 
 #include <stdint.h>
 
 #define CH6_PROG "chapter-6"
-#define CH6_OUT_DIR "notebooks-out/chapter-6"
+#define CH6_OUT_DIR PLOT_OUT_ROOT "/chapter-6"
 #define CH6_GANTT_STEPS 4 /* steps of every rank the Gantt chart shows */
 
 /* A run: the training configuration and how to launch and report it. */

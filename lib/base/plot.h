@@ -1,6 +1,8 @@
 /* plot: where every chapter's measurements end up: a CSV file, and a PNG + SVG
- * rendered by gnuplot from the chapter's plot.gp. All of it goes under
- * notebooks-out/ (never next to sources).
+ * rendered by gnuplot from the chapter's plot.gp. All of it goes to the
+ * chapter's --out: by default PLOT_OUT_ROOT/chapter-N, under build/ (never
+ * next to sources, never over the report's committed figures in
+ * notebooks-out/, which only `make report` draws).
  *
  * A plot.gp script receives two variables: `csv` (the data file) and `out`
  * (the output path without extension); it sets its own terminals and writes
@@ -10,6 +12,11 @@
 #define DDP_PLOT_H
 
 #include <stdio.h>
+
+/* The default --out of every chapter is PLOT_OUT_ROOT "/chapter-N": a lesson
+ * run from the repository root writes where git looks away and `make clean`
+ * cleans, so following the READMEs leaves the repository as it was. */
+#define PLOT_OUT_ROOT "build/out"
 
 /* The files of one plot in `dir` (a chapter's --out): csv = dir/NAME.csv,
  * out = dir/NAME (plot_render's OUT); either may be NULL when the CSV and the
