@@ -8,6 +8,7 @@
 
 #include "base/clock.h"
 #include "base/error.h"
+#include "base/fsutil.h"
 #include "base/plot.h"
 #include "dataset/dataset_default.h"
 #include "sim/launch.h"
@@ -232,6 +233,29 @@ static void ch6_summary(const struct ch6_run *run, const struct ch6_outcome *o)
                (unsigned long long)r->last.test_count);
 }
 
+/* The Gantt chart's title: which run (run->gantt_what, or its ranks, batch
+ * and overlap), which steps, which buckets; several charts drawn by one
+ * script say apart what each shows. */
+static void ch6_gantt_title(const struct ch6_run *run, uint64_t first, uint64_t last, char *buf, size_t len)
+{
+    const struct train_config *c = &run->train;
+    char what[160], firstb[32], capb[32];
+    if (run->gantt_what)
+        snprintf(what, sizeof what, "%s", run->gantt_what);
+    else
+        snprintf(what, sizeof what, "%d rank%s, batch %u each, %s", run->world, run->world == 1 ? "" : "s", c->batch,
+                 c->overlap ? "all-reduce overlapping backward" : "all-reduce after backward");
+    if (!c->ddp) {
+        snprintf(buf, len, "%s: steps %llu to %llu of every rank (no DDP: no buckets)", what, (unsigned long long)first,
+                 (unsigned long long)last);
+        return;
+    }
+    snprintf(buf, len, "%s: steps %llu to %llu of every rank; buckets: the first up to %s, then up to %s", what,
+             (unsigned long long)first, (unsigned long long)last,
+             fsutil_format_bytes(c->reducer.first_bucket_bytes, firstb, sizeof firstb),
+             fsutil_format_bytes(c->reducer.bucket_cap_bytes, capb, sizeof capb));
+}
+
 /* The trace and the Gantt chart, from rank 0's gathered timeline. */
 static int ch6_timeline_files(const struct ch6_run *run, const struct train_result *r)
 {
@@ -262,7 +286,9 @@ static int ch6_timeline_files(const struct ch6_run *run, const struct train_resu
         uint64_t last = first + CH6_GANTT_STEPS - 1 < end ? first + CH6_GANTT_STEPS - 1 : end;
         if ((rc = timeline_write_gantt_csv(all, csv, first, last)) < 0)
             return rc;
-        rc = plot_render("chapters/06-ddp/plot.gp", csv, out);
+        char title[512];
+        ch6_gantt_title(run, first, last, title, sizeof title);
+        rc = plot_render_titled("chapters/06-ddp/plot.gp", csv, out, title);
         if (rc == ERR_UNSUPPORTED) { /* no gnuplot: the CSV is there */
             fprintf(stderr, "%s: %s\n", CH6_PROG, err_msg());
             rc = 0;

@@ -33,4 +33,9 @@ FILE *plot_csv_open(const char *path);
  * still there to plot elsewhere), ERR_IO when gnuplot failed. */
 int plot_render(const char *script, const char *csv, const char *out);
 
+/* plot_render, the script also given `title`: what this figure shows, for a
+ * script that draws several (which run, which steps, which settings). A
+ * script takes it with `exists("title")`; NULL gives none. */
+int plot_render_titled(const char *script, const char *csv, const char *out, const char *title);
+
 #endif
