@@ -256,6 +256,34 @@ static void ch6_gantt_title(const struct ch6_run *run, uint64_t first, uint64_t 
              fsutil_format_bytes(c->reducer.bucket_cap_bytes, capb, sizeof capb));
 }
 
+/* The steps the timeline holds: from the run's first step, as many as it took up to --trace-steps. */
+static uint64_t ch6_traced_steps(const struct ch6_run *run, const struct train_result *r)
+{
+    uint64_t taken = r->steps - r->first_step;
+    return taken < run->train.trace_steps ? taken : run->train.trace_steps;
+}
+
+/* What overlap bought, bucket by bucket, over the traced steps after the
+ * first (which rebuilds the buckets): the numbers behind the timelines. */
+static void ch6_print_overlap(const struct ch6_run *run, const struct train_result *r)
+{
+    uint64_t traced = ch6_traced_steps(run, r);
+    if (run->quiet || !run->train.ddp || traced < 2)
+        return;
+    uint64_t first = r->first_step + 1, last = r->first_step + traced - 1;
+    printf("overlap with backward, mean over steps %llu to %llu of every rank (the trace's, after the step that "
+           "rebuilds the buckets):\n", (unsigned long long)first, (unsigned long long)last);
+    for (int b = 0; b < r->buckets && b < TIMELINE_MAX_BUCKETS; b++) {
+        struct timeline_overlap o;
+        timeline_bucket_overlap(r->timeline, b, first, last, &o);
+        char lead[32], hidden[32], length[32];
+        if (o.pairs)
+            printf("  bucket %d: its all-reduce (%s) was launched %s before backward ended; %s of it ran under "
+                   "backward\n", b, ch6_ms(o.length_ns / 1e9, length, sizeof length),
+                   ch6_ms(o.lead_ns / 1e9, lead, sizeof lead), ch6_ms(o.hidden_ns / 1e9, hidden, sizeof hidden));
+    }
+}
+
 /* The trace and the Gantt chart, from rank 0's gathered timeline. */
 static int ch6_timeline_files(const struct ch6_run *run, const struct train_result *r)
 {
@@ -273,14 +301,14 @@ static int ch6_timeline_files(const struct ch6_run *run, const struct train_resu
         if (!run->quiet)
             printf("trace: %s (open it in https://ui.perfetto.dev or chrome://tracing)\n", run->trace_path);
     }
+    ch6_print_overlap(run, r);
     if (run->out_dir && run->gantt_name && r->steps > r->first_step) {
         char csv[PLOT_PATH_MAX], out[PLOT_PATH_MAX];
         if (plot_paths(run->out_dir, run->gantt_name, csv, out) < 0)
             return err_wrap(ERR_ARG, "--out");
         /* steps in the steady state when the trace holds them: the first ones rebuild the buckets,
          * fill the loader's ring and fault in every page */
-        uint64_t taken = r->steps - r->first_step, traced = taken < run->train.trace_steps ? taken
-                                                                                           : run->train.trace_steps;
+        uint64_t traced = ch6_traced_steps(run, r);
         uint64_t first = r->first_step + (traced >= CH6_GANTT_STEPS + 10 ? 10 : traced >= CH6_GANTT_STEPS + 2 ? 2 : 0);
         uint64_t end = r->first_step + traced - 1;
         uint64_t last = first + CH6_GANTT_STEPS - 1 < end ? first + CH6_GANTT_STEPS - 1 : end;

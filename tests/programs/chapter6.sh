@@ -124,6 +124,13 @@ fi
 
 # the Chrome trace: valid JSON, one process per rank, every lane, all-reduces with sequence number, size and bucket
 t_run $P "${S[@]}" --steps=6 --bucket-cap-mb=0.1 --first-bucket-kb=50 --trace="$T_TMP/trace.json" --trace-steps=6
+# ... and what overlap bought, bucket by bucket, over the traced steps after the first
+for check in "said:overlap with backward, mean over steps 1 to 5 of every rank" \
+             "bucket0:bucket 0: its all-reduce (" "bucket1:bucket 1: its all-reduce ("; do
+    needle=${check#*:}
+    if grep -qF -- "$needle" <<<"$T_OUT"; then t_pass "trace_overlap_${check%%:*}"
+    else t_failed "trace_overlap_${check%%:*}" "no \"$needle\" in: $(tail -n 5 <<<"$T_OUT")"; fi
+done
 if [ "$T_STATUS" != 0 ]; then t_failed trace "exit $T_STATUS: $(tail -n 3 <<<"$T_OUT")"
 elif ! command -v python3 > /dev/null; then t_skip trace_valid "python3 is not installed"
 else
