@@ -10,11 +10,10 @@
 # image and link it shows exists and is kept by the repository.
 . "$(dirname "$0")/../harness/lib.sh"
 
-if ! command -v gnuplot >/dev/null 2>&1; then
-    t_skip all "gnuplot is not installed (make report needs it)"
-    exit 0
-fi
 verdict=$(cd "$BUILD" && pwd)/tools/verdict
+# the stand-ins draw without it, but make report asks for gnuplot first: one that draws nothing will do
+mkdir -p "$T_TMP/bin" && printf '#!/bin/sh\nexit 0\n' > "$T_TMP/bin/gnuplot" && chmod +x "$T_TMP/bin/gnuplot"
+export PATH="$T_TMP/bin:$PATH"
 tree=$T_TMP/tree
 n=$tree/notebooks-out
 mkdir -p "$tree/tools" "$tree/build/tools" "$tree/chapters/04-transfer" "$tree/chapters/05-allreduce" \
