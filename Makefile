@@ -165,12 +165,11 @@ lab-%: $(LIB) ## grade lab N: make lab-N [IMPL=ref|student|skeleton|mutant:FILE]
 	    BUILD="$(BUILD)" bash labs/lab.sh $* $(or $(IMPL),student) $(GRADE_FLAGS)
 lab-skeletons: ## regenerate every lab's learner file from the reference (overwrites your work!)
 	@bash labs/lab.sh --write-skeletons
-bench: all ## run every chapter's benchmarks (verdicts: ratio against a peer or limit, PASS or MISS); kept in notebooks-out/bench/
+bench: all ## run every chapter's benchmarks (verdicts: ratio against a peer or limit, PASS or MISS); kept in BUILD/bench/
 	@BUILD=$(BUILD) bash tools/run_benches.sh
-plots: all ## run each chapter's plotted experiment: CSV, PNG and SVG into notebooks-out/
-	@for n in $(CHAPTERS); do \
-	    if ls chapters/*$$n-*/plot.gp >/dev/null 2>&1; then ./$(BUILD)/chapter-$$n --plot || exit 1; fi; done
-report: plots ## notebooks-out/README.md: every chapter's plots and the last make bench's verdicts, on one page
+plots: all ## run each chapter's plotted experiments: CSV, PNG and SVG into BUILD/out/ (the report's are make report's)
+	@BUILD=$(BUILD) bash tools/plots.sh $(BUILD)/out
+report: all ## draw every plot again into notebooks-out/, with notebooks-out/README.md: the plots and the last make bench's verdicts
 	@BUILD=$(BUILD) bash tools/report.sh
 demo: ## the main job: install what is missing, build, run every chapter that exists on its defaults
 	@BUILD=$(BUILD) sh mk/deps.sh --quiet
@@ -180,7 +179,7 @@ demo-chapters: all
 test-gpu: all ## the GPU paths, on a machine with an NVIDIA GPU
 	@bash tests/run --suite=gpu
 # What notebooks-out/ keeps (the report and what it shows, reference/): the same list as .gitignore's.
-NOTEBOOKS_KEPT := README.md reference/* bench/last-run.txt chapter-*/*.svg chapter-*/*.csv
+NOTEBOOKS_KEPT := README.md reference/* bench/last-run.txt chapter-*/*.svg chapter-*/*.csv chapter-*/provenance.txt
 clean: ## remove build/ and what notebooks-out/ does not keep (the PNG copies, temporary files)
 	rm -rf build
 	[ ! -d notebooks-out ] || { find notebooks-out -type f $(foreach k,$(NOTEBOOKS_KEPT),! -path 'notebooks-out/$(k)') -delete && \

@@ -19,6 +19,7 @@
 #include "dataset/dataset_default.h"
 #include "dataset/dataset_idx.h"
 #include "base/error.h"
+#include "base/plot.h"
 #include "base/progress.h"
 
 #include <ctype.h>
@@ -31,7 +32,7 @@
 #define CH1_DEMO_READS 100000u       /* random reads of the default run's demo */
 #define CH1_HISTOGRAM_MAX 1000000u   /* the summary's label histogram looks at this many records at most */
 #define CH1_CLASSES 10               /* MNIST and Fashion-MNIST both have 10 classes (labels 0..9) */
-#define CH1_OUT_DIR "notebooks-out/chapter-1"
+#define CH1_OUT_DIR PLOT_OUT_ROOT "/chapter-1"
 
 /* Fashion-MNIST's class names, in label order (zalandoresearch/fashion-mnist, README "Labels"). */
 static const char *const ch1_fashion_classes[CH1_CLASSES] = {

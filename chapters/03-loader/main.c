@@ -34,7 +34,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#define CH3_OUT_DIR "notebooks-out/chapter-3"
+#define CH3_OUT_DIR PLOT_OUT_ROOT "/chapter-3"
 #define CH3_MAX_LIST 16
 /* A trainer "starves" when it waits for data more than this share of its time. */
 #define CH3_STARVING 0.10

@@ -10,13 +10,14 @@
 #ifndef DDP_CHAPTER4_H
 #define DDP_CHAPTER4_H
 
+#include "base/plot.h"
 #include "transfer/device.h"
 #include "transfer/link.h"
 #include "transfer/pinned_pool.h"
 
 #include <stdint.h>
 
-#define CH4_OUT_DIR "notebooks-out/chapter-4"
+#define CH4_OUT_DIR PLOT_OUT_ROOT "/chapter-4"
 
 struct ch4_opts {
     const char *backend;        /* NULL: cuda when a GPU is found, else sim */

@@ -26,7 +26,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define CH5_OUT_DIR "notebooks-out/chapter-5"
+#define CH5_OUT_DIR PLOT_OUT_ROOT "/chapter-5"
 #define CH5_PROG "chapter-5" /* the name every message starts with */
 
 static void usage(FILE *f)

@@ -8,6 +8,7 @@
 
 #include "base/clock.h"
 #include "base/error.h"
+#include "base/fsutil.h"
 #include "base/plot.h"
 #include "dataset/dataset_default.h"
 #include "sim/faults.h"
@@ -243,6 +244,57 @@ static void ch6_summary(const struct ch6_run *run, const struct ch6_outcome *o)
                (unsigned long long)r->last.test_count);
 }
 
+/* The Gantt chart's title: which run (run->gantt_what, or its ranks, batch
+ * and overlap), which steps, which buckets; several charts drawn by one
+ * script say apart what each shows. */
+static void ch6_gantt_title(const struct ch6_run *run, uint64_t first, uint64_t last, char *buf, size_t len)
+{
+    const struct train_config *c = &run->train;
+    char what[160], firstb[32], capb[32];
+    if (run->gantt_what)
+        snprintf(what, sizeof what, "%s", run->gantt_what);
+    else
+        snprintf(what, sizeof what, "%d rank%s, batch %u each, %s", run->world, run->world == 1 ? "" : "s", c->batch,
+                 c->overlap ? "all-reduce overlapping backward" : "all-reduce after backward");
+    if (!c->ddp) {
+        snprintf(buf, len, "%s: steps %llu to %llu of every rank (no DDP: no buckets)", what, (unsigned long long)first,
+                 (unsigned long long)last);
+        return;
+    }
+    snprintf(buf, len, "%s: steps %llu to %llu of every rank; buckets: the first up to %s, then up to %s", what,
+             (unsigned long long)first, (unsigned long long)last,
+             fsutil_format_bytes(c->reducer.first_bucket_bytes, firstb, sizeof firstb),
+             fsutil_format_bytes(c->reducer.bucket_cap_bytes, capb, sizeof capb));
+}
+
+/* The steps the timeline holds: from the run's first step, as many as it took up to --trace-steps. */
+static uint64_t ch6_traced_steps(const struct ch6_run *run, const struct train_result *r)
+{
+    uint64_t taken = r->steps - r->first_step;
+    return taken < run->train.trace_steps ? taken : run->train.trace_steps;
+}
+
+/* What overlap bought, bucket by bucket, over the traced steps after the
+ * first (which rebuilds the buckets): the numbers behind the timelines. */
+static void ch6_print_overlap(const struct ch6_run *run, const struct train_result *r)
+{
+    uint64_t traced = ch6_traced_steps(run, r);
+    if (run->quiet || !run->train.ddp || traced < 2)
+        return;
+    uint64_t first = r->first_step + 1, last = r->first_step + traced - 1;
+    printf("overlap with backward, mean over steps %llu to %llu of every rank (the trace's, after the step that "
+           "rebuilds the buckets):\n", (unsigned long long)first, (unsigned long long)last);
+    for (int b = 0; b < r->buckets && b < TIMELINE_MAX_BUCKETS; b++) {
+        struct timeline_overlap o;
+        timeline_bucket_overlap(r->timeline, b, first, last, &o);
+        char lead[32], hidden[32], length[32];
+        if (o.pairs)
+            printf("  bucket %d: its all-reduce (%s) was launched %s before backward ended; %s of it ran under "
+                   "backward\n", b, ch6_ms(o.length_ns / 1e9, length, sizeof length),
+                   ch6_ms(o.lead_ns / 1e9, lead, sizeof lead), ch6_ms(o.hidden_ns / 1e9, hidden, sizeof hidden));
+    }
+}
+
 /* The trace and the Gantt chart, from rank 0's gathered timeline. */
 static int ch6_timeline_files(const struct ch6_run *run, const struct train_result *r)
 {
@@ -260,20 +312,22 @@ static int ch6_timeline_files(const struct ch6_run *run, const struct train_resu
         if (!run->quiet)
             printf("trace: %s (open it in https://ui.perfetto.dev or chrome://tracing)\n", run->trace_path);
     }
+    ch6_print_overlap(run, r);
     if (run->out_dir && run->gantt_name && r->steps > r->first_step) {
         char csv[PLOT_PATH_MAX], out[PLOT_PATH_MAX];
         if (plot_paths(run->out_dir, run->gantt_name, csv, out) < 0)
             return err_wrap(ERR_ARG, "--out");
         /* steps in the steady state when the trace holds them: the first ones rebuild the buckets,
          * fill the loader's ring and fault in every page */
-        uint64_t taken = r->steps - r->first_step, traced = taken < run->train.trace_steps ? taken
-                                                                                           : run->train.trace_steps;
+        uint64_t traced = ch6_traced_steps(run, r);
         uint64_t first = r->first_step + (traced >= CH6_GANTT_STEPS + 10 ? 10 : traced >= CH6_GANTT_STEPS + 2 ? 2 : 0);
         uint64_t end = r->first_step + traced - 1;
         uint64_t last = first + CH6_GANTT_STEPS - 1 < end ? first + CH6_GANTT_STEPS - 1 : end;
         if ((rc = timeline_write_gantt_csv(all, csv, first, last)) < 0)
             return rc;
-        rc = plot_render("chapters/06-ddp/plot.gp", csv, out);
+        char title[512];
+        ch6_gantt_title(run, first, last, title, sizeof title);
+        rc = plot_render_titled("chapters/06-ddp/plot.gp", csv, out, title);
         if (rc == ERR_UNSUPPORTED) { /* no gnuplot: the CSV is there */
             fprintf(stderr, "%s: %s\n", CH6_PROG, err_msg());
             rc = 0;

@@ -40,18 +40,49 @@ static int plot_have_gnuplot(void)
     return system("command -v gnuplot >/dev/null 2>&1") == 0;
 }
 
+/* Appends `text` to dst as a gnuplot single-quoted string ('' inside stands for
+ * one quote). 0, or ERR_ARG when it does not fit in cap. */
+static int plot_quote(char *dst, size_t cap, const char *text)
+{
+    size_t n = strlen(dst);
+    for (const char *p = text; *p; p++) {
+        if (n + 3 >= cap)
+            return ERR_ARG;
+        if (*p == '\'')
+            dst[n++] = '\'';
+        dst[n++] = *p;
+    }
+    dst[n] = '\0';
+    return 0;
+}
+
 int plot_render(const char *script, const char *csv, const char *out)
+{
+    return plot_render_titled(script, csv, out, NULL);
+}
+
+int plot_render_titled(const char *script, const char *csv, const char *out, const char *title)
 {
     if (!plot_have_gnuplot())
         return err_set(ERR_UNSUPPORTED, "gnuplot is not installed: %s not rendered (data in %s)", out, csv);
     if (access(script, R_OK) != 0)
         return err_set(ERR_IO, "%s: cannot read the plot script: %s (run from the repository root)", script,
                        strerror(errno));
-    if (strchr(csv, '\'') || strchr(out, '\'')) /* they go to gnuplot inside '...' */
-        return err_set(ERR_ARG, "%s: a quote (') in an output path cannot be passed to gnuplot", out);
-    char vars[2 * PLOT_PATH_MAX + 32];
-    if (snprintf(vars, sizeof vars, "csv='%s'; out='%s'", csv, out) >= (int)sizeof vars)
-        return err_set(ERR_ARG, "%s: output path too long for gnuplot", out);
+    char vars[3 * PLOT_PATH_MAX];
+    snprintf(vars, sizeof vars, "csv='");
+    int rc = plot_quote(vars, sizeof vars, csv);
+    if (rc == 0) {
+        strcat(vars, "'; out='");
+        rc = plot_quote(vars, sizeof vars, out);
+    }
+    if (rc == 0 && title) {
+        strcat(vars, "'; title='");
+        rc = plot_quote(vars, sizeof vars, title);
+    }
+    if (rc == 0 && strlen(vars) + 2 < sizeof vars)
+        strcat(vars, "'");
+    else
+        return err_set(ERR_ARG, "%s: output path or title too long for gnuplot", out);
     pid_t pid = fork();
     if (pid < 0)
         return err_set(ERR_IO, "fork for gnuplot: %s", strerror(errno));

@@ -150,6 +150,13 @@ fi
 
 # the Chrome trace: valid JSON, one process per rank, every lane, all-reduces with sequence number, size and bucket
 t_run $P "${S[@]}" --steps=6 --bucket-cap-mb=0.1 --first-bucket-kb=50 --trace="$T_TMP/trace.json" --trace-steps=6
+# ... and what overlap bought, bucket by bucket, over the traced steps after the first
+for check in "said:overlap with backward, mean over steps 1 to 5 of every rank" \
+             "bucket0:bucket 0: its all-reduce (" "bucket1:bucket 1: its all-reduce ("; do
+    needle=${check#*:}
+    if grep -qF -- "$needle" <<<"$T_OUT"; then t_pass "trace_overlap_${check%%:*}"
+    else t_failed "trace_overlap_${check%%:*}" "no \"$needle\" in: $(tail -n 5 <<<"$T_OUT")"; fi
+done
 if [ "$T_STATUS" != 0 ]; then t_failed trace "exit $T_STATUS: $(tail -n 3 <<<"$T_OUT")"
 elif ! command -v python3 > /dev/null; then t_skip trace_valid "python3 is not installed"
 else
@@ -201,6 +208,11 @@ fi
 if command -v gnuplot > /dev/null; then
     if [ -s "$OUT/gantt.png" ] && [ -s "$OUT/gantt.svg" ] && [ -s "$OUT/gantt.csv" ]; then t_pass gantt_rendered
     else t_failed gantt_rendered "missing in $OUT: $(ls "$OUT")"; fi
+    # titled by what it shows: the run (4 ranks of batch 4, the last run above), the steps, the buckets
+    if grep -q ">4 ranks, batch 4 each, all-reduce overlapping backward<" "$OUT/gantt.svg" &&
+        grep -q ">steps 0 to 3 of every rank; buckets: the first up to [^<]*, then up to [^<]*<" "$OUT/gantt.svg"
+    then t_pass gantt_titled
+    else t_failed gantt_titled "$OUT/gantt.svg: $(grep -o '<text>[^<]*<' "$OUT/gantt.svg" | grep -v '>rank [0-9]' | head -n 3 | tr '\n' ' ')"; fi
 else
     t_skip gantt_rendered "gnuplot is not installed"
 fi
@@ -225,4 +237,13 @@ else
         elif command -v gnuplot > /dev/null 2>&1 && [ ! -s "$OUT/$f.svg" ]; then t_failed "demos_timeline_$f" "no $OUT/$f.svg"
         else t_pass "demos_timeline_$f"; fi
     done
+    # each titled by its own run, its steps and its buckets: no two timelines under one title
+    if command -v gnuplot > /dev/null 2>&1; then
+        titles=$(for f in gantt slower-no-overlap slower-overlap; do grep -o '<text>[^<]*<' "$OUT/$f.svg"; done)
+        if grep -qF "demo slower, 4 ranks, tiny buckets, no overlap, batch 8<" <<<"$titles" &&
+            grep -qF "demo slower, 4 ranks, 64/256 KiB buckets, overlap, batch 8<" <<<"$titles" &&
+            [ "$(grep -c 'of every rank; buckets: the first up to' <<<"$titles")" = 3 ]
+        then t_pass demos_timelines_titled
+        else t_failed demos_timelines_titled "titles: $(grep 'of every rank' <<<"$titles" | tr '\n' ' ')"; fi
+    fi
 fi
