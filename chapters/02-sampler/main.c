@@ -18,7 +18,7 @@
  * sim/partition.h for the checks; check.c prints them, bench.c is --bench.
  * The lesson is README.md next to this file.
  */
-#include "chapter.h"
+#include "chapter2.h"
 #include "padding.h"
 
 #include "base/cli.h"
