@@ -1,5 +1,9 @@
-/* chapter4: what the parts of chapter 4's program share (see main.c).
+/* chapter4: what the parts of chapter 4's program share. Calls go one way:
+ * main.c -> the sections -> common.c (bench.c also runs loop.c's loop and
+ * sweep.c's copy trains).
  *
+ * main.c     parses the flags and dispatches to the sections below
+ * common.c   what the sections share: the device, the gate, sizes, plots
  * sweep.c    copy rate against size for every kind of host memory
  * pinning.c  what page-locking costs, per batch and with a pool
  * loop.c     a training loop: pageable, PyTorch's pin copy, a pinned ring; one

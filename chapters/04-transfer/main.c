@@ -19,7 +19,6 @@
 #include "backend_table.h"
 #include "base/cli.h"
 #include "base/error.h"
-#include "base/plot.h"
 
 #include <getopt.h>
 #include <stdio.h>
@@ -63,59 +62,6 @@ static void ch4_usage(FILE *f)
             "  --out=DIR               where CSV, PNG and SVG go (default " CH4_OUT_DIR ")\n"
             "  --plot                  the lesson (the default run), for `make plots`\n"
             "  --help                  this text\n");
-}
-
-int ch4_device_open(const struct ch4_opts *o, const struct link_profile *link, device_t **out)
-{
-    struct device_config cfg;
-    device_config_default(&cfg);
-    cfg.backend = o->backend;
-    cfg.link = *link;
-    return device_open(&cfg, out);
-}
-
-static int ch4_gate_open;
-
-static void ch4_gate_fn(void *arg)
-{
-    (void)arg;
-    while (!__atomic_load_n(&ch4_gate_open, __ATOMIC_ACQUIRE))
-        usleep(100);
-}
-
-int ch4_gate_hold(device_stream_t *s)
-{
-    __atomic_store_n(&ch4_gate_open, 0, __ATOMIC_RELEASE);
-    struct device_kernel gate = {.name = "gate", .batch = -1, .fn = ch4_gate_fn};
-    return device_launch(s, &gate);
-}
-
-void ch4_gate_release(void) { __atomic_store_n(&ch4_gate_open, 1, __ATOMIC_RELEASE); }
-
-const char *ch4_size(uint64_t bytes, char *buf, size_t len)
-{
-    static const char *units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
-    int u = 0;
-    double v = (double)bytes;
-    while (v >= 1024 && u < 4)
-        v /= 1024, u++;
-    if (v == (double)(uint64_t)v)
-        snprintf(buf, len, "%llu %s", (unsigned long long)v, units[u]);
-    else
-        snprintf(buf, len, "%.1f %s", v, units[u]);
-    return buf;
-}
-
-/* Renders `script` over the CSV at csv_path into out_path.png and .svg, and
- * says what it wrote; without gnuplot, says so and goes on (0). */
-int ch4_plot(const char *script, const char *csv_path, const char *out_path)
-{
-    int rc = plot_render(script, csv_path, out_path);
-    if (rc == 0)
-        printf("wrote %s.png and %s.svg\n", out_path, out_path);
-    else if (rc == ERR_UNSUPPORTED)
-        printf("(%s)\n", err_msg());
-    return rc == ERR_UNSUPPORTED ? 0 : rc;
 }
 
 /* Everything the flags say, beyond the options the sections read. */
