@@ -1,7 +1,7 @@
 /* common: what every section of chapter 4 stands on (see chapter4.h): the
  * device the flags ask for, a gate that holds a stream so a measurement sees
- * the device rather than how fast this host issues work, sizes in tables, and
- * a section's plot. main.c parses and dispatches; the sections (sweep.c,
+ * the device rather than how fast this host issues work, and a section's
+ * plot. main.c parses and dispatches; the sections (sweep.c,
  * pinning.c, loop.c, race.c, bench.c) call here, never back into main.c.
  */
 #include "chapter4.h"
@@ -38,20 +38,6 @@ int ch4_gate_hold(device_stream_t *s)
 }
 
 void ch4_gate_release(void) { __atomic_store_n(&ch4_gate_open, 1, __ATOMIC_RELEASE); }
-
-const char *ch4_size(uint64_t bytes, char *buf, size_t len)
-{
-    static const char *units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
-    int u = 0;
-    double v = (double)bytes;
-    while (v >= 1024 && u < 4)
-        v /= 1024, u++;
-    if (v == (double)(uint64_t)v)
-        snprintf(buf, len, "%llu %s", (unsigned long long)v, units[u]);
-    else
-        snprintf(buf, len, "%.1f %s", v, units[u]);
-    return buf;
-}
 
 /* Renders `script` over the CSV at csv_path into out_path.png and .svg, and
  * says what it wrote; without gnuplot, says so and goes on (0). */

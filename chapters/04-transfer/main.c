@@ -19,6 +19,7 @@
 #include "backend_table.h"
 #include "base/cli.h"
 #include "base/error.h"
+#include "base/units.h"
 
 #include <getopt.h>
 #include <stdio.h>
@@ -167,7 +168,7 @@ static int ch4_validate(struct ch4_cli *cli)
         return err_set(ERR_ARG, "--pool: a pinned pool of 0 bytes holds nothing");
     if (o->pool_bytes > memory / 2)
         return err_set(ERR_ARG, "--pool: %s is more than half this machine's memory (%s): pinned memory cannot be "
-                       "swapped out", ch4_size(o->pool_bytes, a, sizeof a), ch4_size(memory, b, sizeof b));
+                       "swapped out", units_format_bytes(o->pool_bytes, a, sizeof a), units_format_bytes(memory, b, sizeof b));
     if (!cli->max_given && o->max_bytes > o->pool_bytes) /* the default sweep stops at what the pool holds */
         o->max_bytes = o->pool_bytes;
     if (o->min_bytes == 0)
@@ -178,7 +179,7 @@ static int ch4_validate(struct ch4_cli *cli)
     if (o->max_bytes > o->pool_bytes)
         return err_set(ERR_ARG, "--max-bytes: %llu bytes do not fit in the pinned pool of %llu bytes (--pool=%s): "
                        "one copy's pinned buffer comes from it", (unsigned long long)o->max_bytes,
-                       (unsigned long long)o->pool_bytes, ch4_size(o->pool_bytes, a, sizeof a));
+                       (unsigned long long)o->pool_bytes, units_format_bytes(o->pool_bytes, a, sizeof a));
     return 0;
 }
 

@@ -14,6 +14,7 @@
 
 #include "base/error.h"
 #include "base/measure.h"
+#include "base/units.h"
 #include "base/plot.h"
 #include "base/progress.h"
 #include "transfer/pinned_pool.h"
@@ -191,7 +192,7 @@ int ch4_sweep(const struct ch4_opts *o)
         for (int i = 0; i < nsizes; i++) {
             char sz[32];
             double model = have_link && sim ? (double)sizes[i] / link_copy_seconds(&link, sizes[i]) : 0;
-            printf("%10s", ch4_size(sizes[i], sz, sizeof sz));
+            printf("%10s", units_format_bytes(sizes[i], sz, sizeof sz));
             for (size_t v = 0; v < CH4_VARIANTS; v++)
                 printf(" %9.2f GB/s", bps[v][i] / 1e9);
             if (sim)
@@ -212,7 +213,7 @@ int ch4_sweep(const struct ch4_opts *o)
             char half[32];
             printf("latency dominates below %s: there a copy spends more time on its fixed %.1f us than on its\n"
                    "bytes (S = alpha x B), and the rate is under half of B = %.2f GB/s. Batch small copies.\n",
-                   ch4_size((uint64_t)link_half_size(&link), half, sizeof half), link.latency_s * 1e6,
+                   units_format_bytes((uint64_t)link_half_size(&link), half, sizeof half), link.latency_s * 1e6,
                    link.bandwidth_bps / 1e9);
             printf("measured and modelled: an async train is queued behind a gate, then released: it is the\n"
                    "model exactly. A sync copy adds the host's round trip per copy (measured: here the\n"

@@ -52,7 +52,7 @@ t_fail length_field_empty 1 "the length field's name is empty" "$ch1" --data=syn
 
 # Generated files are sized before they are written: a corpus that cannot fit
 # is refused with what it needs and what is free, and nothing is written.
-t_fail experiment_too_many_lines 1 "chapter-1: the JSONL corpus of 18446744073709551615 lines needs more than 18.4 EB" \
+t_fail experiment_too_many_lines 1 "chapter-1: the JSONL corpus of 18446744073709551615 lines needs more than 16.0 EiB" \
     "$ch1" --experiment --lines=18446744073709551615
 t_fail experiment_larger_than_the_disk 1 "are free on" "$ch1" --experiment --lines=100000000000000
 if compgen -G "$TMPDIR/ddp-chapter-1/*" >/dev/null; then

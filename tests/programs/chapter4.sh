@@ -99,7 +99,7 @@ fi
 # the race demo: the early release is caught, naming the slot, the copy, the stream and the batch; the fix runs clean
 t_run $P --demo=race
 if [ "$T_STATUS" != 0 ]; then t_failed demo_race "exit $T_STATUS: $(tail -n 3 <<<"$T_OUT")"
-elif ! grep -q "host write while in flight: the host (thread [0-9]*) wrote byte [0-9]* of the source of copy #[0-9]* (H2D of 196.0 KiB from pinned 'loader slot [0-9]' to 'batch buffer [01]', batch [0-9]*) on stream 'copy'" <<<"$T_OUT"; then
+elif ! grep -q "host write while in flight: the host (thread [0-9]*) wrote byte [0-9]* of the source of copy #[0-9]* (H2D of 196 KiB from pinned 'loader slot [0-9]' to 'batch buffer [01]', batch [0-9]*) on stream 'copy'" <<<"$T_OUT"; then
     t_failed demo_race "the detector's message is missing or incomplete: $(grep -m1 'detector' -A1 <<<"$T_OUT")"
 elif ! grep -q "^fixed: 6 batches, no hazard" <<<"$T_OUT"; then t_failed demo_race "the fixed loop did not run clean"
 else t_pass demo_race; fi

@@ -1,10 +1,12 @@
-/* test_foundation: the house's own pieces: errors, flag parsing, deadlines
- * that never wrap, sizes checked before malloc, the synthetic dataset's determinism and bounds, rank
- * threads carrying the first failure. */
+/* test_foundation: the house's own pieces: errors, flag parsing, sizes
+ * written one way, deadlines that never wrap, sizes checked before malloc,
+ * the synthetic dataset's determinism and bounds, rank threads carrying the
+ * first failure. */
 #include "check.h"
 #include "base/cli.h"
 #include "base/clock.h"
 #include "base/mem.h"
+#include "base/units.h"
 #include "dataset/dataset.h"
 #include "base/error.h"
 #include "sim/ranks.h"
@@ -64,6 +66,19 @@ TEST(cli_ranges_choices_lists_say_what_they_accept)
     CHECK_ERR(cli_getopt_error(':', "--world", opts), ERR_ARG, "option '--world' needs a value (--world=VALUE)");
     CHECK_ERR(cli_getopt_error('?', "--check=1", opts), ERR_ARG, "option '--check' takes no value");
     CHECK_ERR(cli_getopt_error('?', "--frob", opts), ERR_ARG, "unrecognized option '--frob'");
+}
+
+TEST(units_write_every_size_one_way)
+{
+    char b[32];
+    CHECK_STR(units_format_bytes(0, b, sizeof b), "0 B");
+    CHECK_STR(units_format_bytes(1023, b, sizeof b), "1023 B");
+    CHECK_STR(units_format_bytes(64 << 10, b, sizeof b), "64 KiB");      /* whole: no decimal */
+    CHECK_STR(units_format_bytes(144100, b, sizeof b), "140.7 KiB");     /* else one */
+    CHECK_STR(units_format_bytes((1 << 20) - 1, b, sizeof b), "1.0 MiB"); /* not 1024.0 KiB */
+    CHECK_STR(units_format_bytes(512ull << 30, b, sizeof b), "512 GiB");
+    CHECK_STR(units_format_bytes(UINT64_MAX, b, sizeof b), "16.0 EiB");
+    CHECK_STR(units_format_bytes(1ull << 63, b, sizeof b), "8 EiB");
 }
 
 /* A deadline past what uint64_t nanoseconds hold is "never", not a wrapped
