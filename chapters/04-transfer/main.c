@@ -114,13 +114,14 @@ static int ch4_parse(int argc, char **argv, struct ch4_cli *cli)
         case O_GBPS: rc = cli_parse_double_range("link-gbps", optarg, 1e-3, 1e4, &cli->gbps); break;
         case O_LATENCY: rc = cli_parse_double_range("link-latency-us", optarg, 0, 1e6, &cli->latency_us); break;
         case O_LOOP_GBPS: rc = cli_parse_double_range("loop-gbps", optarg, 1e-3, 1e4, &cli->loop_gbps); break;
-        case O_POOL: rc = cli_parse_bytes("pool", optarg, &o->pool_bytes); break;
-        case O_MIN: rc = cli_parse_bytes("min-bytes", optarg, &o->min_bytes); break;
+        /* sizes against each other and the machine: ch4_validate() */
+        case O_POOL: rc = cli_parse_bytes("pool", optarg, 0, UINT64_MAX, &o->pool_bytes); break;
+        case O_MIN: rc = cli_parse_bytes("min-bytes", optarg, 0, UINT64_MAX, &o->min_bytes); break;
         case O_MAX:
-            rc = cli_parse_bytes("max-bytes", optarg, &o->max_bytes);
+            rc = cli_parse_bytes("max-bytes", optarg, 0, UINT64_MAX, &o->max_bytes);
             cli->max_given = 1;
             break;
-        case O_DATA: o->data = optarg; break;
+        case O_DATA: rc = cli_parse_text("data", optarg, "a path or 'synthetic'", &o->data); break;
         case O_BATCH: rc = cli_parse_range("batch", optarg, 1, 1u << 20, &o->batch); break;
         case O_STEPS: rc = cli_parse_range("steps", optarg, 1, 100000, &o->steps); break;
         case O_WARMUP: rc = cli_parse_range("warmup", optarg, 0, 100000, &o->warmup); break;
@@ -134,7 +135,7 @@ static int ch4_parse(int argc, char **argv, struct ch4_cli *cli)
                 cli->demo = demos[choice];
             break;
         case O_BENCH: cli->bench = 1; break;
-        case O_OUT: o->out_dir = optarg; break;
+        case O_OUT: rc = cli_parse_text("out", optarg, "a directory", &o->out_dir); break;
         case O_PLOT: break; /* the default run is the plotted lesson */
         case O_ONLY:
             if ((rc = cli_parse_choice("only", optarg, sections, &choice)) == 0)

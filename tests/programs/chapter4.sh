@@ -15,7 +15,7 @@ t_fail bad_flag 2 "chapter-4: unrecognized option '--frobnicate'" $P --frobnicat
 t_fail missing_value 2 "option '--link' needs a value" $P --link
 t_fail unknown_link 2 "--link: unknown link profile 'pcie9' (known: pcie3, pcie4, pcie5)" $P --link=pcie9
 t_fail zero_gbps 2 "--link-gbps: expected 0.001 to 10000, got '0'" $P --link-gbps=0
-t_fail nan_latency 2 "--link-latency-us: expected a finite number" $P --link-latency-us=nan
+t_fail nan_latency 2 "--link-latency-us: expected 0 to 1e+06, got 'nan'" $P --link-latency-us=nan
 t_fail zero_size 2 "--min-bytes: a copy of 0 bytes moves nothing" $P --min-bytes=0
 t_fail sizes_reversed 2 "--max-bytes (1024) is smaller than --min-bytes (2048)" $P --min-bytes=2K --max-bytes=1K
 t_fail one_past_the_pool 2 "--max-bytes: 1048577 bytes do not fit in the pinned pool of 1048576 bytes (--pool=1 MiB)" \
