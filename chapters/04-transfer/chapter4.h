@@ -67,8 +67,10 @@ void ch4_train_close(struct ch4_train *t);
 int ch4_train_time(struct ch4_train *t, uint64_t bytes, uint64_t tail, uint64_t n, int async, double *seconds);
 
 /* Renders gnuplot `script` over the CSV at csv_path into out_path.png and
- * .svg and says so; without gnuplot, says that instead and returns 0. */
-int ch4_plot(const char *script, const char *csv_path, const char *out_path);
+ * .svg, giving it `title` (what the figure shows; NULL: none, see
+ * plot_render_titled()), and says so; without gnuplot, says that instead and
+ * returns 0. */
+int ch4_plot(const char *script, const char *csv_path, const char *out_path, const char *title);
 
 /* The sections of the lesson. Each prints its table and writes its CSV (and
  * plot) under o->out_dir; 0 or an error with err_msg(). */

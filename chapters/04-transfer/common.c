@@ -39,11 +39,12 @@ int ch4_gate_hold(device_stream_t *s)
 
 void ch4_gate_release(void) { __atomic_store_n(&ch4_gate_open, 1, __ATOMIC_RELEASE); }
 
-/* Renders `script` over the CSV at csv_path into out_path.png and .svg, and
- * says what it wrote; without gnuplot, says so and goes on (0). */
-int ch4_plot(const char *script, const char *csv_path, const char *out_path)
+/* Renders `script` over the CSV at csv_path into out_path.png and .svg, with
+ * `title` when given, and says what it wrote; without gnuplot, says so and
+ * goes on (0). */
+int ch4_plot(const char *script, const char *csv_path, const char *out_path, const char *title)
 {
-    int rc = plot_render(script, csv_path, out_path);
+    int rc = plot_render_titled(script, csv_path, out_path, title);
     if (rc == 0)
         printf("wrote %s.png and %s.svg\n", out_path, out_path);
     else if (rc == ERR_UNSUPPORTED)

@@ -39,6 +39,19 @@ static const struct ch4_variant ch4_variants[] = {
 #define CH4_VARIANTS (sizeof ch4_variants / sizeof ch4_variants[0])
 #define CH4_MAX_SIZES 40
 
+/* What the plot's title says the copies ran on: "simulated device, PCIe Gen4
+ * x16", or the GPU's name (its description up to the details in
+ * parentheses) and its link. */
+static void ch4_sweep_title(device_t *dev, int sim, const struct link_profile *link, int have_link, char *buf,
+                            size_t len)
+{
+    const char *d = sim ? "simulated device" : device_describe(dev);
+    size_t n = strcspn(d, "(");
+    while (n > 0 && d[n - 1] == ' ')
+        n--;
+    snprintf(buf, len, "%.*s, %s", (int)n, d, have_link ? link->title : "link not reported");
+}
+
 /* How many copies of `bytes` make one measurement: enough to move 32 MiB,
  * at least 3 and at most 256. */
 static uint64_t ch4_copies_of(uint64_t bytes)
@@ -233,7 +246,9 @@ int ch4_sweep(const struct ch4_opts *o)
             printf("(the system does not report this GPU's PCIe link: no limit to compare with)\n");
         }
         printf("wrote %s\n", csv_path);
-        rc = ch4_plot("chapters/04-transfer/plot.gp", csv_path, out_path);
+        char title[192];
+        ch4_sweep_title(dev, sim, &link, have_link, title, sizeof title);
+        rc = ch4_plot("chapters/04-transfer/plot.gp", csv_path, out_path, title);
     }
     pinned_pool_destroy(pool);
     device_close(dev);

@@ -118,6 +118,19 @@ if command -v gnuplot >/dev/null 2>&1; then
     t_fail plot_outside_the_repository 1 "chapters/04-transfer/plot.gp: cannot read the plot script" \
         sh -c 'cd "$1" && exec "$2" --only=sweep --max-bytes=64K --out=out' sh \
         "$T_TMP" "$(cd "$(dirname "$P")" && pwd)/chapter-4"
+    # the bandwidth plot says what the copies ran on, and its seven series stay apart where their
+    # numbers coincide (on the simulator pinned async, write-combined, registered and the model do):
+    # no two series share both a marker and a dash style
+    if ! grep -q '>simulated device, PCIe Gen4 x16<' "$OUT/bandwidth.svg"; then
+        t_failed bandwidth_plot_says_the_device "no 'simulated device, PCIe Gen4 x16' in $OUT/bandwidth.svg's title"
+    else t_pass bandwidth_plot_says_the_device; fi
+    styles=$(awk '/<g id="gnuplot_plot_/ { if (n++) print pt, dash; pt = dash = "none" }
+                  pt == "none" && match($0, /#gpPt[0-9]+/) { pt = substr($0, RSTART, RLENGTH) }
+                  dash == "none" && match($0, /stroke-dasharray=.[^\047]*/) { dash = substr($0, RSTART, RLENGTH) }
+                  END { if (n) print pt, dash }' "$OUT/bandwidth.svg")
+    if [ "$(wc -l <<<"$styles")" != 7 ] || [ -n "$(sort <<<"$styles" | uniq -d)" ]; then
+        t_failed bandwidth_plot_series_apart "expected 7 series, no two with the same marker and dashes: $(tr '\n' ';' <<<"$styles")"
+    else t_pass bandwidth_plot_series_apart; fi
 else
     t_skip plots_written "gnuplot is not installed"
 fi
