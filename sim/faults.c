@@ -32,8 +32,9 @@ static int fault_parse_one(char *text, int world, struct fault *f)
         return err_set(ERR_ARG, "--fault: %s", kind == FAULT_DELAY ? "delay needs :MS (delay:RANK@COLLECTIVE:MS)"
                                                                    : "only delay takes :MS");
     uint64_t rank, seq, millis = 0;
-    if (cli_parse_u64("fault rank", colon + 1, &rank) < 0 || cli_parse_u64("fault collective", at + 1, &seq) < 0 ||
-        (ms && cli_parse_u64("fault milliseconds", ms, &millis) < 0))
+    if (cli_parse_range("fault rank", colon + 1, 0, UINT64_MAX, &rank) < 0 ||
+        cli_parse_range("fault collective", at + 1, 0, UINT64_MAX, &seq) < 0 ||
+        (ms && cli_parse_range("fault milliseconds", ms, 0, FAULT_MAX_DELAY_MS, &millis) < 0))
         return ERR_ARG;
     if (rank >= (uint64_t)world)
         return err_set(ERR_ARG, "--fault: %s: rank %llu is not in a world of %d", fault_names[kind],
@@ -121,7 +122,7 @@ struct fault *faults_take(struct fault *faults, int count, enum fault_kind kind,
 
 uint64_t fault_delay_ns(const struct fault *f)
 {
-    return f->ms > UINT64_MAX / 1000000u ? UINT64_MAX : f->ms * 1000000u;
+    return f->ms * 1000000u;
 }
 
 const char *fault_describe(const struct fault *f, char *buf, size_t len)

@@ -19,13 +19,18 @@
  *
  * SPEC is one or more faults separated by commas: "kill:2@3,delay:1@1:50".
  * R is a rank (0 .. W-1), K a collective's sequence number (1 = the first),
- * MS milliseconds. Each fault fires once.
+ * MS milliseconds (at most FAULT_MAX_DELAY_MS). Each fault fires once.
  */
 #ifndef DDP_FAULTS_H
 #define DDP_FAULTS_H
 
 #include <stddef.h>
 #include <stdint.h>
+
+/* The longest delay, 584 years: the most milliseconds whose nanoseconds fit
+ * 64 bits, so a delay is always as long as asked (a longer one is refused,
+ * not cut short). */
+#define FAULT_MAX_DELAY_MS (UINT64_MAX / 1000000u)
 
 enum fault_kind { FAULT_KILL, FAULT_DELAY, FAULT_SKIP, FAULT_FLIP };
 
@@ -54,9 +59,7 @@ int faults_without(const char *spec, int world, enum fault_kind kind, char **out
  * fired; NULL when none. */
 struct fault *faults_take(struct fault *faults, int count, enum fault_kind kind, int rank, uint64_t seq);
 
-/* A delay fault's length in nanoseconds, saturating at UINT64_MAX: a delay
- * of 2^64-1 ms means "sleep until the watchdog wakes you", never a short or
- * no sleep after the multiplication wrapped. */
+/* A delay fault's length in nanoseconds. */
 uint64_t fault_delay_ns(const struct fault *f);
 
 /* "kill:2@3" into buf; returns buf. */

@@ -2,6 +2,7 @@
  * (see launch.h). */
 #include "sim/launch.h"
 
+#include "base/cli.h"
 #include "base/error.h"
 
 #include <stdlib.h>
@@ -22,9 +23,8 @@ static int launch_env_int(const char *name)
     const char *v = getenv(name);
     if (!v || !*v)
         return -1;
-    char *end;
-    long n = strtol(v, &end, 10);
-    return *end || n < 0 || n > 1 << 30 ? -1 : (int)n;
+    uint64_t n;
+    return cli_parse_env(name, v, 0, 1 << 30, &n) < 0 ? -1 : (int)n;
 }
 
 /* The launcher whose variables are set (launch_env's row), or NULL. */

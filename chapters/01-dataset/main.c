@@ -135,19 +135,19 @@ static int ch1_parse(int argc, char **argv, struct ch1_args *a)
         int rc = 0;
         cli_given_add(&given, c);
         switch (c) {
-        case OPT_DATA: a->data = optarg; break;
-        case OPT_GET: a->get_set = 1; rc = cli_parse_u64("get", optarg, &a->get); break;
+        case OPT_DATA: rc = cli_parse_text("data", optarg, "a path or 'synthetic'", &a->data); break;
+        case OPT_GET: a->get_set = 1; rc = cli_parse_range("get", optarg, 0, UINT64_MAX, &a->get); break;
         case OPT_CHECK: a->check = 1; break;
         case OPT_EXPERIMENT: a->experiment = 1; break;
         case OPT_LINES: rc = cli_parse_range("lines", optarg, 1, UINT64_MAX, &a->lines); break;
         case OPT_SEED: rc = cli_parse_seed("seed", optarg, &a->seed); break;
-        case OPT_LENGTH: a->length_field = optarg; break;
+        case OPT_LENGTH: rc = cli_parse_text("length-field", optarg, "a field name", &a->length_field); break;
         case OPT_BENCH:
             a->bench = "all";
             if (optarg && (rc = cli_parse_choice("bench", optarg, bench_names, &choice)) == 0)
                 a->bench = bench_names[choice];
             break;
-        case OPT_OUT: a->out_dir = optarg; break;
+        case OPT_OUT: rc = cli_parse_text("out", optarg, "a directory", &a->out_dir); break;
         case OPT_HELP: ch1_usage(stdout); exit(CLI_EXIT_OK);
         default: rc = cli_getopt_error(c, argv[optind - 1], longopts);
         }

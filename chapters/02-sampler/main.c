@@ -18,7 +18,7 @@
  * sim/partition.h for the checks; check.c prints them, bench.c is --bench.
  * The lesson is README.md next to this file.
  */
-#include "chapter.h"
+#include "chapter2.h"
 #include "padding.h"
 
 #include "base/cli.h"
@@ -199,16 +199,16 @@ static int ch2_parse(int argc, char **argv, struct ch2_config *cfg, struct ch2_f
                 cfg->sampler = (enum ch2_sampler)choice;
             fl->sampler_set = 1;
             break;
-        case OPT_DATA: fl->data = optarg; break;
-        case OPT_LENGTH_FIELD: fl->length_field = optarg; break;
-        case OPT_SIZE: rc = cli_parse_u64("size", optarg, &fl->size); fl->size_set = 1; break;
+        case OPT_DATA: rc = cli_parse_text("data", optarg, "a path or 'synthetic'", &fl->data); break;
+        case OPT_LENGTH_FIELD: rc = cli_parse_text("length-field", optarg, "a field name", &fl->length_field); break;
+        case OPT_SIZE: rc = cli_parse_range("size", optarg, 0, UINT64_MAX, &fl->size); fl->size_set = 1; break;
         case OPT_WORLD: rc = ch2_parse_u32("world", optarg, 1, &cfg->dist.world); break;
         case OPT_RANK: rc = ch2_parse_u32("rank", optarg, 0, &cfg->dist.rank); break;
         case OPT_SEED:
             rc = cli_parse_seed("seed", optarg, &cfg->dist.seed);
             cfg->seed_negative = optarg[0] == '-';
             break;
-        case OPT_EPOCH: rc = cli_parse_u64("epoch", optarg, &cfg->epoch); break;
+        case OPT_EPOCH: rc = cli_parse_range("epoch", optarg, 0, UINT64_MAX, &cfg->epoch); break;
         case OPT_EPOCHS: rc = cli_parse_range("epochs", optarg, 1, CH2_MAX_EPOCHS, &cfg->epochs); break;
         case OPT_NO_SHUFFLE: cfg->dist.shuffle = 0; break;
         case OPT_DROP_LAST: cfg->dist.drop_last = 1; break;
@@ -221,21 +221,21 @@ static int ch2_parse(int argc, char **argv, struct ch2_config *cfg, struct ch2_f
         case OPT_BATCH_SIZE: rc = cli_parse_range("batch-size", optarg, 1, UINT64_MAX, &cfg->batch_size); break;
         case OPT_BENCH: fl->bench = 1; break;
         case OPT_PLOT: fl->plot = 1; break;
-        case OPT_OUT: fl->out_dir = optarg; break;
-        case OPT_BUDGET: rc = cli_parse_u64("budget", optarg, &cfg->dyn.budget); break;
+        case OPT_OUT: rc = cli_parse_text("out", optarg, "a directory", &fl->out_dir); break;
+        case OPT_BUDGET: rc = cli_parse_range("budget", optarg, 1, UINT64_MAX, &cfg->dyn.budget); break;
         case OPT_BATCH_TYPE:
             if ((rc = cli_parse_choice("batch-type", optarg, types, &choice)) == 0)
                 cfg->dyn.type = (enum batch_type)choice;
             break;
-        case OPT_SORT_SIZE: rc = cli_parse_u64("sort-size", optarg, &cfg->dyn.sort_size); break;
+        case OPT_SORT_SIZE: rc = cli_parse_range("sort-size", optarg, 1, UINT64_MAX, &cfg->dyn.sort_size); break;
         case OPT_MAX_SAMPLES: rc = cli_parse_range("max-samples", optarg, 1, CH2_MAX_BATCH, &cfg->dyn.max_samples); break;
         case OPT_MAX_TOKEN_LENGTH:
-            rc = cli_parse_u64("max-token-length", optarg, &cfg->dyn.max_token_length);
+            rc = cli_parse_range("max-token-length", optarg, 0, UINT64_MAX, &cfg->dyn.max_token_length);
             fl->max_token_length_set = 1;
             break;
-        case OPT_START_STEP: rc = cli_parse_u64("start-step", optarg, &cfg->dyn.start_step); break;
-        case OPT_MIN_LENGTH: rc = cli_parse_u64("min-length", optarg, &fl->min_length); break;
-        case OPT_MAX_LENGTH: rc = cli_parse_u64("max-length", optarg, &fl->max_length); break;
+        case OPT_START_STEP: rc = cli_parse_range("start-step", optarg, 0, UINT64_MAX, &cfg->dyn.start_step); break;
+        case OPT_MIN_LENGTH: rc = cli_parse_range("min-length", optarg, 1, UINT64_MAX, &fl->min_length); break;
+        case OPT_MAX_LENGTH: rc = cli_parse_range("max-length", optarg, 1, UINT64_MAX, &fl->max_length); break;
         case OPT_HELP: ch2_usage(); exit(CLI_EXIT_OK);
         default: rc = cli_getopt_error(opt, argv[optind - 1], ch2_options);
         }
@@ -246,11 +246,9 @@ static int ch2_parse(int argc, char **argv, struct ch2_config *cfg, struct ch2_f
         rc = err_set(ERR_ARG, "--length-field: needs --data=FILE.jsonl, whose records have fields");
     if (rc == 0 && cfg->dist.rank >= cfg->dist.world)
         rc = err_set(ERR_ARG, "--rank: %u is not below --world=%u", cfg->dist.rank, cfg->dist.world);
-    if (rc == 0 && (fl->min_length == 0 || fl->min_length > fl->max_length))
+    if (rc == 0 && fl->min_length > fl->max_length)
         rc = err_set(ERR_ARG, "--min-length: need 1 <= %llu <= --max-length=%llu",
                      (unsigned long long)fl->min_length, (unsigned long long)fl->max_length);
-    if (rc == 0 && (cfg->dyn.budget == 0 || cfg->dyn.sort_size == 0))
-        rc = err_set(ERR_ARG, "--%s: must be at least 1", cfg->dyn.budget == 0 ? "budget" : "sort-size");
     if (rc == 0 && cfg->dyn.type == BATCH_TOKEN && cfg->dyn.max_token_length > cfg->dyn.budget) {
         if (fl->max_token_length_set)
             rc = err_set(ERR_ARG, "--max-token-length: %llu is above --budget=%llu, so such a record fits no batch",

@@ -307,7 +307,7 @@ static int ch4_timeline_plot(const struct ch4_opts *o, const struct ch4_timeline
     }
     fclose(csv);
     printf("wrote %s\n", csv_path);
-    return ch4_plot("chapters/04-transfer/timeline.gp", csv_path, out_path);
+    return ch4_plot("chapters/04-transfer/timeline.gp", csv_path, out_path, NULL);
 }
 
 int ch4_loop(const struct ch4_opts *o)

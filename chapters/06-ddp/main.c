@@ -183,8 +183,8 @@ static int ch6_parse(int argc, char **argv, struct ch6_cli *cli)
             break;
         case O_TIMEOUT: rc = cli_parse_double_range("timeout", optarg, COMM_MIN_TIMEOUT_S, COMM_MAX_TIMEOUT_S,
                                                     &run->timeout_s); break;
-        case O_DATA: cli->data = optarg; break;
-        case O_TEST: cli->test = optarg; break;
+        case O_DATA: rc = cli_parse_text("data", optarg, "a path or 'synthetic'", &cli->data); break;
+        case O_TEST: rc = cli_parse_text("test-data", optarg, "a path or 'none'", &cli->test); break;
         case O_TRAIN_SIZE: rc = cli_parse_range("train-size", optarg, 1, UINT64_MAX, &c->train_records); break;
         case O_BATCH:
             rc = cli_parse_range("batch", optarg, 1, MODEL_MAX_BATCH, &v);
@@ -203,7 +203,7 @@ static int ch6_parse(int argc, char **argv, struct ch6_cli *cli)
             break;
         case O_EPOCHS: rc = cli_parse_range("epochs", optarg, 1, 100000, &c->epochs); break;
         case O_STEPS: rc = cli_parse_range("steps", optarg, 1, UINT64_MAX, &c->max_steps); break;
-        case O_HIDDEN: rc = model_spec_parse_hidden(&c->spec, optarg, "--hidden"); break;
+        case O_HIDDEN: rc = model_spec_parse_hidden(&c->spec, optarg, "hidden"); break;
         case O_BATCHNORM: c->spec.batchnorm = 1; break;
         case O_OPTIMIZER: {
             enum optim_kind k;
@@ -225,8 +225,8 @@ static int ch6_parse(int argc, char **argv, struct ch6_cli *cli)
         case O_MOMENTUM: rc = cli_parse_double_range("momentum", optarg, 0, 0.999999, &c->optim.momentum); break;
         case O_WD: rc = cli_parse_double_range("weight-decay", optarg, 0, 1e6, &c->optim.weight_decay); break;
         case O_SCHEDULE: rc = optim_schedule_parse("--schedule", optarg, &c->optim.schedule); break;
-        case O_INIT: c->init_path = optarg; break;
-        case O_SAVE: c->save_path = optarg; break;
+        case O_INIT: rc = cli_parse_text("init", optarg, "a file", &c->init_path); break;
+        case O_SAVE: rc = cli_parse_text("save", optarg, "a file", &c->save_path); break;
         case O_BUCKET_CAP:
             if ((rc = cli_parse_double_range("bucket-cap-mb", optarg, 1e-4, 1024, &x)) == 0)
                 c->reducer.bucket_cap_bytes = (size_t)(x * 1024 * 1024); /* PyTorch: bucket_cap_mb * 1024 * 1024 */
@@ -251,13 +251,13 @@ static int ch6_parse(int argc, char **argv, struct ch6_cli *cli)
             break;
         case O_CHECK: c->check = 1; break;
         case O_FAULT: run->faults = optarg; break;
-        case O_CHECKPOINT: c->checkpoint_dir = optarg; break;
+        case O_CHECKPOINT: rc = cli_parse_text("checkpoint", optarg, "a directory", &c->checkpoint_dir); break;
         case O_CHECKPOINT_EVERY: rc = cli_parse_range("checkpoint-every", optarg, 1, UINT64_MAX,
                                                       &c->checkpoint_every); break;
-        case O_RESUME: c->resume_dir = optarg; break;
-        case O_TRACE: run->trace_path = optarg; break;
+        case O_RESUME: rc = cli_parse_text("resume", optarg, "a directory", &c->resume_dir); break;
+        case O_TRACE: rc = cli_parse_text("trace", optarg, "a file", &run->trace_path); break;
         case O_TRACE_STEPS: rc = cli_parse_range("trace-steps", optarg, 1, 100000, &c->trace_steps); break;
-        case O_OUT: run->out_dir = optarg; break;
+        case O_OUT: rc = cli_parse_text("out", optarg, "a directory", &run->out_dir); break;
         case O_PLOT: break; /* the default run is the plotted one */
         case O_DEMO:
             if ((rc = cli_parse_choice("demo", optarg, ch6_demo_names, &choice)) == 0)

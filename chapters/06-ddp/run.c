@@ -8,8 +8,8 @@
 
 #include "base/clock.h"
 #include "base/error.h"
-#include "base/fsutil.h"
 #include "base/plot.h"
+#include "base/units.h"
 #include "dataset/dataset_default.h"
 #include "sim/faults.h"
 #include "sim/launch.h"
@@ -263,8 +263,8 @@ static void ch6_gantt_title(const struct ch6_run *run, uint64_t first, uint64_t 
     }
     snprintf(buf, len, "%s: steps %llu to %llu of every rank; buckets: the first up to %s, then up to %s", what,
              (unsigned long long)first, (unsigned long long)last,
-             fsutil_format_bytes(c->reducer.first_bucket_bytes, firstb, sizeof firstb),
-             fsutil_format_bytes(c->reducer.bucket_cap_bytes, capb, sizeof capb));
+             units_format_bytes(c->reducer.first_bucket_bytes, firstb, sizeof firstb),
+             units_format_bytes(c->reducer.bucket_cap_bytes, capb, sizeof capb));
 }
 
 /* The steps the timeline holds: from the run's first step, as many as it took up to --trace-steps. */

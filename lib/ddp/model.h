@@ -75,8 +75,9 @@ struct model_spec {
 /* 784-256-128-10, no BatchNorm. */
 void model_spec_default(struct model_spec *s);
 
-/* Parses a --hidden list ("256,128") into s->hidden / s->nhidden. 0, or
- * ERR_ARG naming `flag` ("--hidden=0: a layer needs 1 to 65536 units"). */
+/* Parses a --hidden list ("256,128") into s->hidden / s->nhidden, strictly
+ * (cli_parse_list). 0, or ERR_ARG naming `flag`, a flag's name without its
+ * "--" ("--hidden: expected a comma-separated list of 1 to 65536, got '0'"). */
 int model_spec_parse_hidden(struct model_spec *s, const char *text, const char *flag);
 
 /* Checks a spec: widths 1..MODEL_MAX_WIDTH, classes >= 2, nhidden in range.

@@ -19,8 +19,8 @@ S=(--train-size=2048 --epochs=3 --batch=32 --test-data=none --out="$OUT")
 
 t_out help "--checkpoint-every=N" $P --help
 t_fail bad_flag 2 "chapter-6: unrecognized option '--frobnicate'" $P --frobnicate
-t_fail hidden_zero 2 "--hidden=0: a layer needs 1 to 65536 units, not 0" $P --hidden=0
-t_fail hidden_junk 2 "--hidden=1,,2" $P --hidden=1,,2
+t_fail hidden_zero 2 "--hidden: expected a comma-separated list of 1 to 65536, got '0'" $P --hidden=0
+t_fail hidden_junk 2 "--hidden: expected a comma-separated list of 1 to 65536, got '1,,2' (an empty value)" $P --hidden=1,,2
 t_fail nccl_is_refused 2 "--backend=nccl: chapter 6's model runs on the CPU" $P --backend=nccl
 t_fail checkpoint_every_needs_a_directory 2 "--checkpoint-every needs --checkpoint=DIR" $P --checkpoint-every=5
 t_fail init_and_resume 2 "--init and --resume both give the starting parameters" $P --init=a --resume=b

@@ -53,7 +53,11 @@ TEST(rendezvous_env_errors_name_the_variable)
     env_set("4", "4", NULL, "127.0.0.1", "29500");
     CHECK_ERR(rendezvous_env_read(&e), ERR_ARG, "RANK=4 is not below WORLD_SIZE=4");
     env_set("1x", "4", NULL, "127.0.0.1", "29500");
-    CHECK_ERR(rendezvous_env_read(&e), ERR_ARG, "RANK='1x'");
+    CHECK_ERR(rendezvous_env_read(&e), ERR_ARG, "RANK='1x': expected 0 to 2147483647");
+    env_set(" 1", "4", NULL, "127.0.0.1", "29500"); /* strtol would skip the space */
+    CHECK_ERR(rendezvous_env_read(&e), ERR_ARG, "RANK=' 1'");
+    env_set("1", "4", NULL, "127.0.0.1", "29500 ");
+    CHECK_ERR(rendezvous_env_read(&e), ERR_ARG, "MASTER_PORT='29500 '");
     env_set("0", "4", NULL, "127.0.0.1", "70000");
     CHECK_ERR(rendezvous_env_read(&e), ERR_ARG, "MASTER_PORT='70000'");
     env_set("0", "4", NULL, NULL, "29500");
