@@ -146,7 +146,8 @@ def evaluate(path, ours):
             correct += (f.logits.argmax(1) == y).sum().item()
             undecided += (gap <= bound).sum().item()
     ok = abs(ours - correct) <= undecided
-    what = f"we counted {ours} of {len(data)} right, torch (float64) {correct}; {undecided} samples undecided by rounding"
+    what = (f"we counted {ours} of {len(data)} right, torch (float64) {correct}; {undecided} samples undecided "
+            "by rounding")
     print(f"PASS chapter6_torch.torch_evaluates_the_saved_model ({what})" if ok
           else f"FAIL chapter6_torch.torch_evaluates_the_saved_model: {what}")
     return not ok

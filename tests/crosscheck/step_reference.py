@@ -84,7 +84,7 @@ class Forward:
     logits: torch.Tensor
     loss: torch.Tensor
     logits_bound: torch.Tensor        # elementwise bound on our float32 logits' error
-    logits_sigma: torch.Tensor        # their scale as a sum of independent roundings (see EDGE_SIGMAS)
+    logits_sigma: torch.Tensor        # their scale as sums of independent roundings (EDGE_SIGMAS; no BatchNorm)
     loss_bound: float
     edges: list                       # (layer, sample, unit) whose ReLU input may round to either side of 0
     off_edge: list                    # (layer, sample, unit) where the given masks disagree off the edge
@@ -121,7 +121,7 @@ def forward(params, buffers, x, y, train=True, masks=None):
         with torch.no_grad():
             pre[i] = z.detach()
             mask = (z > 0).double()
-            if not bn:
+            if not bn:  # sigma is not carried through BatchNorm: there the unit test's masks stand in
                 edges += [(i, s, j) for s, j in (z.abs() <= EDGE_SIGMAS * sigma).nonzero().tolist()]
             if masks is not None:
                 off_edge += [(i, s, j) for s, j in ((masks[i].double() != mask) & (z.abs() > err)).nonzero().tolist()]
@@ -135,7 +135,8 @@ def forward(params, buffers, x, y, train=True, masks=None):
     loss = torch.nn.functional.cross_entropy(logits, y)
     with torch.no_grad():  # log-sum-exp minus one logit moves by at most twice the largest logit error
         loss_bound = (2 * err.max(1).values).mean().item() + 4 * U * abs(loss.item())
-    return Forward(logits, loss, err, sigma, loss_bound, edges, off_edge, pre, used, outputs, new_buffers, buffer_bounds)
+    return Forward(logits, loss, err, sigma, loss_bound, edges, off_edge, pre, used, outputs, new_buffers,
+                   buffer_bounds)
 
 
 def batchnorm(params, buffers, i, z, err, train, new_buffers, bounds):
