@@ -160,6 +160,8 @@ check: ## the test suite under ASan + UBSan
 	@bash tests/run --suite=asan
 tsan: ## the unit tests and the threaded chapter programs under ThreadSanitizer
 	@bash tests/run --suite=tsan
+crosscheck-kernels: tests ## the PyTorch cross-checks under each OpenBLAS kernel set (Haswell, SkylakeX, Zen, Prescott): run before you stop
+	@BUILD=$(BUILD) bash tools/crosscheck_kernels.sh
 lab-%: $(LIB) ## grade lab N: make lab-N [IMPL=ref|student|skeleton|mutant:FILE] [GRADE_FLAGS=--fail-fast]
 	@CC="$(CC)" CFLAGS="$(CFLAGS)" CPPFLAGS="$(CPPFLAGS)" LDFLAGS="$(LDFLAGS)" LDLIBS="$(LDLIBS)" \
 	    BUILD="$(BUILD)" bash labs/lab.sh $* $(or $(IMPL),student) $(GRADE_FLAGS)
@@ -186,10 +188,10 @@ clean: ## remove build/ and what notebooks-out/ does not keep (the PNG copies, t
 	    find notebooks-out -mindepth 1 -type d -empty -delete; }
 help: ## list the entry points
 	@echo "make targets:"
-	@grep -hE '^(# )?[a-z%-]+:.*## ' $(MAKEFILE_LIST) | sed -E 's/^(# )?([a-z%-]+):.*## /  \2\t/' | sed 's/%/N/' | expand -t 18
+	@grep -hE '^(# )?[a-z%-]+:.*## ' $(MAKEFILE_LIST) | sed -E 's/^(# )?([a-z%-]+):.*## /  \2\t/' | sed 's/%/N/' | expand -t 22
 	@echo "variables: BUILD=dir  SAN=address,undefined  WITH_CUDA=0  WITH_MPI=0  ARGS='...' (for chapter-N)"
 	@echo "           DEPS=all|required|none (for deps, demo, test)  BENCH_QUICK=1 (bench in seconds, figures meaningless)"
 
-.PHONY: deps all tests test check tsan bench plots report demo demo-chapters clean help features fuzz fuzz-build lab-skeletons test-gpu
+.PHONY: deps all tests test check tsan crosscheck-kernels bench plots report demo demo-chapters clean help features fuzz fuzz-build lab-skeletons test-gpu
 .SECONDARY:
 -include $(shell find $(BUILD) -name '*.d' 2>/dev/null)

@@ -468,6 +468,11 @@ float model_logit(const model_t *m, int b, int c)
     return m->layers[m->nlayers - 1].z[(size_t)c * (size_t)m->fwd_batch + (size_t)b];
 }
 
+float model_activation(const model_t *m, int l, int b, int j)
+{
+    return m->layers[l].z[(size_t)j * (size_t)m->fwd_batch + (size_t)b];
+}
+
 int model_loss(model_t *m, const int64_t *labels, int batch, float scale, struct model_loss *out)
 {
     if (m->fwd_batch == 0 || batch != m->fwd_batch)
