@@ -175,6 +175,8 @@ struct safetensors {
     size_t size, data_start, data_len;
     json_t *root; /* owns the names */
     json_t *meta;
+    const char **meta_keys; /* in the file's order; owned by root */
+    size_t nmeta;
     struct st_entry *e;
     size_t n;
 };
@@ -302,10 +304,13 @@ static int st_parse(safetensors_t *st)
         json_t *v;
         if (!json_is_object(st->meta))
             return err_set(ERR_FORMAT, "%s: __metadata__ is not an object", p);
+        if (!(st->meta_keys = calloc(json_object_size(st->meta) + 1, sizeof *st->meta_keys)))
+            return err_set(ERR_NOMEM, "%s: out of memory for its metadata", p);
         json_object_foreach(st->meta, key, v)
         {
             if (!json_is_string(v))
                 return err_set(ERR_FORMAT, "%s: __metadata__ value of \"%s\" is not a string", p, key);
+            st->meta_keys[st->nmeta++] = key;
         }
     }
     if (!(st->e = calloc(count ? count : 1, sizeof *st->e)))
@@ -365,6 +370,7 @@ void safetensors_close(safetensors_t *st)
     if (!st)
         return;
     json_decref(st->root);
+    free(st->meta_keys);
     free(st->e);
     free(st->file);
     free(st->path);
@@ -387,6 +393,9 @@ const char *safetensors_meta(const safetensors_t *st, const char *key)
 {
     return st->meta ? json_string_value(json_object_get(st->meta, key)) : NULL;
 }
+
+size_t safetensors_meta_count(const safetensors_t *st) { return st->nmeta; }
+const char *safetensors_meta_key(const safetensors_t *st, size_t i) { return i < st->nmeta ? st->meta_keys[i] : NULL; }
 
 int safetensors_read(const safetensors_t *st, const char *name, enum safetensors_dtype dtype, int ndim,
                      const int64_t *shape, void *dst)

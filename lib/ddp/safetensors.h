@@ -110,6 +110,10 @@ const struct safetensors_tensor *safetensors_at(const safetensors_t *st, size_t 
 const struct safetensors_tensor *safetensors_find(const safetensors_t *st, const char *name);
 /* The __metadata__ value of `key`, or NULL. */
 const char *safetensors_meta(const safetensors_t *st, const char *key);
+/* How many __metadata__ entries there are, and the key of the i-th, in the
+ * file's order (for checks that must see every key, not only known ones). */
+size_t safetensors_meta_count(const safetensors_t *st);
+const char *safetensors_meta_key(const safetensors_t *st, size_t i);
 
 /* Copies tensor `name` into dst after checking that it exists, has `dtype`
  * and exactly the shape shape[0..ndim). 0, or ERR_FORMAT naming the file, the

@@ -82,6 +82,11 @@ TEST(safetensors_round_trip)
               "fc1.weight has shape [3, 2], expected [2, 3]");
     CHECK_ERR(safetensors_read(st, "fc1.bias", SAFETENSORS_F64, 1, bs, b2), ERR_FORMAT, "fc1.bias is F32, expected F64");
     CHECK_ERR(safetensors_read(st, "fc2.bias", SAFETENSORS_F32, 1, bs, b2), ERR_FORMAT, "has no tensor fc2.bias");
+    /* every metadata key, in the file's order */
+    CHECK_EQ(safetensors_meta_count(st), 2);
+    CHECK_STR(safetensors_meta_key(st, 0), "format");
+    CHECK_STR(safetensors_meta_key(st, 1), "step");
+    CHECK(safetensors_meta_key(st, 2) == NULL);
     safetensors_close(st);
 }
 
