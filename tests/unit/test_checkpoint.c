@@ -4,20 +4,20 @@
  * file, and leave the model as it was; a resume with another world, batch,
  * seed, training set size, shuffle, drop_last or bucket setup is refused with
  * the reason, and a checkpoint without the last three is refused naming the
- * key; and a writer killed with SIGKILL at random moments, hundreds of times,
- * always leaves a complete checkpoint that loads. */
+ * key; and a writer killed with SIGKILL in the middle of a save, at chosen
+ * bytes from the first to the last (stopped there by construction, not by
+ * timing), always leaves the previous checkpoint, complete. */
 #include "check.h"
 #include "base/error.h"
 #include "base/hash.h"
 #include "ddp/checkpoint.h"
 
-#include <dirent.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
-#include <time.h>
 #include <unistd.h>
 
 static model_t *make_model(int bn, int hidden)
@@ -267,87 +267,87 @@ TEST(checkpoint_without_the_sampler_keys_is_refused)
 
 /* ---- killed mid-save ------------------------------------------------------------------- */
 
-/* Step k's state: every parameter k, every momentum element -k. */
-static void stamp(model_t *m, optim_t *o, uint64_t k)
+/* Step k's state: every parameter k, every momentum element -k, the optimizer's count k. */
+static void stamp(model_t *m, optim_t *o, struct checkpoint_state *s, uint64_t k)
 {
     for (size_t i = 0; i < model_param_floats(m); i++) {
         model_params(m)[i] = (float)k;
         optim_state(o, 0)[i] = -(float)k;
     }
+    optim_set_steps(o, k);
+    s->step = k;
 }
 
-static int count_temporaries(const char *dir)
+/* The writer's SIGXFSZ: a write of its save reached the file-size limit the
+ * test set. It stops there, and the test kills it. */
+static void stop_mid_write(int sig)
 {
-    DIR *d = opendir(dir);
-    struct dirent *e;
-    int n = 0;
-    char path[1024];
-    while (d && (e = readdir(d))) {
-        if (strstr(e->d_name, ".tmp-")) {
-            n++;
-            snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
-            unlink(path);
-        }
-    }
-    if (d)
-        closedir(d);
-    return n;
+    (void)sig;
+    raise(SIGSTOP);
 }
 
+/* A writer killed with SIGKILL in the middle of a save, at chosen bytes: the
+ * 8-byte size, the header, the tensors, the last byte. No timing: the test
+ * sets the writer's file-size limit (RLIMIT_FSIZE) to the byte where it must
+ * stop, the kernel refuses the write that reaches it and raises SIGXFSZ,
+ * whose handler stops the writer (SIGSTOP); the test sees it stopped, inside
+ * checkpoint_save by construction, and kills it. The checkpoint must then be
+ * the previous step's, whole and unmixed. (The moments after the last byte,
+ * the fsync and the rename, need no test of ours: rename(2) is atomic.) */
 TEST(checkpoint_survives_sigkill_during_save)
 {
-    model_t *m = make_model(0, 48); /* a few kB: many saves per second */
+    model_t *m = make_model(0, 48), *back = make_model(0, 48);
     struct optim_config c;
     optim_config_default(&c, OPTIM_SGD);
-    optim_t *o;
+    optim_t *o, *oback;
     CHECK_OK(optim_create(&c, m, &o));
+    CHECK_OK(optim_create(&c, back, &oback));
     const char *dir = check_tmp_path("kill");
     struct checkpoint_state s = run_state(), got;
-    s.step = 0;
-    stamp(m, o, 0);
+    stamp(m, o, &s, 0);
     CHECK_OK(checkpoint_save(dir, m, o, &s));
-    /* how long one durable save takes here, to spread the kills over it */
-    struct timespec a, b;
-    clock_gettime(CLOCK_MONOTONIC, &a);
-    for (int i = 0; i < 5; i++)
-        CHECK_OK(checkpoint_save(dir, m, o, &s));
-    clock_gettime(CLOCK_MONOTONIC, &b);
-    long save_us = ((b.tv_sec - a.tv_sec) * 1000000L + (b.tv_nsec - a.tv_nsec) / 1000) / 5 + 1;
-    uint64_t rng = 2024, last = 0, next = 1;
-    int mid_save = 0, rounds = 200;
+    char file[600];
+    struct stat sb;
+    CHECK(stat(checkpoint_path(dir, file, sizeof file), &sb) == 0);
+    /* every byte of the first 32 (the size and the header's start), then 64 points up to the last byte
+     * (later steps' headers only grow: their numbers have more digits) */
+    const int first = 32, rounds = first + 64;
     for (int r = 0; r < rounds; r++) {
+        long long cut = r < first ? r : first + (sb.st_size - 1 - first) * (r - first + 1) / (rounds - first);
+        uint64_t k = (uint64_t)r + 1;
         pid_t pid = fork();
         CHECK(pid >= 0);
-        if (pid == 0) { /* the writer: saves step after step until killed */
-            for (uint64_t k = next;; k++) {
-                stamp(m, o, k);
-                s.step = k;
-                if (checkpoint_save(dir, m, o, &s) != 0)
-                    _exit(3);
-            }
+        if (pid == 0) { /* the writer: step k's save, stopped at byte `cut` */
+            struct sigaction sa = {.sa_handler = stop_mid_write};
+            struct rlimit lim;
+            sigemptyset(&sa.sa_mask);
+            if (sigaction(SIGXFSZ, &sa, NULL) != 0 || getrlimit(RLIMIT_FSIZE, &lim) != 0)
+                _exit(4);
+            lim.rlim_cur = (rlim_t)cut;
+            if (setrlimit(RLIMIT_FSIZE, &lim) != 0)
+                _exit(4);
+            stamp(m, o, &s, k);
+            _exit(checkpoint_save(dir, m, o, &s) == 0 ? 0 : 3);
         }
-        long wait_us = (long)(hash_splitmix64_next(&rng) % (uint64_t)(3 * save_us));
-        struct timespec nap = {wait_us / 1000000, (wait_us % 1000000) * 1000};
-        nanosleep(&nap, NULL);
-        kill(pid, SIGKILL);
         int status;
-        CHECK(waitpid(pid, &status, 0) == pid);
-        CHECK_MSG(WIFSIGNALED(status), "round %d: the writer exited by itself (status %d): a save failed", r,
-                  WEXITSTATUS(status));
-        mid_save += count_temporaries(dir) > 0;
-        int rc = checkpoint_load(dir, m, o, &got);
-        CHECK_MSG(rc == 0, "round %d: after SIGKILL the checkpoint does not load: %s", r, err_msg());
-        CHECK_MSG(got.step >= last, "round %d: the checkpoint went back from step %llu to %llu", r,
-                  (unsigned long long)last, (unsigned long long)got.step);
-        for (size_t i = 0; i < model_param_floats(m); i++)
-            CHECK_MSG(model_params(m)[i] == (float)got.step && optim_state(o, 0)[i] == -(float)got.step,
+        CHECK(waitpid(pid, &status, WUNTRACED) == pid);
+        CHECK_MSG(WIFSTOPPED(status), "round %d: the writer ended (status 0x%x) instead of stopping at byte %lld of "
+                  "its save", r, status, cut);
+        CHECK(kill(pid, SIGKILL) == 0);
+        CHECK(waitpid(pid, &status, 0) == pid && WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL);
+        int rc = checkpoint_load(dir, back, oback, &got);
+        CHECK_MSG(rc == 0, "round %d: killed at byte %lld, the checkpoint does not load: %s", r, cut, err_msg());
+        CHECK_MSG(got.step == k - 1, "round %d: killed at byte %lld of step %llu's save, the checkpoint is step %llu",
+                  r, cut, (unsigned long long)k, (unsigned long long)got.step);
+        for (size_t i = 0; i < model_param_floats(back); i++)
+            CHECK_MSG(model_params(back)[i] == (float)(k - 1) && optim_state(oback, 0)[i] == -(float)(k - 1),
                       "round %d: step %llu's checkpoint mixes steps (element %zu is %g)", r,
-                      (unsigned long long)got.step, i, model_params(m)[i]);
-        last = got.step;
-        next = got.step + 1000; /* the next writer's steps are new */
+                      (unsigned long long)(k - 1), i, model_params(back)[i]);
+        stamp(m, o, &s, k); /* step k saved whole: the next round's previous checkpoint */
+        CHECK_OK(checkpoint_save(dir, m, o, &s));
     }
-    /* the test means something only if kills landed inside saves */
-    CHECK_MSG(mid_save > 0, "none of %d kills landed during a save (a save takes about %ld us)", rounds, save_us);
     optim_destroy(o);
+    optim_destroy(oback);
     model_destroy(m);
+    model_destroy(back);
 }
