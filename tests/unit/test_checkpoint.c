@@ -1,17 +1,23 @@
 /* test_checkpoint: lib/ddp/checkpoint. A checkpoint restores the model, its
  * buffers and the optimizer bit for bit with the run's state; model files
  * round-trip; foreign, damaged and mismatched files are refused naming the
- * file, and leave the model as it was; a resume with another world, batch,
- * seed, training set size, shuffle, drop_last or bucket setup is refused with
- * the reason, and a checkpoint without the last three is refused naming the
- * key; and a writer killed with SIGKILL in the middle of a save, at chosen
- * bytes from the first to the last (stopped there by construction, not by
- * timing), always leaves the previous checkpoint, complete. */
+ * file, and leave the model as it was; every metadata field of the header
+ * edited in place ("step":"3" -> "4"), a tensor renamed or two tensors'
+ * data swapped is refused naming the field; fields edited and checksummed
+ * anew (" 3", "+3", "03", 2^64, a world of 0, optimizer_steps that is not
+ * step, an unknown key) are refused naming the field and what it can be; a
+ * resume with another world, batch, seed, training set size, shuffle,
+ * drop_last or bucket setup is refused with the reason; a checkpoint without
+ * a key is refused naming the key; --init from a damaged checkpoint is
+ * refused; and a writer killed with SIGKILL in the middle of a save, at
+ * chosen bytes from the first to the last (stopped there by construction,
+ * not by timing), always leaves the previous checkpoint, complete. */
 #include "check.h"
 #include "base/error.h"
 #include "base/hash.h"
 #include "ddp/checkpoint.h"
 
+#include <ctype.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -152,7 +158,7 @@ TEST(checkpoint_refuses_foreign_damaged_and_mismatched_files)
     optim_t *oa, *ob;
     CHECK_OK(optim_create(&c, a, &oa));
     CHECK_OK(optim_create(&c, b, &ob));
-    train(a, oa, 2);
+    train(a, oa, 3);
     struct checkpoint_state s = run_state(), got;
     float keep = model_params(b)[3];
     /* missing */
@@ -179,7 +185,8 @@ TEST(checkpoint_refuses_foreign_damaged_and_mismatched_files)
     CHECK(fseek(f, sb.st_size - 5, SEEK_SET) == 0);
     fputc(ch ^ 0x10, f);
     fclose(f);
-    CHECK_ERR(checkpoint_load(dir, b, ob, &got), ERR_FORMAT, "damaged: its tensors' checksum");
+    CHECK_ERR(checkpoint_load(dir, b, ob, &got), ERR_FORMAT,
+              "tensor optimizer.fc3.bias.momentum_buffer (its dtype, shape or bytes) does not match its checksum");
     CHECK_CONTAINS(err_msg(), file);
     /* another model, another optimizer */
     CHECK_OK(checkpoint_save(dir, a, oa, &s));
@@ -247,22 +254,266 @@ TEST(checkpoint_resume_checks_the_run)
     CHECK_ERR(checkpoint_check_resume("ck", &saved, &now), ERR_STATE, "compression none");
 }
 
-/* A checkpoint written before the training records, shuffle and drop_last were
- * recorded: its metadata has every other key. */
-TEST(checkpoint_without_the_sampler_keys_is_refused)
+/* A checkpoint whose metadata lacks keys (here the training records, shuffle
+ * and drop_last, which an earlier version did not record), checksummed as
+ * it is: the first missing key is named. */
+TEST(checkpoint_without_a_key_is_refused_naming_it)
 {
     struct safetensors_meta meta[] = {
         {"format", CHECKPOINT_FORMAT},
-        {"step", "3"}, {"epoch", "1"}, {"batch", "7"}, {"seed", "42"},
+        {"step", "3"}, {"optimizer_steps", "3"}, {"epoch", "1"}, {"batch", "7"}, {"seed", "42"},
         {"world", "4"}, {"batch_size", "8"}, {"accumulate", "1"},
         {"first_bucket_bytes", "1048576"}, {"bucket_cap_bytes", "26214400"},
         {"compress", "none"}, {"buckets", "rebuilt: fc3.bias fc3.weight | fc2.bias"},
     };
     const char *file = check_tmp_path("old.safetensors");
-    CHECK_OK(safetensors_write(file, NULL, 0, meta, sizeof meta / sizeof meta[0], 0));
+    CHECK_OK(checkpoint_write_file(file, NULL, 0, meta, sizeof meta / sizeof meta[0], 0));
     struct checkpoint_state got;
     CHECK_ERR(checkpoint_read_state(file, &got), ERR_FORMAT, "a checkpoint without \"records\" in its metadata");
     CHECK_CONTAINS(err_msg(), file);
+    /* a checkpoint of the earlier format, whose checksum covered only the tensors, is foreign */
+    meta[0].value = "ddp-datapath checkpoint 1";
+    CHECK_OK(checkpoint_write_file(file, NULL, 0, meta, sizeof meta / sizeof meta[0], 0));
+    CHECK_ERR(checkpoint_read_state(file, &got), ERR_FORMAT,
+              "its metadata \"format\" is \"ddp-datapath checkpoint 1\"");
+}
+
+/* ---- the header: every field checked ----------------------------------------------------- */
+
+/* A saved checkpoint of a trained 20-9-6-4 model (SGD, 3 steps, run_state()), its file's path in `file`. */
+static void saved_checkpoint(const char *dir, char *file, size_t len)
+{
+    model_t *m = make_model(1, 9);
+    struct optim_config c;
+    optim_config_default(&c, OPTIM_SGD);
+    optim_t *o;
+    CHECK_OK(optim_create(&c, m, &o));
+    train(m, o, 3);
+    struct checkpoint_state s = run_state();
+    CHECK_OK(checkpoint_save(dir, m, o, &s));
+    checkpoint_path(dir, file, len);
+    optim_destroy(o);
+    model_destroy(m);
+}
+
+/* checkpoint_load of `path` into a fresh model fails with ERR_FORMAT naming `needle`, and leaves it as it was. */
+static void load_refused(const char *path, const char *needle)
+{
+    model_t *m = make_model(1, 9);
+    struct optim_config c;
+    optim_config_default(&c, OPTIM_SGD);
+    optim_t *o;
+    CHECK_OK(optim_create(&c, m, &o));
+    float keep = model_params(m)[0];
+    struct checkpoint_state got;
+    int rc = checkpoint_load(path, m, o, &got);
+    CHECK_MSG(rc == ERR_FORMAT, "%s: expected ERR_FORMAT naming %s, got %s%s%s", path, needle, err_name(rc),
+              rc ? ": " : "", rc ? err_msg() : "");
+    CHECK_CONTAINS(err_msg(), needle);
+    CHECK(model_params(m)[0] == keep && optim_steps(o) == 0);
+    optim_destroy(o);
+    model_destroy(m);
+}
+
+static char *read_whole(const char *path, size_t *size)
+{
+    FILE *f = fopen(path, "rb");
+    CHECK(f && fseek(f, 0, SEEK_END) == 0);
+    *size = (size_t)ftell(f);
+    char *buf = malloc(*size + 1);
+    rewind(f);
+    CHECK(buf && fread(buf, 1, *size, f) == *size);
+    buf[*size] = '\0';
+    fclose(f);
+    return buf;
+}
+
+static void write_whole(const char *path, const char *buf, size_t size)
+{
+    FILE *f = fopen(path, "wb");
+    CHECK(f && fwrite(buf, 1, size, f) == size);
+    fclose(f);
+}
+
+/* The next letter or digit, in the same class: the edit keeps the header valid JSON of the same length. */
+static char flipped(char ch)
+{
+    if (ch >= '0' && ch <= '9')
+        return ch == '9' ? '0' : ch + 1;
+    return ch == 'z' ? 'a' : ch == 'Z' ? 'A' : ch + 1;
+}
+
+/* Every metadata field of a saved checkpoint edited in place, one letter or
+ * digit of its value at a time ("step":"3" -> "4"), and a tensor renamed in the
+ * header: each is refused naming the field. */
+TEST(checkpoint_header_edits_are_refused_naming_the_field)
+{
+    char file[600], field[128];
+    saved_checkpoint(check_tmp_path("ck-edit"), file, sizeof file);
+    size_t size;
+    char *orig = read_whole(file, &size);
+    safetensors_t *st;
+    CHECK_OK(safetensors_open(file, &st));
+    const char *edited = check_tmp_path("edited.safetensors");
+    for (size_t k = 0; k < safetensors_meta_count(st); k++) {
+        const char *key = safetensors_meta_key(st, k);
+        snprintf(field, sizeof field, "\"%s\":\"", key);
+        char *copy = malloc(size);
+        memcpy(copy, orig, size);
+        char *at = strstr(copy + 8, field);
+        CHECK_MSG(at, "no %s in the header", field);
+        char *v = at + strlen(field);
+        while (!isalnum((unsigned char)*v))
+            v++;
+        *v = flipped(*v);
+        write_whole(edited, copy, size);
+        snprintf(field, sizeof field, "\"%s\"", key);
+        load_refused(edited, field);
+        free(copy);
+    }
+    safetensors_close(st);
+    /* a tensor renamed in the header */
+    char *copy = malloc(size);
+    memcpy(copy, orig, size);
+    char *at = strstr(copy + 8, "\"fc2.bias\":{");
+    CHECK(at);
+    at[5] = 'c';
+    write_whole(edited, copy, size);
+    load_refused(edited, "tensor fc2.cias (its dtype, shape or bytes) is not covered by the checksum");
+    free(copy);
+    free(orig);
+}
+
+/* Two tensors of one shape whose data were swapped, the header's checksum kept: the names, not only the
+ * bytes in order, are covered. */
+TEST(checkpoint_swapped_tensors_are_refused)
+{
+    char file[600];
+    saved_checkpoint(check_tmp_path("ck-swap"), file, sizeof file);
+    safetensors_t *st;
+    CHECK_OK(safetensors_open(file, &st));
+    size_t n = safetensors_count(st), nm = safetensors_meta_count(st);
+    struct safetensors_entry e[64];
+    struct safetensors_meta meta[32];
+    CHECK(n <= 64 && nm <= 32);
+    int a = -1, b = -1;
+    for (size_t i = 0; i < n; i++) {
+        const struct safetensors_tensor *t = safetensors_at(st, i);
+        e[i] = (struct safetensors_entry){.name = t->name, .dtype = t->dtype, .ndim = t->ndim, .data = t->data};
+        memcpy(e[i].shape, t->shape, sizeof e[i].shape);
+        a = strcmp(t->name, "fc3.bias") == 0 ? (int)i : a;
+        b = strcmp(t->name, "optimizer.fc3.bias.momentum_buffer") == 0 ? (int)i : b;
+    }
+    CHECK(a >= 0 && b >= 0);
+    const void *d = e[a].data;
+    e[a].data = e[b].data;
+    e[b].data = d;
+    for (size_t k = 0; k < nm; k++) {
+        const char *key = safetensors_meta_key(st, k);
+        meta[k] = (struct safetensors_meta){key, safetensors_meta(st, key)};
+    }
+    const char *swapped = check_tmp_path("swapped.safetensors");
+    CHECK_OK(safetensors_write(swapped, e, n, meta, nm, 0));
+    safetensors_close(st);
+    load_refused(swapped, "tensor fc3.bias (its dtype, shape or bytes) does not match its checksum");
+}
+
+/* Writes dst: src's tensors and metadata with `key` set to `value` (NULL: taken out; a new key: added), and
+ * checksummed anew, as someone who edits a checkpoint knowingly would. */
+static void rewrite(const char *src, const char *dst, const char *key, const char *value)
+{
+    safetensors_t *st;
+    CHECK_OK(safetensors_open(src, &st));
+    size_t n = safetensors_count(st), nm = 0;
+    struct safetensors_entry e[64];
+    struct safetensors_meta meta[32];
+    CHECK(n <= 64 && safetensors_meta_count(st) < 32);
+    for (size_t i = 0; i < n; i++) {
+        const struct safetensors_tensor *t = safetensors_at(st, i);
+        e[i] = (struct safetensors_entry){.name = t->name, .dtype = t->dtype, .ndim = t->ndim, .data = t->data};
+        memcpy(e[i].shape, t->shape, sizeof e[i].shape);
+    }
+    int found = 0;
+    for (size_t k = 0; k < safetensors_meta_count(st); k++) {
+        const char *kk = safetensors_meta_key(st, k);
+        found |= strcmp(kk, key) == 0;
+        if (strcmp(kk, "checksum") != 0 && (strcmp(kk, key) != 0 || value))
+            meta[nm++] = (struct safetensors_meta){kk, strcmp(kk, key) == 0 ? value : safetensors_meta(st, kk)};
+    }
+    if (!found)
+        meta[nm++] = (struct safetensors_meta){key, value};
+    CHECK_OK(checkpoint_write_file(dst, e, n, meta, nm, 0));
+    safetensors_close(st);
+}
+
+/* Fields edited and checksummed anew: each is still checked for its form and range, and refused naming the
+ * field and what it can be. */
+TEST(checkpoint_rechecksummed_fields_are_checked)
+{
+    char file[600];
+    saved_checkpoint(check_tmp_path("ck-sum"), file, sizeof file);
+    const char *dst = check_tmp_path("resummed.safetensors");
+    /* the rewrite itself keeps a loadable checkpoint */
+    rewrite(file, dst, "step", "3");
+    model_t *m = make_model(1, 9);
+    struct optim_config c;
+    optim_config_default(&c, OPTIM_SGD);
+    optim_t *o;
+    CHECK_OK(optim_create(&c, m, &o));
+    struct checkpoint_state got;
+    CHECK_OK(checkpoint_load(dst, m, o, &got));
+    CHECK(got.step == 3 && optim_steps(o) == 3);
+    optim_destroy(o);
+    model_destroy(m);
+    static const struct {
+        const char *key, *value, *needle;
+    } bad[] = {
+        {"step", " 3", "metadata \"step\" is \" 3\": expected a decimal number from 0 to 18446744073709551615"},
+        {"step", "3 ", "\"step\" is \"3 \""},
+        {"step", "+3", "\"step\" is \"+3\""},
+        {"step", "03", "\"step\" is \"03\""},
+        {"step", "-1", "\"step\" is \"-1\""},
+        {"step", "0x3", "\"step\" is \"0x3\""},
+        {"step", "", "\"step\" is \"\""},
+        {"epoch", "18446744073709551616", "\"epoch\" is \"18446744073709551616\": expected a decimal number from 0"},
+        {"world", "0", "\"world\" is \"0\": expected a decimal number from 1 to 2147483647"},
+        {"batch_size", "65537", "\"batch_size\" is \"65537\": expected a decimal number from 1 to 65536"},
+        {"accumulate", "0", "\"accumulate\" is \"0\": expected a decimal number from 1"},
+        {"records", "0", "\"records\" is \"0\""},
+        {"shuffle", "2", "\"shuffle\" is \"2\": expected a decimal number from 0 to 1"},
+        {"drop_last", "yes", "\"drop_last\" is \"yes\": expected a decimal number from 0 to 1"},
+        {"optimizer_steps", "4", "metadata \"optimizer_steps\" is 4, but \"step\" is 3"},
+        {"step", "18446744073709551615", "metadata \"optimizer_steps\" is 3, but \"step\" is 18446744073709551615"},
+        {"compress", "fp17", "metadata \"compress\" is \"fp17\": expected none, fp16 or bf16"},
+        {"notes", "hello", "metadata \"notes\" is not a field of a checkpoint"},
+        {"records", NULL, "a checkpoint without \"records\""},
+        {"model", "20-9-6-5", "a checkpoint of the 20-9-6-5 MLP; this run's model is 20-9-6-4"},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        rewrite(file, dst, bad[i].key, bad[i].value);
+        load_refused(dst, bad[i].needle);
+    }
+}
+
+/* --init from a training checkpoint reads its parameters only once it is checked whole. */
+TEST(checkpoint_init_from_a_damaged_checkpoint_is_refused)
+{
+    char file[600];
+    saved_checkpoint(check_tmp_path("ck-init"), file, sizeof file);
+    model_t *m = make_model(1, 9);
+    CHECK_OK(checkpoint_load_model(file, m));
+    rewrite(file, check_tmp_path("x.safetensors"), "step", "3"); /* a checkpoint still */
+    size_t size;
+    char *buf = read_whole(file, &size);
+    char *at = strstr(buf + 8, "\"seed\":\"42\"");
+    CHECK(at);
+    at[8] = '5';
+    write_whole(file, buf, size);
+    free(buf);
+    float keep = model_params(m)[0];
+    CHECK_ERR(checkpoint_load_model(file, m), ERR_FORMAT, "metadata \"seed\" (\"52\") does not match its checksum");
+    CHECK(model_params(m)[0] == keep);
+    model_destroy(m);
 }
 
 /* ---- killed mid-save ------------------------------------------------------------------- */
