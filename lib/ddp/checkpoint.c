@@ -462,8 +462,8 @@ static const char *const ck_keys[] = {"format", "model", "optimizer", "optimizer
                                       "buckets", "checksum"};
 
 /* The metadata into *s, every field checked on its own: its form and the
- * values it can take. (The run's shape is checked against the run by
- * checkpoint_check_resume.) */
+ * values it can take. (The run's shape and position are checked against the
+ * run by checkpoint_check_resume and checkpoint_check_position.) */
 static int ck_read_state(const safetensors_t *st, struct checkpoint_state *s)
 {
     const char *path = safetensors_path(st);
@@ -635,5 +635,38 @@ int checkpoint_check_resume(const char *path, const struct checkpoint_state *sav
                        (unsigned long long)saved->bucket_cap_bytes, saved->compress,
                        (unsigned long long)now->first_bucket_bytes, (unsigned long long)now->bucket_cap_bytes,
                        now->compress);
+    return 0;
+}
+
+int checkpoint_check_position(const char *path, const struct checkpoint_state *saved,
+                              const struct checkpoint_span *run)
+{
+    unsigned long long epoch = saved->epoch, batch = saved->batch, step = saved->step, epochs = run->epochs;
+    if (saved->epoch >= run->epochs)
+        return err_set(ERR_STATE, "%s: metadata \"epoch\" is %llu: this run's epochs are 0 to %llu (--epochs=%llu); "
+                                  "resume with --epochs=%llu or more", path, epoch, epochs - 1, epochs, epoch + 1);
+    if (!run->batches) /* a custom sampler: each epoch's length is its own */
+        return 0;
+    unsigned long long nb = run->batches, acc = (unsigned long long)saved->accumulate;
+    if (saved->batch > run->batches)
+        return err_set(ERR_STATE, "%s: metadata \"batch\" is %llu: an epoch of this run has %llu batches per rank, "
+                                  "so a checkpoint is at batch 0 to %llu", path, batch, nb, nb);
+    if (saved->batch % acc != 0 && saved->batch != run->batches)
+        return err_set(ERR_STATE, "%s: metadata \"batch\" is %llu: with --accumulate=%llu a step ends after a "
+                                  "multiple of %llu batches, or at the epoch's end (batch %llu)",
+                       path, batch, acc, acc, nb);
+    /* steps before this epoch, then this epoch's: groups of `accumulate` from its start, the last one shorter */
+    unsigned long long per = (nb + acc - 1) / acc, at, total;
+    if (__builtin_mul_overflow(epoch, per, &at) || __builtin_add_overflow(at, (batch + acc - 1) / acc, &at))
+        at = ULLONG_MAX;
+    if (__builtin_mul_overflow(epochs, per, &total))
+        total = ULLONG_MAX;
+    if (saved->step != at)
+        return err_set(ERR_STATE, "%s: metadata \"step\" is %llu, but epoch %llu, batch %llu is step %llu of this run "
+                                  "(%llu steps per epoch; steps 0 to %llu in all)",
+                       path, step, epoch, batch, at, per, total);
+    if (run->max_steps && saved->step > run->max_steps)
+        return err_set(ERR_STATE, "%s: the checkpoint is at step %llu, past this run's --steps=%llu: resume with "
+                                  "--steps=%llu or more", path, step, (unsigned long long)run->max_steps, step);
     return 0;
 }

@@ -28,8 +28,9 @@
  * catches damage and edits by hand, not an attacker who recomputes it; so
  * every field is then checked for what it can be: numbers are digits as the
  * writer prints them (no sign, space, leading zero or overflow) within their
- * range, optimizer_steps equals step, compress is a known name, and no key
- * is unknown.
+ * range, optimizer_steps equals step, compress is a known name, no key is
+ * unknown, and the position (epoch, batch, step) must be one this run reaches
+ * (checkpoint_check_position).
  *
  * Writing is atomic and durable: a temporary file beside the final one,
  * fsync, rename over it, fsync of the directory (lib/base/fsutil.h,
@@ -46,7 +47,8 @@
  * optimizer are left as they were. checkpoint_check_resume() then compares
  * the run shape: resuming with another world size, batch, seed, training set
  * size, shuffle, drop_last or bucket layout would not continue the same run,
- * and is refused with the reason.
+ * and is refused with the reason; checkpoint_check_position() refuses a
+ * position this run does not reach.
  *
  * Read checkpoint_save() and checkpoint_load().
  */
@@ -139,5 +141,22 @@ int checkpoint_read_state(const char *path, struct checkpoint_state *s);
  * checkpoint in the message. */
 int checkpoint_check_resume(const char *path, const struct checkpoint_state *saved,
                             const struct checkpoint_state *now);
+
+/* How far this run goes, for checkpoint_check_position. */
+struct checkpoint_span {
+    uint64_t epochs;     /* --epochs */
+    uint64_t batches;    /* per rank and epoch; 0: not known ahead (a custom sampler's) */
+    uint64_t max_steps;  /* --steps; 0: no limit */
+};
+
+/* Checks that a checkpoint's position is one this run reaches: its epoch
+ * below `epochs`, its batch within the epoch's and where a step ends (a
+ * multiple of the accumulation, or the epoch's end), its step the one that
+ * epoch and batch are at (epoch x steps per epoch + the epoch's steps so far)
+ * and not past max_steps. (The run's shape must already be the saved one:
+ * checkpoint_check_resume.) 0, or ERR_STATE naming the field and the range
+ * this run allows. */
+int checkpoint_check_position(const char *path, const struct checkpoint_state *saved,
+                              const struct checkpoint_span *run);
 
 #endif

@@ -290,19 +290,17 @@ static int train_open(struct train_run *t, const struct train_config *c, comm_t 
         train_state_of(t, 0, 0, &now);
         char path[PATH_MAX + 32];
         checkpoint_path(c->resume_dir, path, sizeof path);
+        uint64_t nb = c->indices ? 0 : train_batches_of(c, sampler_len(t->s));
+        struct checkpoint_span span = {.epochs = c->epochs, .batches = nb, .max_steps = c->max_steps};
         if ((rc = checkpoint_read_state(c->resume_dir, &saved)) < 0 ||
             (rc = checkpoint_check_resume(path, &saved, &now)) < 0 ||
+            (rc = checkpoint_check_position(path, &saved, &span)) < 0 ||
             (rc = checkpoint_load(c->resume_dir, t->m, t->o, &saved)) < 0)
             return rc;
         t->step = t->start_step = saved.step;
         t->start_epoch = saved.epoch;
         t->start_batch = saved.batch;
-        uint64_t nb = c->indices ? UINT64_MAX : train_batches_of(c, sampler_len(t->s));
-        if (t->start_batch > nb)
-            return err_set(ERR_STATE, "%s: batch %llu of epoch %llu is past the epoch's %llu batches", path,
-                           (unsigned long long)t->start_batch, (unsigned long long)t->start_epoch,
-                           (unsigned long long)nb);
-        if (t->start_batch == nb) { /* saved at an epoch's end: the next one starts */
+        if (nb && t->start_batch == nb) { /* saved at an epoch's end: the next one starts */
             t->start_epoch++;
             t->start_batch = 0;
         }

@@ -3,8 +3,9 @@
 # foreign or misshapen --init, a missing or foreign --resume, --hidden=0, a
 # batch larger than a rank's share, an unwritable checkpoint directory, a
 # resume with another world, training set size, shuffle, drop_last or
-# buckets), each a clear message and a non-zero exit; the replica check
-# naming a flipped bit at any step, on any rank, by majority; exact resume, bit for bit,
+# buckets, a header field edited, a position past --steps or --epochs),
+# each a clear message and a non-zero exit; the replica check naming a
+# flipped bit at any step, on any rank, by majority; exact resume, bit for bit,
 # from several stop points (mid-epoch included, loader workers on, bucket
 # layouts rebuilt, BatchNorm with accumulation at 3 ranks); a kill -9 during a
 # checkpoint's save leaving the last checkpoint loadable and the resumed run
@@ -120,6 +121,26 @@ t_fail resume_other_drop_last 1 "written without --drop-last; this run has --dro
     $P "${S[@]}" --resume="$T_TMP/ck-other" --drop-last
 t_fail flip_before_the_resume 1 "--fault=flip:1@2: this run takes optimizer steps 4 to 48, so the bit would never flip" \
     $P "${S[@]}" --resume="$T_TMP/ck-other" --fault=flip:1@2
+# a header field edited in place ("step":"3" -> "4"): the checksum names it
+edited() { # FIELD FROM TO: a copy of ck-other with that field's value changed, its directory printed
+    local dir=$T_TMP/ck-edited-$1
+    mkdir -p "$dir"
+    LC_ALL=C sed "s/\"$1\":\"$2\"/\"$1\":\"$3\"/" "$T_TMP/ck-other/checkpoint.safetensors" \
+        > "$dir/checkpoint.safetensors"
+    echo "$dir"
+}
+for edit in "step 3 4" "optimizer_steps 3 4" "batch 3 4" "epoch 0 1" "world 4 2"; do
+    read -r field from to <<<"$edit"
+    t_fail "resume_edited_$field" 1 "metadata \"$field\" (\"$to\") does not match its checksum" \
+        $P "${S[@]}" --resume="$(edited "$field" "$from" "$to")"
+done
+# a position this run does not reach: fewer --steps than the checkpoint's, an epoch past --epochs
+t_fail resume_past_steps 1 "the checkpoint is at step 3, past this run's --steps=2" \
+    $P "${S[@]}" --resume="$T_TMP/ck-other" --steps=2
+# (a constant learning rate: a cosine schedule's length is the optimizer's, and its change refused for that)
+rm -rf "$T_TMP/ck-late" && $P "${S[@]}" --steps=20 --schedule=constant --checkpoint="$T_TMP/ck-late" > /dev/null 2>&1
+t_fail resume_past_epochs 1 "metadata \"epoch\" is 1: this run's epochs are 0 to 0 (--epochs=1)" \
+    $P "${S[@]}" --schedule=constant --resume="$T_TMP/ck-late" --epochs=1
 
 # A kill -9 in the middle of a save: the last complete checkpoint loads, and the
 # run resumed from it ends with the bits of a run never interrupted.

@@ -5,13 +5,15 @@
  * edited in place ("step":"3" -> "4"), a tensor renamed or two tensors'
  * data swapped is refused naming the field; fields edited and checksummed
  * anew (" 3", "+3", "03", 2^64, a world of 0, optimizer_steps that is not
- * step, an unknown key) are refused naming the field and what it can be; a
- * resume with another world, batch, seed, training set size, shuffle,
- * drop_last or bucket setup is refused with the reason; a checkpoint without
- * a key is refused naming the key; --init from a damaged checkpoint is
- * refused; and a writer killed with SIGKILL in the middle of a save, at
- * chosen bytes from the first to the last (stopped there by construction,
- * not by timing), always leaves the previous checkpoint, complete. */
+ * step, an unknown key) are refused naming the field and what it can be, and
+ * so is a position the run does not reach (an epoch past --epochs, a step
+ * that is not its epoch and batch's, a batch past the epoch's); a resume
+ * with another world, batch, seed, training set size, shuffle, drop_last or
+ * bucket setup is refused with the reason; a checkpoint without a key is
+ * refused naming the key; --init from a damaged checkpoint is refused; and
+ * a writer killed with SIGKILL in the middle of a save, at chosen bytes from
+ * the first to the last (stopped there by construction, not by timing),
+ * always leaves the previous checkpoint, complete. */
 #include "check.h"
 #include "base/error.h"
 #include "base/hash.h"
@@ -493,6 +495,56 @@ TEST(checkpoint_rechecksummed_fields_are_checked)
         rewrite(file, dst, bad[i].key, bad[i].value);
         load_refused(dst, bad[i].needle);
     }
+}
+
+/* The position against the run: 3 epochs of 16 batches per rank. */
+TEST(checkpoint_position_is_checked_against_the_run)
+{
+    struct checkpoint_state s = run_state(); /* epoch 1, batch 7, accumulate 1 */
+    struct checkpoint_span run = {.epochs = 3, .batches = 16, .max_steps = 0};
+    s.step = 23;
+    CHECK_OK(checkpoint_check_position("ck", &s, &run));
+    s.step = 3; /* what "step":"2" -> "3" re-checksummed would say */
+    CHECK_ERR(checkpoint_check_position("ck", &s, &run), ERR_STATE,
+              "ck: metadata \"step\" is 3, but epoch 1, batch 7 is step 23 of this run (16 steps per epoch; steps 0 "
+              "to 48 in all)");
+    s.step = UINT64_MAX;
+    CHECK_ERR(checkpoint_check_position("ck", &s, &run), ERR_STATE, "\"step\" is 18446744073709551615");
+    s.step = 23;
+    s.epoch = UINT64_MAX;
+    CHECK_ERR(checkpoint_check_position("ck", &s, &run), ERR_STATE,
+              "ck: metadata \"epoch\" is 18446744073709551615: this run's epochs are 0 to 2 (--epochs=3)");
+    s.epoch = 3;
+    CHECK_ERR(checkpoint_check_position("ck", &s, &run), ERR_STATE, "resume with --epochs=4 or more");
+    s.epoch = 1;
+    s.batch = 17;
+    CHECK_ERR(checkpoint_check_position("ck", &s, &run), ERR_STATE,
+              "metadata \"batch\" is 17: an epoch of this run has 16 batches per rank, so a checkpoint is at batch 0 "
+              "to 16");
+    /* accumulating 3: steps end at batches 3, 6, ..., 15 and at the epoch's end, 16 */
+    s.accumulate = 3;
+    s.batch = 7;
+    s.step = 6 + 3;
+    CHECK_ERR(checkpoint_check_position("ck", &s, &run), ERR_STATE,
+              "\"batch\" is 7: with --accumulate=3 a step ends after a multiple of 3 batches, or at the epoch's end");
+    s.batch = 16;
+    s.step = 6 + 6;
+    CHECK_OK(checkpoint_check_position("ck", &s, &run));
+    s.batch = 15;
+    s.step = 6 + 5;
+    CHECK_OK(checkpoint_check_position("ck", &s, &run));
+    /* --steps below the checkpoint's step */
+    run.max_steps = 10;
+    CHECK_ERR(checkpoint_check_position("ck", &s, &run), ERR_STATE,
+              "the checkpoint is at step 11, past this run's --steps=10: resume with --steps=11 or more");
+    run.max_steps = 11;
+    CHECK_OK(checkpoint_check_position("ck", &s, &run));
+    /* a custom sampler: only the epoch is known ahead */
+    run.batches = 0;
+    s.step = 12345;
+    CHECK_OK(checkpoint_check_position("ck", &s, &run));
+    s.epoch = 3;
+    CHECK_ERR(checkpoint_check_position("ck", &s, &run), ERR_STATE, "\"epoch\" is 3");
 }
 
 /* --init from a training checkpoint reads its parameters only once it is checked whole. */
