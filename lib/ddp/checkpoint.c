@@ -10,6 +10,7 @@
 #include "base/hash.h"
 #include "ddp/reducer.h"
 
+#include <ctype.h>
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -253,6 +254,7 @@ static int ck_verify(const safetensors_t *st)
 struct ck_scratch {
     float *params, *buffers, *state[2];
     int64_t tracked;
+    unsigned converted; /* a bit per dtype converted to float32 (1u << SAFETENSORS_F64) */
 };
 
 static void ck_scratch_free(struct ck_scratch *s)
@@ -263,13 +265,92 @@ static void ck_scratch_free(struct ck_scratch *s)
     free(s->state[1]);
 }
 
+/* Tensor `file` of st into dst + t->offset with t's shape: float32 exactly when
+ * `exact`, else converted from any float type (a bit for its dtype in
+ * s->converted). */
+static int ck_read_floats(const safetensors_t *st, int exact, const char *file, const struct model_tensor *t,
+                          float *dst, struct ck_scratch *s)
+{
+    if (exact)
+        return safetensors_read(st, file, SAFETENSORS_F32, t->ndim, t->shape, dst + t->offset);
+    int rc = safetensors_read_f32(st, file, t->ndim, t->shape, dst + t->offset);
+    if (rc == 0 && safetensors_find(st, file)->dtype != SAFETENSORS_F32)
+        s->converted |= 1u << safetensors_find(st, file)->dtype;
+    return rc;
+}
+
+#define CK_MAX_MODULE 4096 /* far above this model's modules, and first + 3 x MODEL_MAX_HIDDEN fits an int */
+
+/* How a model file names the model's tensors: with the model's own names
+ * (fc1.weight, bn1.running_mean), or with nn.Sequential's, "<module>.<what>",
+ * whose modules are this model's layers in order, Linear, [BatchNorm1d,]
+ * ReLU, ..., Linear, from the file's lowest module index (0, or 1 after a
+ * leading nn.Flatten()). */
+struct ck_names {
+    int sequential;
+    int first;  /* the first Linear's module */
+    int stride; /* modules per hidden layer: 2, or 3 with BatchNorm1d */
+};
+
+static void ck_names_of(const safetensors_t *st, const model_t *m, struct ck_names *nm)
+{
+    *nm = (struct ck_names){.first = INT32_MAX, .stride = model_get_spec(m)->batchnorm ? 3 : 2};
+    for (size_t i = 0; i < safetensors_count(st); i++) {
+        const char *n = safetensors_at(st, i)->name;
+        if (isdigit((unsigned char)n[0])) {
+            /* a module index past any this model has is clamped: its tensors match nothing, and are named */
+            unsigned long index = strtoul(n, NULL, 10);
+            index = index < CK_MAX_MODULE ? index : CK_MAX_MODULE;
+            nm->sequential = 1;
+            nm->first = index < (unsigned long)nm->first ? (int)index : nm->first;
+        }
+    }
+    nm->first = nm->sequential ? nm->first : 0;
+}
+
+/* The file's name of the model's tensor `ours`: itself, or in nn.Sequential's
+ * names "fc<k>.<what>" is module first + stride x (k - 1), "bn<k>.<what>" the
+ * module after it ("fc2.weight" -> "2.weight"). */
+static const char *ck_file_name(const struct ck_names *nm, const char *ours, char *buf, size_t len)
+{
+    if (!nm->sequential)
+        return ours;
+    snprintf(buf, len, "%d%s", nm->first + nm->stride * (atoi(ours + 2) - 1) + (ours[0] == 'b'), strchr(ours, '.'));
+    return buf;
+}
+
+/* "nn.Sequential names 0, 2, 4 read as fc1, fc2, fc3" (with BatchNorm1d: "0, 1, 3, 4, 6 read as fc1, bn1,
+ * fc2, bn2, fc3") into buf. */
+static const char *ck_names_describe(const struct ck_names *nm, const model_t *m, char *buf, size_t len)
+{
+    char modules[160] = "", ours[160] = "";
+    size_t a = 0, b = 0;
+    for (int t = 0; t < model_param_tensors(m); t++) {
+        const char *name = model_param(m, t)->name, *dot = strchr(name, '.');
+        if (strcmp(dot, ".weight") != 0)
+            continue;
+        char file[2 * MODEL_NAME_MAX];
+        ck_file_name(nm, name, file, sizeof file);
+        a += (size_t)snprintf(modules + a, a < sizeof modules ? sizeof modules - a : 0, "%s%.*s", a ? ", " : "",
+                              (int)(strchr(file, '.') - file), file);
+        b += (size_t)snprintf(ours + b, b < sizeof ours ? sizeof ours - b : 0, "%s%.*s", b ? ", " : "",
+                              (int)(dot - name), name);
+    }
+    snprintf(buf, len, "nn.Sequential names %s read as %s", modules, ours);
+    return buf;
+}
+
 /* Reads the model's tensors from st into s (params required; buffers
  * required when `all`); refuses any tensor that is neither the model's nor,
- * with `optimizer`, an "optimizer." state of o. */
-static int ck_read(const safetensors_t *st, const model_t *m, const optim_t *o, int all, struct ck_scratch *s)
+ * with `optimizer`, an "optimizer." state of o. A model file (o NULL) may use
+ * nn.Sequential's names (*nm says which), and hold F16, BF16 or F64 floats,
+ * converted to float32 (s->converted has a bit per dtype converted); a
+ * checkpoint has the model's names and float32, exactly. */
+static int ck_read(const safetensors_t *st, const model_t *m, const optim_t *o, int all, struct ck_scratch *s,
+                   struct ck_names *nm)
 {
     const char *path = safetensors_path(st);
-    char spec[128], name[2 * MODEL_NAME_MAX];
+    char spec[128], name[2 * MODEL_NAME_MAX], file[2 * MODEL_NAME_MAX], names[400] = "";
     int nstate = o ? optim_state_count(o) : 0;
     memset(s, 0, sizeof *s);
     s->params = malloc((model_param_floats(m) ? model_param_floats(m) : 1) * sizeof(float));
@@ -282,17 +363,27 @@ static int ck_read(const safetensors_t *st, const model_t *m, const optim_t *o, 
         return rc;
     memcpy(s->buffers, model_buffers_const(m), model_buffer_floats(m) * sizeof(float));
     s->tracked = model_batches_tracked(m);
+    if (o)
+        *nm = (struct ck_names){0};
+    else
+        ck_names_of(st, m, nm);
+    if (nm->sequential) {
+        memcpy(names, " as ", 4);
+        ck_names_describe(nm, m, names + 4, sizeof names - 4);
+    }
     /* every tensor of the file must be one we know; a training checkpoint read as a model file
      * (--init=DIR/checkpoint.safetensors) gives its parameters, its optimizer's states are passed over */
     const char *format = safetensors_meta(st, "format");
     int skip_optimizer = !o && format && strcmp(format, CHECKPOINT_FORMAT) == 0;
     for (size_t i = 0; i < safetensors_count(st); i++) {
         const char *n = safetensors_at(st, i)->name;
-        int known = model_param_find(m, n) >= 0 || model_buffer_find(m, n) >= 0 ||
-                    (skip_optimizer && strncmp(n, "optimizer.", 10) == 0);
+        int known = skip_optimizer && strncmp(n, "optimizer.", 10) == 0;
+        for (int t = 0; !known && t < model_param_tensors(m); t++)
+            known = strcmp(ck_file_name(nm, model_param(m, t)->name, file, sizeof file), n) == 0;
         for (int b = 0; !known && b < model_buffer_tensors(m); b++) {
             ck_counter_name(model_buffer(m, b)->name, name, sizeof name);
-            known = strcmp(name, n) == 0;
+            known = strcmp(ck_file_name(nm, model_buffer(m, b)->name, file, sizeof file), n) == 0 ||
+                    (name[0] && strcmp(ck_file_name(nm, name, file, sizeof file), n) == 0);
         }
         for (int t = 0; !known && t < model_param_tensors(m); t++)
             for (int k = 0; !known && k < nstate; k++) {
@@ -300,13 +391,14 @@ static int ck_read(const safetensors_t *st, const model_t *m, const optim_t *o, 
                 known = strcmp(name, n) == 0;
             }
         if (!known)
-            return err_set(ERR_FORMAT, "%s: unexpected tensor %s: not a parameter or buffer of the %s MLP%s", path,
-                           n, model_spec_describe(model_get_spec(m), spec, sizeof spec),
+            return err_set(ERR_FORMAT, "%s: unexpected tensor %s: not a parameter or buffer of the %s MLP%s%s", path,
+                           n, model_spec_describe(model_get_spec(m), spec, sizeof spec), names,
                            o ? " nor a state of its optimizer" : "");
     }
+    /* the model's floats: float32 as they are in a checkpoint, converted from any float type in a model file */
     for (int t = 0; rc == 0 && t < model_param_tensors(m); t++) {
         const struct model_tensor *pt = model_param(m, t);
-        rc = safetensors_read(st, pt->name, SAFETENSORS_F32, pt->ndim, pt->shape, s->params + pt->offset);
+        rc = ck_read_floats(st, o != NULL, ck_file_name(nm, pt->name, file, sizeof file), pt, s->params, s);
         for (int k = 0; rc == 0 && k < nstate; k++) {
             snprintf(name, sizeof name, "optimizer.%s.%s", pt->name, optim_state_name(o, k));
             rc = safetensors_read(st, name, SAFETENSORS_F32, pt->ndim, pt->shape, s->state[k] + pt->offset);
@@ -314,16 +406,38 @@ static int ck_read(const safetensors_t *st, const model_t *m, const optim_t *o, 
     }
     for (int b = 0; rc == 0 && b < model_buffer_tensors(m); b++) {
         const struct model_tensor *bt = model_buffer(m, b);
-        if (all || safetensors_find(st, bt->name))
-            rc = safetensors_read(st, bt->name, SAFETENSORS_F32, bt->ndim, bt->shape, s->buffers + bt->offset);
+        if (all || safetensors_find(st, ck_file_name(nm, bt->name, file, sizeof file)))
+            rc = ck_read_floats(st, o != NULL, ck_file_name(nm, bt->name, file, sizeof file), bt, s->buffers, s);
         ck_counter_name(bt->name, name, sizeof name);
-        if (rc == 0 && name[0] && (all || safetensors_find(st, name)))
-            rc = safetensors_read(st, name, SAFETENSORS_I64, 0, NULL, &s->tracked);
+        if (rc == 0 && name[0] && (all || safetensors_find(st, ck_file_name(nm, name, file, sizeof file))))
+            rc = safetensors_read(st, ck_file_name(nm, name, file, sizeof file), SAFETENSORS_I64, 0, NULL,
+                                  &s->tracked);
     }
     return rc;
 }
 
-int checkpoint_load_model(const char *path, model_t *m)
+/* What reading a model file took, for the run's banner: the nn.Sequential
+ * names it used, the float types it converted; "" when neither. */
+static void ck_note(const struct ck_names *names, unsigned converted, const model_t *m, char *note, size_t len)
+{
+    const enum safetensors_dtype kinds[] = {SAFETENSORS_F16, SAFETENSORS_BF16, SAFETENSORS_F64};
+    int total = 0, done = 0;
+    for (int k = 0; k < 3; k++)
+        total += converted >> kinds[k] & 1u;
+    note[0] = '\0';
+    size_t n = names->sequential ? strlen(ck_names_describe(names, m, note, len)) : 0;
+    for (int k = 0; k < 3 && n < len; k++)
+        if (converted >> kinds[k] & 1u)
+            n += (size_t)snprintf(note + n, len - n, "%s%s",
+                                  done++ == 0 ? (n ? "; " : "") : done == total ? " and " : ", ",
+                                  safetensors_dtype_name(kinds[k]));
+    if (total && n < len)
+        snprintf(note + n, len - n, " converted to float32%s",
+                 !(converted >> SAFETENSORS_F64 & 1u) ? "" : total > 1 ? ", F64 rounding to nearest even"
+                                                                       : ", rounding to nearest even");
+}
+
+int checkpoint_load_model(const char *path, model_t *m, char *note, size_t note_len)
 {
     safetensors_t *st;
     int rc = safetensors_open(path, &st);
@@ -336,12 +450,15 @@ int checkpoint_load_model(const char *path, model_t *m)
         return rc;
     }
     struct ck_scratch s;
-    rc = ck_read(st, m, NULL, 0, &s);
+    struct ck_names names;
+    rc = ck_read(st, m, NULL, 0, &s, &names);
     if (rc == 0) {
         memcpy(model_params(m), s.params, model_param_floats(m) * sizeof(float));
         memcpy(model_buffers(m), s.buffers, model_buffer_floats(m) * sizeof(float));
         model_set_batches_tracked(m, s.tracked);
     }
+    if (rc == 0 && note && note_len)
+        ck_note(&names, s.converted, m, note, note_len);
     ck_scratch_free(&s);
     safetensors_close(st);
     return rc;
@@ -572,8 +689,9 @@ int checkpoint_load(const char *path, model_t *m, optim_t *o, struct checkpoint_
     if (rc == 0)
         rc = ck_read_state(st, s);
     struct ck_scratch scratch = {0};
+    struct ck_names names;
     if (rc == 0)
-        rc = ck_read(st, m, o, 1, &scratch);
+        rc = ck_read(st, m, o, 1, &scratch, &names);
     if (rc == 0) {
         memcpy(model_params(m), scratch.params, model_param_floats(m) * sizeof(float));
         memcpy(model_buffers(m), scratch.buffers, model_buffer_floats(m) * sizeof(float));

@@ -95,11 +95,25 @@ int checkpoint_save_model(const char *path, const model_t *m, unsigned fsync_fla
  * except in a training checkpoint, whose parameters load this way too, once
  * every field has passed its checksum (its optimizer's states are passed
  * over: a new run from where it stood).
+ *
+ * What a PyTorch user has loads too, as load_state_dict would take it:
+ * - nn.Sequential's names for this model's shape: modules Linear,
+ *   [BatchNorm1d,] ReLU, ..., Linear, numbered from the file's lowest index
+ *   (0, or 1 after a leading nn.Flatten()), so "0.weight", "2.weight",
+ *   "4.weight" are fc1, fc2, fc3 (with BatchNorm1d, "1.running_mean" is
+ *   bn1's and "3.weight" fc2's);
+ * - F16, BF16 and F64 floats, converted to float32 as torch's
+ *   .to(torch.float32) converts them (safetensors_read_f32: F64 rounded to
+ *   nearest, ties to even). num_batches_tracked stays int64.
+ * `note` (note_len bytes, may be NULL) says what it took, for the run's
+ * banner: "nn.Sequential names 0, 2, 4 read as fc1, fc2, fc3; F64 converted
+ * to float32, rounding to nearest even", or "".
+ *
  * On error m is unchanged. 0, or ERR_IO / ERR_FORMAT naming the file and the
- * tensor ("init.safetensors: fc1.weight has shape [128, 784], expected
- * [256, 784]"; "init.safetensors: unexpected tensor conv1.weight: not a
- * parameter or buffer of the 784-256-128-10 MLP"). */
-int checkpoint_load_model(const char *path, model_t *m);
+ * tensor as the file names it ("init.safetensors: fc1.weight has shape
+ * [128, 784], expected [256, 784]"; "init.safetensors: unexpected tensor
+ * conv1.weight: not a parameter or buffer of the 784-256-128-10 MLP"). */
+int checkpoint_load_model(const char *path, model_t *m, char *note, size_t note_len);
 
 /* ---- training checkpoints ------------------------------------------------------------- */
 

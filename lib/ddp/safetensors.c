@@ -457,7 +457,10 @@ int safetensors_read_f32(const safetensors_t *st, const char *name, int ndim, co
             dst[i] = (float)d;
         }
         return 0;
-    default:
+    case SAFETENSORS_F32:
         return safetensors_read(st, name, SAFETENSORS_F32, ndim, shape, dst);
+    default:
+        return err_set(ERR_FORMAT, "%s: %s is %s, expected a float type (F32, or F16, BF16, F64 converted)", st->path,
+                       name, st_names[t->dtype]);
     }
 }

@@ -125,9 +125,8 @@ int safetensors_read(const safetensors_t *st, const char *name, enum safetensors
 /* Copies tensor `name` into dst as float32, converting the other float types
  * as torch's tensor.to(torch.float32) (and so load_state_dict's copy_) does:
  * F16 and BF16 exactly (a signaling NaN comes out quiet), F64 rounded to the
- * nearest float32, ties to even, past float32's range to infinity. Other
- * dtypes and shapes are refused as safetensors_read refuses them. 0 or
- * ERR_FORMAT. */
+ * nearest float32, ties to even, past float32's range to infinity. 0, or
+ * ERR_FORMAT naming the tensor: missing, of another shape, or not a float. */
 int safetensors_read_f32(const safetensors_t *st, const char *name, int ndim, const int64_t *shape, float *dst);
 
 #endif

@@ -273,7 +273,7 @@ static int train_open(struct train_run *t, const struct train_config *c, comm_t 
     if ((rc = model_create(&c->spec, (int)max_batch, &t->m)) < 0)
         return rc;
     if (c->init_path)
-        rc = checkpoint_load_model(c->init_path, t->m);
+        rc = checkpoint_load_model(c->init_path, t->m, NULL, 0);
     else
         model_init(t->m, c->seed);
     if (rc < 0)

@@ -10,7 +10,9 @@
  * that is not its epoch and batch's, a batch past the epoch's); a resume
  * with another world, batch, seed, training set size, shuffle, drop_last or
  * bucket setup is refused with the reason; a checkpoint without a key is
- * refused naming the key; --init from a damaged checkpoint is refused; and
+ * refused naming the key; --init from a damaged checkpoint is refused;
+ * --init reads nn.Sequential's names and still refuses another shape, a
+ * missing, an extra or a foreign tensor, named as the file names it; and
  * a writer killed with SIGKILL in the middle of a save, at chosen bytes from
  * the first to the last (stopped there by construction, not by timing),
  * always leaves the previous checkpoint, complete. */
@@ -122,29 +124,31 @@ TEST(checkpoint_model_files)
     train(a, o, 2);
     const char *path = check_tmp_path("model.safetensors");
     CHECK_OK(checkpoint_save_model(path, a, 0));
-    CHECK_OK(checkpoint_load_model(path, b));
+    CHECK_OK(checkpoint_load_model(path, b, NULL, 0));
     CHECK(memcmp(model_params(a), model_params(b), model_param_floats(a) * 4) == 0);
     CHECK(memcmp(model_buffers(a), model_buffers(b), model_buffer_floats(a) * 4) == 0);
     CHECK_EQ(model_batches_tracked(b), 2);
     /* wrong shapes name the parameter; the model is untouched */
     float keep = model_params(other)[0];
-    CHECK_ERR(checkpoint_load_model(path, other), ERR_FORMAT, "fc1.weight has shape [9, 20], expected [10, 20]");
+    CHECK_ERR(checkpoint_load_model(path, other, NULL, 0), ERR_FORMAT,
+              "fc1.weight has shape [9, 20], expected [10, 20]");
     CHECK(model_params(other)[0] == keep);
     /* a model without BatchNorm finds tensors it does not have */
-    CHECK_ERR(checkpoint_load_model(path, plain), ERR_FORMAT, "unexpected tensor bn1.");
+    CHECK_ERR(checkpoint_load_model(path, plain, NULL, 0), ERR_FORMAT, "unexpected tensor bn1.");
     /* a checkpoint's parameters load as a model file (--init from where a run stood), its optimizer
      * states passed over; the same tensors in a file that is not a checkpoint are foreign */
     struct checkpoint_state s = run_state();
     CHECK_OK(checkpoint_save(check_tmp_path("ckm"), a, o, &s));
     char file[600];
     memset(model_params(b), 0, model_param_floats(b) * 4);
-    CHECK_OK(checkpoint_load_model(checkpoint_path(check_tmp_path("ckm"), file, sizeof file), b));
+    CHECK_OK(checkpoint_load_model(checkpoint_path(check_tmp_path("ckm"), file, sizeof file), b, NULL, 0));
     CHECK(memcmp(model_params(a), model_params(b), model_param_floats(a) * 4) == 0);
     float zero = 0;
     struct safetensors_entry odd[] = {
         {.name = "optimizer.fc1.weight.momentum_buffer", .dtype = SAFETENSORS_F32, .ndim = 0, .data = &zero}};
     CHECK_OK(safetensors_write(check_tmp_path("odd.safetensors"), odd, 1, NULL, 0, 0));
-    CHECK_ERR(checkpoint_load_model(check_tmp_path("odd.safetensors"), b), ERR_FORMAT, "unexpected tensor optimizer.");
+    CHECK_ERR(checkpoint_load_model(check_tmp_path("odd.safetensors"), b, NULL, 0), ERR_FORMAT,
+              "unexpected tensor optimizer.");
     optim_destroy(o);
     model_destroy(a);
     model_destroy(b);
@@ -553,7 +557,7 @@ TEST(checkpoint_init_from_a_damaged_checkpoint_is_refused)
     char file[600];
     saved_checkpoint(check_tmp_path("ck-init"), file, sizeof file);
     model_t *m = make_model(1, 9);
-    CHECK_OK(checkpoint_load_model(file, m));
+    CHECK_OK(checkpoint_load_model(file, m, NULL, 0));
     rewrite(file, check_tmp_path("x.safetensors"), "step", "3"); /* a checkpoint still */
     size_t size;
     char *buf = read_whole(file, &size);
@@ -563,9 +567,88 @@ TEST(checkpoint_init_from_a_damaged_checkpoint_is_refused)
     write_whole(file, buf, size);
     free(buf);
     float keep = model_params(m)[0];
-    CHECK_ERR(checkpoint_load_model(file, m), ERR_FORMAT, "metadata \"seed\" (\"52\") does not match its checksum");
+    CHECK_ERR(checkpoint_load_model(file, m, NULL, 0), ERR_FORMAT,
+              "metadata \"seed\" (\"52\") does not match its checksum");
     CHECK(model_params(m)[0] == keep);
     model_destroy(m);
+}
+
+/* ---- --init from what a PyTorch user has ---------------------------------------------------- */
+
+/* m's state_dict under nn.Sequential's names (fc<k> is module 2(k - 1), 3(k - 1) with BatchNorm1d; bn<k>
+ * the one after), float32, written to `path` without tensor `drop` and with a copy of the first under the
+ * name `extra`. */
+static void sequential_file(const char *path, const model_t *m, const char *drop, const char *extra)
+{
+    struct safetensors_entry e[64];
+    char names[64][64];
+    static const int64_t tracked = 3;
+    size_t n = 0;
+    int stride = model_get_spec(m)->batchnorm ? 3 : 2;
+    for (int k = 0; k < model_param_tensors(m) + model_buffer_tensors(m); k++) {
+        int param = k < model_param_tensors(m);
+        const struct model_tensor *t = param ? model_param(m, k) : model_buffer(m, k - model_param_tensors(m));
+        const char *dot = strchr(t->name, '.');
+        int module = stride * (atoi(t->name + 2) - 1) + (t->name[0] == 'b');
+        snprintf(names[n], sizeof names[n], "%d%s", module, dot);
+        e[n] = (struct safetensors_entry){.name = names[n], .dtype = SAFETENSORS_F32, .ndim = t->ndim,
+                                          .data = (param ? model_params_const(m) : model_buffers_const(m)) +
+                                                  t->offset};
+        memcpy(e[n].shape, t->shape, sizeof t->shape);
+        n += !drop || strcmp(names[n], drop) != 0;
+        if (!param && strcmp(dot, ".running_mean") == 0) {
+            snprintf(names[n], sizeof names[n], "%d.num_batches_tracked", module);
+            e[n] = (struct safetensors_entry){.name = names[n], .dtype = SAFETENSORS_I64, .data = &tracked};
+            n += !drop || strcmp(names[n], drop) != 0;
+        }
+    }
+    if (extra) {
+        e[n] = e[0];
+        e[n++].name = extra;
+    }
+    CHECK_OK(safetensors_write(path, e, n, NULL, 0, 0));
+}
+
+/* Under nn.Sequential's names --init still refuses another shape, a missing tensor, one too many and a
+ * name of neither kind, naming the tensor as the file names it, and leaves the model as it was. */
+TEST(checkpoint_init_sequential_names_refusals)
+{
+    model_t *m = make_model(0, 9), *into = make_model(0, 9), *wide = make_model(0, 10), *bn = make_model(1, 9);
+    const char *f = check_tmp_path("seq.safetensors");
+    char note[256];
+    sequential_file(f, m, NULL, NULL);
+    CHECK_OK(checkpoint_load_model(f, into, note, sizeof note));
+    CHECK(memcmp(model_params(m), model_params(into), model_param_floats(m) * 4) == 0);
+    CHECK_STR(note, "nn.Sequential names 0, 2, 4 read as fc1, fc2, fc3");
+    sequential_file(f, bn, NULL, NULL);
+    CHECK_OK(checkpoint_load_model(f, bn, note, sizeof note));
+    CHECK_EQ(model_batches_tracked(bn), 3);
+    CHECK_STR(note, "nn.Sequential names 0, 1, 3, 4, 6 read as fc1, bn1, fc2, bn2, fc3");
+    sequential_file(f, m, NULL, NULL);
+    float keep = model_params(wide)[0];
+    CHECK_ERR(checkpoint_load_model(f, wide, NULL, 0), ERR_FORMAT,
+              "seq.safetensors: 0.weight has shape [9, 20], expected [10, 20]");
+    CHECK(model_params(wide)[0] == keep);
+    CHECK_ERR(checkpoint_load_model(f, bn, NULL, 0), ERR_FORMAT,
+              "unexpected tensor 2.weight: not a parameter or buffer of the 20-9-6-4 with BatchNorm1d MLP as "
+              "nn.Sequential names 0, 1, 3, 4, 6 read as fc1, bn1, fc2, bn2, fc3");
+    sequential_file(f, m, "4.bias", NULL);
+    CHECK_ERR(checkpoint_load_model(f, into, NULL, 0), ERR_FORMAT, "seq.safetensors: has no tensor 4.bias");
+    sequential_file(f, m, NULL, "6.weight");
+    CHECK_ERR(checkpoint_load_model(f, into, NULL, 0), ERR_FORMAT,
+              "unexpected tensor 6.weight: not a parameter or buffer of the 20-9-6-4 MLP as nn.Sequential names "
+              "0, 2, 4 read as fc1, fc2, fc3");
+    sequential_file(f, m, NULL, "fc1.weight");
+    CHECK_ERR(checkpoint_load_model(f, into, NULL, 0), ERR_FORMAT, "unexpected tensor fc1.weight");
+    /* module numbers past any int: no arithmetic on them overflows (UBSan), they are named */
+    float x = 1;
+    struct safetensors_entry huge = {.name = "99999999999999999999.weight", .dtype = SAFETENSORS_F32, .data = &x};
+    CHECK_OK(safetensors_write(f, &huge, 1, NULL, 0, 0));
+    CHECK_ERR(checkpoint_load_model(f, into, NULL, 0), ERR_FORMAT, "unexpected tensor 99999999999999999999.weight");
+    model_destroy(m);
+    model_destroy(into);
+    model_destroy(wide);
+    model_destroy(bn);
 }
 
 /* ---- killed mid-save ------------------------------------------------------------------- */

@@ -138,7 +138,7 @@ TEST(safetensors_read_f32_converts_as_torch)
     float x[8];
     const int64_t four[1] = {4}, one[1] = {1};
     CHECK_ERR(safetensors_read_f32(st, "h", 1, one, x), ERR_FORMAT, "h has shape [4], expected [1]");
-    CHECK_ERR(safetensors_read_f32(st, "i", 1, one, x), ERR_FORMAT, "i is I64, expected F32");
+    CHECK_ERR(safetensors_read_f32(st, "i", 1, one, x), ERR_FORMAT, "i is I64, expected a float type");
     CHECK_ERR(safetensors_read_f32(st, "none", 1, four, x), ERR_FORMAT, "has no tensor none");
     safetensors_close(st);
 }
