@@ -77,6 +77,7 @@ struct train_run {
     uint64_t start_step, start_epoch, start_batch; /* where this run began (a resumed one: the checkpoint's) */
     uint64_t checkpoints;
     uint64_t saved_step;    /* the step of the last checkpoint written (rank 0), UINT64_MAX: none */
+    char init_note[512];    /* how --init's file was read (checkpoint_load_model's note) */
     /* the epoch so far (this rank) */
     double loss_sum;
     uint64_t samples, correct, steps;
@@ -273,7 +274,7 @@ static int train_open(struct train_run *t, const struct train_config *c, comm_t 
     if ((rc = model_create(&c->spec, (int)max_batch, &t->m)) < 0)
         return rc;
     if (c->init_path)
-        rc = checkpoint_load_model(c->init_path, t->m, NULL, 0);
+        rc = checkpoint_load_model(c->init_path, t->m, t->init_note, sizeof t->init_note);
     else
         model_init(t->m, c->seed);
     if (rc < 0)
@@ -776,7 +777,11 @@ int train_rank(const struct train_config *c, comm_t *comm, const struct train_ho
                      "epoch; buckets %s", (unsigned long long)share, (unsigned long long)nb, c->batch,
                      (unsigned long long)train_steps_of(c, nb), layout);
         struct train_epoch at = {.epoch = t.start_epoch, .first_batch = t.start_batch, .step_end = t.step};
-        hooks->started(hooks->user, c, c->resume_dir ? &at : NULL, plan);
+        char init[PATH_MAX + sizeof t.init_note + 4] = "";
+        if (c->init_path)
+            snprintf(init, sizeof init, "%s%s%s%s", c->init_path, t.init_note[0] ? " (" : "", t.init_note,
+                     t.init_note[0] ? ")" : "");
+        hooks->started(hooks->user, c, c->resume_dir ? &at : NULL, plan, c->init_path ? init : NULL);
     }
     int stop = c->max_steps && t.step >= c->max_steps;
     for (uint64_t epoch = t.start_epoch; rc == 0 && epoch < c->epochs && !stop; epoch++) {
