@@ -12,7 +12,8 @@
  * bucket setup is refused with the reason; a checkpoint without a key is
  * refused naming the key; --init from a damaged checkpoint is refused;
  * --init reads nn.Sequential's names and still refuses another shape, a
- * missing, an extra or a foreign tensor, named as the file names it; and
+ * missing, an extra or a foreign tensor, named as the file names it; files
+ * torch wrote (F16, BF16, F64) load with torch's float32 bits; and
  * a writer killed with SIGKILL in the middle of a save, at chosen bytes from
  * the first to the last (stopped there by construction, not by timing),
  * always leaves the previous checkpoint, complete. */
@@ -574,6 +575,69 @@ TEST(checkpoint_init_from_a_damaged_checkpoint_is_refused)
 }
 
 /* ---- --init from what a PyTorch user has ---------------------------------------------------- */
+
+/* The model's floats (parameters then buffers) against `want`'s "<prefix>.<name>" tensors, bit for bit. */
+static void same_bits_as(const model_t *m, const safetensors_t *want, const char *prefix, const char *file)
+{
+    char key[96];
+    for (int k = 0; k < model_param_tensors(m) + model_buffer_tensors(m); k++) {
+        int param = k < model_param_tensors(m);
+        const struct model_tensor *t = param ? model_param(m, k) : model_buffer(m, k - model_param_tensors(m));
+        const uint32_t *got = (const uint32_t *)((param ? model_params_const(m) : model_buffers_const(m)) + t->offset);
+        snprintf(key, sizeof key, "%s.%s", prefix, t->name);
+        const struct safetensors_tensor *e = safetensors_find(want, key);
+        CHECK_MSG(e && e->dtype == SAFETENSORS_F32 && e->numel == t->numel, "%s: no float32 %s of %zu elements",
+                  safetensors_path(want), key, t->numel);
+        for (size_t i = 0; i < t->numel; i++) {
+            uint32_t w;
+            memcpy(&w, (const unsigned char *)e->data + 4 * i, 4);
+            CHECK_MSG(got[i] == w, "%s: %s[%zu] is 0x%08x, torch's .to(torch.float32) gives 0x%08x", file, t->name,
+                      i, got[i], w);
+        }
+    }
+}
+
+/* The files torch wrote (tests/crosscheck/init_torch.py): $DDP_INIT_DIR's when init_torch.sh has torch
+ * write them anew, else the committed tests/crosscheck/init_*.safetensors. Each nn.Sequential state_dict,
+ * in F16, BF16 (after a Flatten: numbered from 1) or F64, loads with the values torch's conversion gives,
+ * every bit, and the note says what was read how. */
+TEST(checkpoint_init_takes_torch_files)
+{
+    const char *dir = getenv("DDP_INIT_DIR");
+    dir = dir ? dir : "tests/crosscheck";
+    static const struct {
+        const char *variant;
+        int batchnorm;
+        const char *note;
+    } v[] = {
+        {"f16", 0, "nn.Sequential names 0, 2, 4 read as fc1, fc2, fc3; F16 converted to float32"},
+        {"bf16", 1, "nn.Sequential names 1, 2, 4, 5, 7 read as fc1, bn1, fc2, bn2, fc3; BF16 converted to float32"},
+        {"f64", 1, "nn.Sequential names 0, 1, 3, 4, 6 read as fc1, bn1, fc2, bn2, fc3; F64 converted to float32, "
+                   "rounding to nearest even"},
+    };
+    char path[1024], note[256];
+    snprintf(path, sizeof path, "%s/init_expected.safetensors", dir);
+    safetensors_t *want;
+    CHECK_OK(safetensors_open(path, &want));
+    for (size_t i = 0; i < sizeof v / sizeof v[0]; i++) {
+        model_t *m = make_model(v[i].batchnorm, 9);
+        snprintf(path, sizeof path, "%s/init_%s.safetensors", dir, v[i].variant);
+        CHECK_OK(checkpoint_load_model(path, m, note, sizeof note));
+        CHECK_STR(note, v[i].note);
+        same_bits_as(m, want, v[i].variant, path);
+        if (v[i].batchnorm)
+            CHECK_EQ(model_batches_tracked(m), 7);
+        model_destroy(m);
+    }
+    safetensors_close(want);
+    /* our own names in float32: nothing to say */
+    model_t *a = make_model(0, 9), *b = make_model(0, 9);
+    CHECK_OK(checkpoint_save_model(check_tmp_path("ours.safetensors"), a, 0));
+    CHECK_OK(checkpoint_load_model(check_tmp_path("ours.safetensors"), b, note, sizeof note));
+    CHECK_STR(note, "");
+    model_destroy(a);
+    model_destroy(b);
+}
 
 /* m's state_dict under nn.Sequential's names (fc<k> is module 2(k - 1), 3(k - 1) with BatchNorm1d; bn<k>
  * the one after), float32, written to `path` without tensor `drop` and with a copy of the first under the

@@ -143,6 +143,36 @@ TEST(safetensors_read_f32_converts_as_torch)
     safetensors_close(st);
 }
 
+/* Every float16 and bfloat16 bit pattern and 2^18 float64 values (ties and edges of float32's range among
+ * them) against torch's own .to(torch.float32), which tests/crosscheck/init_torch.sh has torch write into
+ * $DDP_INIT_DIR/conversions.safetensors (too large to keep in the repository). */
+TEST(safetensors_read_f32_equals_torch)
+{
+    const char *dir = getenv("DDP_INIT_DIR");
+    if (!dir)
+        CHECK_SKIP("needs $DDP_INIT_DIR from tests/crosscheck/init_torch.sh (PyTorch)");
+    char path[1024], key[32];
+    snprintf(path, sizeof path, "%s/conversions.safetensors", dir);
+    safetensors_t *st;
+    CHECK_OK(safetensors_open(path, &st));
+    const char *kinds[] = {"f16", "bf16", "f64"};
+    for (int k = 0; k < 3; k++) {
+        snprintf(key, sizeof key, "%s.as_f32", kinds[k]);
+        const struct safetensors_tensor *src = safetensors_find(st, kinds[k]), *want = safetensors_find(st, key);
+        CHECK(src && want && want->dtype == SAFETENSORS_F32 && want->numel == src->numel && src->ndim == 1);
+        uint32_t *got = malloc(want->bytes);
+        CHECK(got);
+        CHECK_OK(safetensors_read_f32(st, kinds[k], 1, src->shape, (float *)got));
+        for (size_t i = 0; i < src->numel; i++) {
+            uint32_t w;
+            memcpy(&w, (const unsigned char *)want->data + 4 * i, 4);
+            CHECK_MSG(got[i] == w, "%s element %zu: 0x%08x, torch gives 0x%08x", kinds[k], i, got[i], w);
+        }
+        free(got);
+    }
+    safetensors_close(st);
+}
+
 TEST(safetensors_write_refuses_bad_entries_and_leaves_nothing)
 {
     float x = 1;
