@@ -109,7 +109,8 @@ static FILE *ch6_epochs_csv(struct ch6_job *j)
     return j->epochs_csv;
 }
 
-static void ch6_started(void *user, const struct train_config *c, const struct train_epoch *resumed, const char *plan)
+static void ch6_started(void *user, const struct train_config *c, const struct train_epoch *resumed, const char *plan,
+                        const char *init)
 {
     struct ch6_job *j = user;
     const struct ch6_run *run = j->run;
@@ -144,6 +145,8 @@ static void ch6_started(void *user, const struct train_config *c, const struct t
                c->reducer.broadcast_buffers ? "on" : "off", reducer_compress_name(c->reducer.compress),
                c->check ? "compared bit for bit every step" : "not compared (--check)");
     printf("  %s\n", plan);
+    if (init)
+        printf("  initial parameters from %s\n", init);
     if (resumed)
         printf("  resumed: epoch %llu, batch %llu, after step %llu\n", (unsigned long long)resumed->epoch + 1,
                (unsigned long long)resumed->first_batch, (unsigned long long)resumed->step_end);

@@ -166,7 +166,7 @@ struct train_epoch {
 struct train_hooks {
     void *user;
     void (*started)(void *user, const struct train_config *c, const struct train_epoch *resumed_at,
-                    const char *plan);
+                    const char *plan, const char *init); /* init: "FILE (how it was read)" of --init, or NULL */
     void (*epoch)(void *user, const struct train_epoch *e);
     void (*saved)(void *user, const char *path, uint64_t step, uint64_t epoch, uint64_t batch);
 };

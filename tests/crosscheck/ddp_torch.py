@@ -35,7 +35,9 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from step_reference import GRAD_TOLERANCE, gradient_errors, reference_step, reference_update, within  # noqa: E402
 
-DTYPES = {"F32": torch.float32, "F64": torch.float64, "I64": torch.int64, "U8": torch.uint8}
+DTYPES = {"F32": torch.float32, "F64": torch.float64, "F16": torch.float16, "BF16": torch.bfloat16,
+          "I64": torch.int64, "U8": torch.uint8}
+
 
 def read_safetensors(path):
     raw = Path(path).read_bytes()
@@ -56,7 +58,9 @@ def write_safetensors(path, tensors, meta):
     header, blobs, offset = {"__metadata__": meta}, [], 0
     inverse = {v: k for k, v in DTYPES.items()}
     for name, t in tensors.items():
-        blob = t.detach().contiguous().numpy().tobytes()
+        # through an integer view of the element's width: numpy has no bfloat16
+        width = {1: torch.uint8, 2: torch.int16, 4: torch.int32, 8: torch.int64}[t.element_size()]
+        blob = t.detach().contiguous().view(width).numpy().tobytes()
         header[name] = {"dtype": inverse[t.dtype], "shape": list(t.shape), "data_offsets": [offset, offset + len(blob)]}
         blobs.append(blob)
         offset += len(blob)

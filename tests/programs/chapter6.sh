@@ -1,15 +1,18 @@
 # chapter6.sh: build/chapter-6 as a user drives it, on small runs (a slice of
 # the training set, batches of 32): bad flags and bad input (a missing,
-# foreign or misshapen --init, a missing or foreign --resume, --hidden=0, a
-# batch larger than a rank's share, an unwritable checkpoint directory, a
-# resume with another world, training set size, shuffle, drop_last or
-# buckets), each a clear message and a non-zero exit; the replica check
-# naming a flipped bit at any step, on any rank, by majority; exact resume, bit for bit,
-# from several stop points (mid-epoch included, loader workers on, bucket
-# layouts rebuilt, BatchNorm with accumulation at 3 ranks); a kill -9 during a
-# checkpoint's save leaving the last checkpoint loadable and the resumed run
-# exact; the Chrome trace valid with every lane; the Gantt chart; and every
-# failure demo ending as its story says.
+# foreign or misshapen --init, also under nn.Sequential's names, a missing
+# or foreign --resume, --hidden=0, a batch larger than a rank's share, an
+# unwritable checkpoint directory, a resume with another world, training set
+# size, shuffle, drop_last or buckets, a header field edited, a position past
+# --steps or --epochs), each a clear message and a non-zero exit; --init from
+# our own file and from the same parameters as nn.Sequential's float64 (the
+# same start, said in the banner); the replica check naming a flipped bit at
+# any step, on any rank, by majority; exact resume, bit for bit, from several
+# stop points (mid-epoch included, loader workers on, bucket layouts rebuilt,
+# BatchNorm with accumulation at 3 ranks); a kill -9 during a checkpoint's
+# save leaving the last checkpoint loadable and the resumed run exact; the
+# Chrome trace valid with every lane; the Gantt chart; and every failure demo
+# ending as its story says.
 . "$(dirname "$0")/../harness/lib.sh"
 P=$BUILD/chapter-6
 TD=$BUILD/tools/tensordiff
@@ -50,6 +53,38 @@ t_fail save_unwritable 1 "--save=$T_TMP/a-file/x.safetensors: cannot write it" \
     $P "${S[@]}" --save="$T_TMP/a-file/x.safetensors"
 if [ -n "$(ls -A "$OUT" 2>/dev/null)" ]; then t_failed failed_runs_write_nothing "they left: $(ls "$OUT")"
 else t_pass failed_runs_write_nothing; fi
+
+# --init says where the run started; a PyTorch user's file (nn.Sequential's names, float64) is the same start
+t_out init_banner "initial parameters from $T_TMP/small.safetensors" \
+    $P "${S[@]}" --steps=2 --hidden=128,64 --init="$T_TMP/small.safetensors" --save="$T_TMP/from-ours.safetensors"
+if ! command -v python3 > /dev/null; then t_skip init_sequential_f64 "python3 is not installed"
+else
+    python3 - "$T_TMP/small.safetensors" "$T_TMP/seq64.safetensors" <<'PY'
+import array, json, struct, sys
+raw = open(sys.argv[1], "rb").read()
+n = struct.unpack("<Q", raw[:8])[0]
+header, data = json.loads(raw[8:8 + n]), raw[8 + n:]
+header.pop("__metadata__", None)
+out, blobs, offset = {}, [], 0
+for name, e in header.items():  # fc<k>.<what> -> <2(k - 1)>.<what>, float32 -> float64
+    b, end = e["data_offsets"]
+    blob = array.array("d", array.array("f", data[b:end])).tobytes()
+    layer, what = name[2:].split(".", 1)
+    out[f"{2 * (int(layer) - 1)}.{what}"] = {"dtype": "F64", "shape": e["shape"],
+                                             "data_offsets": [offset, offset + len(blob)]}
+    blobs.append(blob)
+    offset += len(blob)
+text = json.dumps(out).encode()
+text += b" " * ((8 - (8 + len(text)) % 8) % 8)
+open(sys.argv[2], "wb").write(struct.pack("<Q", len(text)) + text + b"".join(blobs))
+PY
+    note="nn.Sequential names 0, 2, 4 read as fc1, fc2, fc3; F64 converted to float32, rounding to nearest even"
+    t_out init_sequential_f64 "initial parameters from $T_TMP/seq64.safetensors ($note)" \
+        $P "${S[@]}" --steps=2 --hidden=128,64 --init="$T_TMP/seq64.safetensors" --save="$T_TMP/from-seq64.safetensors"
+    t_ok init_sequential_f64_same_start "$TD" --quiet "$T_TMP/from-ours.safetensors" "$T_TMP/from-seq64.safetensors"
+    t_fail init_sequential_wrong_shapes 1 "seq64.safetensors: 0.weight has shape [128, 784], expected [64, 784]" \
+        $P "${S[@]}" --hidden=64,64 --init="$T_TMP/seq64.safetensors"
+fi
 
 # a run: the table, the breakdown, replicas compared every step
 t_run $P --train-size=2048 --epochs=1 --batch=32 --out="$OUT"
@@ -120,6 +155,26 @@ t_fail resume_other_drop_last 1 "written without --drop-last; this run has --dro
     $P "${S[@]}" --resume="$T_TMP/ck-other" --drop-last
 t_fail flip_before_the_resume 1 "--fault=flip:1@2: this run takes optimizer steps 4 to 48, so the bit would never flip" \
     $P "${S[@]}" --resume="$T_TMP/ck-other" --fault=flip:1@2
+# a header field edited in place ("step":"3" -> "4"): the checksum names it
+edited() { # FIELD FROM TO: a copy of ck-other with that field's value changed, its directory printed
+    local dir=$T_TMP/ck-edited-$1
+    mkdir -p "$dir"
+    LC_ALL=C sed "s/\"$1\":\"$2\"/\"$1\":\"$3\"/" "$T_TMP/ck-other/checkpoint.safetensors" \
+        > "$dir/checkpoint.safetensors"
+    echo "$dir"
+}
+for edit in "step 3 4" "optimizer_steps 3 4" "batch 3 4" "epoch 0 1" "world 4 2"; do
+    read -r field from to <<<"$edit"
+    t_fail "resume_edited_$field" 1 "metadata \"$field\" (\"$to\") does not match its checksum" \
+        $P "${S[@]}" --resume="$(edited "$field" "$from" "$to")"
+done
+# a position this run does not reach: fewer --steps than the checkpoint's, an epoch past --epochs
+t_fail resume_past_steps 1 "the checkpoint is at step 3, past this run's --steps=2" \
+    $P "${S[@]}" --resume="$T_TMP/ck-other" --steps=2
+# (a constant learning rate: a cosine schedule's length is the optimizer's, and its change refused for that)
+rm -rf "$T_TMP/ck-late" && $P "${S[@]}" --steps=20 --schedule=constant --checkpoint="$T_TMP/ck-late" > /dev/null 2>&1
+t_fail resume_past_epochs 1 "metadata \"epoch\" is 1: this run's epochs are 0 to 0 (--epochs=1)" \
+    $P "${S[@]}" --schedule=constant --resume="$T_TMP/ck-late" --epochs=1
 
 # A kill -9 in the middle of a save: the last complete checkpoint loads, and the
 # run resumed from it ends with the bits of a run never interrupted.

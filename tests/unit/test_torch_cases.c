@@ -268,7 +268,7 @@ TEST(torch_file_loads)
     CHECK_STR(safetensors_meta(st, "model"), model_spec_describe(&s, want, sizeof want));
     model_t *m;
     CHECK_OK(model_create(&s, 4, &m));
-    CHECK_OK(checkpoint_load_model(path, m));
+    CHECK_OK(checkpoint_load_model(path, m, NULL, 0));
     for (int k = 0; k < model_param_tensors(m) + model_buffer_tensors(m); k++) {
         int param = k < model_param_tensors(m);
         const struct model_tensor *t = param ? model_param(m, k) : model_buffer(m, k - model_param_tensors(m));
