@@ -160,17 +160,18 @@ check: ## the test suite under ASan + UBSan
 	@bash tests/run --suite=asan
 tsan: ## the unit tests and the threaded chapter programs under ThreadSanitizer
 	@bash tests/run --suite=tsan
+crosscheck-kernels: tests ## the PyTorch cross-checks under each OpenBLAS kernel set (Haswell, SkylakeX, Zen, Prescott): run before you stop
+	@BUILD=$(BUILD) bash tools/crosscheck_kernels.sh
 lab-%: $(LIB) ## grade lab N: make lab-N [IMPL=ref|student|skeleton|mutant:FILE] [GRADE_FLAGS=--fail-fast]
 	@CC="$(CC)" CFLAGS="$(CFLAGS)" CPPFLAGS="$(CPPFLAGS)" LDFLAGS="$(LDFLAGS)" LDLIBS="$(LDLIBS)" \
 	    BUILD="$(BUILD)" bash labs/lab.sh $* $(or $(IMPL),student) $(GRADE_FLAGS)
 lab-skeletons: ## regenerate every lab's learner file from the reference (overwrites your work!)
 	@bash labs/lab.sh --write-skeletons
-bench: all ## run every chapter's benchmarks (verdicts: ratio against a peer or limit, PASS or MISS); kept in notebooks-out/bench/
+bench: all ## run every chapter's benchmarks (verdicts: ratio against a peer or limit, PASS or MISS); kept in BUILD/bench/
 	@BUILD=$(BUILD) bash tools/run_benches.sh
-plots: all ## run each chapter's plotted experiment: CSV, PNG and SVG into notebooks-out/
-	@for n in $(CHAPTERS); do \
-	    if ls chapters/*$$n-*/plot.gp >/dev/null 2>&1; then ./$(BUILD)/chapter-$$n --plot || exit 1; fi; done
-report: plots ## notebooks-out/README.md: every chapter's plots and the last make bench's verdicts, on one page
+plots: all ## run each chapter's plotted experiments: CSV, PNG and SVG into BUILD/out/ (the report's are make report's)
+	@BUILD=$(BUILD) bash tools/plots.sh $(BUILD)/out
+report: all ## draw every plot again into notebooks-out/, with notebooks-out/README.md: the plots and the last make bench's verdicts
 	@BUILD=$(BUILD) bash tools/report.sh
 demo: ## the main job: install what is missing, build, run every chapter that exists on its defaults
 	@BUILD=$(BUILD) sh mk/deps.sh --quiet
@@ -180,17 +181,17 @@ demo-chapters: all
 test-gpu: all ## the GPU paths, on a machine with an NVIDIA GPU
 	@bash tests/run --suite=gpu
 # What notebooks-out/ keeps (the report and what it shows, reference/): the same list as .gitignore's.
-NOTEBOOKS_KEPT := README.md reference/* bench/last-run.txt chapter-*/*.svg chapter-*/*.csv
+NOTEBOOKS_KEPT := README.md reference/* bench/last-run.txt chapter-*/*.svg chapter-*/*.csv chapter-*/provenance.txt
 clean: ## remove build/ and what notebooks-out/ does not keep (the PNG copies, temporary files)
 	rm -rf build
 	[ ! -d notebooks-out ] || { find notebooks-out -type f $(foreach k,$(NOTEBOOKS_KEPT),! -path 'notebooks-out/$(k)') -delete && \
 	    find notebooks-out -mindepth 1 -type d -empty -delete; }
 help: ## list the entry points
 	@echo "make targets:"
-	@grep -hE '^(# )?[a-z%-]+:.*## ' $(MAKEFILE_LIST) | sed -E 's/^(# )?([a-z%-]+):.*## /  \2\t/' | sed 's/%/N/' | expand -t 18
+	@grep -hE '^(# )?[a-z%-]+:.*## ' $(MAKEFILE_LIST) | sed -E 's/^(# )?([a-z%-]+):.*## /  \2\t/' | sed 's/%/N/' | expand -t 22
 	@echo "variables: BUILD=dir  SAN=address,undefined  WITH_CUDA=0  WITH_MPI=0  ARGS='...' (for chapter-N)"
 	@echo "           DEPS=all|required|none (for deps, demo, test)  BENCH_QUICK=1 (bench in seconds, figures meaningless)"
 
-.PHONY: deps all tests test check tsan bench plots report demo demo-chapters clean help features fuzz fuzz-build lab-skeletons test-gpu
+.PHONY: deps all tests test check tsan crosscheck-kernels bench plots report demo demo-chapters clean help features fuzz fuzz-build lab-skeletons test-gpu
 .SECONDARY:
 -include $(shell find $(BUILD) -name '*.d' 2>/dev/null)

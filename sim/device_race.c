@@ -23,17 +23,6 @@ void race_clock_join(struct race_clock *into, const struct race_clock *from)
             into->t[i] = from->t[i];
 }
 
-const char *race_bytes(uint64_t bytes, char *buf, size_t len)
-{
-    if (bytes >= (1u << 20))
-        snprintf(buf, len, "%.2f MiB", (double)bytes / (1 << 20));
-    else if (bytes >= 1024)
-        snprintf(buf, len, "%.1f KiB", (double)bytes / 1024);
-    else
-        snprintf(buf, len, "%llu B", (unsigned long long)bytes);
-    return buf;
-}
-
 static int race_ordered(const struct race_access *earlier, const struct race_clock *clock)
 {
     return clock->t[earlier->stream] >= earlier->seq;

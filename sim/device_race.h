@@ -64,7 +64,4 @@ int race_buffer_access(struct race_buffer *b, const char *name, const struct rac
 
 void race_buffer_free(struct race_buffer *b);
 
-/* "9.60 MiB", "512 B": for messages. Returns buf. */
-const char *race_bytes(uint64_t bytes, char *buf, size_t len);
-
 #endif

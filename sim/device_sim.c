@@ -16,6 +16,7 @@
 
 #include "base/clock.h"
 #include "base/error.h"
+#include "base/units.h"
 #include "sim/device_race.h"
 #include "sim/write_guard.h"
 
@@ -807,7 +808,7 @@ static int dsim_copy_on(struct dsim *d, struct dsim_stream *s, void *dst, const 
             snprintf(tag, sizeof tag, ", batch %lld", (long long)batch);
         snprintf(what, sizeof what, "copy #%llu (%s of %s %s %s '%s' %s '%s'%s)",
                  (unsigned long long)++d->copy_number, dir == DEVICE_H2D ? "H2D" : "D2H",
-                 race_bytes(bytes, size, sizeof size), dir == DEVICE_H2D ? "from" : "to",
+                 units_format_bytes(bytes, size, sizeof size), dir == DEVICE_H2D ? "from" : "to",
                  pinned ? device_host_kind_name(h->kind) : "pageable", pinned ? h->name : "memory",
                  dir == DEVICE_H2D ? "to" : "from", b->name, tag);
         /* The ordering check, with the clock of the copy's (first) operation.

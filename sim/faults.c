@@ -32,14 +32,16 @@ static int fault_parse_one(char *text, int world, struct fault *f)
         return err_set(ERR_ARG, "--fault: %s", kind == FAULT_DELAY ? "delay needs :MS (delay:RANK@COLLECTIVE:MS)"
                                                                    : "only delay takes :MS");
     uint64_t rank, seq, millis = 0;
-    if (cli_parse_u64("fault rank", colon + 1, &rank) < 0 || cli_parse_u64("fault collective", at + 1, &seq) < 0 ||
-        (ms && cli_parse_u64("fault milliseconds", ms, &millis) < 0))
+    if (cli_parse_range("fault rank", colon + 1, 0, UINT64_MAX, &rank) < 0 ||
+        cli_parse_range("fault collective", at + 1, 0, UINT64_MAX, &seq) < 0 ||
+        (ms && cli_parse_range("fault milliseconds", ms, 0, FAULT_MAX_DELAY_MS, &millis) < 0))
         return ERR_ARG;
     if (rank >= (uint64_t)world)
         return err_set(ERR_ARG, "--fault: %s: rank %llu is not in a world of %d", fault_names[kind],
                        (unsigned long long)rank, world);
     if (seq < 1)
-        return err_set(ERR_ARG, "--fault: %s: collectives are numbered from 1", fault_names[kind]);
+        return err_set(ERR_ARG, "--fault: %s:%llu@0: K counts from 1 (the first collective, or chapter 6's first "
+                                "optimizer step for a flip)", fault_names[kind], (unsigned long long)rank);
     *f = (struct fault){.kind = (enum fault_kind)kind, .rank = (int)rank, .seq = seq, .ms = millis};
     return 0;
 }
@@ -83,6 +85,29 @@ int faults_parse(const char *spec, int world, struct fault **out, int *count)
     return 0;
 }
 
+int faults_without(const char *spec, int world, enum fault_kind kind, char **out)
+{
+    *out = NULL;
+    struct fault *faults;
+    int count, rc = faults_parse(spec, world, &faults, &count);
+    if (rc < 0)
+        return rc;
+    char one[64], *rest = NULL;
+    size_t len = 0;
+    for (int i = 0; i < count; i++)
+        if (faults[i].kind != kind)
+            len += strlen(fault_describe(&faults[i], one, sizeof one)) + 1;
+    if (len > 0 && !(rest = malloc(len)))
+        rc = err_set(ERR_NOMEM, "--fault: out of memory");
+    for (size_t used = 0, i = 0; rest && i < (size_t)count; i++)
+        if (faults[i].kind != kind)
+            used += (size_t)snprintf(rest + used, len - used, "%s%s", used ? "," : "",
+                                     fault_describe(&faults[i], one, sizeof one));
+    free(faults);
+    *out = rest;
+    return rc;
+}
+
 struct fault *faults_take(struct fault *faults, int count, enum fault_kind kind, int rank, uint64_t seq)
 {
     for (int i = 0; i < count; i++) {
@@ -97,7 +122,7 @@ struct fault *faults_take(struct fault *faults, int count, enum fault_kind kind,
 
 uint64_t fault_delay_ns(const struct fault *f)
 {
-    return f->ms > UINT64_MAX / 1000000u ? UINT64_MAX : f->ms * 1000000u;
+    return f->ms * 1000000u;
 }
 
 const char *fault_describe(const struct fault *f, char *buf, size_t len)

@@ -13,17 +13,24 @@
  *                   rank has a batch fewer, the classic "hangs at epoch 2").
  *   flip:R@K        after collective K, one bit of one value in rank R's
  *                   result flips (silent divergence; `--check` catches it by
- *                   comparing checksums across ranks).
+ *                   comparing checksums across ranks). Chapter 6 takes its
+ *                   flips out (faults_without) and flips a parameter's bit
+ *                   after optimizer step K instead (lib/ddp/replica.h).
  *
  * SPEC is one or more faults separated by commas: "kill:2@3,delay:1@1:50".
  * R is a rank (0 .. W-1), K a collective's sequence number (1 = the first),
- * MS milliseconds. Each fault fires once.
+ * MS milliseconds (at most FAULT_MAX_DELAY_MS). Each fault fires once.
  */
 #ifndef DDP_FAULTS_H
 #define DDP_FAULTS_H
 
 #include <stddef.h>
 #include <stdint.h>
+
+/* The longest delay, 584 years: the most milliseconds whose nanoseconds fit
+ * 64 bits, so a delay is always as long as asked (a longer one is refused,
+ * not cut short). */
+#define FAULT_MAX_DELAY_MS (UINT64_MAX / 1000000u)
 
 enum fault_kind { FAULT_KILL, FAULT_DELAY, FAULT_SKIP, FAULT_FLIP };
 
@@ -41,13 +48,18 @@ struct fault {
  * commas, "kill:1@2,,", is an error), or ERR_NOMEM. */
 int faults_parse(const char *spec, int world, struct fault **out, int *count);
 
+/* SPEC without its faults of `kind`, as a spec again, the others in their
+ * order ("kill:1@2,flip:0@5" without flips is "kill:1@2"): for a program that
+ * injects that kind itself (chapter 6 flips a parameter's bit after a step,
+ * not a collective's). *out is NULL when no fault is left, else free() it.
+ * 0, or faults_parse()'s error. */
+int faults_without(const char *spec, int world, enum fault_kind kind, char **out);
+
 /* The not-yet-fired fault of `kind` for `rank` at collective `seq`, marked
  * fired; NULL when none. */
 struct fault *faults_take(struct fault *faults, int count, enum fault_kind kind, int rank, uint64_t seq);
 
-/* A delay fault's length in nanoseconds, saturating at UINT64_MAX: a delay
- * of 2^64-1 ms means "sleep until the watchdog wakes you", never a short or
- * no sleep after the multiplication wrapped. */
+/* A delay fault's length in nanoseconds. */
 uint64_t fault_delay_ns(const struct fault *f);
 
 /* "kill:2@3" into buf; returns buf. */

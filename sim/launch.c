@@ -2,18 +2,19 @@
  * (see launch.h). */
 #include "sim/launch.h"
 
+#include "base/cli.h"
 #include "base/error.h"
 
 #include <stdlib.h>
 #include <string.h>
 
 /* The launchers' own variables, most specific first: Open MPI's, PMI's
- * (MPICH, Slurm), torchrun's. Each pair names this process's rank and the
- * job's size. */
-static const char *const launch_env[][2] = {
-    {"OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE"},
-    {"PMI_RANK", "PMI_SIZE"},
-    {"RANK", "WORLD_SIZE"},
+ * (MPICH, Slurm), torchrun's. Each row names this process's rank, the job's
+ * size, and the launcher as a report says it. */
+static const char *const launch_env[][3] = {
+    {"OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE", "mpirun"},
+    {"PMI_RANK", "PMI_SIZE", "a PMI launcher (mpiexec, srun)"},
+    {"RANK", "WORLD_SIZE", "torchrun"},
 };
 
 /* A launcher's non-negative integer variable, or -1 when unset or not a number. */
@@ -22,9 +23,19 @@ static int launch_env_int(const char *name)
     const char *v = getenv(name);
     if (!v || !*v)
         return -1;
-    char *end;
-    long n = strtol(v, &end, 10);
-    return *end || n < 0 || n > 1 << 30 ? -1 : (int)n;
+    uint64_t n;
+    return cli_parse_env(name, v, 0, 1 << 30, &n) < 0 ? -1 : (int)n;
+}
+
+/* The launcher whose variables are set (launch_env's row), or NULL. */
+static const char *const *launch_env_found(void)
+{
+    for (size_t i = 0; i < sizeof launch_env / sizeof launch_env[0]; i++) {
+        const char *v = getenv(launch_env[i][0]);
+        if (v && *v)
+            return launch_env[i];
+    }
+    return NULL;
 }
 
 /* This process's rank and world as its launcher set them (-1 and 0 where it
@@ -32,18 +43,17 @@ static int launch_env_int(const char *name)
  * variable was there at all. */
 static int launch_env_place(int *rank, int *world)
 {
-    *rank = -1;
-    *world = 0;
-    for (size_t i = 0; i < sizeof launch_env / sizeof launch_env[0]; i++) {
-        const char *v = getenv(launch_env[i][0]);
-        if (v && *v) {
-            *rank = launch_env_int(launch_env[i][0]);
-            int w = launch_env_int(launch_env[i][1]);
-            *world = w > 0 ? w : 0;
-            return 1;
-        }
-    }
-    return 0;
+    const char *const *env = launch_env_found();
+    *rank = env ? launch_env_int(env[0]) : -1;
+    int w = env ? launch_env_int(env[1]) : 0;
+    *world = w > 0 ? w : 0;
+    return env != NULL;
+}
+
+const char *launch_launcher_name(void)
+{
+    const char *const *env = launch_env_found();
+    return env ? env[2] : NULL;
 }
 
 int launch_leader(void)
@@ -137,5 +147,18 @@ int launch_comm_open(const struct launch_rank *r, const struct comm_config *base
     cfg.shared = r->comm_world;
     cfg.rank = r->threads ? r->rank : -1; /* under a launcher the backend asks it */
     cfg.world = r->threads ? r->world : 0;
-    return comm_open(&cfg, out);
+    int rc = comm_open(&cfg, out);
+    /* The launcher's job and the communicator's must be one: MPI started by
+     * torchrun is a world of 1 in every process, and each would train alone
+     * while its report spoke for the job. */
+    int got = rc == 0 ? comm_world(*out) : 0;
+    if (rc == 0 && !r->threads && r->world > 0 && got != r->world) {
+        comm_close(*out);
+        *out = NULL;
+        return err_set(ERR_ARG, "%s started this process as one of %d, but its %s communicator sees a world of %d, "
+                                "so each process would run a job of its own: start MPI jobs with mpirun (torchrun's "
+                                "processes meet over TCP, which only the nccl backend does)", launch_launcher_name(),
+                       r->world, cfg.backend, got);
+    }
+    return rc;
 }

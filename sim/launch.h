@@ -91,7 +91,9 @@ int launch_threads(const char *backend);
  * from r, everything else (algorithm, checks, timeout, device) from *base, or
  * the defaults of comm_config_default() when base is NULL. Collective: every
  * rank must call it. The result of comm_open(); ERR_STATE when the run has no
- * backend. */
+ * backend; ERR_ARG when a launcher started this process into a job of W but
+ * the communicator sees another world (MPI under torchrun: a world of 1 in
+ * every process). */
 int launch_comm_open(const struct launch_rank *r, const struct comm_config *base, comm_t **out);
 
 /* Inside a rank function: non-zero on the rank that prints the job's report
@@ -101,6 +103,11 @@ int launch_prints(const struct launch_rank *r);
 /* Outside rank functions: non-zero in the process that prints, i.e. the only
  * process of a thread job, or the process of rank 0 under mpirun/torchrun. */
 int launch_leader(void);
+
+/* The launcher that started this process, from its variables: "mpirun",
+ * "a PMI launcher (mpiexec, srun)", "torchrun"; NULL when none did. For a
+ * report that says what runs. */
+const char *launch_launcher_name(void);
 
 /* Outside rank functions: the size of the job a launcher (mpirun, srun,
  * torchrun) started this process into, from its variables; 0 when none did.

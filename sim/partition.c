@@ -290,24 +290,18 @@ static int partition_check_distributed(const partition_run_t *run, uint64_t e, s
 
 /* ---- the token-budget batch sampler ------------------------------------------------ */
 
-/* Budget and size of every batch of one rank; adds the real and padded
- * tokens (longest x records) to the running sums. */
+/* Budget and size of every batch of one rank; adds its real and padded
+ * tokens (longest x records) to *pad. */
 static int partition_check_budgets(const partition_run_t *run, const struct partition_shard *sh, uint64_t *bad,
-                                   uint64_t *real, uint64_t *padded)
+                                   struct batch_padding *pad)
 {
     const struct batch_dynamic_options *o = &run->dyn;
     const uint64_t *idx = sh->indices;
     for (uint64_t s = 0; s < sh->steps; idx += sh->sizes[s], s++) {
-        uint64_t longest = 0;
-        for (uint64_t k = 0; k < sh->sizes[s]; k++) {
-            uint64_t length;
-            int rc = dataset_length_of(run->ds, idx[k], &length);
-            if (rc < 0)
-                return rc;
-            *real += length;
-            longest = length > longest ? length : longest;
-        }
-        *padded += longest * sh->sizes[s];
+        uint64_t longest;
+        int rc = batch_padding_add(pad, run->ds, idx, sh->sizes[s], &longest);
+        if (rc < 0)
+            return rc;
         uint64_t size = o->type == BATCH_TOKEN ? longest * sh->sizes[s] : sh->sizes[s];
         *bad += sh->sizes[s] == 0 || sh->sizes[s] > o->max_samples || size > o->budget;
     }
@@ -409,13 +403,14 @@ static int partition_check_dynamic(const partition_run_t *run, uint64_t e, struc
     const struct batch_dynamic_options *o = &run->dyn;
     const uint64_t world = run->world, n = run->n;
     const struct partition_shard *first = partition_shard(run, e, 0);
-    uint64_t placed = 0, bad = 0, real = 0, padded = 0, unequal = 0;
+    uint64_t placed = 0, bad = 0, unequal = 0;
+    struct batch_padding pad = {0};
     int rc = 0;
     for (uint32_t r = 0; rc == 0 && r < world; r++) {
         const struct partition_shard *sh = partition_shard(run, e, r);
         unequal += sh->steps != first->steps;
         placed += sh->count;
-        rc = partition_check_budgets(run, sh, &bad, &real, &padded);
+        rc = partition_check_budgets(run, sh, &bad, &pad);
     }
     uint64_t too_long = 0, copies = 0, copied = 0, overlapping = 0;
     if (rc == 0 && (rc = partition_count_too_long(run, &too_long)) == 0 && o->start_step == 0)
@@ -449,7 +444,7 @@ static int partition_check_dynamic(const partition_run_t *run, uint64_t e, struc
     }
     free(t.count);
     nv += partition_verdict(&v[nv], "efficiency", -1, "%.1f%% of the padded tokens are real ones",
-                            padded ? 100.0 * (double)real / (double)padded : 100.0);
+                            pad.padded ? 100.0 * (double)pad.real / (double)pad.padded : 100.0);
     if (e > 0) {
         const struct partition_shard *prev = partition_shard(run, e - 1, 0);
         int same = partition_same_batches(prev, first->indices, first->sizes, first->steps);

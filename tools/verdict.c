@@ -15,6 +15,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#define VERDICT_PROG "verdict" /* the name every message starts with, not argv[0] ("build/tools/...") */
+
 static void verdict_usage(const char *prog)
 {
     printf("usage: %s --what=TEXT --figure=X --unit=U --peer=TEXT --peer-figure=Y --peer-unit=U\n"
@@ -135,7 +137,11 @@ int main(int argc, char **argv)
             have_peer_figure = true;
             break;
         case OPT_PEER_UNIT: v.peer_unit = optarg; break;
-        case OPT_RATIO: ratio = optarg; break;
+        case OPT_RATIO:
+            ratio = optarg; /* a number now; figure/peer and peer/figure once both figures are in */
+            if (strcmp(ratio, "figure/peer") != 0 && strcmp(ratio, "peer/figure") != 0)
+                rc = cli_parse_double("ratio", ratio, &v.ratio);
+            break;
         case OPT_TARGET: target = optarg; break;
         case OPT_NOT_RUN: not_run = optarg; break;
         case OPT_CHECK: check = true; break;
@@ -143,50 +149,48 @@ int main(int argc, char **argv)
         case OPT_HELP: verdict_usage(argv[0]); return 0;
         default:
             cli_getopt_error(c, argv[optind - 1], options);
-            return cli_fail(argv[0]);
+            return cli_fail(VERDICT_PROG);
         }
         if (rc < 0)
-            return cli_fail(argv[0]);
+            return cli_fail(VERDICT_PROG);
     }
     if (optind < argc) {
         err_set(ERR_ARG, "unexpected argument '%s'", argv[optind]);
-        return cli_fail(argv[0]);
+        return cli_fail(VERDICT_PROG);
     }
     if (check || table)
-        return verdict_read(argv[0], table);
+        return verdict_read(VERDICT_PROG, table);
 
     if (!target || verdict_parse_target(target, &v.op, &v.target) < 0) {
         if (!target)
             err_set(ERR_ARG, "--target is required (>=T or <=T)");
         else
             err_wrap(ERR_ARG, "--target");
-        return cli_fail(argv[0]);
+        return cli_fail(VERDICT_PROG);
     }
     if (not_run) {
         if (verdict_print_not_run(stdout, v.what, v.peer, v.op, v.target, not_run) < 0) {
-            fprintf(stderr, "%s: %s\n", argv[0], err_msg());
+            fprintf(stderr, "%s: %s\n", VERDICT_PROG, err_msg());
             return 1;
         }
         return 0;
     }
     if (!have_figure || !have_peer_figure || !ratio) {
         err_set(ERR_ARG, "--figure, --peer-figure and --ratio are required (or --not-run=WHY)");
-        return cli_fail(argv[0]);
+        return cli_fail(VERDICT_PROG);
     }
     if (strcmp(ratio, "figure/peer") == 0 || strcmp(ratio, "peer/figure") == 0) {
         bool ours_on_top = ratio[0] == 'f';
         double num = ours_on_top ? v.figure : v.peer_figure, den = ours_on_top ? v.peer_figure : v.figure;
         if (den == 0) {
-            fprintf(stderr, "%s: --ratio=%s: the %s figure is 0, so there is no ratio\n", argv[0], ratio,
+            fprintf(stderr, "%s: --ratio=%s: the %s figure is 0, so there is no ratio\n", VERDICT_PROG, ratio,
                     ours_on_top ? "peer's" : "measured");
             return 1;
         }
         v.ratio = num / den;
-    } else if (cli_parse_double("ratio", ratio, &v.ratio) < 0) {
-        return cli_fail(argv[0]);
     }
     if (verdict_print(stdout, &v) < 0) {
-        fprintf(stderr, "%s: %s\n", argv[0], err_msg());
+        fprintf(stderr, "%s: %s\n", VERDICT_PROG, err_msg());
         return 1;
     }
     return 0;

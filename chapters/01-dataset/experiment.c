@@ -29,6 +29,7 @@
 #include "base/measure.h"
 #include "base/plot.h"
 #include "base/progress.h"
+#include "base/units.h"
 #include "base/verdict.h"
 
 #include <errno.h>
@@ -118,10 +119,10 @@ static int corpus_check_space(uint64_t lines, uint64_t seed, const char *path, i
     char what[160], human[32];
     if (corpus + index >= 18446744073709551615.0L)
         return err_set(ERR_RANGE, "the JSONL corpus of %llu lines needs more than %s: try fewer --lines (the default "
-                       "is %u)", (unsigned long long)lines, fsutil_format_bytes(UINT64_MAX, human, sizeof human),
+                       "is %u)", (unsigned long long)lines, units_format_bytes(UINT64_MAX, human, sizeof human),
                        EXPERIMENT_DEFAULT_LINES);
     snprintf(what, sizeof what, "the JSONL corpus of %llu lines (%s) and its index%s", (unsigned long long)lines,
-             corpus > 0 ? fsutil_format_bytes((uint64_t)corpus, human, sizeof human) : "already written",
+             corpus > 0 ? units_format_bytes((uint64_t)corpus, human, sizeof human) : "already written",
              with_lengths ? " and length table" : "");
     return fsutil_check_space(path, (uint64_t)(corpus + index), what);
 }

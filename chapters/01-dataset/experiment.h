@@ -18,7 +18,7 @@
 struct experiment_options {
     uint64_t lines;      /* lines of the generated JSONL file */
     const char *work_dir; /* where the generated file and its index go */
-    const char *out_dir;  /* where CSV, PNG and SVG go (notebooks-out/chapter-1) */
+    const char *out_dir;  /* where CSV, PNG and SVG go (--out, default build/out/chapter-1) */
     uint64_t seed;
 };
 

@@ -33,7 +33,7 @@
 #define CH1_DEMO_READS 100000u       /* random reads of the default run's demo */
 #define CH1_HISTOGRAM_MAX 1000000u   /* the summary's label histogram looks at this many records at most */
 #define CH1_CLASSES 10               /* MNIST and Fashion-MNIST both have 10 classes (labels 0..9) */
-#define CH1_OUT_DIR "notebooks-out/chapter-1"
+#define CH1_OUT_DIR PLOT_OUT_ROOT "/chapter-1"
 
 /* Fashion-MNIST's class names, in label order (zalandoresearch/fashion-mnist, README "Labels"). */
 static const char *const ch1_fashion_classes[CH1_CLASSES] = {
@@ -136,19 +136,19 @@ static int ch1_parse(int argc, char **argv, struct ch1_args *a)
         int rc = 0;
         cli_given_add(&given, c);
         switch (c) {
-        case OPT_DATA: a->data = optarg; break;
-        case OPT_GET: a->get_set = 1; rc = cli_parse_u64("get", optarg, &a->get); break;
+        case OPT_DATA: rc = cli_parse_text("data", optarg, "a path or 'synthetic'", &a->data); break;
+        case OPT_GET: a->get_set = 1; rc = cli_parse_range("get", optarg, 0, UINT64_MAX, &a->get); break;
         case OPT_CHECK: a->check = 1; break;
         case OPT_EXPERIMENT: a->experiment = 1; break;
         case OPT_LINES: rc = cli_parse_range("lines", optarg, 1, UINT64_MAX, &a->lines); break;
         case OPT_SEED: rc = cli_parse_seed("seed", optarg, &a->seed); break;
-        case OPT_LENGTH: a->length_field = optarg; break;
+        case OPT_LENGTH: rc = cli_parse_text("length-field", optarg, "a field name", &a->length_field); break;
         case OPT_BENCH:
             a->bench = "all";
             if (optarg && (rc = cli_parse_choice("bench", optarg, bench_names, &choice)) == 0)
                 a->bench = bench_names[choice];
             break;
-        case OPT_OUT: a->out_dir = optarg; break;
+        case OPT_OUT: rc = cli_parse_text("out", optarg, "a directory", &a->out_dir); break;
         case OPT_HELP: ch1_usage(stdout); exit(CLI_EXIT_OK);
         default: rc = cli_getopt_error(c, argv[optind - 1], longopts);
         }

@@ -6,7 +6,7 @@
  * time covers what a training loop pays per epoch: sampler_begin() and
  * reading every index of the rank, like Python's list(iter(sampler)).
  */
-#include "chapter.h"
+#include "chapter2.h"
 
 #include "base/clock.h"
 #include "base/error.h"

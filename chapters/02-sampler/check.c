@@ -5,7 +5,7 @@
  * This file prints it: each epoch's seed, a compact view of every rank's
  * share, and the simulator's verdicts.
  */
-#include "chapter.h"
+#include "chapter2.h"
 
 #include "base/error.h"
 #include "sim/partition.h"

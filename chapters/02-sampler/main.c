@@ -11,15 +11,21 @@
  *                             seed=S, drop_last=...))   after set_epoch(E)
  * one index per line (tests/crosscheck/sampler_torch.sh checks it against torch).
  *
+ * --plot is the plotted experiment: how much of a step is padding, for the
+ * plain batch sampler and the token-budget one (padding.c), into --out.
+ *
  * Read lib/sampler/sampler.h and lib/sampler/batch.h for the modules,
  * sim/partition.h for the checks; check.c prints them, bench.c is --bench.
  * The lesson is README.md next to this file.
  */
-#include "chapter.h"
+#include "chapter2.h"
+#include "padding.h"
 
 #include "base/cli.h"
 #include "base/error.h"
+#include "base/fsutil.h"
 #include "base/mem.h"
+#include "base/plot.h"
 #include "sim/launch.h"
 
 #include <getopt.h>
@@ -33,6 +39,8 @@
 #define CH2_MAX_BATCH (1 << 20)
 /* --bench's default n: the headline case, 10 million records. */
 #define CH2_BENCH_SIZE 10000000
+/* --plot's default --out. */
+#define CH2_OUT_DIR PLOT_OUT_ROOT "/chapter-2"
 
 static void ch2_usage(void)
 {
@@ -63,6 +71,9 @@ static void ch2_usage(void)
            "  --batch-size=B          with --print-indices: B indices per line, the batches\n"
            "                          DataLoader(batch_size=B, sampler=DistributedSampler(...)) gives\n"
            "  --bench                 time rank R's epoch, PyTorch-exact vs Feistel, with peak memory\n"
+           "  --plot                  the padding of a step: plain batches against token-budget ones, at\n"
+           "                          budgets of 1 to 256 longest records (CSV, PNG, SVG into --out)\n"
+           "  --out=DIR               where --plot writes (default " CH2_OUT_DIR ")\n"
            "\n"
            "dynamic sampler:\n"
            "  --budget=T              tokens per batch (or records, --batch-type=example; default 4096)\n"
@@ -82,7 +93,7 @@ enum {
     OPT_SAMPLER = 256, OPT_DATA, OPT_LENGTH_FIELD, OPT_SIZE, OPT_WORLD, OPT_RANK, OPT_SEED, OPT_EPOCH, OPT_EPOCHS,
     OPT_NO_SHUFFLE, OPT_DROP_LAST, OPT_NO_SET_EPOCH, OPT_RANDPERM, OPT_PRINT, OPT_BENCH, OPT_BUDGET, OPT_BATCH_TYPE,
     OPT_SORT_SIZE, OPT_MAX_SAMPLES, OPT_MAX_TOKEN_LENGTH, OPT_START_STEP, OPT_MIN_LENGTH, OPT_MAX_LENGTH, OPT_HELP,
-    OPT_BATCH_SIZE,
+    OPT_BATCH_SIZE, OPT_PLOT, OPT_OUT,
 };
 
 static const struct option ch2_options[] = {
@@ -102,6 +113,8 @@ static const struct option ch2_options[] = {
     {"print-indices", no_argument, 0, OPT_PRINT},
     {"batch-size", required_argument, 0, OPT_BATCH_SIZE},
     {"bench", no_argument, 0, OPT_BENCH},
+    {"plot", no_argument, 0, OPT_PLOT},
+    {"out", required_argument, 0, OPT_OUT},
     {"budget", required_argument, 0, OPT_BUDGET},
     {"batch-type", required_argument, 0, OPT_BATCH_TYPE},
     {"sort-size", required_argument, 0, OPT_SORT_SIZE},
@@ -125,9 +138,9 @@ static int ch2_parse_u32(const char *flag, const char *text, uint32_t min, uint3
 }
 
 struct ch2_flags {
-    const char *data, *length_field;
+    const char *data, *length_field, *out_dir;
     uint64_t size, min_length, max_length;
-    int size_set, max_token_length_set, print, bench;
+    int size_set, max_token_length_set, print, bench, plot;
     int sampler_set; /* --sampler given: check that one; else distributed, then dynamic */
 };
 
@@ -138,9 +151,20 @@ static int ch2_refuse_unused(const struct cli_given *g, const struct ch2_config 
     static const int dynamic_only[] = {OPT_BUDGET, OPT_BATCH_TYPE, OPT_SORT_SIZE, OPT_MAX_SAMPLES,
                                        OPT_MAX_TOKEN_LENGTH, OPT_START_STEP, OPT_MIN_LENGTH, OPT_MAX_LENGTH, 0};
     /* the token-budget sampler runs when asked for, and second in the lesson */
-    int dynamic_runs = !fl->bench && (cfg->sampler == CH2_DYNAMIC || (!fl->sampler_set && !fl->print));
+    int dynamic_runs = !fl->bench && !fl->plot && (cfg->sampler == CH2_DYNAMIC || (!fl->sampler_set && !fl->print));
     int rc = 0;
-    if (!dynamic_runs)
+    if (fl->plot)
+        rc = cli_refuse_given(g, ch2_options,
+                              (const int[]){OPT_SAMPLER, OPT_PRINT, OPT_BENCH, OPT_EPOCHS, OPT_NO_SET_EPOCH, OPT_RANK,
+                                            OPT_EPOCH, OPT_DROP_LAST, OPT_BUDGET, OPT_BATCH_TYPE, OPT_MAX_SAMPLES,
+                                            OPT_MAX_TOKEN_LENGTH, OPT_START_STEP, OPT_BATCH_SIZE, 0},
+                              "does nothing with --plot (it compares the samplers at its own budgets, epoch 0)");
+    else
+        rc = cli_refuse_given(g, ch2_options, (const int[]){OPT_OUT, 0},
+                              "does nothing without --plot (only the plot writes files)");
+    if (rc == 0 && fl->plot) /* before the samplers run, not after */
+        rc = fsutil_check_output_dir(fl->out_dir, "--out");
+    if (rc == 0 && !dynamic_runs && !fl->plot)
         rc = cli_refuse_given(g, ch2_options, dynamic_only,
                               "is for the token-budget sampler (--sampler=dynamic), which this run does not use");
     if (rc == 0 && fl->bench)
@@ -149,7 +173,7 @@ static int ch2_refuse_unused(const struct cli_given *g, const struct ch2_config 
     if (rc == 0 && fl->print)
         rc = cli_refuse_given(g, ch2_options, (const int[]){OPT_EPOCHS, OPT_NO_SET_EPOCH, 0},
                               "does nothing with --print-indices (it prints the one epoch --epoch)");
-    if (rc == 0 && !fl->print && !fl->bench)
+    if (rc == 0 && !fl->print && !fl->bench && !fl->plot)
         rc = cli_refuse_given(g, ch2_options, (const int[]){OPT_RANK, OPT_EPOCH, 0},
                               "does nothing in the partition check, which runs every rank from epoch 0 (it is for "
                               "--print-indices and --bench)");
@@ -178,16 +202,16 @@ static int ch2_parse(int argc, char **argv, struct ch2_config *cfg, struct ch2_f
                 cfg->sampler = (enum ch2_sampler)choice;
             fl->sampler_set = 1;
             break;
-        case OPT_DATA: fl->data = optarg; break;
-        case OPT_LENGTH_FIELD: fl->length_field = optarg; break;
-        case OPT_SIZE: rc = cli_parse_u64("size", optarg, &fl->size); fl->size_set = 1; break;
+        case OPT_DATA: rc = cli_parse_text("data", optarg, "a path or 'synthetic'", &fl->data); break;
+        case OPT_LENGTH_FIELD: rc = cli_parse_text("length-field", optarg, "a field name", &fl->length_field); break;
+        case OPT_SIZE: rc = cli_parse_range("size", optarg, 0, UINT64_MAX, &fl->size); fl->size_set = 1; break;
         case OPT_WORLD: rc = ch2_parse_u32("world", optarg, 1, &cfg->dist.world); break;
         case OPT_RANK: rc = ch2_parse_u32("rank", optarg, 0, &cfg->dist.rank); break;
         case OPT_SEED:
             rc = cli_parse_seed("seed", optarg, &cfg->dist.seed);
             cfg->seed_negative = optarg[0] == '-';
             break;
-        case OPT_EPOCH: rc = cli_parse_u64("epoch", optarg, &cfg->epoch); break;
+        case OPT_EPOCH: rc = cli_parse_range("epoch", optarg, 0, UINT64_MAX, &cfg->epoch); break;
         case OPT_EPOCHS: rc = cli_parse_range("epochs", optarg, 1, CH2_MAX_EPOCHS, &cfg->epochs); break;
         case OPT_NO_SHUFFLE: cfg->dist.shuffle = 0; break;
         case OPT_DROP_LAST: cfg->dist.drop_last = 1; break;
@@ -199,20 +223,22 @@ static int ch2_parse(int argc, char **argv, struct ch2_config *cfg, struct ch2_f
         case OPT_PRINT: fl->print = 1; break;
         case OPT_BATCH_SIZE: rc = cli_parse_range("batch-size", optarg, 1, UINT64_MAX, &cfg->batch_size); break;
         case OPT_BENCH: fl->bench = 1; break;
-        case OPT_BUDGET: rc = cli_parse_u64("budget", optarg, &cfg->dyn.budget); break;
+        case OPT_PLOT: fl->plot = 1; break;
+        case OPT_OUT: rc = cli_parse_text("out", optarg, "a directory", &fl->out_dir); break;
+        case OPT_BUDGET: rc = cli_parse_range("budget", optarg, 1, UINT64_MAX, &cfg->dyn.budget); break;
         case OPT_BATCH_TYPE:
             if ((rc = cli_parse_choice("batch-type", optarg, types, &choice)) == 0)
                 cfg->dyn.type = (enum batch_type)choice;
             break;
-        case OPT_SORT_SIZE: rc = cli_parse_u64("sort-size", optarg, &cfg->dyn.sort_size); break;
+        case OPT_SORT_SIZE: rc = cli_parse_range("sort-size", optarg, 1, UINT64_MAX, &cfg->dyn.sort_size); break;
         case OPT_MAX_SAMPLES: rc = cli_parse_range("max-samples", optarg, 1, CH2_MAX_BATCH, &cfg->dyn.max_samples); break;
         case OPT_MAX_TOKEN_LENGTH:
-            rc = cli_parse_u64("max-token-length", optarg, &cfg->dyn.max_token_length);
+            rc = cli_parse_range("max-token-length", optarg, 0, UINT64_MAX, &cfg->dyn.max_token_length);
             fl->max_token_length_set = 1;
             break;
-        case OPT_START_STEP: rc = cli_parse_u64("start-step", optarg, &cfg->dyn.start_step); break;
-        case OPT_MIN_LENGTH: rc = cli_parse_u64("min-length", optarg, &fl->min_length); break;
-        case OPT_MAX_LENGTH: rc = cli_parse_u64("max-length", optarg, &fl->max_length); break;
+        case OPT_START_STEP: rc = cli_parse_range("start-step", optarg, 0, UINT64_MAX, &cfg->dyn.start_step); break;
+        case OPT_MIN_LENGTH: rc = cli_parse_range("min-length", optarg, 1, UINT64_MAX, &fl->min_length); break;
+        case OPT_MAX_LENGTH: rc = cli_parse_range("max-length", optarg, 1, UINT64_MAX, &fl->max_length); break;
         case OPT_HELP: ch2_usage(); exit(CLI_EXIT_OK);
         default: rc = cli_getopt_error(opt, argv[optind - 1], ch2_options);
         }
@@ -223,11 +249,9 @@ static int ch2_parse(int argc, char **argv, struct ch2_config *cfg, struct ch2_f
         rc = err_set(ERR_ARG, "--length-field: needs --data=FILE.jsonl, whose records have fields");
     if (rc == 0 && cfg->dist.rank >= cfg->dist.world)
         rc = err_set(ERR_ARG, "--rank: %u is not below --world=%u", cfg->dist.rank, cfg->dist.world);
-    if (rc == 0 && (fl->min_length == 0 || fl->min_length > fl->max_length))
+    if (rc == 0 && fl->min_length > fl->max_length)
         rc = err_set(ERR_ARG, "--min-length: need 1 <= %llu <= --max-length=%llu",
                      (unsigned long long)fl->min_length, (unsigned long long)fl->max_length);
-    if (rc == 0 && (cfg->dyn.budget == 0 || cfg->dyn.sort_size == 0))
-        rc = err_set(ERR_ARG, "--%s: must be at least 1", cfg->dyn.budget == 0 ? "budget" : "sort-size");
     if (rc == 0 && cfg->dyn.type == BATCH_TOKEN && cfg->dyn.max_token_length > cfg->dyn.budget) {
         if (fl->max_token_length_set)
             rc = err_set(ERR_ARG, "--max-token-length: %llu is above --budget=%llu, so such a record fits no batch",
@@ -398,12 +422,19 @@ int main(int argc, char **argv)
     cfg.dist.world = 4;
     batch_dynamic_options_default(&cfg.dyn);
     cfg.dyn.max_token_length = 1000; /* with lengths up to 1024, a few records are skipped and counted */
-    struct ch2_flags fl = {.min_length = 16, .max_length = 1024};
+    struct ch2_flags fl = {.min_length = 16, .max_length = 1024, .out_dir = CH2_OUT_DIR};
     if (ch2_parse(argc, argv, &cfg, &fl) < 0)
         return cli_fail("chapter-2");
 
     int rc;
-    if (fl.bench) {
+    if (fl.plot) { /* variable lengths: the token-budget sampler's dataset */
+        cfg.sampler = CH2_DYNAMIC;
+        dataset_t *ds;
+        if ((rc = ch2_open_dataset(&cfg, &fl, &ds)) == 0) {
+            rc = ch2_padding_plot(ds, &cfg.dyn, fl.out_dir);
+            dataset_close(ds);
+        }
+    } else if (fl.bench) {
         cfg.dist.size = fl.size_set ? fl.size : CH2_BENCH_SIZE;
         rc = ch2_bench(&cfg);
     } else if (fl.print && cfg.sampler != CH2_DYNAMIC && !fl.data) {

@@ -30,12 +30,13 @@
 #include "sampler/sampler.h"
 
 #include <getopt.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
-#define CH3_OUT_DIR "notebooks-out/chapter-3"
+#define CH3_OUT_DIR PLOT_OUT_ROOT "/chapter-3"
 #define CH3_MAX_LIST 16
 /* A trainer "starves" when it waits for data more than this share of its time. */
 #define CH3_STARVING 0.10
@@ -93,17 +94,6 @@ static void ch3_usage(FILE *to)
             "  --help           this text\n");
 }
 
-/* A list flag whose every value is at most `max`. */
-static int ch3_parse_bounded_list(const char *flag, const char *text, uint64_t max, uint64_t *out, int *n)
-{
-    int rc = cli_parse_list(flag, text, out, CH3_MAX_LIST, n);
-    for (int i = 0; rc == 0 && i < *n; i++)
-        if (out[i] > max)
-            rc = err_set(ERR_ARG, "--%s: each value 0 to %llu, got %llu", flag, (unsigned long long)max,
-                         (unsigned long long)out[i]);
-    return rc;
-}
-
 static int ch3_parse(int argc, char **argv, struct ch3_args *a)
 {
     enum { O_DATA = 1, O_WORKERS, O_WORK, O_STEP, O_BATCHES, O_BATCH, O_PREFETCH, O_EPOCHS, O_WARMUP, O_OUT, O_PLOT,
@@ -128,11 +118,14 @@ static int ch3_parse(int argc, char **argv, struct ch3_args *a)
     while (rc == 0 && (c = getopt_long(argc, argv, ":", opts, NULL)) != -1) {
         cli_given_add(&given, c);
         switch (c) {
-        case O_DATA: a->data = optarg; break;
-        case O_WORKERS: rc = ch3_parse_bounded_list("workers", optarg, 256, a->workers, &a->nworkers); break;
-        case O_WORK: rc = ch3_parse_bounded_list("work-us", optarg, 1000000, a->work_us, &a->nwork); break;
+        case O_DATA: rc = cli_parse_text("data", optarg, "a path or 'synthetic'", &a->data); break;
+        case O_WORKERS: rc = cli_parse_list("workers", optarg, 0, 256, a->workers, CH3_MAX_LIST, &a->nworkers); break;
+        case O_WORK: rc = cli_parse_list("work-us", optarg, 0, 1000000, a->work_us, CH3_MAX_LIST, &a->nwork); break;
         case O_STEP:
             rc = cli_parse_double_range("step-ms", optarg, 0, 60000, &step_ms);
+            if (rc == 0 && step_ms > 0 && step_ms < 0.001) /* the step sleeps whole microseconds: not 0 */
+                rc = err_set(ERR_ARG, "--step-ms: 0, or 0.001 (1 us, the step's resolution) to 60000, got '%s'",
+                             optarg);
             step_set = 1;
             break;
         /* with --batch <= 2^20 and --batches <= 2^30, batch x batches stays far below 2^64 */
@@ -141,17 +134,16 @@ static int ch3_parse(int argc, char **argv, struct ch3_args *a)
         case O_PREFETCH: rc = cli_parse_range("prefetch", optarg, 1, 64, &a->prefetch); break;
         case O_EPOCHS: rc = cli_parse_range("epochs", optarg, 1, 1000, &a->epochs); break;
         case O_WARMUP: rc = cli_parse_range("warmup", optarg, 0, 1000, &a->warmup); break;
-        case O_OUT: a->out_dir = optarg; break;
+        case O_OUT: rc = cli_parse_text("out", optarg, "a directory", &a->out_dir); break;
         case O_PLOT: break; /* the default run is the plotted experiment */
         case O_BENCH: a->bench = 1; break;
         case O_MEMCPY: a->memcpy_too = 1; break;
         case O_OOO: a->out_of_order = 1; break;
         case O_WORLD: rc = cli_parse_range("world", optarg, 1, UINT32_MAX, &a->world); break;
-        case O_RANK: rc = cli_parse_u64("rank", optarg, &a->rank); break;
+        case O_RANK: rc = cli_parse_range("rank", optarg, 0, UINT64_MAX, &a->rank); break;
         case O_SEED: rc = cli_parse_seed("seed", optarg, &a->seed); break;
         case O_SLOT:
-            if ((rc = cli_parse_bytes("slot-bytes", optarg, &a->slot_bytes)) == 0 && a->slot_bytes == 0)
-                rc = err_set(ERR_ARG, "--slot-bytes: at least 1 byte, got '%s'", optarg);
+            rc = cli_parse_bytes("slot-bytes", optarg, 1, UINT64_MAX, &a->slot_bytes);
             break;
         case 'h': ch3_usage(stdout); exit(CLI_EXIT_OK);
         default: rc = cli_getopt_error(c, argv[optind - 1], opts);
@@ -185,7 +177,7 @@ static int ch3_parse(int argc, char **argv, struct ch3_args *a)
         a->nwork = a->bench ? 1 : 4;
         memcpy(a->work_us, costs, sizeof costs);
     }
-    a->step_us = step_set ? (uint64_t)(step_ms * 1000) : a->bench ? 0 : 4000;
+    a->step_us = step_set ? (uint64_t)llround(step_ms * 1000) : a->bench ? 0 : 4000;
     return 0;
 }
 

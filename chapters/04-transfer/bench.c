@@ -17,6 +17,7 @@
 
 #include "base/error.h"
 #include "base/measure.h"
+#include "base/units.h"
 #include "base/verdict.h"
 
 #include <math.h>
@@ -162,7 +163,7 @@ static int ch4_bench_sim(const struct ch4_opts *o)
         return rc;
     char what[160], sz[32];
     snprintf(what, sizeof what, "sim copy engines, both directions at once, worst of 64 KiB .. 64 MiB (%s), device "
-             "time", ch4_size(worst_bytes, sz, sizeof sz));
+             "time", units_format_bytes(worst_bytes, sz, sizeof sz));
     ch4_verdict(what, worst_rate / 1e9, "GB/s", "the model S/(alpha+S/B)", worst_formula / 1e9, "GB/s", worst,
                 VERDICT_AT_LEAST, 0.98);
     /* The CPU the engines burn moving those bytes, against memcpy of as many. */

@@ -1,5 +1,9 @@
-/* chapter4: what the parts of chapter 4's program share (see main.c).
+/* chapter4: what the parts of chapter 4's program share. Calls go one way:
+ * main.c -> the sections -> common.c (bench.c also runs loop.c's loop and
+ * sweep.c's copy trains).
  *
+ * main.c     parses the flags and dispatches to the sections below
+ * common.c   what the sections share: the device, the gate, the plots
  * sweep.c    copy rate against size for every kind of host memory
  * pinning.c  what page-locking costs, per batch and with a pool
  * loop.c     a training loop: pageable, PyTorch's pin copy, a pinned ring; one
@@ -10,13 +14,14 @@
 #ifndef DDP_CHAPTER4_H
 #define DDP_CHAPTER4_H
 
+#include "base/plot.h"
 #include "transfer/device.h"
 #include "transfer/link.h"
 #include "transfer/pinned_pool.h"
 
 #include <stdint.h>
 
-#define CH4_OUT_DIR "notebooks-out/chapter-4"
+#define CH4_OUT_DIR PLOT_OUT_ROOT "/chapter-4"
 
 struct ch4_opts {
     const char *backend;        /* NULL: cuda when a GPU is found, else sim */
@@ -62,11 +67,10 @@ void ch4_train_close(struct ch4_train *t);
 int ch4_train_time(struct ch4_train *t, uint64_t bytes, uint64_t tail, uint64_t n, int async, double *seconds);
 
 /* Renders gnuplot `script` over the CSV at csv_path into out_path.png and
- * .svg and says so; without gnuplot, says that instead and returns 0. */
-int ch4_plot(const char *script, const char *csv_path, const char *out_path);
-
-/* "64 KiB", "256 MiB": sizes in tables. Returns buf. */
-const char *ch4_size(uint64_t bytes, char *buf, size_t len);
+ * .svg, giving it `title` (what the figure shows; NULL: none, see
+ * plot_render_titled()), and says so; without gnuplot, says that instead and
+ * returns 0. */
+int ch4_plot(const char *script, const char *csv_path, const char *out_path, const char *title);
 
 /* The sections of the lesson. Each prints its table and writes its CSV (and
  * plot) under o->out_dir; 0 or an error with err_msg(). */

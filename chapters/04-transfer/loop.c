@@ -309,7 +309,7 @@ static int ch4_timeline_plot(const struct ch4_opts *o, const struct ch4_timeline
     if ((rc = plot_csv_close(&csv, 0)) < 0)
         return rc;
     printf("wrote %s\n", csv_path);
-    return ch4_plot("chapters/04-transfer/timeline.gp", csv_path, out_path);
+    return ch4_plot("chapters/04-transfer/timeline.gp", csv_path, out_path, NULL);
 }
 
 int ch4_loop(const struct ch4_opts *o)

@@ -20,7 +20,7 @@
 #include "base/cli.h"
 #include "base/error.h"
 #include "base/fsutil.h"
-#include "base/plot.h"
+#include "base/units.h"
 
 #include <getopt.h>
 #include <stdio.h>
@@ -64,59 +64,6 @@ static void ch4_usage(FILE *f)
             "  --out=DIR               where CSV, PNG and SVG go (default " CH4_OUT_DIR ")\n"
             "  --plot                  the lesson (the default run), for `make plots`\n"
             "  --help                  this text\n");
-}
-
-int ch4_device_open(const struct ch4_opts *o, const struct link_profile *link, device_t **out)
-{
-    struct device_config cfg;
-    device_config_default(&cfg);
-    cfg.backend = o->backend;
-    cfg.link = *link;
-    return device_open(&cfg, out);
-}
-
-static int ch4_gate_open;
-
-static void ch4_gate_fn(void *arg)
-{
-    (void)arg;
-    while (!__atomic_load_n(&ch4_gate_open, __ATOMIC_ACQUIRE))
-        usleep(100);
-}
-
-int ch4_gate_hold(device_stream_t *s)
-{
-    __atomic_store_n(&ch4_gate_open, 0, __ATOMIC_RELEASE);
-    struct device_kernel gate = {.name = "gate", .batch = -1, .fn = ch4_gate_fn};
-    return device_launch(s, &gate);
-}
-
-void ch4_gate_release(void) { __atomic_store_n(&ch4_gate_open, 1, __ATOMIC_RELEASE); }
-
-const char *ch4_size(uint64_t bytes, char *buf, size_t len)
-{
-    static const char *units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
-    int u = 0;
-    double v = (double)bytes;
-    while (v >= 1024 && u < 4)
-        v /= 1024, u++;
-    if (v == (double)(uint64_t)v)
-        snprintf(buf, len, "%llu %s", (unsigned long long)v, units[u]);
-    else
-        snprintf(buf, len, "%.1f %s", v, units[u]);
-    return buf;
-}
-
-/* Renders `script` over the CSV at csv_path into out_path.png and .svg, and
- * says what it wrote; without gnuplot, says so and goes on (0). */
-int ch4_plot(const char *script, const char *csv_path, const char *out_path)
-{
-    int rc = plot_render(script, csv_path, out_path, "--out");
-    if (rc == 0)
-        printf("wrote %s.png and %s.svg\n", out_path, out_path);
-    else if (rc == ERR_UNSUPPORTED)
-        printf("(%s)\n", err_msg());
-    return rc == ERR_UNSUPPORTED ? 0 : rc;
 }
 
 /* Everything the flags say, beyond the options the sections read. */
@@ -168,13 +115,14 @@ static int ch4_parse(int argc, char **argv, struct ch4_cli *cli)
         case O_GBPS: rc = cli_parse_double_range("link-gbps", optarg, 1e-3, 1e4, &cli->gbps); break;
         case O_LATENCY: rc = cli_parse_double_range("link-latency-us", optarg, 0, 1e6, &cli->latency_us); break;
         case O_LOOP_GBPS: rc = cli_parse_double_range("loop-gbps", optarg, 1e-3, 1e4, &cli->loop_gbps); break;
-        case O_POOL: rc = cli_parse_bytes("pool", optarg, &o->pool_bytes); break;
-        case O_MIN: rc = cli_parse_bytes("min-bytes", optarg, &o->min_bytes); break;
+        /* sizes against each other and the machine: ch4_validate() */
+        case O_POOL: rc = cli_parse_bytes("pool", optarg, 0, UINT64_MAX, &o->pool_bytes); break;
+        case O_MIN: rc = cli_parse_bytes("min-bytes", optarg, 0, UINT64_MAX, &o->min_bytes); break;
         case O_MAX:
-            rc = cli_parse_bytes("max-bytes", optarg, &o->max_bytes);
+            rc = cli_parse_bytes("max-bytes", optarg, 0, UINT64_MAX, &o->max_bytes);
             cli->max_given = 1;
             break;
-        case O_DATA: o->data = optarg; break;
+        case O_DATA: rc = cli_parse_text("data", optarg, "a path or 'synthetic'", &o->data); break;
         case O_BATCH: rc = cli_parse_range("batch", optarg, 1, 1u << 20, &o->batch); break;
         case O_STEPS: rc = cli_parse_range("steps", optarg, 1, 100000, &o->steps); break;
         case O_WARMUP: rc = cli_parse_range("warmup", optarg, 0, 100000, &o->warmup); break;
@@ -188,7 +136,7 @@ static int ch4_parse(int argc, char **argv, struct ch4_cli *cli)
                 cli->demo = demos[choice];
             break;
         case O_BENCH: cli->bench = 1; break;
-        case O_OUT: o->out_dir = optarg; break;
+        case O_OUT: rc = cli_parse_text("out", optarg, "a directory", &o->out_dir); break;
         case O_PLOT: break; /* the default run is the plotted lesson */
         case O_ONLY:
             if ((rc = cli_parse_choice("only", optarg, sections, &choice)) == 0)
@@ -222,7 +170,7 @@ static int ch4_validate(struct ch4_cli *cli)
         return err_set(ERR_ARG, "--pool: a pinned pool of 0 bytes holds nothing");
     if (o->pool_bytes > memory / 2)
         return err_set(ERR_ARG, "--pool: %s is more than half this machine's memory (%s): pinned memory cannot be "
-                       "swapped out", ch4_size(o->pool_bytes, a, sizeof a), ch4_size(memory, b, sizeof b));
+                       "swapped out", units_format_bytes(o->pool_bytes, a, sizeof a), units_format_bytes(memory, b, sizeof b));
     if (!cli->max_given && o->max_bytes > o->pool_bytes) /* the default sweep stops at what the pool holds */
         o->max_bytes = o->pool_bytes;
     if (o->min_bytes == 0)
@@ -233,7 +181,7 @@ static int ch4_validate(struct ch4_cli *cli)
     if (o->max_bytes > o->pool_bytes)
         return err_set(ERR_ARG, "--max-bytes: %llu bytes do not fit in the pinned pool of %llu bytes (--pool=%s): "
                        "one copy's pinned buffer comes from it", (unsigned long long)o->max_bytes,
-                       (unsigned long long)o->pool_bytes, ch4_size(o->pool_bytes, a, sizeof a));
+                       (unsigned long long)o->pool_bytes, units_format_bytes(o->pool_bytes, a, sizeof a));
     return fsutil_check_output_dir(o->out_dir, "--out"); /* before the runs that fill it */
 }
 

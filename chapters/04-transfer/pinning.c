@@ -13,6 +13,7 @@
 
 #include "base/clock.h"
 #include "base/error.h"
+#include "base/units.h"
 #include "transfer/pinned_pool.h"
 
 #include <stdio.h>
@@ -112,7 +113,7 @@ int ch4_pinning(const struct ch4_opts *o)
             copy = sim ? link_copy_seconds(&link, bytes) : (double)bytes / (0.85 * link.limit_bps);
         char sz[32];
         printf("%10s %9.2f ms %5.2f GB/s %9.2f ms %5.2f GB/s %8.2f ms, %6.1f us %13.3f ms %11.1fx\n",
-               ch4_size(bytes, sz, sizeof sz), pin * 1e3, (double)bytes / pin / 1e9, reg * 1e3,
+               units_format_bytes(bytes, sz, sizeof sz), pin * 1e3, (double)bytes / pin / 1e9, reg * 1e3,
                (double)bytes / reg / 1e9, first * 1e3, rest * 1e6, copy * 1e3, copy > 0 ? pin / copy : 0);
         if (ps.pins != 1 || ps.reuses != CH4_PIN_ROUNDS)
             printf("   (the pool pinned %llu times and reused %llu: expected 1 and %d)\n",

@@ -14,6 +14,7 @@
 
 #include "base/error.h"
 #include "base/measure.h"
+#include "base/units.h"
 #include "base/plot.h"
 #include "base/progress.h"
 #include "transfer/pinned_pool.h"
@@ -37,6 +38,19 @@ static const struct ch4_variant ch4_variants[] = {
 };
 #define CH4_VARIANTS (sizeof ch4_variants / sizeof ch4_variants[0])
 #define CH4_MAX_SIZES 40
+
+/* What the plot's title says the copies ran on: "simulated device, PCIe Gen4
+ * x16", or the GPU's name (its description up to the details in
+ * parentheses) and its link. */
+static void ch4_sweep_title(device_t *dev, int sim, const struct link_profile *link, int have_link, char *buf,
+                            size_t len)
+{
+    const char *d = sim ? "simulated device" : device_describe(dev);
+    size_t n = strcspn(d, "(");
+    while (n > 0 && d[n - 1] == ' ')
+        n--;
+    snprintf(buf, len, "%.*s, %s", (int)n, d, have_link ? link->title : "link not reported");
+}
 
 /* How many copies of `bytes` make one measurement: enough to move 32 MiB,
  * at least 3 and at most 256. */
@@ -189,7 +203,7 @@ int ch4_sweep(const struct ch4_opts *o)
         for (int i = 0; i < nsizes; i++) {
             char sz[32];
             double model = have_link && sim ? (double)sizes[i] / link_copy_seconds(&link, sizes[i]) : 0;
-            printf("%10s", ch4_size(sizes[i], sz, sizeof sz));
+            printf("%10s", units_format_bytes(sizes[i], sz, sizeof sz));
             for (size_t v = 0; v < CH4_VARIANTS; v++)
                 printf(" %9.2f GB/s", bps[v][i] / 1e9);
             if (sim)
@@ -210,7 +224,7 @@ int ch4_sweep(const struct ch4_opts *o)
             char half[32];
             printf("latency dominates below %s: there a copy spends more time on its fixed %.1f us than on its\n"
                    "bytes (S = alpha x B), and the rate is under half of B = %.2f GB/s. Batch small copies.\n",
-                   ch4_size((uint64_t)link_half_size(&link), half, sizeof half), link.latency_s * 1e6,
+                   units_format_bytes((uint64_t)link_half_size(&link), half, sizeof half), link.latency_s * 1e6,
                    link.bandwidth_bps / 1e9);
             printf("measured and modelled: an async train is queued behind a gate, then released: it is the\n"
                    "model exactly. A sync copy adds the host's round trip per copy (measured: here the\n"
@@ -231,7 +245,9 @@ int ch4_sweep(const struct ch4_opts *o)
         }
         if (rc == 0) {
             printf("wrote %s\n", csv_path);
-            rc = ch4_plot("chapters/04-transfer/plot.gp", csv_path, out_path);
+            char title[192];
+            ch4_sweep_title(dev, sim, &link, have_link, title, sizeof title);
+            rc = ch4_plot("chapters/04-transfer/plot.gp", csv_path, out_path, title);
         }
     }
     pinned_pool_destroy(pool);

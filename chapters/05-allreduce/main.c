@@ -27,7 +27,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define CH5_OUT_DIR "notebooks-out/chapter-5"
+#define CH5_OUT_DIR PLOT_OUT_ROOT "/chapter-5"
 #define CH5_PROG "chapter-5" /* the name every message starts with */
 
 static void usage(FILE *f)
@@ -161,9 +161,10 @@ static int ch5_parse(int argc, char **argv, struct ch5_cli *cli)
             o->world = (int)v;
             cli->world_given = 1;
             break;
-        case OPT_MIN: rc = cli_parse_bytes("min-bytes", optarg, &o->min_bytes); break;
+        /* at least one float32 and min <= max: ch5_check_sizes(), once --plot's defaults are in */
+        case OPT_MIN: rc = cli_parse_bytes("min-bytes", optarg, 0, UINT64_MAX, &o->min_bytes); break;
         case OPT_MAX:
-            rc = cli_parse_bytes("max-bytes", optarg, &o->max_bytes);
+            rc = cli_parse_bytes("max-bytes", optarg, 0, UINT64_MAX, &o->max_bytes);
             cli->sizes_given = 1;
             break;
         case OPT_STEP:
@@ -188,7 +189,7 @@ static int ch5_parse(int argc, char **argv, struct ch5_cli *cli)
         case OPT_TIMEOUT: /* rejects inf and nan */
             rc = cli_parse_double_range("timeout", optarg, 0, COMM_MAX_TIMEOUT_S, &o->timeout_s);
             if (rc == 0 && o->timeout_s > 0 && o->timeout_s < COMM_MIN_TIMEOUT_S)
-                rc = err_set(ERR_ARG, "--timeout: 0 (no watchdog) or %g to %g seconds, got %s: a shorter watchdog "
+                rc = err_set(ERR_ARG, "--timeout: 0 (no watchdog) or %g to %g seconds, got '%s': a shorter watchdog "
                              "fires on ranks that are only waiting for a core", COMM_MIN_TIMEOUT_S,
                              COMM_MAX_TIMEOUT_S, optarg);
             if (rc == 0 && o->timeout_s == 0)
@@ -215,7 +216,7 @@ static int ch5_parse(int argc, char **argv, struct ch5_cli *cli)
             break;
         case OPT_FAULT: o->fault = optarg; break;
         case OPT_LAUNCH_CHECK: cli->launch_check = 1; break;
-        case OPT_OUT: cli->out_dir = optarg; break;
+        case OPT_OUT: rc = cli_parse_text("out", optarg, "a directory", &cli->out_dir); break;
         case 'h': usage(stdout); exit(CLI_EXIT_OK);
         default: rc = cli_getopt_error(c, argv[optind - 1], ch5_longopts);
         }

@@ -14,13 +14,14 @@
 #ifndef DDP_CHAPTER6_H
 #define DDP_CHAPTER6_H
 
+#include "base/plot.h"
 #include "dataset/dataset.h"
 #include "ddp/train.h"
 
 #include <stdint.h>
 
 #define CH6_PROG "chapter-6"
-#define CH6_OUT_DIR "notebooks-out/chapter-6"
+#define CH6_OUT_DIR PLOT_OUT_ROOT "/chapter-6"
 #define CH6_GANTT_STEPS 4 /* steps of every rank the Gantt chart shows */
 
 /* A run: the training configuration and how to launch and report it. */
@@ -33,6 +34,7 @@ struct ch6_run {
     const char *trace_path;     /* --trace=FILE, NULL: none */
     const char *out_dir;        /* where the Gantt chart and the epochs' CSV go; NULL: nowhere */
     const char *gantt_name;     /* the Gantt chart's name in out_dir ("gantt": gantt.csv, .png, .svg); NULL: none */
+    const char *gantt_what;     /* which run its title names; NULL: the run's ranks, batch and overlap */
     const char *epochs_name;    /* the per-epoch CSV's name in out_dir ("epochs"); NULL: none */
     int quiet;                  /* print nothing per epoch (demos, benches) */
     void (*on_epoch)(void *user, const struct train_epoch *e); /* also told each epoch (rank 0), may be NULL */

@@ -35,7 +35,7 @@ static void ch6_demo_run(const struct ch6_run *base, struct ch6_run *run, uint64
     run->quiet = 1;
     run->trace_path = NULL;
     run->out_dir = NULL;
-    run->gantt_name = run->epochs_name = NULL;
+    run->gantt_name = run->epochs_name = run->gantt_what = NULL;
     run->timeout_s = CH6_DEMO_TIMEOUT_S;
     struct train_config *c = &run->train;
     c->train_records = records;
@@ -255,9 +255,12 @@ static int ch6_demo_slower(const struct ch6_run *base)
         c->reducer.first_bucket_bytes = (size_t)(rows[i].first_kb * 1024);
         c->reducer.bucket_cap_bytes = (size_t)(rows[i].cap_mb * 1024 * 1024);
         run.world = rows[i].world;
+        char what[96];
         if (rows[i].gantt && base->out_dir) {
+            snprintf(what, sizeof what, "demo slower, %s", rows[i].what);
             run.out_dir = base->out_dir;
             run.gantt_name = rows[i].gantt;
+            run.gantt_what = what;
             c->trace_steps = 8;
         }
         struct ch6_outcome out;

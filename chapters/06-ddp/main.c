@@ -86,7 +86,8 @@ static void ch6_usage(FILE *f)
             "  --weight-decay=X        (default 0)\n"
             "  --schedule=constant|cosine|step   the learning rate over the run (default cosine;\n"
             "                          step: times 0.1 after each third of the epochs)\n"
-            "  --init=FILE             initial parameters (a safetensors model file, e.g. from --save)\n"
+            "  --init=FILE             initial parameters: a safetensors model file (--save's, or a PyTorch\n"
+            "                          state_dict: nn.Sequential's names too, F16/BF16/F64 converted)\n"
             "  --save=FILE             the final parameters, a safetensors file PyTorch loads\n"
             "data parallelism:\n"
             "  --bucket-cap-mb=MB      bucket size limit, 0.0001 to 1024 (default 25, PyTorch's)\n"
@@ -98,9 +99,10 @@ static void ch6_usage(FILE *f)
             "  --eval=all-ranks|rank0-wrapped|rank0-unwrapped|none   who evaluates after each epoch, and through\n"
             "                          what (default all-ranks: each its share, through the DDP wrapper)\n"
             "  --check                 compare every rank's parameters bit for bit every step (always on in sim)\n"
-            "  --fault=SPEC            sim: inject faults (chapter 5's grammar), e.g. flip:1@4: a bit flips in\n"
-            "                          rank 1's copy of the parameters rank 0 broadcast at the start, and the\n"
-            "                          replica check names the step, rank, tensor and element\n"
+            "  --fault=SPEC            sim: inject faults. flip:R@K: right after optimizer step K a bit flips in\n"
+            "                          rank R's parameters (bit 22 of the output layer's bias, element K mod 10),\n"
+            "                          and the replica check names the step, rank, tensor and element; kill:R@K,\n"
+            "                          delay:R@K:MS and skip:R@K act at collective K, as in chapter 5\n"
             "checkpoints:\n"
             "  --checkpoint=DIR        rank 0 writes DIR/checkpoint.safetensors (atomic, durable) ...\n"
             "  --checkpoint-every=N    ... every N optimizer steps (and at the end)\n"
@@ -183,8 +185,8 @@ static int ch6_parse(int argc, char **argv, struct ch6_cli *cli)
             break;
         case O_TIMEOUT: rc = cli_parse_double_range("timeout", optarg, COMM_MIN_TIMEOUT_S, COMM_MAX_TIMEOUT_S,
                                                     &run->timeout_s); break;
-        case O_DATA: cli->data = optarg; break;
-        case O_TEST: cli->test = optarg; break;
+        case O_DATA: rc = cli_parse_text("data", optarg, "a path or 'synthetic'", &cli->data); break;
+        case O_TEST: rc = cli_parse_text("test-data", optarg, "a path or 'none'", &cli->test); break;
         case O_TRAIN_SIZE: rc = cli_parse_range("train-size", optarg, 1, UINT64_MAX, &c->train_records); break;
         case O_BATCH:
             rc = cli_parse_range("batch", optarg, 1, MODEL_MAX_BATCH, &v);
@@ -203,7 +205,7 @@ static int ch6_parse(int argc, char **argv, struct ch6_cli *cli)
             break;
         case O_EPOCHS: rc = cli_parse_range("epochs", optarg, 1, 100000, &c->epochs); break;
         case O_STEPS: rc = cli_parse_range("steps", optarg, 1, UINT64_MAX, &c->max_steps); break;
-        case O_HIDDEN: rc = model_spec_parse_hidden(&c->spec, optarg, "--hidden"); break;
+        case O_HIDDEN: rc = model_spec_parse_hidden(&c->spec, optarg, "hidden"); break;
         case O_BATCHNORM: c->spec.batchnorm = 1; break;
         case O_OPTIMIZER: {
             enum optim_kind k;
@@ -225,8 +227,8 @@ static int ch6_parse(int argc, char **argv, struct ch6_cli *cli)
         case O_MOMENTUM: rc = cli_parse_double_range("momentum", optarg, 0, 0.999999, &c->optim.momentum); break;
         case O_WD: rc = cli_parse_double_range("weight-decay", optarg, 0, 1e6, &c->optim.weight_decay); break;
         case O_SCHEDULE: rc = optim_schedule_parse("--schedule", optarg, &c->optim.schedule); break;
-        case O_INIT: c->init_path = optarg; break;
-        case O_SAVE: c->save_path = optarg; break;
+        case O_INIT: rc = cli_parse_text("init", optarg, "a file", &c->init_path); break;
+        case O_SAVE: rc = cli_parse_text("save", optarg, "a file", &c->save_path); break;
         case O_BUCKET_CAP:
             if ((rc = cli_parse_double_range("bucket-cap-mb", optarg, 1e-4, 1024, &x)) == 0)
                 c->reducer.bucket_cap_bytes = (size_t)(x * 1024 * 1024); /* PyTorch: bucket_cap_mb * 1024 * 1024 */
@@ -251,13 +253,13 @@ static int ch6_parse(int argc, char **argv, struct ch6_cli *cli)
             break;
         case O_CHECK: c->check = 1; break;
         case O_FAULT: run->faults = optarg; break;
-        case O_CHECKPOINT: c->checkpoint_dir = optarg; break;
+        case O_CHECKPOINT: rc = cli_parse_text("checkpoint", optarg, "a directory", &c->checkpoint_dir); break;
         case O_CHECKPOINT_EVERY: rc = cli_parse_range("checkpoint-every", optarg, 1, UINT64_MAX,
                                                       &c->checkpoint_every); break;
-        case O_RESUME: c->resume_dir = optarg; break;
-        case O_TRACE: run->trace_path = optarg; break;
+        case O_RESUME: rc = cli_parse_text("resume", optarg, "a directory", &c->resume_dir); break;
+        case O_TRACE: rc = cli_parse_text("trace", optarg, "a file", &run->trace_path); break;
         case O_TRACE_STEPS: rc = cli_parse_range("trace-steps", optarg, 1, 100000, &c->trace_steps); break;
-        case O_OUT: run->out_dir = optarg; break;
+        case O_OUT: rc = cli_parse_text("out", optarg, "a directory", &run->out_dir); break;
         case O_PLOT: break; /* the default run is the plotted one */
         case O_DEMO:
             if ((rc = cli_parse_choice("demo", optarg, ch6_demo_names, &choice)) == 0)

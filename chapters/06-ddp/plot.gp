@@ -12,7 +12,10 @@ rows = STATS_max + 1
 stats csv every ::1 using 7 nooutput
 span = STATS_max
 set xlabel "wall time (ms), from the first bar shown"
-set title "every rank's training steps: where the time goes, and what overlaps"
+# title (optional): "which run: which steps; which buckets" (build/chapter-6 gives it), on two lines
+if (exists("title")) { cut = strstrt(title, ": "); heading = cut ? title[1:cut - 1] . "\n" . title[cut + 2:] : title } \
+else { heading = "every rank's training steps: where the time goes, and what overlaps" }
+set title heading noenhanced
 set yrange [rows:-1]
 set xrange [0:span * 1.02]
 set ytics font ",8"

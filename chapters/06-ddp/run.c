@@ -9,7 +9,9 @@
 #include "base/clock.h"
 #include "base/error.h"
 #include "base/plot.h"
+#include "base/units.h"
 #include "dataset/dataset_default.h"
+#include "sim/faults.h"
 #include "sim/launch.h"
 
 #include <stdio.h>
@@ -81,6 +83,8 @@ int ch6_open_data(const char *data, const char *test, dataset_t **train, dataset
 struct ch6_job {
     const struct ch6_run *run;
     struct ch6_outcome *out;
+    int world;              /* the job's ranks, as rank 0's communicator counts them (under a launcher, not
+                             * run->world: mpirun -np or torchrun set it) */
     struct plot_csv epochs; /* the per-epoch CSV, in rank 0's process; epochs.f NULL when none */
 };
 
@@ -106,16 +110,23 @@ static int ch6_outputs_open(struct ch6_job *j)
     return 0;
 }
 
-static void ch6_started(void *user, const struct train_config *c, const struct train_epoch *resumed, const char *plan)
+static void ch6_started(void *user, const struct train_config *c, const struct train_epoch *resumed, const char *plan,
+                        const char *init)
 {
     struct ch6_job *j = user;
     const struct ch6_run *run = j->run;
     if (run->quiet)
         return;
-    char spec[128];
+    char spec[128], how[128];
     const struct optim_config *o = &c->optim;
-    printf("chapter 6: data-parallel training, %d rank%s (%s)\n", run->world, run->world == 1 ? "" : "s",
-           strcmp(run->backend, "sim") == 0 ? "simulator: threads of this process" : "processes under mpirun");
+    const char *launcher = launch_launcher_name();
+    if (strcmp(run->backend, "sim") == 0)
+        snprintf(how, sizeof how, "the simulator: threads of this process, --world=%d", j->world);
+    else if (launcher)
+        snprintf(how, sizeof how, "%s: one process per rank, started by %s", run->backend, launcher);
+    else
+        snprintf(how, sizeof how, "%s: this process alone, started without a launcher", run->backend);
+    printf("chapter 6: data-parallel training, %d rank%s (%s)\n", j->world, j->world == 1 ? "" : "s", how);
     printf("  data: %s\n", run->data_note);
     printf("  model %s, %s lr %g", model_spec_describe(&c->spec, spec, sizeof spec), optim_kind_name(o->kind), o->lr);
     if (o->kind == OPTIM_SGD)
@@ -123,7 +134,7 @@ static void ch6_started(void *user, const struct train_config *c, const struct t
     printf(" weight decay %g, %s schedule; %llu epoch%s\n", o->weight_decay, optim_schedule_name(o->schedule),
            (unsigned long long)c->epochs, c->epochs == 1 ? "" : "s");
     printf("  batch %u per rank (%llu global)%s, accumulate %u, %u loader worker%s per rank, augmentation %s, seed %llu\n",
-           c->batch, (unsigned long long)c->batch * (unsigned long long)run->world, c->drop_last ? ", drop_last" : "",
+           c->batch, (unsigned long long)c->batch * (unsigned long long)j->world, c->drop_last ? ", drop_last" : "",
            c->accumulate, c->workers, c->workers == 1 ? "" : "s", c->augment ? "random horizontal flip" : "none",
            (unsigned long long)c->seed);
     if (c->ddp)
@@ -135,6 +146,8 @@ static void ch6_started(void *user, const struct train_config *c, const struct t
                c->reducer.broadcast_buffers ? "on" : "off", reducer_compress_name(c->reducer.compress),
                c->check ? "compared bit for bit every step" : "not compared (--check)");
     printf("  %s\n", plan);
+    if (init)
+        printf("  initial parameters from %s\n", init);
     if (resumed)
         printf("  resumed: epoch %llu, batch %llu, after step %llu\n", (unsigned long long)resumed->epoch + 1,
                (unsigned long long)resumed->first_batch, (unsigned long long)resumed->step_end);
@@ -189,6 +202,8 @@ static int ch6_rank(struct launch_rank *lr)
     int rc = launch_comm_open(lr, &base, &c);
     if (rc < 0)
         return rc;
+    if (comm_rank(c) == 0) /* the only rank that reports */
+        j->world = comm_world(c);
     struct train_hooks hooks = {.user = j, .started = ch6_started, .epoch = ch6_epoch, .saved = ch6_saved};
     struct train_result res;
     rc = train_rank(&j->run->train, c, &hooks, &res);
@@ -233,6 +248,57 @@ static void ch6_summary(const struct ch6_run *run, const struct ch6_outcome *o)
                (unsigned long long)r->last.test_count);
 }
 
+/* The Gantt chart's title: which run (run->gantt_what, or its ranks, batch
+ * and overlap), which steps, which buckets; several charts drawn by one
+ * script say apart what each shows. */
+static void ch6_gantt_title(const struct ch6_run *run, uint64_t first, uint64_t last, char *buf, size_t len)
+{
+    const struct train_config *c = &run->train;
+    char what[160], firstb[32], capb[32];
+    if (run->gantt_what)
+        snprintf(what, sizeof what, "%s", run->gantt_what);
+    else
+        snprintf(what, sizeof what, "%d rank%s, batch %u each, %s", run->world, run->world == 1 ? "" : "s", c->batch,
+                 c->overlap ? "all-reduce overlapping backward" : "all-reduce after backward");
+    if (!c->ddp) {
+        snprintf(buf, len, "%s: steps %llu to %llu of every rank (no DDP: no buckets)", what, (unsigned long long)first,
+                 (unsigned long long)last);
+        return;
+    }
+    snprintf(buf, len, "%s: steps %llu to %llu of every rank; buckets: the first up to %s, then up to %s", what,
+             (unsigned long long)first, (unsigned long long)last,
+             units_format_bytes(c->reducer.first_bucket_bytes, firstb, sizeof firstb),
+             units_format_bytes(c->reducer.bucket_cap_bytes, capb, sizeof capb));
+}
+
+/* The steps the timeline holds: from the run's first step, as many as it took up to --trace-steps. */
+static uint64_t ch6_traced_steps(const struct ch6_run *run, const struct train_result *r)
+{
+    uint64_t taken = r->steps - r->first_step;
+    return taken < run->train.trace_steps ? taken : run->train.trace_steps;
+}
+
+/* What overlap bought, bucket by bucket, over the traced steps after the
+ * first (which rebuilds the buckets): the numbers behind the timelines. */
+static void ch6_print_overlap(const struct ch6_run *run, const struct train_result *r)
+{
+    uint64_t traced = ch6_traced_steps(run, r);
+    if (run->quiet || !run->train.ddp || traced < 2)
+        return;
+    uint64_t first = r->first_step + 1, last = r->first_step + traced - 1;
+    printf("overlap with backward, mean over steps %llu to %llu of every rank (the trace's, after the step that "
+           "rebuilds the buckets):\n", (unsigned long long)first, (unsigned long long)last);
+    for (int b = 0; b < r->buckets && b < TIMELINE_MAX_BUCKETS; b++) {
+        struct timeline_overlap o;
+        timeline_bucket_overlap(r->timeline, b, first, last, &o);
+        char lead[32], hidden[32], length[32];
+        if (o.pairs)
+            printf("  bucket %d: its all-reduce (%s) was launched %s before backward ended; %s of it ran under "
+                   "backward\n", b, ch6_ms(o.length_ns / 1e9, length, sizeof length),
+                   ch6_ms(o.lead_ns / 1e9, lead, sizeof lead), ch6_ms(o.hidden_ns / 1e9, hidden, sizeof hidden));
+    }
+}
+
 /* The trace and the Gantt chart, from rank 0's gathered timeline. */
 static int ch6_timeline_files(const struct ch6_run *run, const struct train_result *r)
 {
@@ -250,20 +316,22 @@ static int ch6_timeline_files(const struct ch6_run *run, const struct train_resu
         if (!run->quiet)
             printf("trace: %s (open it in https://ui.perfetto.dev or chrome://tracing)\n", run->trace_path);
     }
+    ch6_print_overlap(run, r);
     if (run->out_dir && run->gantt_name && r->steps > r->first_step) {
         char csv[PLOT_PATH_MAX], out[PLOT_PATH_MAX];
         if (plot_paths(run->out_dir, run->gantt_name, csv, out) < 0)
             return err_wrap(ERR_ARG, "--out");
         /* steps in the steady state when the trace holds them: the first ones rebuild the buckets,
          * fill the loader's ring and fault in every page */
-        uint64_t taken = r->steps - r->first_step, traced = taken < run->train.trace_steps ? taken
-                                                                                           : run->train.trace_steps;
+        uint64_t traced = ch6_traced_steps(run, r);
         uint64_t first = r->first_step + (traced >= CH6_GANTT_STEPS + 10 ? 10 : traced >= CH6_GANTT_STEPS + 2 ? 2 : 0);
         uint64_t end = r->first_step + traced - 1;
         uint64_t last = first + CH6_GANTT_STEPS - 1 < end ? first + CH6_GANTT_STEPS - 1 : end;
         if ((rc = timeline_write_gantt_csv(all, csv, first, last)) < 0)
             return err_wrap(rc, "--out");
-        rc = plot_render("chapters/06-ddp/plot.gp", csv, out, "--out");
+        char title[512];
+        ch6_gantt_title(run, first, last, title, sizeof title);
+        rc = plot_render_titled("chapters/06-ddp/plot.gp", csv, out, title, "--out");
         if (rc == ERR_UNSUPPORTED) { /* no gnuplot: the CSV is there */
             fprintf(stderr, "%s: %s\n", CH6_PROG, err_msg());
             rc = 0;
@@ -275,16 +343,49 @@ static int ch6_timeline_files(const struct ch6_run *run, const struct train_resu
     return rc;
 }
 
+/* --fault=SPEC, split: chapter 6's flips (a parameter's bit right after
+ * optimizer step K: train_flip) go to the training loop; kill, delay and skip
+ * (at collective K, chapter 5's) stay with the simulator, in *rest. Chapter
+ * 5's flip, a bit of collective K's result, would mostly land where nothing
+ * reads it (see README.md). Free *flips and *rest. */
+static int ch6_faults_split(const struct ch6_run *run, struct train_flip **flips, int *nflips, char **rest)
+{
+    *flips = NULL;
+    *nflips = 0;
+    *rest = NULL;
+    if (!run->faults)
+        return 0;
+    struct fault *all;
+    int count, rc = faults_parse(run->faults, run->world, &all, &count);
+    if (rc < 0)
+        return rc;
+    if (!(*flips = calloc((size_t)count, sizeof **flips)))
+        rc = err_set(ERR_NOMEM, "--fault: out of memory");
+    for (int i = 0; rc == 0 && i < count; i++)
+        if (all[i].kind == FAULT_FLIP)
+            (*flips)[(*nflips)++] = (struct train_flip){.rank = all[i].rank, .step = all[i].seq};
+    free(all);
+    if (rc == 0)
+        rc = faults_without(run->faults, run->world, FAULT_FLIP, rest);
+    return rc;
+}
+
 int ch6_train(const struct ch6_run *run, struct ch6_outcome *out)
 {
     memset(out, 0, sizeof *out);
-    struct ch6_job j = {.run = run, .out = out};
-    struct launch_config lc = {.backend = run->backend, .world = run->world, .faults = run->faults, .shared = &j};
-    int rc = ch6_outputs_open(&j);
-    if (rc < 0)
-        return rc;
+    struct ch6_run with_faults = *run;
+    struct train_flip *flips;
+    char *rest;
+    int rc = ch6_faults_split(run, &flips, &with_faults.train.nflips, &rest);
+    with_faults.train.flips = flips;
+    with_faults.faults = rest;
+    struct ch6_job j = {.run = &with_faults, .out = out};
+    struct launch_config lc = {.backend = run->backend, .world = run->world, .faults = rest, .shared = &j};
+    if (rc == 0)
+        rc = ch6_outputs_open(&j);
     double t0 = clock_now_s();
-    rc = launch_run(&lc, ch6_rank);
+    if (rc == 0)
+        rc = launch_run(&lc, ch6_rank);
     out->wall_s = clock_now_s() - t0;
     if (j.epochs.f)
         rc = plot_csv_close(&j.epochs, rc);
@@ -293,5 +394,7 @@ int ch6_train(const struct ch6_run *run, struct ch6_outcome *out)
             ch6_summary(run, out);
         rc = ch6_timeline_files(run, &out->result);
     }
+    free(flips);
+    free(rest);
     return rc;
 }

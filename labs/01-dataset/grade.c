@@ -47,6 +47,24 @@ void *mmap(void *addr, size_t len, int prot, int flags, int fd, off_t off)
     return map;
 }
 
+/* ---- a disk that is full for one write ---------------------------------------
+ * While lab_write_fails is set, the next write() to a file (not stdin, stdout
+ * or stderr) fails with ENOSPC, as on a disk that another job fills and frees
+ * again; the writes after it succeed. This write() stands in for the C
+ * library's in the whole grader, as mmap() above does. */
+static int lab_write_fails, lab_write_failed;
+
+ssize_t write(int fd, const void *buf, size_t n)
+{
+    if (lab_write_fails && fd > 2) {
+        lab_write_fails = 0;
+        lab_write_failed = 1;
+        errno = ENOSPC;
+        return -1;
+    }
+    return (ssize_t)syscall(SYS_write, fd, buf, n);
+}
+
 static const char *lab_path(const char *name)
 {
     static char buf[4096];
@@ -83,6 +101,14 @@ static void lab_expect(const char *name, const char *text, const char *const *wa
     dataset_t *ds = lab_open(name, text, NULL);
     CHECK_MSG(dataset_info(ds)->length == n, "expected %llu records, the index has %llu", (unsigned long long)n,
               (unsigned long long)dataset_info(ds)->length);
+    /* max_record_bytes sizes the readers' buffers: at least the longest record, at most the file */
+    size_t longest = 0;
+    for (uint64_t i = 0; i < n; i++)
+        longest = strlen(want[i]) > longest ? strlen(want[i]) : longest;
+    uint64_t max = dataset_info(ds)->max_record_bytes;
+    CHECK_MSG(max >= longest && max <= strlen(text), "max_record_bytes is %llu: the longest record has %zu bytes, "
+              "the file %zu (it comes from the ends jsonl_builder_add was given)", (unsigned long long)max, longest,
+              strlen(text));
     for (uint64_t i = 0; i < n; i++) {
         char buf[1024];
         struct dataset_record rec;
@@ -180,11 +206,21 @@ static void test_length_field(void)
     }
     dataset_close(ds);
 
-    lab_write(lab_path("notokens.jsonl"), "{\"num_tokens\":1}\n{\"text\":\"no field\"}\n{\"num_tokens\":3}\n");
+    /* a record whose field is missing, negative, a string or a fraction: never indexed with some length */
+    static const char *const bad[] = {"\"text\":\"no field\"", "\"num_tokens\":-3", "\"num_tokens\":\"5\"",
+                                      "\"num_tokens\":2.5"};
     struct dataset_options opt;
     dataset_options_default(&opt);
     opt.length_field = "num_tokens";
-    CHECK_ERR(dataset_open(lab_path("notokens.jsonl"), &opt, &ds), ERR_FORMAT, "line 2");
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        char text[128];
+        snprintf(text, sizeof text, "{\"num_tokens\":1}\n\n{%s}\n{\"num_tokens\":3}\n", bad[i]);
+        lab_write(lab_path("badtokens.jsonl"), text);
+        int rc = dataset_open(lab_path("badtokens.jsonl"), &opt, &ds);
+        CHECK_MSG(rc == ERR_FORMAT && strstr(err_msg(), "line 3"), "a record {%s} on line 3, with the length field "
+                  "num_tokens: expected the open to fail with ERR_FORMAT naming line 3, got %s: %s", bad[i],
+                  err_name(rc), rc ? err_msg() : "the open succeeded");
+    }
 }
 
 static void test_stale_index_is_rebuilt(void)
@@ -261,6 +297,55 @@ static void test_damaged_index(void)
         lab_expect_damaged(ds, 1, want[1], damage == 1);
         dataset_close(ds);
     }
+}
+
+/* Writing the index fails once, in the middle of the scan (the builder writes
+ * its words 65536 at a time): the build must stop with that error, and the
+ * open then fails or builds the index again (in the cache directory). What it
+ * must never do is go on indexing the records after the failure and serve an
+ * index with a hole where the words that failed to reach the disk were. */
+static void test_index_write_fails(void)
+{
+    const uint64_t n = 3 * 65536 + 100;
+    char path[4096];
+    snprintf(path, sizeof path, "%s", lab_path("full.jsonl"));
+    FILE *f = fopen(path, "wb");
+    CHECK(f != NULL);
+    for (uint64_t i = 0; i < n; i++)
+        fprintf(f, "%llu\n", (unsigned long long)i);
+    CHECK_EQ(fclose(f), 0);
+    CHECK_EQ(setenv("DDP_CACHE_DIR", lab_path("cache"), 1), 0);
+    struct dataset_options opt;
+    dataset_options_default(&opt);
+    dataset_t *ds;
+    lab_write_fails = 1;
+    int rc = dataset_open(path, &opt, &ds);
+    lab_write_fails = 0;
+    CHECK_MSG(lab_write_failed, "grader: no write of the index was made to fail");
+    if (rc != 0) { /* failing the open for a full disk is right too */
+        CHECK_MSG(rc == ERR_IO, "opening with a write of the index failing: expected ERR_IO (or a rebuilt index), "
+                  "got %s: %s", err_name(rc), err_msg());
+        return;
+    }
+    char index[4200];
+    snprintf(index, sizeof index, "%s.offsets", path);
+    struct stat st;
+    uint64_t want = sizeof(struct jsonl_header) + (n + 1) * sizeof(uint64_t);
+    CHECK_MSG(stat(index, &st) != 0 || (uint64_t)st.st_size == want,
+              "%s has %lld bytes for %llu records, %lld words too few: a write of the index failed (a full disk) and "
+              "the scan went on indexing the records after it; return jsonl_builder_add's error at once", index,
+              (long long)st.st_size, (unsigned long long)n, ((long long)want - (long long)st.st_size) / 8);
+    CHECK_EQ_U64(dataset_info(ds)->length, n);
+    for (uint64_t i = 0; i < n; i++) {
+        char buf[32], text[32];
+        struct dataset_record rec;
+        int len = snprintf(text, sizeof text, "%llu", (unsigned long long)i);
+        CHECK_OK(dataset_read(ds, i, buf, sizeof buf, &rec));
+        CHECK_MSG(rec.bytes == (uint64_t)len && memcmp(buf, text, (size_t)len) == 0,
+                  "after a failed index write, record %llu: expected \"%s\", got \"%.*s\"", (unsigned long long)i,
+                  text, (int)rec.bytes, buf);
+    }
+    dataset_close(ds);
 }
 
 /* Files that end exactly on a page boundary, behind an inaccessible page (lab_guard): the last
@@ -356,6 +441,7 @@ static const struct grade_test tests[] = {
     {"stale-index-rebuilt", 10, 10, test_stale_index_is_rebuilt},
     {"damaged-index", 10, 10, test_damaged_index},
     {"no-read-past-the-end", 10, 10, test_no_read_past_the_end},
+    {"index-write-fails", 10, 20, test_index_write_fails},
     {"heap-stays-flat", 5, 10, test_heap_stays_flat},
     {"large-file", 20, 60, test_large_file},
 };

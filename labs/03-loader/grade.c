@@ -30,9 +30,12 @@ static struct loader_batch *grade_next(loader_t *L)
 }
 
 /* Runs one epoch of n samples in batches of bs and checks order and
- * exactly-once delivery; with out_of_order, only exactly-once. */
-static void grade_epochs(uint32_t workers, int out_of_order, uint64_t n, uint64_t bs, uint64_t epochs)
+ * exactly-once delivery; with out_of_order, only exactly-once. The trainer
+ * holds up to `hold` batches at once, releasing the oldest when it has more. */
+static void grade_epochs(uint32_t workers, int out_of_order, uint64_t n, uint64_t bs, uint64_t epochs, uint32_t hold)
 {
+    struct loader_batch *held[4];
+    CHECK(hold >= 1 && hold <= sizeof held / sizeof held[0]);
     dataset_t *ds = fixture_dataset(n, 24, 24);
     struct loader_options opt = fixture_options(workers, (uint32_t)bs, fixture_delay);
     opt.out_of_order = out_of_order;
@@ -45,6 +48,7 @@ static void grade_epochs(uint32_t workers, int out_of_order, uint64_t n, uint64_
         CHECK_OK(loader_start_epoch(L, &e));
         uint8_t *seen = calloc(nb, 1);
         uint64_t got = 0;
+        uint32_t holding = 0;
         struct loader_batch *b;
         int rc;
         while ((rc = loader_next(L, &b)) == 1) {
@@ -53,12 +57,19 @@ static void grade_epochs(uint32_t workers, int out_of_order, uint64_t n, uint64_
             if (!out_of_order)
                 CHECK_MSG(b->number == got, "expected batch %llu next, got batch %llu (out of order)",
                           (unsigned long long)got, (unsigned long long)b->number);
-            CHECK_MSG(!seen[b->number], "batch %llu delivered twice", (unsigned long long)b->number);
+            CHECK_MSG(!seen[b->number], "batch %llu delivered twice%s", (unsigned long long)b->number,
+                      hold > 1 ? " (the trainer holds several batches at once: a slot it holds is not finished)" : "");
             seen[b->number] = 1;
             fixture_check_batch(ds, b, idx, b->number * bs);
-            loader_release(L, b);
+            if (holding == hold) {
+                loader_release(L, held[0]);
+                memmove(held, held + 1, --holding * sizeof held[0]);
+            }
+            held[holding++] = b;
             got++;
         }
+        while (holding > 0)
+            loader_release(L, held[--holding]);
         CHECK_OK(rc);
         CHECK_MSG(got == nb, "epoch %llu: %llu batches delivered, expected %llu", (unsigned long long)epoch,
                   (unsigned long long)got, (unsigned long long)nb);
@@ -69,10 +80,11 @@ static void grade_epochs(uint32_t workers, int out_of_order, uint64_t n, uint64_
     dataset_close(ds);
 }
 
-static void order_one_worker(void) { grade_epochs(1, 0, 300, 8, 2); }
-static void order_many_workers(void) { grade_epochs(4, 0, 600, 7, 2); }
-static void caller_thread(void) { grade_epochs(0, 0, 200, 9, 2); }
-static void out_of_order(void) { grade_epochs(3, 1, 500, 8, 1); }
+static void order_one_worker(void) { grade_epochs(1, 0, 300, 8, 2, 1); }
+static void order_many_workers(void) { grade_epochs(4, 0, 600, 7, 2, 1); }
+static void caller_thread(void) { grade_epochs(0, 0, 200, 9, 2, 1); }
+/* The trainer holds three batches at once: a held slot is not finished. */
+static void out_of_order(void) { grade_epochs(3, 1, 500, 8, 1, 3); }
 /* Batch 0 blocks until twice the ring's size of later batches were delivered
  * (3 workers, prefetch 2: 6 slots): only a real out-of-order pick gets past
  * the first batch, and only a claim into any free slot gets past the fifth
@@ -114,6 +126,61 @@ static void grade_memory_bound(int out_of_order)
 
 static void memory_bound(void) { grade_memory_bound(0); }
 static void memory_bound_out_of_order(void) { grade_memory_bound(1); }
+
+/* With the trainer taking nothing, the workers fill the whole ring: every
+ * slot ends READY (the loader counts them from the slots' states), and its
+ * count of busy slots (loader_stats' max_busy_slots, kept by slot_set()) must
+ * say all of them. Then every batch is taken, and every slot of the ring
+ * must have held one. Two epochs: the busy count carries over. The wait for
+ * the ring to fill has a deadline only to turn a hang into a failure. */
+static void grade_ring_fills(int out_of_order)
+{
+    const char *mode = out_of_order ? "out of order" : "in order";
+    const uint64_t n = 200, bs = 4, nb = n / bs;
+    dataset_t *ds = fixture_dataset(n, 24, 24);
+    struct loader_options opt = fixture_options(3, (uint32_t)bs, NULL);
+    opt.out_of_order = out_of_order;
+    loader_t *L;
+    CHECK_OK(loader_open(ds, &opt, &L));
+    uint64_t *idx = fixture_shuffled(n, 5);
+    for (uint64_t epoch = 0; epoch < 2; epoch++) {
+        struct loader_epoch e = {.epoch = epoch, .indices = index_stream_of_array(&(struct index_array){idx, n}),
+                                 .batch_size = (uint32_t)bs};
+        CHECK_OK(loader_start_epoch(L, &e));
+        struct loader_stats st;
+        uint64_t deadline = clock_now_ns() + 10000000000ull;
+        for (loader_stats(L, &st); st.ready_slots < st.slots && clock_now_ns() < deadline; loader_stats(L, &st))
+            clock_sleep_ns(1000000);
+        CHECK_MSG(st.ready_slots == st.slots, "%s, epoch %llu: with the trainer taking nothing, the workers filled "
+                  "%u of the ring's %u slots in 10 s: a free slot is never claimed", mode, (unsigned long long)epoch,
+                  st.ready_slots, st.slots);
+        CHECK_MSG(st.max_busy_slots == st.slots, "%s, epoch %llu: all %u slots of the ring are READY, but the loader "
+                  "counted at most %u busy at once: a slot's state changed without slot_set(), which keeps that "
+                  "count", mode, (unsigned long long)epoch, st.slots, st.max_busy_slots);
+        uint8_t used[64] = {0};
+        CHECK(st.slots <= sizeof used);
+        struct loader_batch *b;
+        uint64_t got = 0;
+        int rc;
+        while ((rc = loader_next(L, &b)) == 1) {
+            used[b->slot < st.slots ? b->slot : 0] = 1;
+            fixture_check_batch(ds, b, idx, b->number * bs);
+            loader_release(L, b);
+            got++;
+        }
+        CHECK_OK(rc);
+        CHECK_EQ_U64(got, nb);
+        for (uint32_t s = 0; s < st.slots; s++)
+            CHECK_MSG(used[s], "%s, epoch %llu: slot %u of the ring's %u never held a batch", mode,
+                      (unsigned long long)epoch, s, st.slots);
+    }
+    loader_close(L);
+    free(idx);
+    dataset_close(ds);
+}
+
+static void ring_fills_in_order(void) { grade_ring_fills(0); }
+static void ring_fills_out_of_order(void) { grade_ring_fills(1); }
 
 static int fail_on_77(void *user, const struct loader_sample *s, void *data, uint64_t bytes)
 {
@@ -183,6 +250,8 @@ static const struct grade_test tests[] = {
     {"out-of-order-overtakes", 10, 10, out_of_order_overtakes},
     {"memory-bound", 20, 10, memory_bound},
     {"memory-bound-out-of-order", 10, 10, memory_bound_out_of_order},
+    {"ring-fills-every-slot", 5, 30, ring_fills_in_order},
+    {"ring-fills-every-slot-out-of-order", 10, 30, ring_fills_out_of_order},
     {"error-at-its-batch", 10, 10, error_at_its_batch},
     {"error-out-of-order", 10, 10, error_out_of_order},
     {"shutdown-and-restart", 20, 10, shutdown_and_restart},

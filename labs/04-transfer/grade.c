@@ -56,6 +56,61 @@ static void three_buffers(void)
     grade_epochs(&c, 2, 5e-5, "3 buffers");
 }
 
+/* Epochs back to back, as a training loop runs them: the next epoch's first
+ * copies are queued while the last kernels of the one before may still read
+ * their buffers, with no device synchronization in between. The detector
+ * sees a copy that is not ordered after those kernels whatever the timing:
+ * a buffer's free event holds across epochs. */
+static void grade_back_to_back(const struct pf_config *c, uint64_t epochs, const char *what)
+{
+    struct pf_rig r;
+    pf_open(&r, c);
+    uint64_t nb = (c->records + c->batch - 1) / c->batch;
+    struct pf_check *checks = calloc(epochs * nb, sizeof *checks);
+    CHECK(checks != NULL);
+    struct pf_result res[8];
+    CHECK(epochs <= sizeof res / sizeof res[0]);
+    for (uint64_t e = 0; e < epochs; e++)
+        pf_epoch_queued(&r, e, 2e-4, 1, checks + e * nb, &res[e]);
+    pf_synchronize(&r, &res[epochs - 1]);
+    for (uint64_t e = 0; e < epochs; e++) {
+        char label[160];
+        snprintf(label, sizeof label, "%s, epoch %llu of %llu run back to back (no device synchronization between "
+                 "epochs)", what, (unsigned long long)e, (unsigned long long)epochs);
+        pf_expect_good(&r, &res[e], label);
+    }
+    free(checks);
+    pf_close(&r);
+}
+
+static void epochs_back_to_back(void)
+{
+    grade_back_to_back(&grade_base, 3, "2 buffers");
+    struct pf_config c = grade_base;
+    c.depth = 3;
+    c.workers = 1;
+    c.prefetch = 4;
+    grade_back_to_back(&c, 3, "3 buffers");
+}
+
+/* More device buffers than the loader has slots: the ring runs out before
+ * the buffers do, and a slot must go back (once its copy is done) before the
+ * next batch can be collated, from the first batches of the epoch on. */
+static void deeper_than_the_ring(void)
+{
+    struct pf_config c = grade_base;
+    c.workers = 0; /* a ring of prefetch = 2 slots */
+    for (uint32_t depth = 3; depth <= 4; depth++) {
+        c.depth = depth;
+        char what[96];
+        snprintf(what, sizeof what, "%u buffers, a loader ring of 2 slots", depth);
+        grade_epochs(&c, 2, 5e-5, what);
+    }
+    c.workers = 1;
+    c.depth = 4;
+    grade_epochs(&c, 2, 5e-5, "4 buffers, 1 worker, a loader ring of 2 slots");
+}
+
 /* Compute held behind a gate: batch 1's copy must complete meanwhile. */
 static void copy_overlaps_compute(void)
 {
@@ -147,6 +202,8 @@ static const struct grade_test tests[] = {
     {"double-buffered", 20, 30, double_buffered},
     {"one-buffer", 10, 30, one_buffer},
     {"three-buffers", 10, 30, three_buffers},
+    {"epochs-back-to-back", 10, 30, epochs_back_to_back},
+    {"deeper-than-the-ring", 10, 30, deeper_than_the_ring},
     {"copy-overlaps-compute", 20, 30, copy_overlaps_compute},
     {"slot-back-after-copy", 20, 30, slot_back_after_copy},
     {"pytorch-staging", 10, 30, pytorch_staging},

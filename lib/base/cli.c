@@ -3,7 +3,6 @@
 
 #include "base/error.h"
 
-#include <ctype.h>
 #include <errno.h>
 #include <getopt.h>
 #include <math.h>
@@ -11,112 +10,117 @@
 #include <stdlib.h>
 #include <string.h>
 
-int cli_parse_u64(const char *flag, const char *text, uint64_t *out)
+/* The decimal digits at the start of text into *v: returns where they end
+ * (text itself when there are none), *overflow set when they pass 2^64-1.
+ * Nothing is skipped: not a space, not a sign. */
+static const char *cli_scan_digits(const char *text, uint64_t *v, int *overflow)
 {
-    char *end;
-    errno = 0;
-    if (!text || !isdigit((unsigned char)text[0]))
-        return err_set(ERR_ARG, "--%s: expected a non-negative integer, got '%s'", flag, text ? text : "");
-    unsigned long long v = strtoull(text, &end, 10);
-    if (errno == ERANGE)
-        return err_set(ERR_ARG, "--%s: '%s' is too large", flag, text);
-    if (*end)
-        return err_set(ERR_ARG, "--%s: expected a non-negative integer, got '%s'", flag, text);
+    *v = 0;
+    *overflow = 0;
+    for (; *text >= '0' && *text <= '9'; text++)
+        if (__builtin_mul_overflow(*v, 10, v) || __builtin_add_overflow(*v, (uint64_t)(*text - '0'), v))
+            *overflow = 1;
+    return text;
+}
+
+/* An unsigned integer from min to max, the whole text; `what` is how the
+ * message names it ("--world", or "RANK" for a variable). */
+static int cli_parse_named(const char *what, const char *text, uint64_t min, uint64_t max, uint64_t *out)
+{
+    uint64_t v;
+    int overflow;
+    const char *end = text ? cli_scan_digits(text, &v, &overflow) : NULL;
+    if (!end || end == text || *end || overflow || v < min || v > max)
+        return err_set(ERR_ARG, "%s: expected %llu to %llu, got '%s'", what, (unsigned long long)min,
+                       (unsigned long long)max, text ? text : "");
     *out = v;
     return 0;
 }
 
-int cli_parse_i64(const char *flag, const char *text, int64_t *out)
+int cli_parse_range(const char *flag, const char *text, uint64_t min, uint64_t max, uint64_t *out)
 {
+    char what[64];
+    snprintf(what, sizeof what, "--%s", flag);
+    return cli_parse_named(what, text, min, max, out);
+}
+
+int cli_parse_env(const char *name, const char *text, uint64_t min, uint64_t max, uint64_t *out)
+{
+    if (cli_parse_named(name, text, min, max, out) == 0)
+        return 0;
+    return err_set(ERR_ARG, "%s='%s': expected %llu to %llu", name, text ? text : "", (unsigned long long)min,
+                   (unsigned long long)max); /* as a shell shows the variable */
+}
+
+/* A finite decimal number, the whole text: digits, one leading '-', a point,
+ * an exponent; strtod() alone would also take a leading space, "0x1p3",
+ * "inf" and "nan". 0, or -1 (nothing set). */
+static int cli_scan_double(const char *text, double *out)
+{
+    if (!text)
+        return -1;
+    const char *digits = text[0] == '-' ? text + 1 : text;
+    if (!((*digits >= '0' && *digits <= '9') || *digits == '.') || digits[strspn(digits, "0123456789.eE+-")])
+        return -1;
     char *end;
     errno = 0;
-    if (!text || !*text)
-        return err_set(ERR_ARG, "--%s: expected an integer, got ''", flag);
-    long long v = strtoll(text, &end, 10);
-    if (errno == ERANGE)
-        return err_set(ERR_ARG, "--%s: '%s' is out of range", flag, text);
-    if (*end || end == text)
-        return err_set(ERR_ARG, "--%s: expected an integer, got '%s'", flag, text);
+    double v = strtod(text, &end);
+    if (*end || errno == ERANGE || !isfinite(v)) /* ERANGE: past a double's range, or below its smallest */
+        return -1;
     *out = v;
     return 0;
 }
 
 int cli_parse_double(const char *flag, const char *text, double *out)
 {
-    char *end;
-    errno = 0;
-    if (!text || !*text)
-        return err_set(ERR_ARG, "--%s: expected a number, got ''", flag);
-    double v = strtod(text, &end);
-    if (errno == ERANGE || *end || end == text || !isfinite(v))
-        return err_set(ERR_ARG, "--%s: expected a finite number, got '%s'", flag, text);
-    *out = v;
-    return 0;
-}
-
-int cli_parse_bytes(const char *flag, const char *text, uint64_t *out)
-{
-    char *end;
-    errno = 0;
-    if (!text || !isdigit((unsigned char)text[0]))
-        return err_set(ERR_ARG, "--%s: expected a size like 4096, 64K or 1G, got '%s'", flag, text ? text : "");
-    unsigned long long v = strtoull(text, &end, 10);
-    unsigned shift = 0;
-    switch (*end) {
-    case 'K': case 'k': shift = 10; end++; break;
-    case 'M': case 'm': shift = 20; end++; break;
-    case 'G': case 'g': shift = 30; end++; break;
-    default: break;
-    }
-    if (*end == 'B' || *end == 'b')
-        end++;
-    if (errno == ERANGE || *end)
-        return err_set(ERR_ARG, "--%s: expected a size like 4096, 64K or 1G, got '%s'", flag, text);
-    if (shift && v > (UINT64_MAX >> shift))
-        return err_set(ERR_ARG, "--%s: '%s' is too large", flag, text);
-    *out = (uint64_t)v << shift;
-    return 0;
-}
-
-int cli_parse_seed(const char *flag, const char *text, uint64_t *out)
-{
-    const char *digits = text && text[0] == '-' ? text + 1 : text;
-    if (!digits || !*digits || digits[strspn(digits, "0123456789")])
-        return err_set(ERR_ARG, "--%s: expected an integer from -2^63 to 2^64-1 (negative allowed), got '%s'", flag,
-                       text ? text : "");
-    if (text[0] == '-') {
-        int64_t v;
-        int rc = cli_parse_i64(flag, text, &v);
-        if (rc)
-            return rc;
-        *out = (uint64_t)v;
-        return 0;
-    }
-    return cli_parse_u64(flag, text, out);
-}
-
-int cli_parse_range(const char *flag, const char *text, uint64_t min, uint64_t max, uint64_t *out)
-{
-    uint64_t v;
-    int rc = cli_parse_u64(flag, text, &v);
-    if (rc == ERR_ARG && text && isdigit((unsigned char)text[0]) && strspn(text, "0123456789") == strlen(text))
-        v = UINT64_MAX, rc = 0; /* all digits but too large: out of range, said as such below */
-    if (rc < 0 || v < min || v > max)
-        return err_set(ERR_ARG, "--%s: expected %llu to %llu, got '%s'", flag, (unsigned long long)min,
-                       (unsigned long long)max, text ? text : "");
-    *out = v;
+    if (cli_scan_double(text, out) < 0)
+        return err_set(ERR_ARG, "--%s: expected a finite number, got '%s'", flag, text ? text : "");
     return 0;
 }
 
 int cli_parse_double_range(const char *flag, const char *text, double min, double max, double *out)
 {
     double v;
-    int rc = cli_parse_double(flag, text, &v);
-    if (rc < 0)
-        return rc;
-    if (v < min || v > max)
-        return err_set(ERR_ARG, "--%s: expected %g to %g, got '%s'", flag, min, max, text);
+    if (cli_scan_double(text, &v) < 0 || v < min || v > max || (text[0] == '-' && min >= 0))
+        return err_set(ERR_ARG, "--%s: expected %g to %g, got '%s'", flag, min, max, text ? text : "");
     *out = v;
+    return 0;
+}
+
+int cli_parse_bytes(const char *flag, const char *text, uint64_t min, uint64_t max, uint64_t *out)
+{
+    uint64_t v;
+    int overflow;
+    const char *end = text ? cli_scan_digits(text, &v, &overflow) : NULL;
+    unsigned shift = 0;
+    if (end && end != text) {
+        switch (*end) {
+        case 'K': case 'k': shift = 10; end++; break;
+        case 'M': case 'm': shift = 20; end++; break;
+        case 'G': case 'g': shift = 30; end++; break;
+        default: break;
+        }
+        if (*end == 'B' || *end == 'b')
+            end++;
+    }
+    if (!end || end == text || *end || overflow || v > (UINT64_MAX >> shift) || (v << shift) < min ||
+        (v << shift) > max)
+        return err_set(ERR_ARG, "--%s: expected a size of %llu to %llu bytes, like 4096, 64K or 1G, got '%s'", flag,
+                       (unsigned long long)min, (unsigned long long)max, text ? text : "");
+    *out = v << shift;
+    return 0;
+}
+
+int cli_parse_seed(const char *flag, const char *text, uint64_t *out)
+{
+    uint64_t v;
+    int overflow, negative = text && text[0] == '-';
+    const char *digits = text ? text + negative : NULL;
+    const char *end = digits ? cli_scan_digits(digits, &v, &overflow) : NULL;
+    if (!end || end == digits || *end || overflow || (negative && v > (uint64_t)1 << 63))
+        return err_set(ERR_ARG, "--%s: expected an integer from -2^63 to 2^64-1 (negative allowed), got '%s'", flag,
+                       text ? text : "");
+    *out = negative ? 0 - v : v; /* -v's two's-complement bits, as torch keeps a negative seed */
     return 0;
 }
 
@@ -137,27 +141,36 @@ int cli_parse_choice(const char *flag, const char *text, const char *const *name
     return err_set(ERR_ARG, "--%s: unknown value '%s' (%s)", flag, text ? text : "", list);
 }
 
-int cli_parse_list(const char *flag, const char *text, uint64_t *out, int max, int *n)
+int cli_parse_list(const char *flag, const char *text, uint64_t min, uint64_t max, uint64_t *out, int most, int *n)
 {
-    char buf[256];
-    if (snprintf(buf, sizeof buf, "%s", text ? text : "") >= (int)sizeof buf)
-        return err_set(ERR_ARG, "--%s: list too long (at most %zu characters)", flag, sizeof buf - 1);
     *n = 0;
-    for (char *tok = buf, *comma;; tok = comma + 1) {
-        comma = strchr(tok, ',');
-        if (comma)
-            *comma = '\0';
-        if (*tok == '\0') /* strtok would skip it silently */
-            return err_set(ERR_ARG, "--%s: expected a comma-separated list of values, got '%s' (an empty value)",
-                           flag, text ? text : "");
-        if (*n == max)
-            return err_set(ERR_ARG, "--%s: at most %d values, got '%s'", flag, max, text);
-        int rc = cli_parse_u64(flag, tok, &out[(*n)++]);
-        if (rc)
-            return rc;
-        if (!comma)
+    for (const char *item = text ? text : "";; (*n)++) {
+        uint64_t v;
+        int overflow;
+        const char *end = cli_scan_digits(item, &v, &overflow);
+        if (*n == most)
+            return err_set(ERR_ARG, "--%s: at most %d values, got '%s'", flag, most, text);
+        if (end == item && (!*end || *end == ',')) /* strtok would skip it silently */
+            return err_set(ERR_ARG, "--%s: expected a comma-separated list of %llu to %llu, got '%s' (an empty value)",
+                           flag, (unsigned long long)min, (unsigned long long)max, text ? text : "");
+        if (end == item || (*end && *end != ',') || overflow || v < min || v > max)
+            return err_set(ERR_ARG, "--%s: expected a comma-separated list of %llu to %llu, got '%s' ('%.*s')", flag,
+                           (unsigned long long)min, (unsigned long long)max, text, (int)strcspn(item, ","), item);
+        out[*n] = v;
+        if (!*end) {
+            (*n)++;
             return 0;
+        }
+        item = end + 1;
     }
+}
+
+int cli_parse_text(const char *flag, const char *text, const char *what, const char **out)
+{
+    if (!text || !*text)
+        return err_set(ERR_ARG, "--%s: expected %s, got an empty value", flag, what);
+    *out = text;
+    return 0;
 }
 
 int cli_getopt_error(int c, const char *arg, const struct option *longopts)

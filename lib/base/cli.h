@@ -12,11 +12,13 @@
  *
  * Flags are GNU long options parsed with getopt_long (optstring ":", opterr
  * 0, so the messages are ours); the helpers below turn their text into values
- * and reject junk ("--world=4x", "-3" for an unsigned, overflow, a value
- * outside its range, a name not in the list) with a message that names the
- * flag and what it accepts. Sizes accept the binary suffixes K, M, G (1K =
- * 1024 bytes), as nccl-tests does. tests/programs/program_shape.sh checks the
- * shape of every build/chapter-N.
+ * and reject junk ("--world=4x", "-3" for an unsigned, " 4" with a space,
+ * 2^64, a value outside its range, a name not in the list, an empty path)
+ * with a message that names the flag and what it accepts. Every number a
+ * program reads from its flags or its environment goes through them: no
+ * strtoul, strtod or atoi of its own. Sizes accept the binary suffixes K, M,
+ * G (1K = 1024 bytes), as nccl-tests does. tests/programs/program_shape.sh
+ * checks the shape, and every numeric flag's bad values, of every program.
  *
  * Read cli_parse_range() and cli_fail() first.
  */
@@ -29,32 +31,55 @@
 /* A program's exit status: it ran, it failed at run time, it was called wrong. */
 enum { CLI_EXIT_OK = 0, CLI_EXIT_FAILED = 1, CLI_EXIT_USAGE = 2 };
 
-/* Each returns 0, or ERR_ARG with err_msg() naming `flag` and the bad text. */
-int cli_parse_u64(const char *flag, const char *text, uint64_t *out);
-int cli_parse_i64(const char *flag, const char *text, int64_t *out);
+/* Every parser below is strict, so that what the program runs with is what
+ * the user typed: the whole text is the value (no leading or trailing space,
+ * which strtoull and strtod would skip or stop at), an unsigned value has no
+ * sign, and a value past the flag's range is refused, never capped to it.
+ * Each returns 0, or ERR_ARG with err_msg() naming `flag` (without its "--"),
+ * the bad text and what the flag accepts. */
+
+/* An unsigned integer from min to max, in decimal digits only: ERR_ARG
+ * "--FLAG: expected MIN to MAX, got 'TEXT'" otherwise (junk, a sign, a
+ * space, a value past 2^64-1 or outside the range alike). */
+int cli_parse_range(const char *flag, const char *text, uint64_t min, uint64_t max, uint64_t *out);
+
+/* A finite decimal number ("5", "-0.25", "1e-3"; no hex, inf or nan) from
+ * min to max, the same way; a '-' only where the range has negatives. */
+int cli_parse_double_range(const char *flag, const char *text, double min, double max, double *out);
+
+/* Any finite decimal number, for a figure with no range of its own: ERR_ARG
+ * "--FLAG: expected a finite number, got 'TEXT'". */
 int cli_parse_double(const char *flag, const char *text, double *out);
-int cli_parse_bytes(const char *flag, const char *text, uint64_t *out);
+
+/* A size in bytes from min to max: digits, then K, M or G (1K = 1024 bytes,
+ * as nccl-tests reads them) and an optional B. ERR_ARG "--FLAG: expected a
+ * size of MIN to MAX bytes, like 4096, 64K or 1G, got 'TEXT'" otherwise. */
+int cli_parse_bytes(const char *flag, const char *text, uint64_t min, uint64_t max, uint64_t *out);
 
 /* Parses a Python-style integer seed: any value from -2^63 to 2^64-1, kept as
  * its 64-bit two's-complement pattern (so -1 and 2^64-1 give the same bits, as
  * they do for torch.Generator.manual_seed). */
 int cli_parse_seed(const char *flag, const char *text, uint64_t *out);
 
-/* An unsigned integer from min to max: ERR_ARG "--FLAG: expected MIN to MAX,
- * got 'TEXT'" otherwise. */
-int cli_parse_range(const char *flag, const char *text, uint64_t min, uint64_t max, uint64_t *out);
-
-/* A finite number from min to max, the same way. */
-int cli_parse_double_range(const char *flag, const char *text, double min, double max, double *out);
-
 /* One of `names` (NULL-terminated): *index is its position. ERR_ARG
  * "--FLAG: unknown value 'TEXT' (a, b or c)" otherwise. */
 int cli_parse_choice(const char *flag, const char *text, const char *const *names, int *index);
 
-/* A comma-separated list of unsigned integers ("0,1,2") into out[0 .. max),
- * *n of them. ERR_ARG naming the flag for junk, an empty value ("1,,2", "1,"),
- * or more than max values. */
-int cli_parse_list(const char *flag, const char *text, uint64_t *out, int max, int *n);
+/* A comma-separated list of unsigned integers ("0,1,2"), each from min to
+ * max, into out[0 .. most), *n of them. ERR_ARG naming the flag for an item
+ * cli_parse_range() refuses (a space around a comma included), an empty item
+ * ("1,,2", "1,", ""), or more than `most` items. */
+int cli_parse_list(const char *flag, const char *text, uint64_t min, uint64_t max, uint64_t *out, int most, int *n);
+
+/* A value that names something (a path, a directory, a field): anything but
+ * the empty string. "--trace=" is a name forgotten, not a request for the
+ * default: ERR_ARG "--FLAG: expected WHAT, got an empty value". */
+int cli_parse_text(const char *flag, const char *text, const char *what, const char **out);
+
+/* An environment variable a launcher or a harness sets, read as strictly as
+ * a flag (" 3" is not 3): ERR_ARG "NAME='TEXT': expected MIN to MAX". The
+ * caller reads the variable (and decides what unset means). */
+int cli_parse_env(const char *name, const char *text, uint64_t min, uint64_t max, uint64_t *out);
 
 /* getopt_long's answer for an option it did not take (`c` is '?' or ':',
  * `arg` is argv[optind - 1], `longopts` the program's table): ERR_ARG

@@ -4,6 +4,7 @@
 #include "base/fsutil.h"
 
 #include "base/error.h"
+#include "base/units.h"
 #include "base/hash.h"
 #include "base/sigreg.h"
 
@@ -447,22 +448,6 @@ int fsutil_read_all(int fd, void *buf, size_t n, const char *name)
 
 /* ---- free space ------------------------------------------------------------ */
 
-char *fsutil_format_bytes(uint64_t bytes, char *buf, size_t cap)
-{
-    static const char *const units[] = {"bytes", "kB", "MB", "GB", "TB", "PB", "EB"};
-    double v = (double)bytes;
-    size_t u = 0;
-    while (v >= 1000.0 && u + 1 < sizeof units / sizeof units[0]) {
-        v /= 1000.0;
-        u++;
-    }
-    if (u == 0)
-        snprintf(buf, cap, "%llu bytes", (unsigned long long)bytes);
-    else
-        snprintf(buf, cap, "%.1f %s", v, units[u]);
-    return buf;
-}
-
 int fsutil_check_space(const char *path, uint64_t bytes, const char *what)
 {
     char at[PATH_MAX];
@@ -483,6 +468,6 @@ int fsutil_check_space(const char *path, uint64_t bytes, const char *what)
     if (bytes <= avail)
         return 0;
     char need[32], have[32];
-    return err_set(ERR_RANGE, "%s needs %s, only %s are free on %s", what, fsutil_format_bytes(bytes, need, sizeof need),
-                   fsutil_format_bytes(avail, have, sizeof have), at);
+    return err_set(ERR_RANGE, "%s needs %s, only %s are free on %s", what, units_format_bytes(bytes, need, sizeof need),
+                   units_format_bytes(avail, have, sizeof have), at);
 }

@@ -160,13 +160,9 @@ int fsutil_read_all(int fd, void *buf, size_t n, const char *name);
 /* Checks, before writing, that `bytes` more bytes fit on the file system that
  * holds `path` (a file or directory; the nearest existing parent is asked).
  * 0, or ERR_RANGE naming `what` with the bytes it needs and those available
- * ("... needs 2.9 TB, 79.1 GB are free on <dir>"), or ERR_IO. A check, not a
+ * ("... needs 2.6 TiB, 73.7 GiB are free on <dir>"), or ERR_IO. A check, not a
  * reservation: a concurrent writer can still fill the disk first, and then
  * the write itself fails with ENOSPC. */
 int fsutil_check_space(const char *path, uint64_t bytes, const char *what);
-
-/* Writes `bytes` as a short human figure ("590.0 MB", "2.0 EB": decimal SI
- * units, as df -H and disk vendors count) into buf; returns buf. */
-char *fsutil_format_bytes(uint64_t bytes, char *buf, size_t cap);
 
 #endif

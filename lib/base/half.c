@@ -52,8 +52,8 @@ float half_to_float(uint16_t h)
 {
     uint32_t sign = (uint32_t)(h & 0x8000u) << 16;
     uint32_t e = (h >> 10) & 0x1fu, m = h & 0x3ffu;
-    if (e == 0x1f) /* infinity, NaN */
-        return half_float(sign | 0x7f800000u | (m << 13));
+    if (e == 0x1f) /* infinity; a NaN keeps its payload and comes out quiet, as torch's c10::Half gives it */
+        return half_float(sign | 0x7f800000u | (m << 13) | (m ? 0x400000u : 0));
     if (e != 0)
         return half_float(sign | ((e + 112) << 23) | (m << 13));
     /* zero or subnormal: m x 2^-24, exact in float32 */

@@ -15,7 +15,8 @@
  * tensor.to(torch.float16 / torch.bfloat16) does on the CPU (c10/util/Half.h,
  * c10/util/BFloat16.h): a float32 above the largest finite value (after
  * rounding) becomes infinity, and every NaN becomes the one quiet NaN PyTorch
- * produces (0x7e00, 0x7fc0). Widening is exact.
+ * produces (0x7e00, 0x7fc0). Widening is exact, except that a signaling
+ * float16 NaN comes out quiet (its payload kept), as torch's does.
  *
  * Arithmetic on 16-bit values is done by widening to float32, computing and
  * narrowing once. For +, -, x and / that is the correctly rounded 16-bit

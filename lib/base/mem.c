@@ -2,6 +2,7 @@
 #include "base/mem.h"
 
 #include "base/error.h"
+#include "base/units.h"
 
 #include <unistd.h>
 
@@ -15,9 +16,11 @@ int mem_check_fits(const char *what, uint64_t bytes)
 {
     uint64_t have = mem_physical_bytes();
     double usable = (double)have * MEM_USABLE_FRACTION;
+    char need[16], of[16];
     if ((have > 0 && (double)bytes > usable) || bytes > SIZE_MAX)
-        return err_set(ERR_NOMEM, "%s: needs %.1f GiB, more than this machine can hold (%.0f%% of its %.1f GiB)",
-                       what, (double)bytes / (1u << 30), MEM_USABLE_FRACTION * 100, (double)have / (1u << 30));
+        return err_set(ERR_NOMEM, "%s: needs %s, more than this machine can hold (%.0f%% of its %s)", what,
+                       units_format_bytes(bytes, need, sizeof need), MEM_USABLE_FRACTION * 100,
+                       units_format_bytes(have, of, sizeof of));
     return 0;
 }
 

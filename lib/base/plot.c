@@ -94,7 +94,28 @@ static int plot_run_gnuplot(const char *script, const char *vars)
     return 0;
 }
 
+/* Appends `text` to dst as a gnuplot single-quoted string ('' inside stands for
+ * one quote). 0, or ERR_ARG when it does not fit in cap. */
+static int plot_quote(char *dst, size_t cap, const char *text)
+{
+    size_t n = strlen(dst);
+    for (const char *p = text; *p; p++) {
+        if (n + 3 >= cap)
+            return ERR_ARG;
+        if (*p == '\'')
+            dst[n++] = '\'';
+        dst[n++] = *p;
+    }
+    dst[n] = '\0';
+    return 0;
+}
+
 int plot_render(const char *script, const char *csv, const char *out, const char *what)
+{
+    return plot_render_titled(script, csv, out, NULL, what);
+}
+
+int plot_render_titled(const char *script, const char *csv, const char *out, const char *title, const char *what)
 {
     static const char *const pictures[] = {".png", ".svg", NULL};
     if (!plot_have_gnuplot())
@@ -106,15 +127,25 @@ int plot_render(const char *script, const char *csv, const char *out, const char
     if (fsutil_open_read(script, NULL, &fd, NULL) < 0)
         return ERR_IO;
     close(fd);
-    if (strchr(csv, '\'') || strchr(out, '\'')) /* they go to gnuplot inside '...' */
-        return err_set(ERR_ARG, "%s: a quote (') in an output path cannot be passed to gnuplot", out);
     struct fsutil_parts parts;
     int rc = fsutil_parts_open(&parts, out, pictures, what);
     if (rc < 0)
         return rc;
-    char vars[2 * PLOT_PATH_MAX + 128];
-    if (snprintf(vars, sizeof vars, "csv='%s'; out='%s'", csv, parts.stem.path) >= (int)sizeof vars)
-        rc = err_set(ERR_ARG, "%s: output path too long for gnuplot", out);
+    char vars[3 * PLOT_PATH_MAX];
+    snprintf(vars, sizeof vars, "csv='");
+    rc = plot_quote(vars, sizeof vars, csv);
+    if (rc == 0) {
+        strcat(vars, "'; out='");
+        rc = plot_quote(vars, sizeof vars, parts.stem.path);
+    }
+    if (rc == 0 && title) {
+        strcat(vars, "'; title='");
+        rc = plot_quote(vars, sizeof vars, title);
+    }
+    if (rc == 0 && strlen(vars) + 2 < sizeof vars)
+        strcat(vars, "'");
+    else
+        rc = err_set(ERR_ARG, "%s: output path or title too long for gnuplot", out);
     if (rc == 0)
         rc = plot_run_gnuplot(script, vars);
     return fsutil_parts_finish(&parts, rc);

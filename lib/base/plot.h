@@ -1,6 +1,8 @@
 /* plot: where every chapter's measurements end up: a CSV file, and a PNG + SVG
- * rendered by gnuplot from the chapter's plot.gp. All of it goes under
- * notebooks-out/ (never next to sources).
+ * rendered by gnuplot from the chapter's plot.gp. All of it goes to the
+ * chapter's --out: by default PLOT_OUT_ROOT/chapter-N, under build/ (never
+ * next to sources, never over the report's committed figures in
+ * notebooks-out/, which only `make report` draws).
  *
  * A plot.gp script receives two variables: `csv` (the data file) and `out`
  * (an output path without extension: a temporary name, which plot_render
@@ -15,6 +17,11 @@
 #include "base/fsutil.h"
 
 #include <stdio.h>
+
+/* The default --out of every chapter is PLOT_OUT_ROOT "/chapter-N": a lesson
+ * run from the repository root writes where git looks away and `make clean`
+ * cleans, so following the READMEs leaves the repository as it was. */
+#define PLOT_OUT_ROOT "build/out"
 
 /* The files of one plot in `dir` (a chapter's --out): csv = dir/NAME.csv,
  * out = dir/NAME (plot_render's OUT); either may be NULL when the CSV and the
@@ -60,5 +67,10 @@ int plot_csv_close(struct plot_csv *c, int rc);
  * still there to plot elsewhere), ERR_IO when gnuplot failed (killed by a
  * file-size limit included: it says so). */
 int plot_render(const char *script, const char *csv, const char *out, const char *what);
+
+/* plot_render, the script also given `title`: what this figure shows, for a
+ * script that draws several (which run, which steps, which settings). A
+ * script takes it with `exists("title")`; NULL gives none. */
+int plot_render_titled(const char *script, const char *csv, const char *out, const char *title, const char *what);
 
 #endif

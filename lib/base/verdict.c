@@ -2,9 +2,9 @@
  * the format and who calls what). Read verdict_print() first. */
 #include "base/verdict.h"
 
+#include "base/cli.h"
 #include "base/error.h"
 
-#include <errno.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -97,13 +97,11 @@ bool verdict_is_line(const char *line)
     return strncmp(line, VERDICT_PREFIX, strlen(VERDICT_PREFIX)) == 0;
 }
 
-/* A whole-text finite number. */
+/* A whole-text finite number, as strictly as a flag's (cli.h: no space
+ * around it, no hex, no inf); the caller says what was wrong. */
 static bool verdict_number(const char *text, double *out)
 {
-    char *end;
-    errno = 0;
-    *out = strtod(text, &end);
-    return end != text && *end == '\0' && errno == 0 && isfinite(*out);
+    return cli_parse_double("figure", text, out) == 0;
 }
 
 int verdict_parse_target(const char *text, enum verdict_op *op, double *target)

@@ -10,9 +10,6 @@
 
 /* ---- the vote -------------------------------------------------------------- */
 
-/* Whether ranks a and b hold the same value in `values`. */
-typedef int (*checks_same_fn)(const void *values, int a, int b);
-
 static int checks_same_fingerprint(const void *values, int a, int b)
 {
     const struct comm_fingerprint *x = (const struct comm_fingerprint *)values + a,
@@ -26,19 +23,10 @@ static int checks_same_checksum(const void *values, int a, int b)
     return ((const uint64_t *)values)[a] == ((const uint64_t *)values)[b];
 }
 
-/* Who disagrees with whom, for the messages. */
-struct checks_verdict {
-    int majority; /* some value is held by more than half the ranks ... */
-    int ref;      /* ... and this is the lowest rank holding it; without a majority: rank 0 */
-    int agree;    /* ranks holding ref's value */
-    int odd;      /* the lowest rank whose value differs from ref's; -1 when all agree */
-    char odd_ranks[128]; /* "rank 3", "ranks 1 and 5", "ranks 1, 5, ... and 9 more" */
-};
-
 /* Boyer and Moore's majority vote (one pass finds the only value that can
  * hold a majority, a second counts it): linear in the world, so it costs
  * nothing at thousands of MPI ranks. */
-static void checks_vote(const void *values, int world, checks_same_fn same, struct checks_verdict *v)
+void comm_checks_vote(const void *values, int world, comm_checks_same_fn same, struct comm_checks_verdict *v)
 {
     int candidate = 0, lead = 0;
     for (int r = 0; r < world; r++) {
@@ -83,8 +71,7 @@ static void checks_vote(const void *values, int world, checks_same_fn same, stru
         snprintf(v->odd_ranks + used, sizeof v->odd_ranks - used, " and %d more", odd_count - listed);
 }
 
-/* Why nobody is named, when nobody can be. */
-static void checks_no_majority(int world, const char *what, char *buf, size_t len)
+void comm_checks_no_majority(int world, const char *what, char *buf, size_t len)
 {
     if (world == 2)
         snprintf(buf, len, "; with two ranks there is no majority to tell which one is wrong");
@@ -128,8 +115,8 @@ static void checks_fingerprint_fields(const struct comm_fingerprint *a, const st
 
 int comm_checks_compare_fingerprints(const struct comm_fingerprint *fps, int world)
 {
-    struct checks_verdict v;
-    checks_vote(fps, world, checks_same_fingerprint, &v);
+    struct comm_checks_verdict v;
+    comm_checks_vote(fps, world, checks_same_fingerprint, &v);
     if (v.odd < 0)
         return 0;
     const struct comm_fingerprint *ref = &fps[v.ref], *odd = &fps[v.odd];
@@ -145,7 +132,7 @@ int comm_checks_compare_fingerprints(const struct comm_fingerprint *fps, int wor
         return err_set(ERR_STATE, "fingerprint mismatch before collective #%llu: %s called something else than the "
                        "other %d ranks, which called %s; rank %d called %s (differs: %s)", seq, v.odd_ranks, v.agree,
                        tref, v.odd, todd, fields);
-    checks_no_majority(world, "call", why, sizeof why);
+    comm_checks_no_majority(world, "call", why, sizeof why);
     return err_set(ERR_STATE, "fingerprint mismatch before collective #%llu: rank %d called %s, rank %d called %s "
                    "(differs: %s)%s", seq, v.ref, tref, v.odd, todd, fields, why);
 }
@@ -155,8 +142,8 @@ int comm_checks_compare_fingerprints(const struct comm_fingerprint *fps, int wor
 int comm_checks_compare_results(const struct comm_coll_desc *d, const uint64_t *sums, int world,
                                 comm_checks_detail_fn detail, const void *ctx)
 {
-    struct checks_verdict v;
-    checks_vote(sums, world, checks_same_checksum, &v);
+    struct comm_checks_verdict v;
+    comm_checks_vote(sums, world, checks_same_checksum, &v);
     if (v.odd < 0)
         return 0;
     char desc[128], where[192] = "", why[128] = "";
@@ -174,7 +161,7 @@ int comm_checks_compare_results(const struct comm_coll_desc *d, const uint64_t *
         return err_set(ERR_STATE, "result check: after %s, %s hold results that differ from the one the other %d "
                        "ranks agree on (rank %d: checksum %016" PRIx64 " vs %016" PRIx64 "%s): the ranks no longer "
                        "hold the same values", desc, v.odd_ranks, v.agree, v.odd, odd, ref, where);
-    checks_no_majority(world, "result", why, sizeof why);
+    comm_checks_no_majority(world, "result", why, sizeof why);
     return err_set(ERR_STATE, "result check: after %s, rank %d's result differs from rank %d's (checksum %016" PRIx64
                    " vs %016" PRIx64 "%s): the ranks no longer hold the same values%s", desc, v.odd, v.ref, odd, ref,
                    where, why);

@@ -29,6 +29,33 @@
 extern "C" {
 #endif
 
+/* ---- the vote, over any per-rank value ------------------------------------ */
+
+/* Whether ranks a and b hold the same value in `values` (laid out as the
+ * caller likes: an array of fingerprints, of checksums, a table of hashes). */
+typedef int (*comm_checks_same_fn)(const void *values, int a, int b);
+
+/* Who disagrees with whom. */
+struct comm_checks_verdict {
+    int majority; /* some value is held by more than half the ranks ... */
+    int ref;      /* ... and this is the lowest rank holding it; without a majority: rank 0 */
+    int agree;    /* ranks holding ref's value */
+    int odd;      /* the lowest rank whose value differs from ref's; -1 when all agree */
+    char odd_ranks[128]; /* "rank 3", "ranks 1 and 5", "ranks 1, 5, ... and 9 more" */
+};
+
+/* The majority vote over world ranks' values (Boyer and Moore's: linear in
+ * the world). Every check that says who differs across ranks votes here, so
+ * they all blame alike: the fingerprint and result checks below, and the
+ * replica check of chapter 6 (lib/ddp/replica.c). */
+void comm_checks_vote(const void *values, int world, comm_checks_same_fn same, struct comm_checks_verdict *v);
+
+/* Why nobody is named when v.majority is 0, for the end of a message:
+ * "; with two ranks there is no majority to tell which one is wrong", or
+ * "; no <what> is shared by a majority of the 4 ranks, so none can be called
+ * the wrong one". */
+void comm_checks_no_majority(int world, const char *what, char *buf, size_t len);
+
 /* ---- the verdicts, over every rank's value -------------------------------- */
 
 /* Compares fps[0 .. world-1], every rank's fingerprint of the collective it

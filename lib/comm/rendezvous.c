@@ -4,6 +4,7 @@
  * never a hang. */
 #include "comm/rendezvous.h"
 
+#include "base/cli.h"
 #include "base/clock.h"
 #include "base/error.h"
 #include "comm/comm.h"
@@ -40,13 +41,11 @@ static int rdv_env_int(const char *name, int lo, int hi, int fallback, int *out)
         return err_set(ERR_ARG, "%s is not set (torchrun sets RANK, WORLD_SIZE, LOCAL_RANK, MASTER_ADDR, "
                        "MASTER_PORT)", name);
     }
-    char *end;
-    errno = 0;
-    long v = strtol(text, &end, 10);
-    if (errno || *end || end == text || v < lo || v > hi)
-        return err_set(ERR_ARG, "%s='%s': expected an integer from %d to %d", name, text, lo, hi);
-    *out = (int)v;
-    return 0;
+    uint64_t v;
+    int rc = cli_parse_env(name, text, (uint64_t)lo, (uint64_t)hi, &v);
+    if (rc == 0)
+        *out = (int)v;
+    return rc;
 }
 
 /* The rendezvous port (see struct rendezvous_env in rendezvous.h). */

@@ -16,6 +16,7 @@
  */
 #include "ddp/model.h"
 
+#include "base/cli.h"
 #include "base/clock.h"
 #include "base/error.h"
 #include "base/mem.h"
@@ -73,24 +74,12 @@ void model_spec_default(struct model_spec *s)
 
 int model_spec_parse_hidden(struct model_spec *s, const char *text, const char *flag)
 {
-    int n = 0;
-    const char *p = text;
-    if (!*p)
-        return err_set(ERR_ARG, "%s: empty list; give the hidden layers' widths, e.g. %s=256,128", flag, flag);
-    while (*p) {
-        if (n == MODEL_MAX_HIDDEN)
-            return err_set(ERR_ARG, "%s=%s: at most %d hidden layers", flag, text, MODEL_MAX_HIDDEN);
-        char *end;
-        long v = strtol(p, &end, 10);
-        if (end == p || (*end && *end != ',') || *p == '-' || *p == '+')
-            return err_set(ERR_ARG, "%s=%s: '%s' is not a list of positive integers", flag, text, p);
-        if (v < 1 || v > MODEL_MAX_WIDTH)
-            return err_set(ERR_ARG, "%s=%s: a layer needs 1 to %d units, not %ld", flag, text, MODEL_MAX_WIDTH, v);
-        s->hidden[n++] = (int)v;
-        p = *end ? end + 1 : end;
-        if (*end && !*p)
-            return err_set(ERR_ARG, "%s=%s: the list ends with a comma", flag, text);
-    }
+    uint64_t widths[MODEL_MAX_HIDDEN];
+    int n, rc = cli_parse_list(flag, text, 1, MODEL_MAX_WIDTH, widths, MODEL_MAX_HIDDEN, &n);
+    if (rc < 0)
+        return rc;
+    for (int i = 0; i < n; i++)
+        s->hidden[i] = (int)widths[i];
     s->nhidden = n;
     return 0;
 }
@@ -477,6 +466,11 @@ int model_forward(model_t *m, int batch, enum model_mode mode)
 float model_logit(const model_t *m, int b, int c)
 {
     return m->layers[m->nlayers - 1].z[(size_t)c * (size_t)m->fwd_batch + (size_t)b];
+}
+
+float model_activation(const model_t *m, int l, int b, int j)
+{
+    return m->layers[l].z[(size_t)j * (size_t)m->fwd_batch + (size_t)b];
 }
 
 int model_loss(model_t *m, const int64_t *labels, int batch, float scale, struct model_loss *out)

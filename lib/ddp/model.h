@@ -39,10 +39,11 @@
  * way than batch-major (measured on an AVX-512 Xeon, OpenBLAS 0.3.21). Every
  * other loop runs in a fixed order, so a run is bit-reproducible on one
  * machine with one OpenBLAS kernel set (OPENBLAS_CORETYPE); different CPUs
- * may pick different kernels and round differently. Against PyTorch the
- * results agree to float32 tolerance, not bit for bit: the products sum in
- * different orders, and torch fuses some multiply-adds (see
- * tests/crosscheck/ddp_torch.py).
+ * may pick different kernels and round differently, and a pre-activation
+ * within rounding of 0 then goes to the other side of ReLU. Against PyTorch
+ * the results agree to float32 tolerance, not bit for bit: the products sum
+ * in different orders, and torch fuses some multiply-adds (see
+ * tests/crosscheck/step_reference.py).
  *
  * Threads: a model_t belongs to one rank thread; different ranks' models run
  * concurrently.
@@ -75,8 +76,9 @@ struct model_spec {
 /* 784-256-128-10, no BatchNorm. */
 void model_spec_default(struct model_spec *s);
 
-/* Parses a --hidden list ("256,128") into s->hidden / s->nhidden. 0, or
- * ERR_ARG naming `flag` ("--hidden=0: a layer needs 1 to 65536 units"). */
+/* Parses a --hidden list ("256,128") into s->hidden / s->nhidden, strictly
+ * (cli_parse_list). 0, or ERR_ARG naming `flag`, a flag's name without its
+ * "--" ("--hidden: expected a comma-separated list of 1 to 65536, got '0'"). */
 int model_spec_parse_hidden(struct model_spec *s, const char *text, const char *flag);
 
 /* Checks a spec: widths 1..MODEL_MAX_WIDTH, classes >= 2, nhidden in range.
@@ -182,6 +184,12 @@ int model_forward(model_t *m, int batch, enum model_mode mode);
 
 /* The logits of the last forward: sample b, class c. */
 float model_logit(const model_t *m, int b, int c);
+
+/* Hidden layer l's output (0-based, after its ReLU) in the last forward:
+ * sample b, unit j. Which units ReLU passed depends on how their sums were
+ * rounded where a pre-activation is within rounding of 0; the PyTorch
+ * cross-check reads them (tests/unit/test_torch_cases.c). */
+float model_activation(const model_t *m, int l, int b, int j);
 
 /* Mean softmax cross-entropy of the last forward against labels[0..batch),
  * and the gradient of scale x loss with respect to the logits, which the next

@@ -4,6 +4,7 @@
 
 #include "base/error.h"
 #include "base/hash.h"
+#include "comm/comm_checks.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -46,26 +47,60 @@ static const struct model_tensor *replica_tensor(const model_t *m, int t, const 
     return mt;
 }
 
-/* Tensor t differs between rank 0 and some rank: broadcast rank 0's copy,
- * find each rank's first differing element, share them, and describe the
- * lowest differing rank's. Always returns ERR_STATE (or a comm error). */
-static int replica_locate(comm_t *comm, const model_t *m, uint64_t step, int t, const uint64_t *hashes, int nt)
+/* ---- the votes: comm_checks_vote over the gathered tables ---------------------------------- */
+
+/* Every rank's hash of each of nt tensors, rank q's at all[q * nt]; `t` is
+ * the tensor voted on. */
+struct replica_column {
+    const uint64_t *all;
+    int nt, t;
+};
+
+static int replica_same_tensor(const void *values, int a, int b)
+{
+    const struct replica_column *c = values;
+    return c->all[(size_t)a * (size_t)c->nt + (size_t)c->t] == c->all[(size_t)b * (size_t)c->nt + (size_t)c->t];
+}
+
+static int replica_same_word(const void *values, int a, int b)
+{
+    return ((const uint64_t *)values)[a] == ((const uint64_t *)values)[b];
+}
+
+/* ---- naming the difference ---------------------------------------------------------------- */
+
+/* "fc2.weight[13,40]" (PyTorch's indexing of a 2-D tensor) or "fc3.bias[7]". */
+static const char *replica_element_name(const struct model_tensor *mt, size_t e, char *buf, size_t len)
+{
+    if (mt->ndim == 2)
+        snprintf(buf, len, "%s[%zu,%zu]", mt->name, e / (size_t)mt->shape[1], e % (size_t)mt->shape[1]);
+    else
+        snprintf(buf, len, "%s[%zu]", mt->name, e);
+    return buf;
+}
+
+/* Tensor t differs across ranks, as the vote v over its hashes says: the
+ * reference rank (the majority's, or rank 0 without one) broadcasts its copy,
+ * each rank finds its first element that differs from it, those are shared,
+ * and every rank words the same verdict about the first odd rank's. Always
+ * returns ERR_STATE (or a comm error). */
+static int replica_locate(comm_t *comm, const model_t *m, uint64_t step, int t, const struct comm_checks_verdict *v)
 {
     int W = comm_world(comm), rank = comm_rank(comm);
     const float *mine;
     const struct model_tensor *mt = replica_tensor(m, t, &mine);
-    float *zero = malloc((mt->numel ? mt->numel : 1) * sizeof *zero);
+    float *ref = malloc((mt->numel ? mt->numel : 1) * sizeof *ref);
     int64_t *found = calloc((size_t)W * 2, sizeof *found);
-    if (!zero || !found) {
-        free(zero);
+    if (!ref || !found) {
+        free(ref);
         free(found);
         return err_set(ERR_NOMEM, "replica check: out of memory");
     }
-    memcpy(zero, mine, mt->numel * sizeof *zero);
-    int rc = comm_broadcast(comm, zero, mt->numel, COMM_FLOAT32, 0);
-    int64_t me[2] = {-1, 0}; /* first differing element here, and its bits */
+    memcpy(ref, mine, mt->numel * sizeof *ref);
+    int rc = comm_broadcast(comm, ref, mt->numel, COMM_FLOAT32, v->ref);
+    int64_t me[2] = {-1, 0}; /* first element that differs from the reference here, and its bits */
     for (size_t i = 0; rc == 0 && i < mt->numel; i++)
-        if (memcmp(&zero[i], &mine[i], sizeof(float)) != 0) {
+        if (memcmp(&ref[i], &mine[i], sizeof(float)) != 0) {
             uint32_t bits;
             memcpy(&bits, &mine[i], 4);
             me[0] = (int64_t)i;
@@ -75,41 +110,63 @@ static int replica_locate(comm_t *comm, const model_t *m, uint64_t step, int t, 
     if (rc == 0)
         rc = comm_allgather(comm, me, found, 2, COMM_INT64);
     if (rc == 0) {
-        int q = 1;
-        char others[128] = "";
-        size_t n = 0;
-        for (int k = 1; k < W; k++)
-            if (hashes[(size_t)k * (size_t)nt + (size_t)t] != hashes[t] && n < sizeof others)
-                n += (size_t)snprintf(others + n, sizeof others - n, "%s%d", n ? ", " : "", k);
-        while (q < W && found[2 * q] < 0)
-            q++;
-        if (q == W) { /* the hashes differ but no element does: the check itself is broken */
-            rc = err_set(ERR_STATE, "step %llu: rank %d: the replicas' hashes of %s differ, but no element does",
-                         (unsigned long long)step, rank, mt->name);
+        int q = v->odd;
+        if (found[2 * q] < 0) { /* its hash differs but no element does: the check itself is broken */
+            rc = err_set(ERR_STATE, "step %llu: rank %d: the replicas' hashes of %s say rank %d differs, but no "
+                                    "element does", (unsigned long long)step, rank, mt->name, q);
         } else {
             size_t e = (size_t)found[2 * q];
             uint32_t bits = (uint32_t)found[2 * q + 1];
-            float theirs;
-            memcpy(&theirs, &bits, 4);
-            char where[64] = "";
-            if (mt->ndim == 2)
-                snprintf(where, sizeof where, " (row %zu, column %zu)", e / (size_t)mt->shape[1],
-                         e % (size_t)mt->shape[1]);
-            rc = err_set(ERR_STATE, "step %llu: rank %d's %s differs from rank 0's at element %zu%s: %.9g on rank %d, "
-                                    "%.9g on rank 0 (ranks differing in %s: %s)",
-                         (unsigned long long)step, q, mt->name, e, where, theirs, q, zero[e], mt->name, others);
+            float odd;
+            memcpy(&odd, &bits, 4);
+            char at[MODEL_NAME_MAX + 48], why[160];
+            replica_element_name(mt, e, at, sizeof at);
+            if (v->majority && v->agree == W - 1)
+                rc = err_set(ERR_STATE, "step %llu: rank %d differs from the other %d ranks in %s: %.9g on rank %d, "
+                                        "%.9g on the others", (unsigned long long)step, q, v->agree, at, odd, q,
+                             ref[e]);
+            else if (v->majority)
+                rc = err_set(ERR_STATE, "step %llu: %s differ from the other %d ranks in %s, rank %d first in %s: "
+                                        "%.9g on rank %d, %.9g on the others", (unsigned long long)step,
+                             v->odd_ranks, v->agree, mt->name, q, at, odd, q, ref[e]);
+            else {
+                char copy[MODEL_NAME_MAX + 16];
+                snprintf(copy, sizeof copy, "copy of %s", mt->name);
+                comm_checks_no_majority(W, copy, why, sizeof why);
+                rc = err_set(ERR_STATE, "step %llu: rank %d and rank %d hold different %s, first in %s: %.9g on "
+                                        "rank %d, %.9g on rank %d%s", (unsigned long long)step, v->ref, q, mt->name,
+                             at, ref[e], v->ref, odd, q, why);
+            }
         }
     }
-    free(zero);
+    free(ref);
     free(found);
     return rc;
+}
+
+/* The tables differ: some rank received another copy of every rank's hashes
+ * than the others did (a bit flipped in what the all-gather gave it). The
+ * vote v over the tables' own hashes says whose copy is the odd one. */
+static int replica_damaged_table(int W, uint64_t step, const struct comm_checks_verdict *v)
+{
+    if (v->majority)
+        return err_set(ERR_STATE, "step %llu: %s received a copy of the replicas' hashes that differs from the one "
+                                  "the other %d ranks received: a bit changed in what the check's all-gather gave "
+                                  "%s, not in the parameters (which were not compared)", (unsigned long long)step,
+                       v->odd_ranks, v->agree, v->odd_ranks);
+    char why[160];
+    comm_checks_no_majority(W, "copy of the hashes", why, sizeof why);
+    return err_set(ERR_STATE, "step %llu: rank %d and rank %d received different copies of the replicas' hashes "
+                              "(a bit changed in what the check's all-gather gave one of them; the parameters were "
+                              "not compared)%s", (unsigned long long)step, v->ref, v->odd, why);
 }
 
 int replica_check(comm_t *comm, const model_t *m, uint64_t step, unsigned what)
 {
     int W = comm_world(comm), nt = replica_tensors(m);
-    uint64_t *mine = malloc((size_t)nt * sizeof *mine), *all = malloc((size_t)nt * (size_t)W * sizeof *all);
-    int rc = mine && all ? 0 : err_set(ERR_NOMEM, "replica check: out of memory");
+    uint64_t *mine = malloc((size_t)nt * sizeof *mine), *all = malloc((size_t)nt * (size_t)W * sizeof *all),
+             *tables = malloc((size_t)W * sizeof *tables);
+    int rc = mine && all && tables ? 0 : err_set(ERR_NOMEM, "replica check: out of memory");
     for (int t = 0; rc == 0 && t < nt; t++) {
         const float *data;
         const struct model_tensor *mt = replica_tensor(m, t, &data);
@@ -117,16 +174,44 @@ int replica_check(comm_t *comm, const model_t *m, uint64_t step, unsigned what)
     }
     if (rc == 0)
         rc = comm_allgather(comm, mine, all, (size_t)nt, COMM_INT64);
-    /* the first tensor, in model order, where any rank differs from rank 0;
-     * every rank sees the same table, so every rank takes the same branch */
-    for (int t = 0; rc == 0 && t < nt; t++)
-        for (int q = 1; q < W; q++)
-            if (all[(size_t)q * (size_t)nt + (size_t)t] != all[t]) {
-                rc = replica_locate(comm, m, step, t, all, nt);
-                goto out;
-            }
-out:
+    /* Each rank decides from its own copy of the table, and the decision
+     * picks the next collective (none, or the two that locate): a rank whose
+     * copy differs would go its own way and meet the others' next all-reduce
+     * with a broadcast. So the ranks first agree that they hold one table. */
+    struct comm_checks_verdict v;
+    uint64_t table = 0;
+    if (rc == 0) {
+        table = hash_fnv1a_words(HASH_FNV1A_BASIS, all, (size_t)nt * (size_t)W * sizeof *all);
+        rc = comm_allgather(comm, &table, tables, 1, COMM_INT64);
+    }
+    if (rc == 0) {
+        comm_checks_vote(tables, W, replica_same_word, &v);
+        if (v.odd >= 0)
+            rc = replica_damaged_table(W, step, &v);
+    }
+    /* the first tensor, in model order, on which the ranks differ; the rank
+     * the others disagree with is named by their majority, rank 0 included */
+    for (int t = 0; rc == 0 && t < nt; t++) {
+        struct replica_column col = {all, nt, t};
+        comm_checks_vote(&col, W, replica_same_tensor, &v);
+        if (v.odd >= 0)
+            rc = replica_locate(comm, m, step, t, &v);
+    }
     free(mine);
     free(all);
+    free(tables);
     return rc;
+}
+
+/* ---- the fault it catches ------------------------------------------------------------------ */
+
+void replica_flip(model_t *m, uint64_t step)
+{
+    const struct model_tensor *bias = model_param(m, model_param_tensors(m) - 1);
+    float *x = model_params(m) + bias->offset + step % bias->numel;
+    uint32_t bits;
+    memcpy(&bits, x, 4);
+    int bit = (bits & 0x7f800000u) ? 22 : 30; /* a zero or subnormal: bit 22 would leave it below any rounding */
+    bits ^= 1u << bit;
+    memcpy(x, &bits, 4);
 }

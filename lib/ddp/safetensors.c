@@ -5,6 +5,7 @@
 
 #include "base/error.h"
 #include "base/fsutil.h"
+#include "base/half.h"
 #include "base/mem.h"
 
 #include <jansson.h>
@@ -173,6 +174,8 @@ struct safetensors {
     size_t size, data_start, data_len;
     json_t *root; /* owns the names */
     json_t *meta;
+    const char **meta_keys; /* in the file's order; owned by root */
+    size_t nmeta;
     struct st_entry *e;
     size_t n;
 };
@@ -295,10 +298,13 @@ static int st_parse(safetensors_t *st)
         json_t *v;
         if (!json_is_object(st->meta))
             return err_set(ERR_FORMAT, "%s: __metadata__ is not an object", p);
+        if (!(st->meta_keys = calloc(json_object_size(st->meta) + 1, sizeof *st->meta_keys)))
+            return err_set(ERR_NOMEM, "%s: out of memory for its metadata", p);
         json_object_foreach(st->meta, key, v)
         {
             if (!json_is_string(v))
                 return err_set(ERR_FORMAT, "%s: __metadata__ value of \"%s\" is not a string", p, key);
+            st->meta_keys[st->nmeta++] = key;
         }
     }
     if (!(st->e = calloc(count ? count : 1, sizeof *st->e)))
@@ -358,6 +364,7 @@ void safetensors_close(safetensors_t *st)
     if (!st)
         return;
     json_decref(st->root);
+    free(st->meta_keys);
     free(st->e);
     free(st->file);
     free(st->path);
@@ -381,15 +388,16 @@ const char *safetensors_meta(const safetensors_t *st, const char *key)
     return st->meta ? json_string_value(json_object_get(st->meta, key)) : NULL;
 }
 
-int safetensors_read(const safetensors_t *st, const char *name, enum safetensors_dtype dtype, int ndim,
-                     const int64_t *shape, void *dst)
+size_t safetensors_meta_count(const safetensors_t *st) { return st->nmeta; }
+const char *safetensors_meta_key(const safetensors_t *st, size_t i) { return i < st->nmeta ? st->meta_keys[i] : NULL; }
+
+/* Tensor `name`, when it exists with exactly the shape shape[0..ndim). */
+static int st_lookup(const safetensors_t *st, const char *name, int ndim, const int64_t *shape,
+                     const struct safetensors_tensor **out)
 {
     const struct safetensors_tensor *t = safetensors_find(st, name);
     if (!t)
         return err_set(ERR_FORMAT, "%s: has no tensor %s", st->path, name);
-    if (t->dtype != dtype)
-        return err_set(ERR_FORMAT, "%s: %s is %s, expected %s", st->path, name, st_names[t->dtype],
-                       safetensors_dtype_name(dtype));
     int same = t->ndim == ndim;
     for (int d = 0; same && d < ndim; d++)
         same = t->shape[d] == shape[d];
@@ -398,7 +406,54 @@ int safetensors_read(const safetensors_t *st, const char *name, enum safetensors
         return err_set(ERR_FORMAT, "%s: %s has shape %s, expected %s", st->path, name,
                        st_shape_text(t->ndim, t->shape, a, sizeof a), st_shape_text(ndim, shape, b, sizeof b));
     }
+    *out = t;
+    return 0;
+}
+
+int safetensors_read(const safetensors_t *st, const char *name, enum safetensors_dtype dtype, int ndim,
+                     const int64_t *shape, void *dst)
+{
+    const struct safetensors_tensor *t;
+    int rc = st_lookup(st, name, ndim, shape, &t);
+    if (rc < 0)
+        return rc;
+    if (t->dtype != dtype)
+        return err_set(ERR_FORMAT, "%s: %s is %s, expected %s", st->path, name, st_names[t->dtype],
+                       safetensors_dtype_name(dtype));
     if (t->bytes)
         memcpy(dst, t->data, t->bytes);
     return 0;
+}
+
+int safetensors_read_f32(const safetensors_t *st, const char *name, int ndim, const int64_t *shape, float *dst)
+{
+    const struct safetensors_tensor *t;
+    int rc = st_lookup(st, name, ndim, shape, &t);
+    if (rc < 0)
+        return rc;
+    const unsigned char *p = t->data; /* maybe unaligned: each element through memcpy */
+    switch (t->dtype) {
+    case SAFETENSORS_F16:
+    case SAFETENSORS_BF16:
+        for (size_t i = 0; i < t->numel; i++) {
+            uint16_t h;
+            memcpy(&h, p + 2 * i, 2);
+            dst[i] = t->dtype == SAFETENSORS_F16 ? half_to_float(h) : half_bf16_to_float(h);
+        }
+        return 0;
+    case SAFETENSORS_F64:
+        /* the FPU's conversion in its default mode, as torch's static_cast: round to nearest even,
+         * infinity past float32's range (IEC 60559, which C's Annex F and every x86 compiler follow) */
+        for (size_t i = 0; i < t->numel; i++) {
+            double d;
+            memcpy(&d, p + 8 * i, 8);
+            dst[i] = (float)d;
+        }
+        return 0;
+    case SAFETENSORS_F32:
+        return safetensors_read(st, name, SAFETENSORS_F32, ndim, shape, dst);
+    default:
+        return err_set(ERR_FORMAT, "%s: %s is %s, expected a float type (F32, or F16, BF16, F64 converted)", st->path,
+                       name, st_names[t->dtype]);
+    }
 }

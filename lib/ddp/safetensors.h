@@ -110,6 +110,10 @@ const struct safetensors_tensor *safetensors_at(const safetensors_t *st, size_t 
 const struct safetensors_tensor *safetensors_find(const safetensors_t *st, const char *name);
 /* The __metadata__ value of `key`, or NULL. */
 const char *safetensors_meta(const safetensors_t *st, const char *key);
+/* How many __metadata__ entries there are, and the key of the i-th, in the
+ * file's order (for checks that must see every key, not only known ones). */
+size_t safetensors_meta_count(const safetensors_t *st);
+const char *safetensors_meta_key(const safetensors_t *st, size_t i);
 
 /* Copies tensor `name` into dst after checking that it exists, has `dtype`
  * and exactly the shape shape[0..ndim). 0, or ERR_FORMAT naming the file, the
@@ -117,5 +121,12 @@ const char *safetensors_meta(const safetensors_t *st, const char *key);
  * [128, 784], expected [256, 784]"; "... has no tensor fc1.weight"). */
 int safetensors_read(const safetensors_t *st, const char *name, enum safetensors_dtype dtype, int ndim,
                      const int64_t *shape, void *dst);
+
+/* Copies tensor `name` into dst as float32, converting the other float types
+ * as torch's tensor.to(torch.float32) (and so load_state_dict's copy_) does:
+ * F16 and BF16 exactly (a signaling NaN comes out quiet), F64 rounded to the
+ * nearest float32, ties to even, past float32's range to infinity. 0, or
+ * ERR_FORMAT naming the tensor: missing, of another shape, or not a float. */
+int safetensors_read_f32(const safetensors_t *st, const char *name, int ndim, const int64_t *shape, float *dst);
 
 #endif

@@ -310,3 +310,33 @@ int timeline_write_gantt_csv(const struct timeline_all *all, const char *path, u
     free(used);
     return rc;
 }
+
+/* ---- overlap ------------------------------------------------------------------ */
+
+void timeline_bucket_overlap(const struct timeline_all *all, int bucket, uint64_t first, uint64_t last,
+                             struct timeline_overlap *out)
+{
+    *out = (struct timeline_overlap){0};
+    for (size_t i = 0; i < all->count; i++) {
+        const struct timeline_event *r = &all->events[i];
+        if (r->lane != TIMELINE_BUCKET + bucket || r->step < first || r->step > last)
+            continue;
+        for (size_t k = 0; k < all->count; k++) { /* its step's backward on the same rank */
+            const struct timeline_event *b = &all->events[k];
+            if (b->lane != TIMELINE_BACKWARD || b->rank != r->rank || b->step != r->step)
+                continue;
+            uint64_t from = r->start_ns > b->start_ns ? r->start_ns : b->start_ns;
+            uint64_t to = r->end_ns < b->end_ns ? r->end_ns : b->end_ns;
+            out->pairs++;
+            out->lead_ns += b->end_ns > r->start_ns ? (double)(b->end_ns - r->start_ns) : 0;
+            out->hidden_ns += to > from ? (double)(to - from) : 0;
+            out->length_ns += (double)(r->end_ns - r->start_ns);
+            break;
+        }
+    }
+    if (out->pairs) {
+        out->lead_ns /= (double)out->pairs;
+        out->hidden_ns /= (double)out->pairs;
+        out->length_ns /= (double)out->pairs;
+    }
+}

@@ -116,4 +116,17 @@ int timeline_write_chrome(const struct timeline_all *all, const char *path, cons
  * get no row. 0, or ERR_IO naming the file. */
 int timeline_write_gantt_csv(const struct timeline_all *all, const char *path, uint64_t first, uint64_t last);
 
+/* How bucket b's all-reduce sat against backward in steps [first, last] of
+ * every rank: means over the (rank, step) pairs that hold both bars. This is
+ * what overlap buys: time launched before backward ended, and time hidden
+ * under it, of an all-reduce this long. */
+struct timeline_overlap {
+    uint64_t pairs;       /* (rank, step) pairs with both bars; 0: the means are 0 */
+    double lead_ns;       /* backward's end minus the all-reduce's launch, 0 when launched after it */
+    double hidden_ns;     /* the part of the all-reduce that ran while backward did */
+    double length_ns;     /* the all-reduce, launch to completion */
+};
+void timeline_bucket_overlap(const struct timeline_all *all, int bucket, uint64_t first, uint64_t last,
+                             struct timeline_overlap *out);
+
 #endif

@@ -77,6 +77,7 @@ struct train_run {
     uint64_t start_step, start_epoch, start_batch; /* where this run began (a resumed one: the checkpoint's) */
     uint64_t checkpoints;
     uint64_t saved_step;    /* the step of the last checkpoint written (rank 0), UINT64_MAX: none */
+    char init_note[512];    /* how --init's file was read (checkpoint_load_model's note) */
     /* the epoch so far (this rank) */
     double loss_sum;
     uint64_t samples, correct, steps;
@@ -155,6 +156,28 @@ static int train_check_config(const struct train_config *c, int world)
             return err_set(ERR_ARG, "--batch=%u is larger than each rank's share of the training set: %llu "
                                     "records over %d ranks give %llu each",
                            c->batch, (unsigned long long)records, world, (unsigned long long)share);
+    }
+    return 0;
+}
+
+/* Each flip must land in a step this run takes: one that never fires would
+ * end the run as if the check had found nothing to find. */
+static int train_check_flips(const struct train_config *c, int world, uint64_t first, uint64_t steps_per_epoch)
+{
+    uint64_t last = UINT64_MAX; /* a custom sampler's epochs have no length known in advance */
+    if (!c->indices)
+        last = steps_per_epoch && c->epochs > UINT64_MAX / steps_per_epoch ? UINT64_MAX : steps_per_epoch * c->epochs;
+    if (c->max_steps && c->max_steps < last)
+        last = c->max_steps;
+    for (int i = 0; i < c->nflips; i++) {
+        const struct train_flip *f = &c->flips[i];
+        if (f->rank < 0 || f->rank >= world)
+            return err_set(ERR_ARG, "--fault=flip:%d@%llu: rank %d is not in a world of %d", f->rank,
+                           (unsigned long long)f->step, f->rank, world);
+        if (f->step <= first || f->step > last)
+            return err_set(ERR_ARG, "--fault=flip:%d@%llu: this run takes optimizer steps %llu to %llu, so the bit "
+                                    "would never flip", f->rank, (unsigned long long)f->step,
+                           (unsigned long long)first + 1, (unsigned long long)last);
     }
     return 0;
 }
@@ -252,7 +275,7 @@ static int train_open(struct train_run *t, const struct train_config *c, comm_t 
     if ((rc = model_create(&c->spec, (int)max_batch, &t->m)) < 0)
         return rc;
     if (c->init_path)
-        rc = checkpoint_load_model(c->init_path, t->m);
+        rc = checkpoint_load_model(c->init_path, t->m, t->init_note, sizeof t->init_note);
     else
         model_init(t->m, c->seed);
     if (rc < 0)
@@ -270,23 +293,24 @@ static int train_open(struct train_run *t, const struct train_config *c, comm_t 
         char path[PATH_MAX + 32];
         checkpoint_path(c->resume_dir, path, sizeof path);
         fsutil_tmp_sweep(path); /* what a save killed by SIGKILL left beside it */
+        uint64_t nb = c->indices ? 0 : train_batches_of(c, sampler_len(t->s));
+        struct checkpoint_span span = {.epochs = c->epochs, .batches = nb, .max_steps = c->max_steps};
         if ((rc = checkpoint_read_state(c->resume_dir, &saved)) < 0 ||
             (rc = checkpoint_check_resume(path, &saved, &now)) < 0 ||
+            (rc = checkpoint_check_position(path, &saved, &span)) < 0 ||
             (rc = checkpoint_load(c->resume_dir, t->m, t->o, &saved)) < 0)
             return rc;
         t->step = t->start_step = saved.step;
         t->start_epoch = saved.epoch;
         t->start_batch = saved.batch;
-        uint64_t nb = c->indices ? UINT64_MAX : train_batches_of(c, sampler_len(t->s));
-        if (t->start_batch > nb)
-            return err_set(ERR_STATE, "%s: batch %llu of epoch %llu is past the epoch's %llu batches", path,
-                           (unsigned long long)t->start_batch, (unsigned long long)t->start_epoch,
-                           (unsigned long long)nb);
-        if (t->start_batch == nb) { /* saved at an epoch's end: the next one starts */
+        if (nb && t->start_batch == nb) { /* saved at an epoch's end: the next one starts */
             t->start_epoch++;
             t->start_batch = 0;
         }
     }
+
+    if ((rc = train_check_flips(c, t->world, t->start_step, spe)) < 0)
+        return rc;
 
     /* the data path: a device, its pinned pool, the loader's ring in it, the prefetcher */
     struct device_config dc;
@@ -484,6 +508,9 @@ static int train_step(struct train_run *t, uint32_t g)
     timeline_add(t->tl, TIMELINE_OPTIM, t->step, o0, o1);
     t->step++;
     t->steps++;
+    for (int i = 0; i < c->nflips; i++) /* an injected fault: the next replica check must name it */
+        if (c->flips[i].rank == t->rank && c->flips[i].step == t->step)
+            replica_flip(t->m, t->step);
     return 0;
 }
 
@@ -754,7 +781,11 @@ int train_rank(const struct train_config *c, comm_t *comm, const struct train_ho
                      "epoch; buckets %s", (unsigned long long)share, (unsigned long long)nb, c->batch,
                      (unsigned long long)train_steps_of(c, nb), layout);
         struct train_epoch at = {.epoch = t.start_epoch, .first_batch = t.start_batch, .step_end = t.step};
-        hooks->started(hooks->user, c, c->resume_dir ? &at : NULL, plan);
+        char init[PATH_MAX + sizeof t.init_note + 4] = "";
+        if (c->init_path)
+            snprintf(init, sizeof init, "%s%s%s%s", c->init_path, t.init_note[0] ? " (" : "", t.init_note,
+                     t.init_note[0] ? ")" : "");
+        hooks->started(hooks->user, c, c->resume_dir ? &at : NULL, plan, c->init_path ? init : NULL);
     }
     int stop = c->max_steps && t.step >= c->max_steps;
     for (uint64_t epoch = t.start_epoch; rc == 0 && epoch < c->epochs && !stop; epoch++) {

@@ -70,6 +70,14 @@ enum train_eval {
 typedef int (*train_indices_fn)(void *user, int rank, int world, uint64_t epoch, uint64_t records,
                                 uint64_t **out, uint64_t *count);
 
+/* A fault to inject (chapter 6's --fault=flip:R@K): right after optimizer
+ * step `step` (1 = the first), rank `rank`'s replica gets one bit flipped
+ * (replica_flip, lib/ddp/replica.h), which the next replica check names. */
+struct train_flip {
+    int rank;
+    uint64_t step;
+};
+
 struct train_config {
     /* data */
     const dataset_t *train_set;  /* fixed-size records (784-byte images), labels */
@@ -101,6 +109,8 @@ struct train_config {
     uint32_t accumulate;         /* micro-batches per optimizer step (no_sync for all but the last) */
     int overlap;                 /* 1: buckets start during backward; 0: only after it */
     int check;                   /* compare every rank's parameters (and buffers) bit for bit every step */
+    const struct train_flip *flips; /* bits to flip in a replica, each in a step the run takes; NULL: none */
+    int nflips;
     enum train_eval eval;
 
     /* files */
@@ -156,7 +166,7 @@ struct train_epoch {
 struct train_hooks {
     void *user;
     void (*started)(void *user, const struct train_config *c, const struct train_epoch *resumed_at,
-                    const char *plan);
+                    const char *plan, const char *init); /* init: "FILE (how it was read)" of --init, or NULL */
     void (*epoch)(void *user, const struct train_epoch *e);
     void (*saved)(void *user, const char *path, uint64_t step, uint64_t epoch, uint64_t batch);
 };

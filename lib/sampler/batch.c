@@ -351,3 +351,41 @@ struct batch_stream batch_stream_of_dynamic(const batch_dynamic_t *d)
     return (struct batch_stream){.len = stream_dynamic_len, .get = stream_dynamic_get,
                                  .max_size = d->opt.max_samples, .self = d};
 }
+
+/* ---- padding ---------------------------------------------------------------- */
+
+int batch_padding_add(struct batch_padding *p, const dataset_t *ds, const uint64_t *indices, uint64_t count,
+                      uint64_t *longest)
+{
+    uint64_t widest = 0, real = 0;
+    for (uint64_t k = 0; k < count; k++) {
+        uint64_t length;
+        int rc = dataset_length_of(ds, indices[k], &length);
+        if (rc < 0)
+            return rc;
+        real += length;
+        widest = length > widest ? length : widest;
+    }
+    p->batches++;
+    p->real += real;
+    p->padded += widest * count;
+    if (longest)
+        *longest = widest;
+    return 0;
+}
+
+int batch_padding_add_stream(struct batch_padding *p, const dataset_t *ds, struct batch_stream s)
+{
+    size_t bytes;
+    int rc = mem_check_array("a batch of indices", s.max_size ? s.max_size : 1, sizeof(uint64_t), &bytes);
+    uint64_t *batch = rc == 0 ? malloc(bytes) : NULL;
+    if (rc == 0 && !batch)
+        rc = err_set(ERR_NOMEM, "cannot allocate a batch of %llu indices", (unsigned long long)s.max_size);
+    uint64_t batches = rc == 0 ? s.len(s.self) : 0;
+    for (uint64_t b = 0; rc == 0 && b < batches; b++) {
+        int64_t count = s.get(s.self, b, batch);
+        rc = count < 0 ? (int)count : batch_padding_add(p, ds, batch, (uint64_t)count, NULL);
+    }
+    free(batch);
+    return rc;
+}

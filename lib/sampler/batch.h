@@ -166,4 +166,25 @@ struct batch_stream batch_stream_of_dynamic(const batch_dynamic_t *d);
 
 void batch_dynamic_destroy(batch_dynamic_t *d);
 
+/* ---- padding ---------------------------------------------------------------- */
+
+/* What batches of variable-length records cost once each is padded to its
+ * longest record, as a collate pads sequences into one tensor: a batch of
+ * `count` records whose longest has L tokens takes L x count, of which only
+ * the records' own lengths are real. */
+struct batch_padding {
+    uint64_t batches;
+    uint64_t real;   /* the records' lengths, summed */
+    uint64_t padded; /* longest x count, summed over the batches */
+};
+
+/* Adds one batch (indices into `ds`) to *p; *longest, unless NULL, gets its
+ * longest record's length. 0, or dataset_length_of()'s error. */
+int batch_padding_add(struct batch_padding *p, const dataset_t *ds, const uint64_t *indices, uint64_t count,
+                      uint64_t *longest);
+
+/* Adds every batch of a stream (a rank's epoch) to *p. 0, or the stream's or
+ * the dataset's error, or ERR_NOMEM. */
+int batch_padding_add_stream(struct batch_padding *p, const dataset_t *ds, struct batch_stream s);
+
 #endif

@@ -10,6 +10,7 @@
 
 #include "base/clock.h"
 #include "base/error.h"
+#include "base/units.h"
 
 #include <assert.h>
 #include <pthread.h>
@@ -63,8 +64,6 @@ void pinned_pool_destroy(pinned_pool_t *pool)
     free(pool);
 }
 
-static double pool_mib(uint64_t bytes) { return (double)bytes / (1 << 20); }
-
 /* Gives the block at i back to the OS (mu held). */
 static void pool_unpin(pinned_pool_t *p, uint32_t i)
 {
@@ -83,10 +82,12 @@ int pinned_pool_alloc(pinned_pool_t *p, uint64_t bytes, void **out)
     if (bytes == 0)
         return err_set(ERR_ARG, "pinned pool: 0 bytes asked");
     uint64_t page = (uint64_t)sysconf(_SC_PAGESIZE);
+    char asked[16], limit[16], held[16], used[16];
+    units_format_bytes(p->st.limit_bytes, limit, sizeof limit);
     if (bytes > p->st.limit_bytes)
-        return err_set(ERR_NOMEM, "pinned pool: %llu bytes (%.2f MiB) asked, more than the pool's whole limit of "
-                       "%.2f MiB: raise the limit or ask for less", (unsigned long long)bytes, pool_mib(bytes),
-                       pool_mib(p->st.limit_bytes));
+        return err_set(ERR_NOMEM, "pinned pool: %llu bytes (%s) asked, more than the pool's whole limit of %s: raise "
+                       "the limit or ask for less", (unsigned long long)bytes,
+                       units_format_bytes(bytes, asked, sizeof asked), limit);
     if (bytes > UINT64_MAX - page)
         return err_set(ERR_NOMEM, "pinned pool: %llu bytes asked: no machine has that much", (unsigned long long)bytes);
     uint64_t want = (bytes + page - 1) / page * page;
@@ -119,9 +120,10 @@ int pinned_pool_alloc(pinned_pool_t *p, uint64_t bytes, void **out)
     }
     int rc = 0;
     if (p->st.held_bytes + want > p->st.limit_bytes) {
-        rc = err_set(ERR_NOMEM, "pinned pool: %.2f MiB asked, but %.2f MiB of the pool's %.2f MiB limit are held "
-                     "and in use (%u block%s): release batches or buffers first, or raise the limit",
-                     pool_mib(want), pool_mib(p->st.in_use_bytes), pool_mib(p->st.limit_bytes), p->st.blocks_in_use,
+        rc = err_set(ERR_NOMEM, "pinned pool: %s asked, but %s of the pool's %s limit are held and in use (%u "
+                     "block%s): release batches or buffers first, or raise the limit",
+                     units_format_bytes(want, asked, sizeof asked),
+                     units_format_bytes(p->st.in_use_bytes, used, sizeof used), limit, p->st.blocks_in_use,
                      p->st.blocks_in_use == 1 ? "" : "s");
     } else if (p->n == p->cap) {
         uint32_t cap = p->cap ? p->cap * 2 : 8;
@@ -138,9 +140,10 @@ int pinned_pool_alloc(pinned_pool_t *p, uint64_t bytes, void **out)
         void *ptr;
         rc = device_host_alloc(p->dev, p->kind, want, name, &ptr);
         if (rc) {
-            rc = err_wrap(ERR_NOMEM, "pinned pool: %.2f MiB asked, %.2f MiB held (%.2f MiB in use) of %.2f MiB: the "
-                          "device could not pin more", pool_mib(want), pool_mib(p->st.held_bytes),
-                          pool_mib(p->st.in_use_bytes), pool_mib(p->st.limit_bytes));
+            rc = err_wrap(ERR_NOMEM, "pinned pool: %s asked, %s held (%s in use) of %s: the device could not pin "
+                          "more", units_format_bytes(want, asked, sizeof asked),
+                          units_format_bytes(p->st.held_bytes, held, sizeof held),
+                          units_format_bytes(p->st.in_use_bytes, used, sizeof used), limit);
         } else {
             p->st.pin_s += (double)(clock_now_ns() - t0) * 1e-9;
             p->st.pins++;

@@ -2,13 +2,16 @@
 # PyTorch 1.13, and safetensors files across the two. build/tests/unit/
 # test_torch_cases writes six cases (SGD with momentum; with weight decay and
 # Nesterov; Adam; each with and without BatchNorm; a one-hidden-layer model
-# at batch 7): batches, our first logits, every loss, the first gradients and
-# the final parameters and buffers. tests/crosscheck/ddp_torch.py rebuilds
-# each in torch: the initial parameters must be torch.manual_seed's bit for
-# bit, the rest agree to the float32 tolerance it states (and prints the
-# errors it measured); our --save files must load with load_state_dict. Then
-# the C side must load the file torch wrote. Needs Debian's python3-torch
-# (only /usr/bin/python3 imports it); runs in the plain suite only.
+# at batch 7): the batches and the whole run, the state before every step and
+# every step's logits, loss, gradient and ReLU masks.
+# tests/crosscheck/ddp_torch.py rebuilds each in torch: the initial
+# parameters must be torch.manual_seed's bit for bit, and every step, from the
+# state our run reached, must agree with torch computing it in float64 within
+# bounds that hold on any CPU and OpenBLAS kernel set
+# (tests/crosscheck/step_reference.py; it prints the errors it measured); our
+# --save files must load with load_state_dict. Then the C side must load the
+# file torch wrote. Needs Debian's python3-torch (only /usr/bin/python3
+# imports it); runs in the plain suite only.
 . "$(dirname "$0")/../harness/lib.sh"
 prog="$BUILD/tests/unit/test_torch_cases"
 if [ "${SUITE:-plain}" != plain ]; then t_skip torch_equivalence "runs in the plain suite only"; exit 0; fi

@@ -2,10 +2,12 @@
  *
  * Usage: build/tests/test_x [NAME...]   (no names: run them all)
  * Prints "PASS test_x.NAME" or "FAIL test_x.NAME: reason" per test, exits 1 if
- * any failed. CHECK_TIMEOUT=seconds overrides the default per-test limit.
+ * any failed. CHECK_TIMEOUT=seconds (1 to a day) overrides the default
+ * per-test limit.
  */
 #include "check.h"
 
+#include "base/cli.h"
 #include "base/error.h"
 #include "isolate.h"
 
@@ -17,6 +19,7 @@
 
 #define CHECK_MAX_TESTS 512
 #define CHECK_DEFAULT_TIMEOUT_S 120
+#define CHECK_MAX_TIMEOUT_S 86400 /* a day: a test that needs more is a hang */
 
 static struct {
     const char *name;
@@ -48,7 +51,12 @@ static int check_selected(const char *name, int argc, char **argv)
 int main(int argc, char **argv)
 {
     const char *prog = basename(argv[0]);
-    unsigned timeout_s = getenv("CHECK_TIMEOUT") ? (unsigned)atoi(getenv("CHECK_TIMEOUT")) : CHECK_DEFAULT_TIMEOUT_S;
+    uint64_t timeout_s = CHECK_DEFAULT_TIMEOUT_S;
+    const char *limit = getenv("CHECK_TIMEOUT");
+    if (limit && cli_parse_env("CHECK_TIMEOUT", limit, 1, CHECK_MAX_TIMEOUT_S, &timeout_s) < 0) {
+        fprintf(stderr, "%s: %s\n", prog, err_msg()); /* atoi would make "1O" a limit of 1 s */
+        return 2;
+    }
     if (argc > 1 && strcmp(argv[1], "--help") == 0) {
         printf("usage: %s [TEST...]\nRuns the named tests (default: all), each in its own process.\n", prog);
         for (int i = 0; i < check_count; i++)
@@ -61,7 +69,7 @@ int main(int argc, char **argv)
         if (!check_selected(check_tests[i].name, argc, argv))
             continue;
         static char reason[16384];
-        if (isolate_run(check_tests[i].fn, timeout_s, reason, sizeof reason)) {
+        if (isolate_run(check_tests[i].fn, (unsigned)timeout_s, reason, sizeof reason)) {
             if (strncmp(reason, "skipped: ", 9) == 0) /* check_skip() said why */
                 printf("PASS %s.%s (%s)\n", prog, check_tests[i].name, reason);
             else

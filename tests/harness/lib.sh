@@ -8,6 +8,8 @@
 #   t_fail NAME STATUS NEEDLE CMD...        exits with STATUS (or "nonzero") and
 #                                           stderr+stdout contain NEEDLE
 #   t_out  NAME NEEDLE CMD...               exits 0 and output contains NEEDLE
+#   t_said NAME NEEDLE                      the last command's output (after
+#                                           t_out, t_fail, t_run) contains NEEDLE
 #   t_skip NAME WHY                         counted as passed, says why skipped
 #   t_python_expected NAME SCRIPT DIR       the expected side of a PyTorch
 #                                           cross-check (see below)
@@ -46,6 +48,11 @@ t_out() {
     if [ "$T_STATUS" != 0 ]; then t_failed "$name" "expected exit 0, got $T_STATUS from: $*; output: $(printf '%s' "$T_OUT" | tail -n 5)"
     elif ! grep -qF -- "$needle" <<<"$T_OUT"; then t_failed "$name" "expected output containing '$needle', got: $(printf '%s' "$T_OUT" | tail -n 5)"
     else t_pass "$name"; fi
+}
+
+t_said() {
+    if grep -qF -- "$2" <<<"$T_OUT"; then t_pass "$1"
+    else t_failed "$1" "expected output containing '$2', got: $(printf '%s' "$T_OUT" | head -n 8)"; fi
 }
 
 t_fail() {

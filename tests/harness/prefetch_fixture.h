@@ -121,12 +121,16 @@ struct pf_result {
 };
 
 /* One epoch: every batch gets a kernel of `compute_s` (modelled) that reads
- * its data and labels (and checks them when `check`), then is released. */
-static inline void pf_epoch(struct pf_rig *r, uint64_t epoch, double compute_s, int check, struct pf_result *out)
+ * its data and labels (and checks them when `check`), then is released.
+ * Returns as soon as the last kernel is queued, without synchronizing the
+ * device: the next epoch may begin while the kernels still read (as a
+ * training loop's does). The kernels read `checks` (one per batch), which must
+ * outlive them. */
+static inline void pf_epoch_queued(struct pf_rig *r, uint64_t epoch, double compute_s, int check,
+                                   struct pf_check *checks, struct pf_result *out)
 {
     memset(out, 0, sizeof *out);
     uint64_t nb = (r->c.records + r->c.batch - 1) / r->c.batch;
-    struct pf_check *checks = calloc(nb, sizeof *checks);
     struct loader_epoch e = {.epoch = epoch, .indices = index_stream_of_array(&(struct index_array){r->order, r->c.records}),
                              .batch_size = r->c.batch};
     CHECK_OK(loader_start_epoch(r->loader, &e));
@@ -149,11 +153,27 @@ static inline void pf_epoch(struct pf_rig *r, uint64_t epoch, double compute_s, 
     }
     out->rc = rc;
     snprintf(out->msg, sizeof out->msg, "%s", rc ? err_msg() : "");
-    int rs = device_synchronize(r->dev); /* the kernels read checks[] */
+}
+
+/* Waits for every kernel queued so far; its error, if any, goes to `out`
+ * unless the epoch had failed already. */
+static inline void pf_synchronize(struct pf_rig *r, struct pf_result *out)
+{
+    int rs = device_synchronize(r->dev);
     if (out->rc == 0 && rs) {
         out->rc = rs;
         snprintf(out->msg, sizeof out->msg, "%s", err_msg());
     }
+}
+
+/* One epoch, then the device synchronized. */
+static inline void pf_epoch(struct pf_rig *r, uint64_t epoch, double compute_s, int check, struct pf_result *out)
+{
+    uint64_t nb = (r->c.records + r->c.batch - 1) / r->c.batch;
+    struct pf_check *checks = calloc(nb, sizeof *checks);
+    CHECK(checks != NULL);
+    pf_epoch_queued(r, epoch, compute_s, check, checks, out);
+    pf_synchronize(r, out); /* the kernels read checks[] */
     free(checks);
 }
 

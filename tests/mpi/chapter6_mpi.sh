@@ -6,10 +6,18 @@
 #   -np 2: the same bits. A sum of two floats is one correctly rounded
 #          addition, the same whichever rank adds, and dividing by 2 is exact;
 #          so every step's average, hence every parameter, is the same.
-#   -np 4: within float32 tolerance (1e-5 of each tensor's largest element):
-#          a sum of four can be rounded in several orders, and Open MPI's
-#          order is not the ring's.
-# Also: --world and --backend=sim are refused under mpirun, naming why.
+#   -np 4: a sum of four can be rounded in several orders, and Open MPI's
+#          order is not the ring's. A last-bit difference can put a
+#          pre-activation on the other side of ReLU, and with Adam the two
+#          runs then part ways, both right (the simulator against itself on
+#          OpenBLAS's Haswell and Prescott kernels: 1e-5 to 6e-3 apart after
+#          these 40 steps). So at 4 the job is plain SGD at lr 0.01, where
+#          such a flip moves the run by 3e-4 at most and is not carried on
+#          (tests/crosscheck/chapter6_torch.py, RUN_TOLERANCE): within 2e-3
+#          of each tensor's largest element (measured: 1.2e-7 to 1.7e-7).
+# Also: the banner at 2 and 3 processes says the world, global batch and
+# share mpirun gave; --world and --backend=sim are refused under mpirun, and
+# --backend=mpi under torchrun, naming why.
 . "$(dirname "$0")/../harness/lib.sh"
 if [ "$(id -u)" = 0 ]; then export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1; fi
 P=$BUILD/chapter-6
@@ -23,18 +31,33 @@ elif ! grep -q 'HAVE_MPI := 1' "$BUILD/config.mk" 2>/dev/null; then
 fi
 job=(--train-size=2048 --epochs=2 --batch=32 --steps=40 --bucket-cap-mb=0.1 --first-bucket-kb=50 --workers=1)
 for np in 2 4; do
-    t_ok "np$np.sim" $P "${job[@]}" --world=$np --save="$T_TMP/sim$np.safetensors" --out="$T_TMP/sim"
-    t_out "np$np.mpirun" "test accuracy: " mpirun --oversubscribe -np $np $P --backend=mpi --check "${job[@]}" \
+    flags=("${job[@]}")
+    if [ $np = 4 ]; then flags+=(--optimizer=sgd --lr=0.01 --momentum=0 --schedule=constant); fi
+    t_ok "np$np.sim" $P "${flags[@]}" --world=$np --save="$T_TMP/sim$np.safetensors" --out="$T_TMP/sim"
+    t_out "np$np.mpirun" "test accuracy: " mpirun --oversubscribe -np $np $P --backend=mpi --check "${flags[@]}" \
         --save="$T_TMP/mpi$np.safetensors" --out="$T_TMP/mpi"
 done
 t_out np2.same_bits "tensordiff: the same bits" "$TD" "$T_TMP/sim2.safetensors" "$T_TMP/mpi2.safetensors"
-t_out np4.float32_tolerance "tensordiff: " "$TD" --tolerance=1e-5 "$T_TMP/sim4.safetensors" "$T_TMP/mpi4.safetensors"
+t_out np4.float32_tolerance "tensordiff: " "$TD" --tolerance=2e-3 "$T_TMP/sim4.safetensors" "$T_TMP/mpi4.safetensors"
 # a checkpoint written under mpirun resumes there, exactly
 t_ok np2.checkpoint mpirun --oversubscribe -np 2 $P --backend=mpi "${job[@]}" --steps=13 --checkpoint="$T_TMP/ck" \
     --out="$T_TMP/mpi"
 t_ok np2.resume mpirun --oversubscribe -np 2 $P --backend=mpi "${job[@]}" --resume="$T_TMP/ck" \
     --save="$T_TMP/mpi2-resumed.safetensors" --out="$T_TMP/mpi"
 t_out np2.resume_exact "tensordiff: the same bits" "$TD" "$T_TMP/mpi2.safetensors" "$T_TMP/mpi2-resumed.safetensors"
+# the banner and the summary say what the launcher gave, not --world's default of 4
+for np in 2 3; do
+    t_out "np$np.banner_world" "chapter 6: data-parallel training, $np ranks (mpi: one process per rank, started by mpirun)" \
+        mpirun --oversubscribe -np $np $P --backend=mpi --train-size=1536 --epochs=1 --steps=2 --test-data=none \
+        --out="$T_TMP/mpi"
+    share=$(( (1536 + np - 1) / np ))
+    t_said "np$np.banner_global_batch" "batch 32 per rank ($((32 * np)) global)"
+    t_said "np$np.banner_share" "each rank: $share samples, $(( (share + 31) / 32 )) batches of 32"
+    t_said "np$np.summary_samples" "2 steps, $((2 * 32 * np)) samples in"
+done
+# torchrun's processes with the MPI backend: each would be an MPI world of 1 training alone
+t_fail torchrun_with_mpi 1 "torchrun started this process as one of 2, but its mpi communicator sees a world of 1" \
+    env RANK=0 WORLD_SIZE=2 $P --backend=mpi --train-size=1536 --epochs=1 --test-data=none --out="$T_TMP/mpi"
 t_fail np2.world_refused nonzero "--world=4: this process is one rank of a job mpirun started" \
     mpirun --oversubscribe -np 2 $P --backend=mpi --world=4
 t_fail np2.sim_refused nonzero "a launcher (mpirun or torchrun) started this process as one of 2" \

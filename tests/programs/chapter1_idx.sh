@@ -48,11 +48,11 @@ dataset_idx_ok=$T_TMP/lf-images-idx3-ubyte
 printf '\0\0\x08\x03\0\0\0\x01\0\0\0\x01\0\0\0\x01\x07' > "$dataset_idx_ok"
 t_fail length_field_on_idx 1 "$dataset_idx_ok: a length field (\"num_tokens\") is a field of JSONL records; IDX records have none" \
     "$ch1" --data="$dataset_idx_ok" --length-field=num_tokens --get=0
-t_fail length_field_empty 1 "the length field's name is empty" "$ch1" --data=synthetic --length-field= --check
+t_fail length_field_empty 2 "--length-field: expected a field name, got an empty value" "$ch1" --data=synthetic --length-field= --check
 
 # Generated files are sized before they are written: a corpus that cannot fit
 # is refused with what it needs and what is free, and nothing is written.
-t_fail experiment_too_many_lines 1 "chapter-1: the JSONL corpus of 18446744073709551615 lines needs more than 18.4 EB" \
+t_fail experiment_too_many_lines 1 "chapter-1: the JSONL corpus of 18446744073709551615 lines needs more than 16.0 EiB" \
     "$ch1" --experiment --lines=18446744073709551615
 t_fail experiment_larger_than_the_disk 1 "are free on" "$ch1" --experiment --lines=100000000000000
 if compgen -G "$TMPDIR/ddp-chapter-1/*" >/dev/null; then

@@ -99,3 +99,35 @@ t_fail length_field_on_idx_refused 1 'two-images-idx3-ubyte: a length field ("n"
     "$ch2" --sampler=dynamic --data="$T_TMP/two-images-idx3-ubyte" --length-field=n --budget=100 --world=1
 t_fail bad_seed_text 2 "expected an integer from -2^63 to 2^64-1 (negative allowed), got 'abc'" "$ch2" --seed=abc
 t_out negative_seed_printed_signed "seed -1, shuffled" "$ch2" --seed=-1 --size=100 --epochs=1
+
+# --plot: the padding experiment. Its CSV has a row per budget (1 to 64 longest records); a plain batch
+# of one record has no padding, and from 2 records on the token budget pads less and carries more
+# real tokens at the same memory. Without --out it writes under build/out/ of where it runs (there,
+# never over the report's notebooks-out/), plot.gp found from there as from the repository root.
+t_out plot_runs "wrote $T_TMP/plot/padding.csv" "$ch2" --plot --size=3000 --out="$T_TMP/plot"
+csv=$T_TMP/plot/padding.csv
+if [ ! -f "$csv" ]; then t_failed plot_csv "no $csv"
+else
+    problems=$(awk -F, 'NR == 1 { if ($0 != "budget_tokens,plain_batch,plain_padding_pct,budget_padding_pct,plain_real_per_step,budget_real_per_step") print "header: " $0; next }
+        { rows++ }
+        $2 == 1 && $3 != 0 { print "B = 1 pads " $3 "%" }
+        $2 >= 2 && !($4 < $3 && $6 > $5) { print "budget " $1 ": token budget not better: " $0 }
+        END { if (rows != 7) print rows " rows, not 7" }' "$csv")
+    if [ -z "$problems" ]; then t_pass plot_csv; else t_failed plot_csv "$(tr '\n' ' ' <<<"$problems")"; fi
+fi
+if command -v gnuplot >/dev/null 2>&1; then
+    if [ -s "$T_TMP/plot/padding.svg" ] && [ -s "$T_TMP/plot/padding.png" ]; then t_pass plot_drawn
+    else t_failed plot_drawn "no padding.svg and .png in $T_TMP/plot"; fi
+else
+    t_skip plot_drawn "gnuplot is not installed"
+fi
+repo=$(pwd)
+mkdir -p "$T_TMP/cwd" && ln -s "$repo/chapters" "$T_TMP/cwd/chapters"
+t_ok plot_default_out bash -c "cd '$T_TMP/cwd' && '$repo/$ch2' --plot --size=500"
+if [ -f "$T_TMP/cwd/build/out/chapter-2/padding.csv" ]; then t_pass plot_default_out_is_build_out
+else t_failed plot_default_out_is_build_out "no build/out/chapter-2/padding.csv where it ran: $(cd "$T_TMP/cwd" && find . -name '*.csv')"; fi
+t_out plot_length_field "| padding" "$ch2" --plot --data="$T_TMP/lengths.jsonl" --length-field=n --world=1 \
+    --out="$T_TMP/plot-field"
+t_fail plot_refuses_budget 2 "--budget does nothing with --plot" "$ch2" --plot --budget=100
+t_fail plot_refuses_print 2 "--print-indices does nothing with --plot" "$ch2" --plot --print-indices
+t_fail out_needs_plot 2 "--out does nothing without --plot" "$ch2" --out="$T_TMP/x"

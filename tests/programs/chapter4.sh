@@ -15,7 +15,7 @@ t_fail bad_flag 2 "chapter-4: unrecognized option '--frobnicate'" $P --frobnicat
 t_fail missing_value 2 "option '--link' needs a value" $P --link
 t_fail unknown_link 2 "--link: unknown link profile 'pcie9' (known: pcie3, pcie4, pcie5)" $P --link=pcie9
 t_fail zero_gbps 2 "--link-gbps: expected 0.001 to 10000, got '0'" $P --link-gbps=0
-t_fail nan_latency 2 "--link-latency-us: expected a finite number" $P --link-latency-us=nan
+t_fail nan_latency 2 "--link-latency-us: expected 0 to 1e+06, got 'nan'" $P --link-latency-us=nan
 t_fail zero_size 2 "--min-bytes: a copy of 0 bytes moves nothing" $P --min-bytes=0
 t_fail sizes_reversed 2 "--max-bytes (1024) is smaller than --min-bytes (2048)" $P --min-bytes=2K --max-bytes=1K
 t_fail one_past_the_pool 2 "--max-bytes: 1048577 bytes do not fit in the pinned pool of 1048576 bytes (--pool=1 MiB)" \
@@ -99,7 +99,7 @@ fi
 # the race demo: the early release is caught, naming the slot, the copy, the stream and the batch; the fix runs clean
 t_run $P --demo=race
 if [ "$T_STATUS" != 0 ]; then t_failed demo_race "exit $T_STATUS: $(tail -n 3 <<<"$T_OUT")"
-elif ! grep -q "host write while in flight: the host (thread [0-9]*) wrote byte [0-9]* of the source of copy #[0-9]* (H2D of 196.0 KiB from pinned 'loader slot [0-9]' to 'batch buffer [01]', batch [0-9]*) on stream 'copy'" <<<"$T_OUT"; then
+elif ! grep -q "host write while in flight: the host (thread [0-9]*) wrote byte [0-9]* of the source of copy #[0-9]* (H2D of 196 KiB from pinned 'loader slot [0-9]' to 'batch buffer [01]', batch [0-9]*) on stream 'copy'" <<<"$T_OUT"; then
     t_failed demo_race "the detector's message is missing or incomplete: $(grep -m1 'detector' -A1 <<<"$T_OUT")"
 elif ! grep -q "^fixed: 6 batches, no hazard" <<<"$T_OUT"; then t_failed demo_race "the fixed loop did not run clean"
 else t_pass demo_race; fi
@@ -118,6 +118,19 @@ if command -v gnuplot >/dev/null 2>&1; then
     t_fail plot_outside_the_repository 1 "chapters/04-transfer/plot.gp: cannot read the plot script" \
         sh -c 'cd "$1" && exec "$2" --only=sweep --max-bytes=64K --out=out' sh \
         "$T_TMP" "$(cd "$(dirname "$P")" && pwd)/chapter-4"
+    # the bandwidth plot says what the copies ran on, and its seven series stay apart where their
+    # numbers coincide (on the simulator pinned async, write-combined, registered and the model do):
+    # no two series share both a marker and a dash style
+    if ! grep -q '>simulated device, PCIe Gen4 x16<' "$OUT/bandwidth.svg"; then
+        t_failed bandwidth_plot_says_the_device "no 'simulated device, PCIe Gen4 x16' in $OUT/bandwidth.svg's title"
+    else t_pass bandwidth_plot_says_the_device; fi
+    styles=$(awk '/<g id="gnuplot_plot_/ { if (n++) print pt, dash; pt = dash = "none" }
+                  pt == "none" && match($0, /#gpPt[0-9]+/) { pt = substr($0, RSTART, RLENGTH) }
+                  dash == "none" && match($0, /stroke-dasharray=.[^\047]*/) { dash = substr($0, RSTART, RLENGTH) }
+                  END { if (n) print pt, dash }' "$OUT/bandwidth.svg")
+    if [ "$(wc -l <<<"$styles")" != 7 ] || [ -n "$(sort <<<"$styles" | uniq -d)" ]; then
+        t_failed bandwidth_plot_series_apart "expected 7 series, no two with the same marker and dashes: $(tr '\n' ';' <<<"$styles")"
+    else t_pass bandwidth_plot_series_apart; fi
 else
     t_skip plots_written "gnuplot is not installed"
 fi

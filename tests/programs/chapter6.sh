@@ -1,15 +1,18 @@
 # chapter6.sh: build/chapter-6 as a user drives it, on small runs (a slice of
 # the training set, batches of 32): bad flags and bad input (a missing,
-# foreign or misshapen --init, a missing or foreign --resume, --hidden=0, a
-# batch larger than a rank's share, an unwritable checkpoint directory, a
-# resume with another world, training set size, shuffle, drop_last or
-# buckets), each a clear message and a non-zero exit; the replica check
-# catching a flipped bit; exact resume, bit for bit,
-# from several stop points (mid-epoch included, loader workers on, bucket
-# layouts rebuilt, BatchNorm with accumulation at 3 ranks); a kill -9 during a
-# checkpoint's save leaving the last checkpoint loadable and the resumed run
-# exact; the Chrome trace valid with every lane; the Gantt chart; and every
-# failure demo ending as its story says.
+# foreign or misshapen --init, also under nn.Sequential's names, a missing
+# or foreign --resume, --hidden=0, a batch larger than a rank's share, an
+# unwritable checkpoint directory, a resume with another world, training set
+# size, shuffle, drop_last or buckets, a header field edited, a position past
+# --steps or --epochs), each a clear message and a non-zero exit; --init from
+# our own file and from the same parameters as nn.Sequential's float64 (the
+# same start, said in the banner); the replica check naming a flipped bit at
+# any step, on any rank, by majority; exact resume, bit for bit, from several
+# stop points (mid-epoch included, loader workers on, bucket layouts rebuilt,
+# BatchNorm with accumulation at 3 ranks); a kill -9 during a checkpoint's
+# save leaving the last checkpoint loadable and the resumed run exact; the
+# Chrome trace valid with every lane; the Gantt chart; and every failure demo
+# ending as its story says.
 . "$(dirname "$0")/../harness/lib.sh"
 P=$BUILD/chapter-6
 TD=$BUILD/tools/tensordiff
@@ -19,8 +22,8 @@ S=(--train-size=2048 --epochs=3 --batch=32 --test-data=none --out="$OUT")
 
 t_out help "--checkpoint-every=N" $P --help
 t_fail bad_flag 2 "chapter-6: unrecognized option '--frobnicate'" $P --frobnicate
-t_fail hidden_zero 2 "--hidden=0: a layer needs 1 to 65536 units, not 0" $P --hidden=0
-t_fail hidden_junk 2 "--hidden=1,,2" $P --hidden=1,,2
+t_fail hidden_zero 2 "--hidden: expected a comma-separated list of 1 to 65536, got '0'" $P --hidden=0
+t_fail hidden_junk 2 "--hidden: expected a comma-separated list of 1 to 65536, got '1,,2' (an empty value)" $P --hidden=1,,2
 t_fail nccl_is_refused 2 "--backend=nccl: chapter 6's model runs on the CPU" $P --backend=nccl
 t_fail checkpoint_every_needs_a_directory 2 "--checkpoint-every needs --checkpoint=DIR" $P --checkpoint-every=5
 t_fail init_and_resume 2 "--init and --resume both give the starting parameters" $P --init=a --resume=b
@@ -51,6 +54,38 @@ t_fail save_unwritable 1 "--save=$T_TMP/a-file/x.safetensors: cannot write it" \
 if [ -n "$(ls -A "$OUT" 2>/dev/null)" ]; then t_failed failed_runs_write_nothing "they left: $(ls "$OUT")"
 else t_pass failed_runs_write_nothing; fi
 
+# --init says where the run started; a PyTorch user's file (nn.Sequential's names, float64) is the same start
+t_out init_banner "initial parameters from $T_TMP/small.safetensors" \
+    $P "${S[@]}" --steps=2 --hidden=128,64 --init="$T_TMP/small.safetensors" --save="$T_TMP/from-ours.safetensors"
+if ! command -v python3 > /dev/null; then t_skip init_sequential_f64 "python3 is not installed"
+else
+    python3 - "$T_TMP/small.safetensors" "$T_TMP/seq64.safetensors" <<'PY'
+import array, json, struct, sys
+raw = open(sys.argv[1], "rb").read()
+n = struct.unpack("<Q", raw[:8])[0]
+header, data = json.loads(raw[8:8 + n]), raw[8 + n:]
+header.pop("__metadata__", None)
+out, blobs, offset = {}, [], 0
+for name, e in header.items():  # fc<k>.<what> -> <2(k - 1)>.<what>, float32 -> float64
+    b, end = e["data_offsets"]
+    blob = array.array("d", array.array("f", data[b:end])).tobytes()
+    layer, what = name[2:].split(".", 1)
+    out[f"{2 * (int(layer) - 1)}.{what}"] = {"dtype": "F64", "shape": e["shape"],
+                                             "data_offsets": [offset, offset + len(blob)]}
+    blobs.append(blob)
+    offset += len(blob)
+text = json.dumps(out).encode()
+text += b" " * ((8 - (8 + len(text)) % 8) % 8)
+open(sys.argv[2], "wb").write(struct.pack("<Q", len(text)) + text + b"".join(blobs))
+PY
+    note="nn.Sequential names 0, 2, 4 read as fc1, fc2, fc3; F64 converted to float32, rounding to nearest even"
+    t_out init_sequential_f64 "initial parameters from $T_TMP/seq64.safetensors ($note)" \
+        $P "${S[@]}" --steps=2 --hidden=128,64 --init="$T_TMP/seq64.safetensors" --save="$T_TMP/from-seq64.safetensors"
+    t_ok init_sequential_f64_same_start "$TD" --quiet "$T_TMP/from-ours.safetensors" "$T_TMP/from-seq64.safetensors"
+    t_fail init_sequential_wrong_shapes 1 "seq64.safetensors: 0.weight has shape [128, 784], expected [64, 784]" \
+        $P "${S[@]}" --hidden=64,64 --init="$T_TMP/seq64.safetensors"
+fi
+
 # a run: the table, the breakdown, replicas compared every step
 t_run $P --train-size=2048 --epochs=1 --batch=32 --out="$OUT"
 if [ "$T_STATUS" != 0 ]; then t_failed small_run "exit $T_STATUS: $(tail -n 3 <<<"$T_OUT")"
@@ -59,9 +94,33 @@ elif ! grep -q "where a step's .* went (mean over ranks and steps): data wait .*
 elif ! grep -q "replicas: every rank's parameters were the same bits at every step" <<<"$T_OUT"; then
     t_failed small_run "no replica verdict: $T_OUT"
 else t_pass small_run; fi
-# the replica check is real: a bit flipped in rank 1's copy of the broadcast parameters is named at step 0
-t_fail replica_check_names_the_flip 1 "step 0: rank 1's fc1.weight differs from rank 0's at element" \
-    $P "${S[@]}" --fault=flip:1@4
+# the banner says the world the run has: --world's ranks, their global batch and share
+t_out banner_sim_world "chapter 6: data-parallel training, 3 ranks (the simulator: threads of this process, --world=3)" \
+    $P --world=3 --train-size=1536 --epochs=1 --steps=2 --test-data=none --out="$OUT"
+t_said banner_sim_global_batch "batch 32 per rank (96 global)"
+t_said banner_sim_share "each rank: 512 samples, 16 batches of 32"
+t_said summary_sim_samples "2 steps, 192 samples in"
+# the replica check is real: a bit flipped in a rank's parameters after step K is named at step K, with the
+# rank the majority disagrees with (rank 0 too), the tensor and the element (fc3.bias[K mod 10]); at any K
+L=(--train-size=2048 --epochs=4 --batch=32 --test-data=none --out="$OUT")   # 64 steps
+for k in 1 5 7 10 12 20 50 64; do
+    for r in 0 3; do
+        t_fail "replica_check_names_flip_${r}_at_$k" 1 \
+            "step $k: rank $r differs from the other 3 ranks in fc3.bias[$((k % 10))]: " $P "${L[@]}" --fault=flip:$r@$k
+    done
+done
+t_fail replica_check_names_rank_0_of_3 1 "step 6: rank 0 differs from the other 2 ranks in fc3.bias[6]: " \
+    $P "${L[@]}" --world=3 --fault=flip:0@6
+t_fail replica_check_two_ranks_cannot_vote 1 "step 9: rank 0 and rank 1 hold different fc3.bias, first in fc3.bias[9]: " \
+    $P "${L[@]}" --world=2 --fault=flip:1@9
+if grep -qF "with two ranks there is no majority to tell which one is wrong" <<<"$T_OUT"; then
+    t_pass replica_check_two_ranks_say_why
+else t_failed replica_check_two_ranks_say_why "$(tail -n 1 <<<"$T_OUT")"; fi
+t_fail flip_past_the_run 1 "--fault=flip:1@65: this run takes optimizer steps 1 to 64, so the bit would never flip" \
+    $P "${L[@]}" --fault=flip:1@65
+t_fail flip_past_steps 1 "--fault=flip:2@11: this run takes optimizer steps 1 to 10" \
+    $P "${L[@]}" --steps=10 --fault=flip:2@11
+t_fail flip_from_zero 2 "--fault: flip:0@0: K counts from 1" $P "${L[@]}" --fault=flip:0@0
 
 # exact resume: stopped at step K with a checkpoint, resumed to step 40: the same bits as never stopped
 resume_case() { # NAME K FLAGS...
@@ -94,6 +153,28 @@ t_fail resume_other_shuffle 1 "written with the sampler shuffling; this run has 
     $P "${S[@]}" --resume="$T_TMP/ck-other" --no-shuffle
 t_fail resume_other_drop_last 1 "written without --drop-last; this run has --drop-last" \
     $P "${S[@]}" --resume="$T_TMP/ck-other" --drop-last
+t_fail flip_before_the_resume 1 "--fault=flip:1@2: this run takes optimizer steps 4 to 48, so the bit would never flip" \
+    $P "${S[@]}" --resume="$T_TMP/ck-other" --fault=flip:1@2
+# a header field edited in place ("step":"3" -> "4"): the checksum names it
+edited() { # FIELD FROM TO: a copy of ck-other with that field's value changed, its directory printed
+    local dir=$T_TMP/ck-edited-$1
+    mkdir -p "$dir"
+    LC_ALL=C sed "s/\"$1\":\"$2\"/\"$1\":\"$3\"/" "$T_TMP/ck-other/checkpoint.safetensors" \
+        > "$dir/checkpoint.safetensors"
+    echo "$dir"
+}
+for edit in "step 3 4" "optimizer_steps 3 4" "batch 3 4" "epoch 0 1" "world 4 2"; do
+    read -r field from to <<<"$edit"
+    t_fail "resume_edited_$field" 1 "metadata \"$field\" (\"$to\") does not match its checksum" \
+        $P "${S[@]}" --resume="$(edited "$field" "$from" "$to")"
+done
+# a position this run does not reach: fewer --steps than the checkpoint's, an epoch past --epochs
+t_fail resume_past_steps 1 "the checkpoint is at step 3, past this run's --steps=2" \
+    $P "${S[@]}" --resume="$T_TMP/ck-other" --steps=2
+# (a constant learning rate: a cosine schedule's length is the optimizer's, and its change refused for that)
+rm -rf "$T_TMP/ck-late" && $P "${S[@]}" --steps=20 --schedule=constant --checkpoint="$T_TMP/ck-late" > /dev/null 2>&1
+t_fail resume_past_epochs 1 "metadata \"epoch\" is 1: this run's epochs are 0 to 0 (--epochs=1)" \
+    $P "${S[@]}" --schedule=constant --resume="$T_TMP/ck-late" --epochs=1
 
 # A kill -9 in the middle of a save: the last complete checkpoint loads, and the
 # run resumed from it ends with the bits of a run never interrupted.
@@ -124,6 +205,13 @@ fi
 
 # the Chrome trace: valid JSON, one process per rank, every lane, all-reduces with sequence number, size and bucket
 t_run $P "${S[@]}" --steps=6 --bucket-cap-mb=0.1 --first-bucket-kb=50 --trace="$T_TMP/trace.json" --trace-steps=6
+# ... and what overlap bought, bucket by bucket, over the traced steps after the first
+for check in "said:overlap with backward, mean over steps 1 to 5 of every rank" \
+             "bucket0:bucket 0: its all-reduce (" "bucket1:bucket 1: its all-reduce ("; do
+    needle=${check#*:}
+    if grep -qF -- "$needle" <<<"$T_OUT"; then t_pass "trace_overlap_${check%%:*}"
+    else t_failed "trace_overlap_${check%%:*}" "no \"$needle\" in: $(tail -n 5 <<<"$T_OUT")"; fi
+done
 if [ "$T_STATUS" != 0 ]; then t_failed trace "exit $T_STATUS: $(tail -n 3 <<<"$T_OUT")"
 elif ! command -v python3 > /dev/null; then t_skip trace_valid "python3 is not installed"
 else
@@ -175,6 +263,11 @@ fi
 if command -v gnuplot > /dev/null; then
     if [ -s "$OUT/gantt.png" ] && [ -s "$OUT/gantt.svg" ] && [ -s "$OUT/gantt.csv" ]; then t_pass gantt_rendered
     else t_failed gantt_rendered "missing in $OUT: $(ls "$OUT")"; fi
+    # titled by what it shows: the run (4 ranks of batch 4, the last run above), the steps, the buckets
+    if grep -q ">4 ranks, batch 4 each, all-reduce overlapping backward<" "$OUT/gantt.svg" &&
+        grep -q ">steps 0 to 3 of every rank; buckets: the first up to [^<]*, then up to [^<]*<" "$OUT/gantt.svg"
+    then t_pass gantt_titled
+    else t_failed gantt_titled "$OUT/gantt.svg: $(grep -o '<text>[^<]*<' "$OUT/gantt.svg" | grep -v '>rank [0-9]' | head -n 3 | tr '\n' ' ')"; fi
 else
     t_skip gantt_rendered "gnuplot is not installed"
 fi
@@ -199,4 +292,13 @@ else
         elif command -v gnuplot > /dev/null 2>&1 && [ ! -s "$OUT/$f.svg" ]; then t_failed "demos_timeline_$f" "no $OUT/$f.svg"
         else t_pass "demos_timeline_$f"; fi
     done
+    # each titled by its own run, its steps and its buckets: no two timelines under one title
+    if command -v gnuplot > /dev/null 2>&1; then
+        titles=$(for f in gantt slower-no-overlap slower-overlap; do grep -o '<text>[^<]*<' "$OUT/$f.svg"; done)
+        if grep -qF "demo slower, 4 ranks, tiny buckets, no overlap, batch 8<" <<<"$titles" &&
+            grep -qF "demo slower, 4 ranks, 64/256 KiB buckets, overlap, batch 8<" <<<"$titles" &&
+            [ "$(grep -c 'of every rank; buckets: the first up to' <<<"$titles")" = 3 ]
+        then t_pass demos_timelines_titled
+        else t_failed demos_timelines_titled "titles: $(grep 'of every rank' <<<"$titles" | tr '\n' ' ')"; fi
+    fi
 fi

@@ -108,7 +108,7 @@ else t_failed fifo_cache_left_alone "$(ls -l "$d/fifo-cache.gz.ddpcache" "$d/cac
 ok=$d/ok-images-idx3-ubyte
 t_fail get_past_the_end 1 "idx:$ok: record 3 is out of range (the dataset has 3 records)" \
     "$ch1" --data="$ok" --get=3
-t_fail get_not_a_number 2 "--get: expected a non-negative integer, got 'x'" "$ch1" --data="$ok" --get=x
+t_fail get_not_a_number 2 "--get: expected 0 to 18446744073709551615, got 'x'" "$ch1" --data="$ok" --get=x
 t_out good_file_checks "all 3 records OK (sizes, labels 0..9)" "$ch1" --data="$ok" --check
 t_out good_file_get "record 2 of idx:$ok: 4 bytes, label 3" "$ch1" --data="$ok" --get=2
 

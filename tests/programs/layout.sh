@@ -14,6 +14,9 @@
 #   stage_readmes             each stage folder has a README.md, or every file in it
 #                             opens with a header comment
 #   header_comments           every source file opens with a comment
+#   chapter_calls_one_way     a chapter's files call each other one way: none
+#                             calls a function main.c defines, and no two call
+#                             each other, directly or round a longer circle
 #   project_words             comments and READMEs speak of the project only
 # ROOT names the tree to check (default: this repository), so the rules can be
 # tried on a copy with a rule broken on purpose.
@@ -143,6 +146,43 @@ for f in "${sources[@]}"; do
     opens_with_comment "$f" || problems+="$f: opens without a comment saying what it is"$'\n'
 done
 verdict header_comments "$problems"
+
+# ---- a chapter's files call one way ------------------------------------------------------
+# main.c parses and dispatches; the files it dispatches to call only files
+# below them. The edges are "A B": A calls a function B defines (not static),
+# read from the code with the comments taken out (gcc -fpreprocessed), and
+# tsort finds any circle among them.
+chapter_code() { gcc -fpreprocessed -E -P "$1" 2>/dev/null; }
+problems=""
+for dir in chapters/*/; do
+    dir=${dir%/}
+    files=("$dir"/*.c)
+    [ -f "${files[0]}" ] || continue
+    declare -A defined_in=()
+    for f in "${files[@]}"; do
+        while read -r name; do
+            [ "$name" = main ] || defined_in[$name]=$f
+        done < <(chapter_code "$f" | grep -E '^[A-Za-z_][A-Za-z0-9_ *]*[ *][A-Za-z_][A-Za-z0-9_]*\(' |
+            grep -vE '^(static|typedef|extern)\b|;[[:space:]]*$' | sed -E 's/^[^(]*[ *]([A-Za-z_][A-Za-z0-9_]*)\(.*/\1/')
+    done
+    edges=""
+    for f in "${files[@]}"; do
+        code=$(chapter_code "$f")
+        for name in "${!defined_in[@]}"; do
+            callee=${defined_in[$name]}
+            [ "$callee" != "$f" ] && grep -qE "\b$name[[:space:]]*\(" <<<"$code" || continue
+            edges+="$f $callee"$'\n'
+            [ "$(basename "$callee")" = main.c ] &&
+                problems+="$f calls $name(), which $callee defines: what the files share goes in a file of its own"$'\n'
+        done
+    done
+    unset defined_in
+    if ! loop=$(printf '%s' "$edges" | sort -u | tsort 2>&1 >/dev/null) || [ -n "$loop" ]; then
+        problems+="$dir: its files call each other in a circle: $(grep -v 'input contains a loop' <<<"$loop" |
+            sed 's/^tsort: //' | tr '\n' ' ')"$'\n'
+    fi
+done
+verdict chapter_calls_one_way "$problems"
 
 # ---- the project's words ----------------------------------------------------------------
 # what a reader of the project cannot look up: the tracker's numbers, the

@@ -18,6 +18,7 @@
 # longer runs) are swept by the next run of each writer, and by --resume.
 . "$(dirname "$0")/../harness/lib.sh"
 P1=$BUILD/chapter-1
+P2=$BUILD/chapter-2
 P3=$BUILD/chapter-3
 P4=$BUILD/chapter-4
 P5=$BUILD/chapter-5
@@ -113,10 +114,11 @@ for k in "${dir_kinds[@]}"; do
     refused "out_dir_$k" --out "$d/$k" $P6 "${S[@]}" --out="$d/$k"
 done
 NOT_AFTER=
-t_fail empty_save 2 "--save: an empty path: name a file" $P6 "${S[@]}" --out="$T_TMP/out" --save=
-t_fail empty_trace 2 "--trace: an empty path: name a file" $P6 "${S[@]}" --out="$T_TMP/out" --trace=
-t_fail empty_checkpoint 2 "--checkpoint: an empty path: name a directory" $P6 "${S[@]}" --out="$T_TMP/out" --checkpoint=
-t_fail empty_out 2 "--out: an empty path: name a directory" $P6 "${S[@]}" --out= \
+t_fail empty_save 2 "--save: expected a file, got an empty value" $P6 "${S[@]}" --out="$T_TMP/out" --save=
+t_fail empty_trace 2 "--trace: expected a file, got an empty value" $P6 "${S[@]}" --out="$T_TMP/out" --trace=
+t_fail empty_checkpoint 2 "--checkpoint: expected a directory, got an empty value" $P6 "${S[@]}" --out="$T_TMP/out" \
+    --checkpoint=
+t_fail empty_out 2 "--out: expected a directory, got an empty value" $P6 "${S[@]}" --out= \
     --init="$T_TMP/none.safetensors" # (were it taken, the run would stop before writing anything)
 
 # ---- the other chapters' --out, and a file in it -------------------------------------
@@ -125,6 +127,7 @@ for k in "${dir_kinds[@]}"; do
     mkdir -p "$d"
     make_node "$k" "$d/$k"
     refused "chapter1_out_$k" --out "$d/$k" $P1 --experiment --lines=1000 --out="$d/$k"
+    refused "chapter2_out_$k" --out "$d/$k" $P2 --plot --out="$d/$k"
     refused "chapter3_out_$k" --out "$d/$k" $P3 --workers=1 --work-us=0 --batches=2 --step-ms=0 --out="$d/$k"
     refused "chapter4_out_$k" --out "$d/$k" $P4 --only=sweep --min-bytes=64K --max-bytes=64K --steps=2 --warmup=0 \
         --out="$d/$k"
@@ -133,10 +136,12 @@ for k in "${dir_kinds[@]}"; do
 done
 for k in fifo "${devices[@]}"; do
     d=$T_TMP/fn-$k
-    mkdir -p "$d/1" "$d/3" "$d/4" "$d/5"
+    mkdir -p "$d/1" "$d/2" "$d/3" "$d/4" "$d/5"
     make_node "$k" "$d/1/jsonl_strategies.png"
     NOT_AFTER="peak RSS" refused "chapter1_plot_$k" --out "$d/1/jsonl_strategies.png" \
         $P1 --experiment --lines=1000 --out="$d/1"
+    make_node "$k" "$d/2/padding.csv"
+    refused "chapter2_csv_$k" --out "$d/2/padding.csv" $P2 --plot --out="$d/2"
     make_node "$k" "$d/3/loader_sweep.csv"
     refused "chapter3_csv_$k" --out "$d/3/loader_sweep.csv" $P3 --workers=1 --work-us=0 --batches=2 --step-ms=0 \
         --out="$d/3"
@@ -238,7 +243,7 @@ t_fail failed_plot 1 "gnuplot chapters/06-ddp/plot.gp failed" \
 if compgen -G "$T_TMP/out-fake/gantt.[ps][nv]g" > /dev/null || compgen -G "$T_TMP/out-fake/*.tmp-*" > /dev/null; then
     t_failed failed_plot_leaves_nothing "$(ls "$T_TMP/out-fake")"
 else t_pass failed_plot_leaves_nothing; fi
-stem=$(sed -n "s/.*out='\(.*\)'.*/\1/p" "$T_TMP/gnuplot-was-given" 2>/dev/null)
+stem=$(sed -n "s/.*out='\([^']*\)'.*/\1/p" "$T_TMP/gnuplot-was-given" 2>/dev/null)
 if [[ ! $stem =~ \.tmp-([0-9a-f]{8})-([0-9]+)-[0-9]+$ ]]; then
     t_failed sweep "no temporary name in what gnuplot was given: $(cat "$T_TMP/gnuplot-was-given" 2>&1)"
 else

@@ -1,19 +1,30 @@
-# readme_commands: every command a README marks runnable works as written.
+# readme_commands: every command a README marks runnable works as written, and
+# running them all leaves the repository as it was.
 #
 # A README marks a command block runnable with the line `<!-- runnable -->`
 # right above its fence (the comment does not render). Each command of such a
 # block (a line, with its `\` continuations) runs with bash from the top of a
-# scratch copy of this tree, one after another, so a block may make a file
+# scratch clone of this tree, one after another, so a block may make a file
 # that a later command reads. It must exit 0, unless its comment holds one of:
 #   [exit N ...]   the command must exit with status N (a grader with work left,
 #                  a failure the lesson shows on purpose)
 #   [slow]         not run (minutes, or `make test` itself): a `make` line must
 #                  name targets that exist (make -n), another must name a program
 # Commands that need what this machine lacks (mpirun, torchrun, a file under
-# /usr/share) are skipped and said. The scratch tree links to this one's
-# sources and build, with a notebooks-out/ of its own, so the commands never
-# touch your plots. Open MPI's run-as-root variables are unset: a command must
-# work as root as written. Plain suite only (it runs the plain build).
+# /usr/share) are skipped and said. A shell block (```sh, ```bash) a reader is
+# not to run as written says why with `<!-- not runnable: WHY -->` above its
+# fence (packages installed as root, commands for GPUs); an unmarked one fails.
+#
+# The scratch clone is this checkout's HEAD with the working tree's changes
+# (edits, deletions, files git does not ignore) committed on top, so its
+# `git status` starts empty, every file with this tree's modification time, so
+# the copy of build/ it gets is up to date and nothing is compiled again. After
+# the commands `git status --porcelain` must still be empty (no tracked file
+# rewritten, no untracked file left: the lessons leave the repository as it
+# was), and after `make clean` so must `git status --porcelain --ignored`
+# (make clean removes whatever the commands made). Open MPI's run-as-root
+# variables are unset: a command must work as root as written. Plain suite
+# only (it runs the plain build).
 . "$(dirname "$0")/../harness/lib.sh"
 T_TIMEOUT=300
 
@@ -28,11 +39,10 @@ mapfile -t readmes < <(find . -name README.md -not -path './build/*' -not -path 
     -not -path './.git/*' | sed 's|^\./||' | sort)
 
 # Prints "FILE<TAB>LINE<TAB>COMMAND" for every command of every runnable block,
-# and "FILE<TAB>LINE<TAB>!MARKER" for a marker with no fence under it.
+# "FILE<TAB>LINE<TAB>!MARKER" for a marker with no fence under it, and
+# "FILE<TAB>LINE<TAB>!UNMARKED" for a shell block with neither marker.
 extract() { # FILE
     awk -v file="$1" '
-        marker && !/^```/ { print file "\t" marker "\t!MARKER"; marker = 0 }
-        marker && /^```/ { inblock = 1; marker = 0; next }
         inblock && /^```/ { inblock = 0; next }
         inblock {
             if (cmd == "") { if ($0 ~ /^[[:space:]]*(#|$)/) next; start = FNR }
@@ -43,24 +53,45 @@ extract() { # FILE
             cmd = ""
             next
         }
-        /^<!-- runnable -->[[:space:]]*$/ { marker = FNR }
-        END { if (marker) print file "\t" marker "\t!MARKER" }
+        other { if (/^```/) other = 0; next }
+        /^```/ {
+            if (marker) { inblock = 1; marker = 0; next }
+            if (!notrun && /^```(sh|bash|shell|console)[[:space:]]*$/) print file "\t" FNR "\t!UNMARKED"
+            other = 1; notrun = 0; next
+        }
+        marker || notrun { print file "\t" (marker ? marker : notrun) "\t!MARKER"; marker = notrun = 0 }
+        /^<!-- runnable -->[[:space:]]*$/ { marker = FNR; next }
+        /^<!-- not runnable: [^ ].* -->[[:space:]]*$/ { notrun = FNR; next }
+        END { if (marker || notrun) print file "\t" (marker ? marker : notrun) "\t!MARKER" }
     ' "$1"
 }
 
-# The scratch tree: this tree's folders, their files linked (cp -s), so that
-# a program that lists a folder sees it as here; build/ linked whole, so
-# nothing is built again; a notebooks-out/ of its own.
+# The scratch clone (see the top). build/ is copied without the other builds
+# (asan, tsan, fuzz) and without what programs wrote there (out/, tmp/).
+if ! git rev-parse --is-inside-work-tree >/dev/null 2>&1; then
+    t_skip all "not a git checkout: the commands run in a clone of it"
+    exit 0
+fi
 tree=$T_TMP/tree
-mkdir -p "$tree/notebooks-out"
-for entry in "$repo"/* "$repo"/.ci; do
-    name=$(basename "$entry")
-    case $name in
-    notebooks-out) ;;
-    build) ln -s "$entry" "$tree/$name" ;;
-    *) cp -as "$entry" "$tree/$name" ;;
-    esac
-done
+git_t() { git -C "$tree" -c user.name=readme -c user.email=readme@localhost "$@"; }
+if ! git clone -q --no-checkout "$repo" "$tree" 2>"$T_TMP/clone.err" ||
+    ! git_t checkout -q --detach "$(git rev-parse HEAD)" 2>>"$T_TMP/clone.err"; then
+    t_failed clone "git clone of this checkout failed: $(tail -n 3 "$T_TMP/clone.err")"
+    exit 0
+fi
+git ls-files -z --cached --others --exclude-standard | while IFS= read -r -d '' f; do
+    [ -e "$f" ] && printf '%s\0' "$f"
+done | tar --null -T - -cf - | tar -C "$tree" -xf -
+git ls-files -z --deleted | (cd "$tree" && xargs -0 -r rm -f --)
+git_t add -A && git_t commit -q --allow-empty -m "the working tree"
+mkdir -p "$tree/build"
+tar -C "$BUILD" --exclude=./asan --exclude=./tsan --exclude=./fuzz --exclude=./out --exclude=./tmp -cf - . |
+    tar -C "$tree/build" -xf -
+before=$(git_t status --porcelain)
+if [ -n "$before" ]; then
+    t_failed clone "the clone's git status is not empty before any command: $(head -n 5 <<<"$before" | tr '\n' ' ')"
+    exit 0
+fi
 
 # torchrun's default port (29500) may be taken on a shared machine: choose a free
 # one through torchrun's own variable for --master_port, leaving the command as written.
@@ -94,7 +125,12 @@ for readme in "${readmes[@]}"; do
     while IFS=$'\t' read -r file line cmd; do
         name="$file:$line"
         if [ "$cmd" = '!MARKER' ]; then
-            t_failed "$name" "<!-- runnable --> is not followed by a code fence"; continue
+            t_failed "$name" "a <!-- runnable --> or <!-- not runnable: ... --> line is not followed by a code fence"
+            continue
+        fi
+        if [ "$cmd" = '!UNMARKED' ]; then
+            t_failed "$name" "a shell block with neither <!-- runnable --> nor <!-- not runnable: WHY --> above it"
+            continue
         fi
         count=$((count + 1))
         if [[ $cmd == *"[slow]"* ]]; then
@@ -116,6 +152,18 @@ for readme in "${readmes[@]}"; do
         else t_failed "$name" "expected exit $want, got $T_STATUS from: $cmd; output: $(tail -n 4 <<<"$T_OUT")"; fi
     done < <(extract "$readme")
 done
+
+# Nothing the commands did shows in git: no tracked file rewritten, nothing new
+# left beside them (what they make goes under build/, or to a notebooks-out/
+# path git ignores); and make clean takes away whatever they made.
+after=$(git_t status --porcelain)
+if [ -z "$after" ]; then t_pass leave_the_repository_as_it_was
+else t_failed leave_the_repository_as_it_was "git status after the commands: $(head -n 25 <<<"$after" | tr '\n' ' ')"; fi
+t_run make -s -C "$tree" clean
+left=$(git_t status --porcelain --ignored)
+if [ "$T_STATUS" != 0 ]; then t_failed make_clean_removes_what_they_made "make clean exited $T_STATUS: $(tail -n 3 <<<"$T_OUT")"
+elif [ -z "$left" ]; then t_pass make_clean_removes_what_they_made
+else t_failed make_clean_removes_what_they_made "left after make clean: $(head -n 25 <<<"$left" | tr '\n' ' ')"; fi
 
 if [ "$count" -lt 10 ]; then t_failed found_the_commands "only $count runnable commands in ${#readmes[@]} READMEs"
 else t_pass found_the_commands; fi

@@ -1,23 +1,34 @@
 /* test_checkpoint: lib/ddp/checkpoint. A checkpoint restores the model, its
  * buffers and the optimizer bit for bit with the run's state; model files
  * round-trip; foreign, damaged and mismatched files are refused naming the
- * file, and leave the model as it was; a resume with another world, batch,
- * seed, training set size, shuffle, drop_last or bucket setup is refused with
- * the reason, and a checkpoint without the last three is refused naming the
- * key; and a writer killed with SIGKILL at random moments, hundreds of times,
- * always leaves a complete checkpoint that loads. */
+ * file, and leave the model as it was; every metadata field of the header
+ * edited in place ("step":"3" -> "4"), a tensor renamed or two tensors'
+ * data swapped is refused naming the field; fields edited and checksummed
+ * anew (" 3", "+3", "03", 2^64, a world of 0, optimizer_steps that is not
+ * step, an unknown key) are refused naming the field and what it can be, and
+ * so is a position the run does not reach (an epoch past --epochs, a step
+ * that is not its epoch and batch's, a batch past the epoch's); a resume
+ * with another world, batch, seed, training set size, shuffle, drop_last or
+ * bucket setup is refused with the reason; a checkpoint without a key is
+ * refused naming the key; --init from a damaged checkpoint is refused;
+ * --init reads nn.Sequential's names and still refuses another shape, a
+ * missing, an extra or a foreign tensor, named as the file names it; files
+ * torch wrote (F16, BF16, F64) load with torch's float32 bits; and
+ * a writer killed with SIGKILL in the middle of a save, at chosen bytes from
+ * the first to the last (stopped there by construction, not by timing),
+ * always leaves the previous checkpoint, complete. */
 #include "check.h"
 #include "base/error.h"
 #include "base/hash.h"
 #include "ddp/checkpoint.h"
 
-#include <dirent.h>
+#include <ctype.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
-#include <time.h>
 #include <unistd.h>
 
 static model_t *make_model(int bn, int hidden)
@@ -114,29 +125,31 @@ TEST(checkpoint_model_files)
     train(a, o, 2);
     const char *path = check_tmp_path("model.safetensors");
     CHECK_OK(checkpoint_save_model(path, a, 0));
-    CHECK_OK(checkpoint_load_model(path, b));
+    CHECK_OK(checkpoint_load_model(path, b, NULL, 0));
     CHECK(memcmp(model_params(a), model_params(b), model_param_floats(a) * 4) == 0);
     CHECK(memcmp(model_buffers(a), model_buffers(b), model_buffer_floats(a) * 4) == 0);
     CHECK_EQ(model_batches_tracked(b), 2);
     /* wrong shapes name the parameter; the model is untouched */
     float keep = model_params(other)[0];
-    CHECK_ERR(checkpoint_load_model(path, other), ERR_FORMAT, "fc1.weight has shape [9, 20], expected [10, 20]");
+    CHECK_ERR(checkpoint_load_model(path, other, NULL, 0), ERR_FORMAT,
+              "fc1.weight has shape [9, 20], expected [10, 20]");
     CHECK(model_params(other)[0] == keep);
     /* a model without BatchNorm finds tensors it does not have */
-    CHECK_ERR(checkpoint_load_model(path, plain), ERR_FORMAT, "unexpected tensor bn1.");
+    CHECK_ERR(checkpoint_load_model(path, plain, NULL, 0), ERR_FORMAT, "unexpected tensor bn1.");
     /* a checkpoint's parameters load as a model file (--init from where a run stood), its optimizer
      * states passed over; the same tensors in a file that is not a checkpoint are foreign */
     struct checkpoint_state s = run_state();
     CHECK_OK(checkpoint_save(check_tmp_path("ckm"), a, o, &s));
     char file[600];
     memset(model_params(b), 0, model_param_floats(b) * 4);
-    CHECK_OK(checkpoint_load_model(checkpoint_path(check_tmp_path("ckm"), file, sizeof file), b));
+    CHECK_OK(checkpoint_load_model(checkpoint_path(check_tmp_path("ckm"), file, sizeof file), b, NULL, 0));
     CHECK(memcmp(model_params(a), model_params(b), model_param_floats(a) * 4) == 0);
     float zero = 0;
     struct safetensors_entry odd[] = {
         {.name = "optimizer.fc1.weight.momentum_buffer", .dtype = SAFETENSORS_F32, .ndim = 0, .data = &zero}};
     CHECK_OK(safetensors_write(check_tmp_path("odd.safetensors"), odd, 1, NULL, 0, 0));
-    CHECK_ERR(checkpoint_load_model(check_tmp_path("odd.safetensors"), b), ERR_FORMAT, "unexpected tensor optimizer.");
+    CHECK_ERR(checkpoint_load_model(check_tmp_path("odd.safetensors"), b, NULL, 0), ERR_FORMAT,
+              "unexpected tensor optimizer.");
     optim_destroy(o);
     model_destroy(a);
     model_destroy(b);
@@ -152,7 +165,7 @@ TEST(checkpoint_refuses_foreign_damaged_and_mismatched_files)
     optim_t *oa, *ob;
     CHECK_OK(optim_create(&c, a, &oa));
     CHECK_OK(optim_create(&c, b, &ob));
-    train(a, oa, 2);
+    train(a, oa, 3);
     struct checkpoint_state s = run_state(), got;
     float keep = model_params(b)[3];
     /* missing */
@@ -179,7 +192,8 @@ TEST(checkpoint_refuses_foreign_damaged_and_mismatched_files)
     CHECK(fseek(f, sb.st_size - 5, SEEK_SET) == 0);
     fputc(ch ^ 0x10, f);
     fclose(f);
-    CHECK_ERR(checkpoint_load(dir, b, ob, &got), ERR_FORMAT, "damaged: its tensors' checksum");
+    CHECK_ERR(checkpoint_load(dir, b, ob, &got), ERR_FORMAT,
+              "tensor optimizer.fc3.bias.momentum_buffer (its dtype, shape or bytes) does not match its checksum");
     CHECK_CONTAINS(err_msg(), file);
     /* another model, another optimizer */
     CHECK_OK(checkpoint_save(dir, a, oa, &s));
@@ -247,107 +261,543 @@ TEST(checkpoint_resume_checks_the_run)
     CHECK_ERR(checkpoint_check_resume("ck", &saved, &now), ERR_STATE, "compression none");
 }
 
-/* A checkpoint written before the training records, shuffle and drop_last were
- * recorded: its metadata has every other key. */
-TEST(checkpoint_without_the_sampler_keys_is_refused)
+/* A checkpoint whose metadata lacks keys (here the training records, shuffle
+ * and drop_last, which an earlier version did not record), checksummed as
+ * it is: the first missing key is named. */
+TEST(checkpoint_without_a_key_is_refused_naming_it)
 {
     struct safetensors_meta meta[] = {
         {"format", CHECKPOINT_FORMAT},
-        {"step", "3"}, {"epoch", "1"}, {"batch", "7"}, {"seed", "42"},
+        {"step", "3"}, {"optimizer_steps", "3"}, {"epoch", "1"}, {"batch", "7"}, {"seed", "42"},
         {"world", "4"}, {"batch_size", "8"}, {"accumulate", "1"},
         {"first_bucket_bytes", "1048576"}, {"bucket_cap_bytes", "26214400"},
         {"compress", "none"}, {"buckets", "rebuilt: fc3.bias fc3.weight | fc2.bias"},
     };
     const char *file = check_tmp_path("old.safetensors");
-    CHECK_OK(safetensors_write(file, NULL, 0, meta, sizeof meta / sizeof meta[0], 0));
+    CHECK_OK(checkpoint_write_file(file, NULL, 0, meta, sizeof meta / sizeof meta[0], 0));
     struct checkpoint_state got;
     CHECK_ERR(checkpoint_read_state(file, &got), ERR_FORMAT, "a checkpoint without \"records\" in its metadata");
     CHECK_CONTAINS(err_msg(), file);
+    /* a checkpoint of the earlier format, whose checksum covered only the tensors, is foreign */
+    meta[0].value = "ddp-datapath checkpoint 1";
+    CHECK_OK(checkpoint_write_file(file, NULL, 0, meta, sizeof meta / sizeof meta[0], 0));
+    CHECK_ERR(checkpoint_read_state(file, &got), ERR_FORMAT,
+              "its metadata \"format\" is \"ddp-datapath checkpoint 1\"");
+}
+
+/* ---- the header: every field checked ----------------------------------------------------- */
+
+/* A saved checkpoint of a trained 20-9-6-4 model (SGD, 3 steps, run_state()), its file's path in `file`. */
+static void saved_checkpoint(const char *dir, char *file, size_t len)
+{
+    model_t *m = make_model(1, 9);
+    struct optim_config c;
+    optim_config_default(&c, OPTIM_SGD);
+    optim_t *o;
+    CHECK_OK(optim_create(&c, m, &o));
+    train(m, o, 3);
+    struct checkpoint_state s = run_state();
+    CHECK_OK(checkpoint_save(dir, m, o, &s));
+    checkpoint_path(dir, file, len);
+    optim_destroy(o);
+    model_destroy(m);
+}
+
+/* checkpoint_load of `path` into a fresh model fails with ERR_FORMAT naming `needle`, and leaves it as it was. */
+static void load_refused(const char *path, const char *needle)
+{
+    model_t *m = make_model(1, 9);
+    struct optim_config c;
+    optim_config_default(&c, OPTIM_SGD);
+    optim_t *o;
+    CHECK_OK(optim_create(&c, m, &o));
+    float keep = model_params(m)[0];
+    struct checkpoint_state got;
+    int rc = checkpoint_load(path, m, o, &got);
+    CHECK_MSG(rc == ERR_FORMAT, "%s: expected ERR_FORMAT naming %s, got %s%s%s", path, needle, err_name(rc),
+              rc ? ": " : "", rc ? err_msg() : "");
+    CHECK_CONTAINS(err_msg(), needle);
+    CHECK(model_params(m)[0] == keep && optim_steps(o) == 0);
+    optim_destroy(o);
+    model_destroy(m);
+}
+
+static char *read_whole(const char *path, size_t *size)
+{
+    FILE *f = fopen(path, "rb");
+    CHECK(f && fseek(f, 0, SEEK_END) == 0);
+    *size = (size_t)ftell(f);
+    char *buf = malloc(*size + 1);
+    rewind(f);
+    CHECK(buf && fread(buf, 1, *size, f) == *size);
+    buf[*size] = '\0';
+    fclose(f);
+    return buf;
+}
+
+static void write_whole(const char *path, const char *buf, size_t size)
+{
+    FILE *f = fopen(path, "wb");
+    CHECK(f && fwrite(buf, 1, size, f) == size);
+    fclose(f);
+}
+
+/* The next letter or digit, in the same class: the edit keeps the header valid JSON of the same length. */
+static char flipped(char ch)
+{
+    if (ch >= '0' && ch <= '9')
+        return ch == '9' ? '0' : ch + 1;
+    return ch == 'z' ? 'a' : ch == 'Z' ? 'A' : ch + 1;
+}
+
+/* Every metadata field of a saved checkpoint edited in place, one letter or
+ * digit of its value at a time ("step":"3" -> "4"), and a tensor renamed in the
+ * header: each is refused naming the field. */
+TEST(checkpoint_header_edits_are_refused_naming_the_field)
+{
+    char file[600], field[128];
+    saved_checkpoint(check_tmp_path("ck-edit"), file, sizeof file);
+    size_t size;
+    char *orig = read_whole(file, &size);
+    safetensors_t *st;
+    CHECK_OK(safetensors_open(file, &st));
+    const char *edited = check_tmp_path("edited.safetensors");
+    for (size_t k = 0; k < safetensors_meta_count(st); k++) {
+        const char *key = safetensors_meta_key(st, k);
+        snprintf(field, sizeof field, "\"%s\":\"", key);
+        char *copy = malloc(size);
+        memcpy(copy, orig, size);
+        char *at = strstr(copy + 8, field);
+        CHECK_MSG(at, "no %s in the header", field);
+        char *v = at + strlen(field);
+        while (!isalnum((unsigned char)*v))
+            v++;
+        *v = flipped(*v);
+        write_whole(edited, copy, size);
+        snprintf(field, sizeof field, "\"%s\"", key);
+        load_refused(edited, field);
+        free(copy);
+    }
+    safetensors_close(st);
+    /* a tensor renamed in the header */
+    char *copy = malloc(size);
+    memcpy(copy, orig, size);
+    char *at = strstr(copy + 8, "\"fc2.bias\":{");
+    CHECK(at);
+    at[5] = 'c';
+    write_whole(edited, copy, size);
+    load_refused(edited, "tensor fc2.cias (its dtype, shape or bytes) is not covered by the checksum");
+    free(copy);
+    free(orig);
+}
+
+/* Two tensors of one shape whose data were swapped, the header's checksum kept: the names, not only the
+ * bytes in order, are covered. */
+TEST(checkpoint_swapped_tensors_are_refused)
+{
+    char file[600];
+    saved_checkpoint(check_tmp_path("ck-swap"), file, sizeof file);
+    safetensors_t *st;
+    CHECK_OK(safetensors_open(file, &st));
+    size_t n = safetensors_count(st), nm = safetensors_meta_count(st);
+    struct safetensors_entry e[64];
+    struct safetensors_meta meta[32];
+    CHECK(n <= 64 && nm <= 32);
+    int a = -1, b = -1;
+    for (size_t i = 0; i < n; i++) {
+        const struct safetensors_tensor *t = safetensors_at(st, i);
+        e[i] = (struct safetensors_entry){.name = t->name, .dtype = t->dtype, .ndim = t->ndim, .data = t->data};
+        memcpy(e[i].shape, t->shape, sizeof e[i].shape);
+        a = strcmp(t->name, "fc3.bias") == 0 ? (int)i : a;
+        b = strcmp(t->name, "optimizer.fc3.bias.momentum_buffer") == 0 ? (int)i : b;
+    }
+    CHECK(a >= 0 && b >= 0);
+    const void *d = e[a].data;
+    e[a].data = e[b].data;
+    e[b].data = d;
+    for (size_t k = 0; k < nm; k++) {
+        const char *key = safetensors_meta_key(st, k);
+        meta[k] = (struct safetensors_meta){key, safetensors_meta(st, key)};
+    }
+    const char *swapped = check_tmp_path("swapped.safetensors");
+    CHECK_OK(safetensors_write(swapped, e, n, meta, nm, 0));
+    safetensors_close(st);
+    load_refused(swapped, "tensor fc3.bias (its dtype, shape or bytes) does not match its checksum");
+}
+
+/* Writes dst: src's tensors and metadata with `key` set to `value` (NULL: taken out; a new key: added), and
+ * checksummed anew, as someone who edits a checkpoint knowingly would. */
+static void rewrite(const char *src, const char *dst, const char *key, const char *value)
+{
+    safetensors_t *st;
+    CHECK_OK(safetensors_open(src, &st));
+    size_t n = safetensors_count(st), nm = 0;
+    struct safetensors_entry e[64];
+    struct safetensors_meta meta[32];
+    CHECK(n <= 64 && safetensors_meta_count(st) < 32);
+    for (size_t i = 0; i < n; i++) {
+        const struct safetensors_tensor *t = safetensors_at(st, i);
+        e[i] = (struct safetensors_entry){.name = t->name, .dtype = t->dtype, .ndim = t->ndim, .data = t->data};
+        memcpy(e[i].shape, t->shape, sizeof e[i].shape);
+    }
+    int found = 0;
+    for (size_t k = 0; k < safetensors_meta_count(st); k++) {
+        const char *kk = safetensors_meta_key(st, k);
+        found |= strcmp(kk, key) == 0;
+        if (strcmp(kk, "checksum") != 0 && (strcmp(kk, key) != 0 || value))
+            meta[nm++] = (struct safetensors_meta){kk, strcmp(kk, key) == 0 ? value : safetensors_meta(st, kk)};
+    }
+    if (!found)
+        meta[nm++] = (struct safetensors_meta){key, value};
+    CHECK_OK(checkpoint_write_file(dst, e, n, meta, nm, 0));
+    safetensors_close(st);
+}
+
+/* Fields edited and checksummed anew: each is still checked for its form and range, and refused naming the
+ * field and what it can be. */
+TEST(checkpoint_rechecksummed_fields_are_checked)
+{
+    char file[600];
+    saved_checkpoint(check_tmp_path("ck-sum"), file, sizeof file);
+    const char *dst = check_tmp_path("resummed.safetensors");
+    /* the rewrite itself keeps a loadable checkpoint */
+    rewrite(file, dst, "step", "3");
+    model_t *m = make_model(1, 9);
+    struct optim_config c;
+    optim_config_default(&c, OPTIM_SGD);
+    optim_t *o;
+    CHECK_OK(optim_create(&c, m, &o));
+    struct checkpoint_state got;
+    CHECK_OK(checkpoint_load(dst, m, o, &got));
+    CHECK(got.step == 3 && optim_steps(o) == 3);
+    optim_destroy(o);
+    model_destroy(m);
+    static const struct {
+        const char *key, *value, *needle;
+    } bad[] = {
+        {"step", " 3", "metadata \"step\" is \" 3\": expected a decimal number from 0 to 18446744073709551615"},
+        {"step", "3 ", "\"step\" is \"3 \""},
+        {"step", "+3", "\"step\" is \"+3\""},
+        {"step", "03", "\"step\" is \"03\""},
+        {"step", "-1", "\"step\" is \"-1\""},
+        {"step", "0x3", "\"step\" is \"0x3\""},
+        {"step", "", "\"step\" is \"\""},
+        {"epoch", "18446744073709551616", "\"epoch\" is \"18446744073709551616\": expected a decimal number from 0"},
+        {"world", "0", "\"world\" is \"0\": expected a decimal number from 1 to 2147483647"},
+        {"batch_size", "65537", "\"batch_size\" is \"65537\": expected a decimal number from 1 to 65536"},
+        {"accumulate", "0", "\"accumulate\" is \"0\": expected a decimal number from 1"},
+        {"records", "0", "\"records\" is \"0\""},
+        {"shuffle", "2", "\"shuffle\" is \"2\": expected a decimal number from 0 to 1"},
+        {"drop_last", "yes", "\"drop_last\" is \"yes\": expected a decimal number from 0 to 1"},
+        {"optimizer_steps", "4", "metadata \"optimizer_steps\" is 4, but \"step\" is 3"},
+        {"step", "18446744073709551615", "metadata \"optimizer_steps\" is 3, but \"step\" is 18446744073709551615"},
+        {"compress", "fp17", "metadata \"compress\" is \"fp17\": expected none, fp16 or bf16"},
+        {"notes", "hello", "metadata \"notes\" is not a field of a checkpoint"},
+        {"records", NULL, "a checkpoint without \"records\""},
+        {"model", "20-9-6-5", "a checkpoint of the 20-9-6-5 MLP; this run's model is 20-9-6-4"},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        rewrite(file, dst, bad[i].key, bad[i].value);
+        load_refused(dst, bad[i].needle);
+    }
+}
+
+/* The position against the run: 3 epochs of 16 batches per rank. */
+TEST(checkpoint_position_is_checked_against_the_run)
+{
+    struct checkpoint_state s = run_state(); /* epoch 1, batch 7, accumulate 1 */
+    struct checkpoint_span run = {.epochs = 3, .batches = 16, .max_steps = 0};
+    s.step = 23;
+    CHECK_OK(checkpoint_check_position("ck", &s, &run));
+    s.step = 3; /* what "step":"2" -> "3" re-checksummed would say */
+    CHECK_ERR(checkpoint_check_position("ck", &s, &run), ERR_STATE,
+              "ck: metadata \"step\" is 3, but epoch 1, batch 7 is step 23 of this run (16 steps per epoch; steps 0 "
+              "to 48 in all)");
+    s.step = UINT64_MAX;
+    CHECK_ERR(checkpoint_check_position("ck", &s, &run), ERR_STATE, "\"step\" is 18446744073709551615");
+    s.step = 23;
+    s.epoch = UINT64_MAX;
+    CHECK_ERR(checkpoint_check_position("ck", &s, &run), ERR_STATE,
+              "ck: metadata \"epoch\" is 18446744073709551615: this run's epochs are 0 to 2 (--epochs=3)");
+    s.epoch = 3;
+    CHECK_ERR(checkpoint_check_position("ck", &s, &run), ERR_STATE, "resume with --epochs=4 or more");
+    s.epoch = 1;
+    s.batch = 17;
+    CHECK_ERR(checkpoint_check_position("ck", &s, &run), ERR_STATE,
+              "metadata \"batch\" is 17: an epoch of this run has 16 batches per rank, so a checkpoint is at batch 0 "
+              "to 16");
+    /* accumulating 3: steps end at batches 3, 6, ..., 15 and at the epoch's end, 16 */
+    s.accumulate = 3;
+    s.batch = 7;
+    s.step = 6 + 3;
+    CHECK_ERR(checkpoint_check_position("ck", &s, &run), ERR_STATE,
+              "\"batch\" is 7: with --accumulate=3 a step ends after a multiple of 3 batches, or at the epoch's end");
+    s.batch = 16;
+    s.step = 6 + 6;
+    CHECK_OK(checkpoint_check_position("ck", &s, &run));
+    s.batch = 15;
+    s.step = 6 + 5;
+    CHECK_OK(checkpoint_check_position("ck", &s, &run));
+    /* --steps below the checkpoint's step */
+    run.max_steps = 10;
+    CHECK_ERR(checkpoint_check_position("ck", &s, &run), ERR_STATE,
+              "the checkpoint is at step 11, past this run's --steps=10: resume with --steps=11 or more");
+    run.max_steps = 11;
+    CHECK_OK(checkpoint_check_position("ck", &s, &run));
+    /* a custom sampler: only the epoch is known ahead */
+    run.batches = 0;
+    s.step = 12345;
+    CHECK_OK(checkpoint_check_position("ck", &s, &run));
+    s.epoch = 3;
+    CHECK_ERR(checkpoint_check_position("ck", &s, &run), ERR_STATE, "\"epoch\" is 3");
+}
+
+/* --init from a training checkpoint reads its parameters only once it is checked whole. */
+TEST(checkpoint_init_from_a_damaged_checkpoint_is_refused)
+{
+    char file[600];
+    saved_checkpoint(check_tmp_path("ck-init"), file, sizeof file);
+    model_t *m = make_model(1, 9);
+    CHECK_OK(checkpoint_load_model(file, m, NULL, 0));
+    rewrite(file, check_tmp_path("x.safetensors"), "step", "3"); /* a checkpoint still */
+    size_t size;
+    char *buf = read_whole(file, &size);
+    char *at = strstr(buf + 8, "\"seed\":\"42\"");
+    CHECK(at);
+    at[8] = '5';
+    write_whole(file, buf, size);
+    free(buf);
+    float keep = model_params(m)[0];
+    CHECK_ERR(checkpoint_load_model(file, m, NULL, 0), ERR_FORMAT,
+              "metadata \"seed\" (\"52\") does not match its checksum");
+    CHECK(model_params(m)[0] == keep);
+    model_destroy(m);
+}
+
+/* ---- --init from what a PyTorch user has ---------------------------------------------------- */
+
+/* The model's floats (parameters then buffers) against `want`'s "<prefix>.<name>" tensors, bit for bit. */
+static void same_bits_as(const model_t *m, const safetensors_t *want, const char *prefix, const char *file)
+{
+    char key[96];
+    for (int k = 0; k < model_param_tensors(m) + model_buffer_tensors(m); k++) {
+        int param = k < model_param_tensors(m);
+        const struct model_tensor *t = param ? model_param(m, k) : model_buffer(m, k - model_param_tensors(m));
+        const uint32_t *got = (const uint32_t *)((param ? model_params_const(m) : model_buffers_const(m)) + t->offset);
+        snprintf(key, sizeof key, "%s.%s", prefix, t->name);
+        const struct safetensors_tensor *e = safetensors_find(want, key);
+        CHECK_MSG(e && e->dtype == SAFETENSORS_F32 && e->numel == t->numel, "%s: no float32 %s of %zu elements",
+                  safetensors_path(want), key, t->numel);
+        for (size_t i = 0; i < t->numel; i++) {
+            uint32_t w;
+            memcpy(&w, (const unsigned char *)e->data + 4 * i, 4);
+            CHECK_MSG(got[i] == w, "%s: %s[%zu] is 0x%08x, torch's .to(torch.float32) gives 0x%08x", file, t->name,
+                      i, got[i], w);
+        }
+    }
+}
+
+/* The files torch wrote (tests/crosscheck/init_torch.py): $DDP_INIT_DIR's when init_torch.sh has torch
+ * write them anew, else the committed tests/crosscheck/init_*.safetensors. Each nn.Sequential state_dict,
+ * in F16, BF16 (after a Flatten: numbered from 1) or F64, loads with the values torch's conversion gives,
+ * every bit, and the note says what was read how. */
+TEST(checkpoint_init_takes_torch_files)
+{
+    const char *dir = getenv("DDP_INIT_DIR");
+    dir = dir ? dir : "tests/crosscheck";
+    static const struct {
+        const char *variant;
+        int batchnorm;
+        const char *note;
+    } v[] = {
+        {"f16", 0, "nn.Sequential names 0, 2, 4 read as fc1, fc2, fc3; F16 converted to float32"},
+        {"bf16", 1, "nn.Sequential names 1, 2, 4, 5, 7 read as fc1, bn1, fc2, bn2, fc3; BF16 converted to float32"},
+        {"f64", 1, "nn.Sequential names 0, 1, 3, 4, 6 read as fc1, bn1, fc2, bn2, fc3; F64 converted to float32, "
+                   "rounding to nearest even"},
+    };
+    char path[1024], note[256];
+    snprintf(path, sizeof path, "%s/init_expected.safetensors", dir);
+    safetensors_t *want;
+    CHECK_OK(safetensors_open(path, &want));
+    for (size_t i = 0; i < sizeof v / sizeof v[0]; i++) {
+        model_t *m = make_model(v[i].batchnorm, 9);
+        snprintf(path, sizeof path, "%s/init_%s.safetensors", dir, v[i].variant);
+        CHECK_OK(checkpoint_load_model(path, m, note, sizeof note));
+        CHECK_STR(note, v[i].note);
+        same_bits_as(m, want, v[i].variant, path);
+        if (v[i].batchnorm)
+            CHECK_EQ(model_batches_tracked(m), 7);
+        model_destroy(m);
+    }
+    safetensors_close(want);
+    /* our own names in float32: nothing to say */
+    model_t *a = make_model(0, 9), *b = make_model(0, 9);
+    CHECK_OK(checkpoint_save_model(check_tmp_path("ours.safetensors"), a, 0));
+    CHECK_OK(checkpoint_load_model(check_tmp_path("ours.safetensors"), b, note, sizeof note));
+    CHECK_STR(note, "");
+    model_destroy(a);
+    model_destroy(b);
+}
+
+/* m's state_dict under nn.Sequential's names (fc<k> is module 2(k - 1), 3(k - 1) with BatchNorm1d; bn<k>
+ * the one after), float32, written to `path` without tensor `drop` and with a copy of the first under the
+ * name `extra`. */
+static void sequential_file(const char *path, const model_t *m, const char *drop, const char *extra)
+{
+    struct safetensors_entry e[64];
+    char names[64][64];
+    static const int64_t tracked = 3;
+    size_t n = 0;
+    int stride = model_get_spec(m)->batchnorm ? 3 : 2;
+    for (int k = 0; k < model_param_tensors(m) + model_buffer_tensors(m); k++) {
+        int param = k < model_param_tensors(m);
+        const struct model_tensor *t = param ? model_param(m, k) : model_buffer(m, k - model_param_tensors(m));
+        const char *dot = strchr(t->name, '.');
+        int module = stride * (atoi(t->name + 2) - 1) + (t->name[0] == 'b');
+        snprintf(names[n], sizeof names[n], "%d%s", module, dot);
+        e[n] = (struct safetensors_entry){.name = names[n], .dtype = SAFETENSORS_F32, .ndim = t->ndim,
+                                          .data = (param ? model_params_const(m) : model_buffers_const(m)) +
+                                                  t->offset};
+        memcpy(e[n].shape, t->shape, sizeof t->shape);
+        n += !drop || strcmp(names[n], drop) != 0;
+        if (!param && strcmp(dot, ".running_mean") == 0) {
+            snprintf(names[n], sizeof names[n], "%d.num_batches_tracked", module);
+            e[n] = (struct safetensors_entry){.name = names[n], .dtype = SAFETENSORS_I64, .data = &tracked};
+            n += !drop || strcmp(names[n], drop) != 0;
+        }
+    }
+    if (extra) {
+        e[n] = e[0];
+        e[n++].name = extra;
+    }
+    CHECK_OK(safetensors_write(path, e, n, NULL, 0, 0));
+}
+
+/* Under nn.Sequential's names --init still refuses another shape, a missing tensor, one too many and a
+ * name of neither kind, naming the tensor as the file names it, and leaves the model as it was. */
+TEST(checkpoint_init_sequential_names_refusals)
+{
+    model_t *m = make_model(0, 9), *into = make_model(0, 9), *wide = make_model(0, 10), *bn = make_model(1, 9);
+    const char *f = check_tmp_path("seq.safetensors");
+    char note[256];
+    sequential_file(f, m, NULL, NULL);
+    CHECK_OK(checkpoint_load_model(f, into, note, sizeof note));
+    CHECK(memcmp(model_params(m), model_params(into), model_param_floats(m) * 4) == 0);
+    CHECK_STR(note, "nn.Sequential names 0, 2, 4 read as fc1, fc2, fc3");
+    sequential_file(f, bn, NULL, NULL);
+    CHECK_OK(checkpoint_load_model(f, bn, note, sizeof note));
+    CHECK_EQ(model_batches_tracked(bn), 3);
+    CHECK_STR(note, "nn.Sequential names 0, 1, 3, 4, 6 read as fc1, bn1, fc2, bn2, fc3");
+    sequential_file(f, m, NULL, NULL);
+    float keep = model_params(wide)[0];
+    CHECK_ERR(checkpoint_load_model(f, wide, NULL, 0), ERR_FORMAT,
+              "seq.safetensors: 0.weight has shape [9, 20], expected [10, 20]");
+    CHECK(model_params(wide)[0] == keep);
+    CHECK_ERR(checkpoint_load_model(f, bn, NULL, 0), ERR_FORMAT,
+              "unexpected tensor 2.weight: not a parameter or buffer of the 20-9-6-4 with BatchNorm1d MLP as "
+              "nn.Sequential names 0, 1, 3, 4, 6 read as fc1, bn1, fc2, bn2, fc3");
+    sequential_file(f, m, "4.bias", NULL);
+    CHECK_ERR(checkpoint_load_model(f, into, NULL, 0), ERR_FORMAT, "seq.safetensors: has no tensor 4.bias");
+    sequential_file(f, m, NULL, "6.weight");
+    CHECK_ERR(checkpoint_load_model(f, into, NULL, 0), ERR_FORMAT,
+              "unexpected tensor 6.weight: not a parameter or buffer of the 20-9-6-4 MLP as nn.Sequential names "
+              "0, 2, 4 read as fc1, fc2, fc3");
+    sequential_file(f, m, NULL, "fc1.weight");
+    CHECK_ERR(checkpoint_load_model(f, into, NULL, 0), ERR_FORMAT, "unexpected tensor fc1.weight");
+    /* module numbers past any int: no arithmetic on them overflows (UBSan), they are named */
+    float x = 1;
+    struct safetensors_entry huge = {.name = "99999999999999999999.weight", .dtype = SAFETENSORS_F32, .data = &x};
+    CHECK_OK(safetensors_write(f, &huge, 1, NULL, 0, 0));
+    CHECK_ERR(checkpoint_load_model(f, into, NULL, 0), ERR_FORMAT, "unexpected tensor 99999999999999999999.weight");
+    model_destroy(m);
+    model_destroy(into);
+    model_destroy(wide);
+    model_destroy(bn);
 }
 
 /* ---- killed mid-save ------------------------------------------------------------------- */
 
-/* Step k's state: every parameter k, every momentum element -k. */
-static void stamp(model_t *m, optim_t *o, uint64_t k)
+/* Step k's state: every parameter k, every momentum element -k, the optimizer's count k. */
+static void stamp(model_t *m, optim_t *o, struct checkpoint_state *s, uint64_t k)
 {
     for (size_t i = 0; i < model_param_floats(m); i++) {
         model_params(m)[i] = (float)k;
         optim_state(o, 0)[i] = -(float)k;
     }
+    optim_set_steps(o, k);
+    s->step = k;
 }
 
-static int count_temporaries(const char *dir)
+/* The writer's SIGXFSZ: a write of its save reached the file-size limit the
+ * test set. It stops there, and the test kills it. */
+static void stop_mid_write(int sig)
 {
-    DIR *d = opendir(dir);
-    struct dirent *e;
-    int n = 0;
-    char path[1024];
-    while (d && (e = readdir(d))) {
-        if (strstr(e->d_name, ".tmp-")) {
-            n++;
-            snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
-            unlink(path);
-        }
-    }
-    if (d)
-        closedir(d);
-    return n;
+    (void)sig;
+    raise(SIGSTOP);
 }
 
+/* A writer killed with SIGKILL in the middle of a save, at chosen bytes: the
+ * 8-byte size, the header, the tensors, the last byte. No timing: the test
+ * sets the writer's file-size limit (RLIMIT_FSIZE) to the byte where it must
+ * stop, the kernel refuses the write that reaches it and raises SIGXFSZ,
+ * whose handler stops the writer (SIGSTOP); the test sees it stopped, inside
+ * checkpoint_save by construction, and kills it. The checkpoint must then be
+ * the previous step's, whole and unmixed. (The moments after the last byte,
+ * the fsync and the rename, need no test of ours: rename(2) is atomic.) */
 TEST(checkpoint_survives_sigkill_during_save)
 {
-    model_t *m = make_model(0, 48); /* a few kB: many saves per second */
+    model_t *m = make_model(0, 48), *back = make_model(0, 48);
     struct optim_config c;
     optim_config_default(&c, OPTIM_SGD);
-    optim_t *o;
+    optim_t *o, *oback;
     CHECK_OK(optim_create(&c, m, &o));
+    CHECK_OK(optim_create(&c, back, &oback));
     const char *dir = check_tmp_path("kill");
     struct checkpoint_state s = run_state(), got;
-    s.step = 0;
-    stamp(m, o, 0);
+    stamp(m, o, &s, 0);
     CHECK_OK(checkpoint_save(dir, m, o, &s));
-    /* how long one durable save takes here, to spread the kills over it */
-    struct timespec a, b;
-    clock_gettime(CLOCK_MONOTONIC, &a);
-    for (int i = 0; i < 5; i++)
-        CHECK_OK(checkpoint_save(dir, m, o, &s));
-    clock_gettime(CLOCK_MONOTONIC, &b);
-    long save_us = ((b.tv_sec - a.tv_sec) * 1000000L + (b.tv_nsec - a.tv_nsec) / 1000) / 5 + 1;
-    uint64_t rng = 2024, last = 0, next = 1;
-    int mid_save = 0, rounds = 200;
+    char file[600];
+    struct stat sb;
+    CHECK(stat(checkpoint_path(dir, file, sizeof file), &sb) == 0);
+    /* every byte of the first 32 (the size and the header's start), then 64 points up to the last byte
+     * (later steps' headers only grow: their numbers have more digits) */
+    const int first = 32, rounds = first + 64;
     for (int r = 0; r < rounds; r++) {
+        long long cut = r < first ? r : first + (sb.st_size - 1 - first) * (r - first + 1) / (rounds - first);
+        uint64_t k = (uint64_t)r + 1;
         pid_t pid = fork();
         CHECK(pid >= 0);
-        if (pid == 0) { /* the writer: saves step after step until killed */
-            for (uint64_t k = next;; k++) {
-                stamp(m, o, k);
-                s.step = k;
-                if (checkpoint_save(dir, m, o, &s) != 0)
-                    _exit(3);
-            }
+        if (pid == 0) { /* the writer: step k's save, stopped at byte `cut` */
+            struct sigaction sa = {.sa_handler = stop_mid_write};
+            struct rlimit lim;
+            sigemptyset(&sa.sa_mask);
+            if (sigaction(SIGXFSZ, &sa, NULL) != 0 || getrlimit(RLIMIT_FSIZE, &lim) != 0)
+                _exit(4);
+            lim.rlim_cur = (rlim_t)cut;
+            if (setrlimit(RLIMIT_FSIZE, &lim) != 0)
+                _exit(4);
+            stamp(m, o, &s, k);
+            _exit(checkpoint_save(dir, m, o, &s) == 0 ? 0 : 3);
         }
-        long wait_us = (long)(hash_splitmix64_next(&rng) % (uint64_t)(3 * save_us));
-        struct timespec nap = {wait_us / 1000000, (wait_us % 1000000) * 1000};
-        nanosleep(&nap, NULL);
-        kill(pid, SIGKILL);
         int status;
-        CHECK(waitpid(pid, &status, 0) == pid);
-        CHECK_MSG(WIFSIGNALED(status), "round %d: the writer exited by itself (status %d): a save failed", r,
-                  WEXITSTATUS(status));
-        mid_save += count_temporaries(dir) > 0;
-        int rc = checkpoint_load(dir, m, o, &got);
-        CHECK_MSG(rc == 0, "round %d: after SIGKILL the checkpoint does not load: %s", r, err_msg());
-        CHECK_MSG(got.step >= last, "round %d: the checkpoint went back from step %llu to %llu", r,
-                  (unsigned long long)last, (unsigned long long)got.step);
-        for (size_t i = 0; i < model_param_floats(m); i++)
-            CHECK_MSG(model_params(m)[i] == (float)got.step && optim_state(o, 0)[i] == -(float)got.step,
+        CHECK(waitpid(pid, &status, WUNTRACED) == pid);
+        CHECK_MSG(WIFSTOPPED(status), "round %d: the writer ended (status 0x%x) instead of stopping at byte %lld of "
+                  "its save", r, status, cut);
+        CHECK(kill(pid, SIGKILL) == 0);
+        CHECK(waitpid(pid, &status, 0) == pid && WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL);
+        int rc = checkpoint_load(dir, back, oback, &got);
+        CHECK_MSG(rc == 0, "round %d: killed at byte %lld, the checkpoint does not load: %s", r, cut, err_msg());
+        CHECK_MSG(got.step == k - 1, "round %d: killed at byte %lld of step %llu's save, the checkpoint is step %llu",
+                  r, cut, (unsigned long long)k, (unsigned long long)got.step);
+        for (size_t i = 0; i < model_param_floats(back); i++)
+            CHECK_MSG(model_params(back)[i] == (float)(k - 1) && optim_state(oback, 0)[i] == -(float)(k - 1),
                       "round %d: step %llu's checkpoint mixes steps (element %zu is %g)", r,
-                      (unsigned long long)got.step, i, model_params(m)[i]);
-        last = got.step;
-        next = got.step + 1000; /* the next writer's steps are new */
+                      (unsigned long long)(k - 1), i, model_params(back)[i]);
+        stamp(m, o, &s, k); /* step k saved whole: the next round's previous checkpoint */
+        CHECK_OK(checkpoint_save(dir, m, o, &s));
     }
-    /* the test means something only if kills landed inside saves */
-    CHECK_MSG(mid_save > 0, "none of %d kills landed during a save (a save takes about %ld us)", rounds, save_us);
     optim_destroy(o);
+    optim_destroy(oback);
     model_destroy(m);
+    model_destroy(back);
 }

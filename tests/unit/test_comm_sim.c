@@ -2,11 +2,13 @@
  * every collective against a reference computed here, for every algorithm,
  * W = 1..8, awkward counts, in place and out of place; every rank
  * bit-identical and every run the same bits; and the diagnoses: the watchdog
- * on each injected fault, fingerprint mismatches, the result check. */
+ * on each injected fault, fingerprint mismatches, the result check; and a
+ * fault spec less one kind (faults_without). */
 #include "check.h"
 #include "base/clock.h"
 #include "comm/comm.h"
 #include "sim/comm_sim.h"
+#include "sim/faults.h"
 #include "base/error.h"
 #include "base/half.h"
 #include "sim/ranks.h"
@@ -336,19 +338,22 @@ TEST(watchdog_names_a_straggler)
     CHECK_CONTAINS(msg, "last completed collective #2");
 }
 
-/* Delays that do not fit in 64-bit nanoseconds must saturate to "forever"
- * (the watchdog then wakes the sleeper), not wrap to a deadline in the past
- * (2^64-1 ms: now + 2^64 - 10^6 ns) or to a short nap (18446744073710 ms x
- * 10^6 is 2^64 + 448384 ns) that lets the run pass as if no fault fired. */
-TEST(watchdog_names_a_straggler_whose_delay_overflows)
+/* The longest delay the grammar takes (FAULT_MAX_DELAY_MS) lasts: its
+ * nanoseconds fit 64 bits, and now + that saturates to "forever" (the
+ * watchdog then wakes the sleeper) instead of wrapping to a deadline in the
+ * past that lets the run pass as if no fault fired. One millisecond more
+ * (18446744073710 ms x 10^6 is 2^64 + 448384 ns, a short nap once wrapped) is
+ * refused, not cut short. */
+TEST(watchdog_names_a_straggler_at_the_longest_delay)
 {
-    static const char *const specs[] = {"delay:1@2:18446744073709551615", "delay:1@2:18446744073710"};
-    for (int i = 0; i < 2; i++) {
-        char msg[2048];
-        CHECK_MSG(fault_run(specs[i], COMM_CHECK_NONE, msg, sizeof msg) < 0, "--fault=%s: the run passed", specs[i]);
-        CHECK_CONTAINS(msg, "collective #2 (allreduce sum, 1000 x float32) timed out");
-        CHECK_CONTAINS(msg, "rank 1: sleeping in an injected delay of 184467440737");
-    }
+    char msg[2048];
+    CHECK_MSG(fault_run("delay:1@2:18446744073709", COMM_CHECK_NONE, msg, sizeof msg) < 0, "the run passed");
+    CHECK_CONTAINS(msg, "collective #2 (allreduce sum, 1000 x float32) timed out");
+    CHECK_CONTAINS(msg, "rank 1: sleeping in an injected delay of 18446744073709 ms");
+    struct comm_world_options opt = {.world = 4, .faults = "delay:1@2:18446744073710"};
+    comm_world_t *w;
+    CHECK_ERR(comm_world_create("sim", &opt, &w), ERR_ARG,
+              "--fault milliseconds: expected 0 to 18446744073709, got '18446744073710'");
 }
 
 TEST(watchdog_names_the_rank_that_skipped_a_collective)
@@ -472,6 +477,19 @@ TEST(bad_arguments_and_configs)
     CHECK_ERR(comm_world_create("sim", &opt, &w), ERR_ARG, "part 1 is empty");
     opt.faults = "kill:1@2,";
     CHECK_ERR(comm_world_create("sim", &opt, &w), ERR_ARG, "part 2 is empty");
+}
+
+/* A spec less one kind of fault, for a program that injects that kind itself. */
+TEST(faults_without_a_kind)
+{
+    char *rest;
+    CHECK_OK(faults_without("flip:0@5,kill:1@2,flip:2@1,delay:1@3:40", 3, FAULT_FLIP, &rest));
+    CHECK_STR(rest, "kill:1@2,delay:1@3:40");
+    free(rest);
+    CHECK_OK(faults_without("flip:0@5,flip:2@1", 3, FAULT_FLIP, &rest));
+    CHECK(rest == NULL);
+    CHECK_ERR(faults_without("flip:3@5", 3, FAULT_FLIP, &rest), ERR_ARG, "rank 3 is not in a world of 3");
+    CHECK(rest == NULL);
 }
 
 /* Three all-reduces in flight at once (DDP's buckets), other types, and the sequence numbers. */

@@ -372,7 +372,7 @@ static void test_kernel_after_copy(int with_event)
         CHECK_ERR(rc, ERR_STATE, "use before ready");
         const char *msg = err_msg();
         CHECK_CONTAINS(msg, "kernel #1 'forward' (batch 5) on stream 'compute' reads device buffer 'batch buffer 0'");
-        CHECK_CONTAINS(msg, "copy #1 (H2D of 64.0 KiB from pinned 'loader slot 1' to 'batch buffer 0', batch 5) on "
+        CHECK_CONTAINS(msg, "copy #1 (H2D of 64 KiB from pinned 'loader slot 1' to 'batch buffer 0', batch 5) on "
                             "stream 'copy' writes");
         /* sticky: the device stays broken */
         CHECK_ERR(device_synchronize(r.dev), ERR_STATE, "use before ready");
@@ -413,7 +413,7 @@ static void test_copy_after_kernel(int with_event)
         CHECK_OK(device_synchronize(r.dev));
     } else {
         CHECK_ERR(device_copy_async(r.copy, r.d, r.pinned, r.n, DEVICE_H2D, 2), ERR_STATE, "overwrite before done");
-        CHECK_CONTAINS(err_msg(), "copy #2 (H2D of 64.0 KiB from pinned 'loader slot 1' to 'batch buffer 0', batch 2)"
+        CHECK_CONTAINS(err_msg(), "copy #2 (H2D of 64 KiB from pinned 'loader slot 1' to 'batch buffer 0', batch 2)"
                                   " on stream 'copy' writes device buffer 'batch buffer 0', which kernel #1 'forward' "
                                   "(batch 0) on stream 'compute' reads");
     }
@@ -445,7 +445,7 @@ static void test_host_write(int after_event)
         atomic_store(&test_gate, 1);
         CHECK_ERR(device_event_synchronize(r.ready), ERR_STATE, "host write while in flight");
         const char *msg = err_msg();
-        CHECK_CONTAINS(msg, "wrote byte 100 of the source of copy #1 (H2D of 64.0 KiB from pinned 'loader slot 1' to "
+        CHECK_CONTAINS(msg, "wrote byte 100 of the source of copy #1 (H2D of 64 KiB from pinned 'loader slot 1' to "
                             "'batch buffer 0', batch 7) on stream 'copy'");
         CHECK_CONTAINS(msg, "the host (thread ");
     }

@@ -1,16 +1,19 @@
-/* test_foundation: the house's own pieces: errors, flag parsing, deadlines
- * that never wrap, sizes checked before malloc, the synthetic dataset's determinism and bounds, rank
- * threads carrying the first failure. */
+/* test_foundation: the house's own pieces: errors, flag parsing, sizes
+ * written one way, deadlines that never wrap, sizes checked before malloc,
+ * the synthetic dataset's determinism and bounds, rank threads carrying the
+ * first failure. */
 #include "check.h"
 #include "base/cli.h"
 #include "base/clock.h"
 #include "base/mem.h"
+#include "base/units.h"
 #include "dataset/dataset.h"
 #include "base/error.h"
 #include "sim/ranks.h"
 
 #include <getopt.h>
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 
 TEST(error_wrap_keeps_the_cause)
@@ -20,50 +23,158 @@ TEST(error_wrap_keeps_the_cause)
     CHECK_STR(err_msg(), "opening x.idx: byte 4: bad magic");
 }
 
-TEST(cli_rejects_junk_and_reads_sizes)
+/* What every parser refuses: the text must be the value, all of it. */
+static const char *const cli_not_numbers[] = {
+    "", " 5", "5 ", "\t5", "5\n", "+5", "5x", "x5", "0x10", "5,", NULL,
+};
+
+TEST(cli_integers_are_the_whole_text_and_in_range)
+{
+    uint64_t v = 7;
+    CHECK_OK(cli_parse_range("world", "64", 1, 64, &v));
+    CHECK_EQ_U64(v, 64);
+    CHECK_OK(cli_parse_range("world", "007", 1, 64, &v));
+    CHECK_EQ_U64(v, 7);
+    for (const char *const *t = cli_not_numbers; *t; t++) {
+        char want[64];
+        snprintf(want, sizeof want, "--world: expected 1 to 64, got '%s'", *t);
+        CHECK_ERR(cli_parse_range("world", *t, 1, 64, &v), ERR_ARG, want);
+    }
+    CHECK_ERR(cli_parse_range("world", "-3", 0, 64, &v), ERR_ARG, "--world: expected 0 to 64, got '-3'");
+    CHECK_ERR(cli_parse_range("world", "65", 1, 64, &v), ERR_ARG, "--world: expected 1 to 64, got '65'");
+    CHECK_ERR(cli_parse_range("world", "0", 1, 64, &v), ERR_ARG, "expected 1 to 64");
+    CHECK_ERR(cli_parse_range("world", NULL, 1, 64, &v), ERR_ARG, "--world: expected 1 to 64, got ''");
+    /* the whole of 64 bits, and not one more: never capped to 2^64-1 */
+    CHECK_OK(cli_parse_range("steps", "18446744073709551615", 1, UINT64_MAX, &v));
+    CHECK_EQ_U64(v, UINT64_MAX);
+    CHECK_ERR(cli_parse_range("steps", "18446744073709551616", 1, UINT64_MAX, &v), ERR_ARG,
+              "--steps: expected 1 to 18446744073709551615, got '18446744073709551616'");
+    CHECK_ERR(cli_parse_range("steps", "99999999999999999999999", 1, UINT64_MAX, &v), ERR_ARG, "expected 1 to");
+    CHECK_ERR(cli_parse_range("world", "18446744073709551617", 1, 64, &v), ERR_ARG, "expected 1 to 64");
+    CHECK_EQ_U64(v, UINT64_MAX); /* a refused value leaves *out as it was */
+}
+
+TEST(cli_numbers_are_finite_decimals_in_range)
+{
+    double d = 7;
+    CHECK_OK(cli_parse_double_range("lr", "0.5", 0, 1, &d));
+    CHECK(d == 0.5);
+    CHECK_OK(cli_parse_double_range("lr", "1e-3", 0, 1, &d));
+    CHECK(d == 1e-3);
+    CHECK_OK(cli_parse_double_range("lr", ".5", 0, 1, &d));
+    CHECK_OK(cli_parse_double_range("x", "-0.25", -1, 1, &d));
+    CHECK(d == -0.25);
+    for (const char *const *t = cli_not_numbers; *t; t++) {
+        char want[64];
+        snprintf(want, sizeof want, "--lr: expected 0 to 10, got '%s'", *t);
+        CHECK_ERR(cli_parse_double_range("lr", *t, 0, 10, &d), ERR_ARG, want);
+        snprintf(want, sizeof want, "--figure: expected a finite number, got '%s'", *t);
+        CHECK_ERR(cli_parse_double("figure", *t, &d), ERR_ARG, want);
+    }
+    static const char *const junk[] = {"nan", "inf", "-inf", "0x1p3", "1e999", "1e-400", "1.5.2", "-", ".", "e5",
+                                       "--1", NULL};
+    for (const char *const *t = junk; *t; t++) {
+        CHECK_ERR(cli_parse_double_range("lr", *t, -10, 10, &d), ERR_ARG, "--lr: expected -10 to 10");
+        CHECK_ERR(cli_parse_double("figure", *t, &d), ERR_ARG, "expected a finite number");
+    }
+    CHECK_ERR(cli_parse_double_range("step-ms", "-1", 0, 10, &d), ERR_ARG, "--step-ms: expected 0 to 10, got '-1'");
+    CHECK_ERR(cli_parse_double_range("step-ms", "-0", 0, 10, &d), ERR_ARG, "got '-0'"); /* no sign on a range >= 0 */
+    CHECK_ERR(cli_parse_double_range("step-ms", "10.001", 0, 10, &d), ERR_ARG, "expected 0 to 10");
+    CHECK_OK(cli_parse_double("figure", "-12.5", &d));
+    CHECK(d == -12.5);
+}
+
+TEST(cli_sizes_take_suffixes_and_stay_in_range)
 {
     uint64_t v;
-    CHECK_ERR(cli_parse_u64("world", "4x", &v), ERR_ARG, "--world");
-    CHECK_ERR(cli_parse_u64("world", "-3", &v), ERR_ARG, "-3");
-    CHECK_ERR(cli_parse_u64("world", "99999999999999999999999", &v), ERR_ARG, "too large");
-    CHECK_OK(cli_parse_bytes("max-bytes", "64M", &v));
+    CHECK_OK(cli_parse_bytes("max-bytes", "64M", 0, UINT64_MAX, &v));
     CHECK_EQ_U64(v, 64ull << 20);
+    CHECK_OK(cli_parse_bytes("max-bytes", "1kB", 0, UINT64_MAX, &v));
+    CHECK_EQ_U64(v, 1024);
+    CHECK_OK(cli_parse_bytes("max-bytes", "4096", 0, UINT64_MAX, &v));
+    CHECK_EQ_U64(v, 4096);
+    CHECK_OK(cli_parse_bytes("pool", "17179869183G", 0, UINT64_MAX, &v)); /* 2^64 - 2^30 */
+    for (const char *const *t = cli_not_numbers; *t; t++)
+        CHECK_ERR(cli_parse_bytes("pool", *t, 0, UINT64_MAX, &v), ERR_ARG, "--pool: expected a size of 0 to");
+    static const char *const junk[] = {"K", "4KK", "4T", "4 K", "4K ", "17179869184G", "18446744073709551616", NULL};
+    for (const char *const *t = junk; *t; t++)
+        CHECK_ERR(cli_parse_bytes("pool", *t, 0, UINT64_MAX, &v), ERR_ARG,
+                  "--pool: expected a size of 0 to 18446744073709551615 bytes, like 4096, 64K or 1G");
+    CHECK_ERR(cli_parse_bytes("slot-bytes", "0", 1, 1 << 20, &v), ERR_ARG,
+              "--slot-bytes: expected a size of 1 to 1048576 bytes, like 4096, 64K or 1G, got '0'");
+    CHECK_ERR(cli_parse_bytes("slot-bytes", "1025K", 1, 1 << 20, &v), ERR_ARG, "got '1025K'");
+}
+
+TEST(cli_seeds_take_python_integers)
+{
+    uint64_t v;
     CHECK_OK(cli_parse_seed("seed", "-1", &v));
     CHECK_EQ_U64(v, UINT64_MAX);
     CHECK_OK(cli_parse_seed("seed", "18446744073709551615", &v));
     CHECK_EQ_U64(v, UINT64_MAX);
-    CHECK_ERR(cli_parse_seed("seed", "abc", &v), ERR_ARG, "expected an integer from -2^63 to 2^64-1 (negative allowed)");
-    CHECK_ERR(cli_parse_seed("seed", "-", &v), ERR_ARG, "negative allowed");
-    CHECK_ERR(cli_parse_seed("seed", "12x", &v), ERR_ARG, "negative allowed");
+    CHECK_OK(cli_parse_seed("seed", "-9223372036854775808", &v));
+    CHECK_EQ_U64(v, 1ull << 63);
+    static const char *const junk[] = {"abc", "-", "12x", " 1", "1 ", "--1", "+1", "",
+                                       "18446744073709551616", "-9223372036854775809", NULL};
+    for (const char *const *t = junk; *t; t++)
+        CHECK_ERR(cli_parse_seed("seed", *t, &v), ERR_ARG,
+                  "--seed: expected an integer from -2^63 to 2^64-1 (negative allowed)");
 }
 
-TEST(cli_ranges_choices_lists_say_what_they_accept)
+TEST(cli_lists_names_and_variables_say_what_they_accept)
 {
-    uint64_t v, list[4];
+    uint64_t list[4];
     int n, i;
-    CHECK_OK(cli_parse_range("world", "64", 1, 64, &v));
-    CHECK_EQ_U64(v, 64);
-    CHECK_ERR(cli_parse_range("world", "65", 1, 64, &v), ERR_ARG, "--world: expected 1 to 64, got '65'");
-    CHECK_ERR(cli_parse_range("world", "0", 1, 64, &v), ERR_ARG, "expected 1 to 64");
-    CHECK_ERR(cli_parse_range("world", "99999999999999999999999", 1, 64, &v), ERR_ARG, "expected 1 to 64");
-    CHECK_ERR(cli_parse_range("world", "4x", 1, 64, &v), ERR_ARG, "expected 1 to 64, got '4x'");
-    double d;
-    CHECK_ERR(cli_parse_double_range("step-ms", "-1", 0, 10, &d), ERR_ARG, "--step-ms: expected 0 to 10");
-    CHECK_ERR(cli_parse_double_range("step-ms", "nan", 0, 10, &d), ERR_ARG, "finite");
     static const char *const names[] = {"ring", "tree", "naive", NULL};
     CHECK_OK(cli_parse_choice("algo", "tree", names, &i));
     CHECK_EQ(i, 1);
     CHECK_ERR(cli_parse_choice("algo", "mesh", names, &i), ERR_ARG, "--algo: unknown value 'mesh' (ring, tree or naive)");
-    CHECK_OK(cli_parse_list("workers", "0,2,8", list, 4, &n));
+    CHECK_ERR(cli_parse_choice("algo", " tree", names, &i), ERR_ARG, "unknown value ' tree'");
+    CHECK_OK(cli_parse_list("workers", "0,2,8", 0, 8, list, 4, &n));
     CHECK_EQ(n, 3);
     CHECK_EQ_U64(list[2], 8);
-    CHECK_ERR(cli_parse_list("workers", "1,,2", list, 4, &n), ERR_ARG, "an empty value");
-    CHECK_ERR(cli_parse_list("workers", "1,", list, 4, &n), ERR_ARG, "an empty value");
-    CHECK_ERR(cli_parse_list("workers", "1,2,3,4,5", list, 4, &n), ERR_ARG, "at most 4 values");
+    CHECK_OK(cli_parse_list("workers", "1,2,3,4", 0, 8, list, 4, &n));
+    CHECK_EQ(n, 4);
+    CHECK_ERR(cli_parse_list("workers", "1,,2", 0, 8, list, 4, &n), ERR_ARG, "got '1,,2' (an empty value)");
+    CHECK_ERR(cli_parse_list("workers", "1,", 0, 8, list, 4, &n), ERR_ARG, "an empty value");
+    CHECK_ERR(cli_parse_list("workers", ",1", 0, 8, list, 4, &n), ERR_ARG, "an empty value");
+    CHECK_ERR(cli_parse_list("workers", "", 0, 8, list, 4, &n), ERR_ARG, "an empty value");
+    CHECK_ERR(cli_parse_list("workers", "1,2,3,4,5", 0, 8, list, 4, &n), ERR_ARG, "at most 4 values");
+    CHECK_ERR(cli_parse_list("hidden", "256, 128", 1, 65536, list, 4, &n), ERR_ARG,
+              "--hidden: expected a comma-separated list of 1 to 65536, got '256, 128' (' 128')");
+    CHECK_ERR(cli_parse_list("hidden", "256 ,128", 1, 65536, list, 4, &n), ERR_ARG, "('256 ')");
+    CHECK_ERR(cli_parse_list("hidden", "0,128", 1, 65536, list, 4, &n), ERR_ARG, "('0')");
+    CHECK_ERR(cli_parse_list("hidden", "65537", 1, 65536, list, 4, &n), ERR_ARG, "('65537')");
+    CHECK_ERR(cli_parse_list("hidden", "-5", 1, 65536, list, 4, &n), ERR_ARG, "('-5')");
+    CHECK_ERR(cli_parse_list("hidden", "1,18446744073709551617", 1, UINT64_MAX, list, 4, &n), ERR_ARG,
+              "('18446744073709551617')");
+    const char *path = "unchanged";
+    CHECK_ERR(cli_parse_text("trace", "", "a file", &path), ERR_ARG, "--trace: expected a file, got an empty value");
+    CHECK_STR(path, "unchanged");
+    CHECK_OK(cli_parse_text("trace", "t.json", "a file", &path));
+    CHECK_STR(path, "t.json");
+    uint64_t v;
+    CHECK_OK(cli_parse_env("RANK", "3", 0, 63, &v));
+    CHECK_EQ_U64(v, 3);
+    CHECK_ERR(cli_parse_env("RANK", " 3", 0, 63, &v), ERR_ARG, "RANK=' 3': expected 0 to 63");
+    CHECK_ERR(cli_parse_env("RANK", "64", 0, 63, &v), ERR_ARG, "RANK='64': expected 0 to 63");
     static const struct option opts[] = {{"check", no_argument, 0, 1}, {"world", required_argument, 0, 2}, {0, 0, 0, 0}};
     CHECK_ERR(cli_getopt_error(':', "--world", opts), ERR_ARG, "option '--world' needs a value (--world=VALUE)");
     CHECK_ERR(cli_getopt_error('?', "--check=1", opts), ERR_ARG, "option '--check' takes no value");
     CHECK_ERR(cli_getopt_error('?', "--frob", opts), ERR_ARG, "unrecognized option '--frob'");
+}
+
+TEST(units_write_every_size_one_way)
+{
+    char b[32];
+    CHECK_STR(units_format_bytes(0, b, sizeof b), "0 B");
+    CHECK_STR(units_format_bytes(1023, b, sizeof b), "1023 B");
+    CHECK_STR(units_format_bytes(64 << 10, b, sizeof b), "64 KiB");      /* whole: no decimal */
+    CHECK_STR(units_format_bytes(144100, b, sizeof b), "140.7 KiB");     /* else one */
+    CHECK_STR(units_format_bytes((1 << 20) - 1, b, sizeof b), "1.0 MiB"); /* not 1024.0 KiB */
+    CHECK_STR(units_format_bytes(512ull << 30, b, sizeof b), "512 GiB");
+    CHECK_STR(units_format_bytes(UINT64_MAX, b, sizeof b), "16.0 EiB");
+    CHECK_STR(units_format_bytes(1ull << 63, b, sizeof b), "8 EiB");
 }
 
 /* A deadline past what uint64_t nanoseconds hold is "never", not a wrapped

@@ -1,5 +1,5 @@
 /* test_half: lib/base/half's float16 and bfloat16 conversions equal
- * PyTorch's, and a sum computed by widening, adding in float32 and narrowing
+ * PyTorch's (NaNs included, both ways), and a sum computed by widening, adding in float32 and narrowing
  * is the correctly rounded 16-bit sum (the claim the communicator's
  * half-precision reduction rests on). The vectors were printed by torch 1.13:
  *     u = np.array([bits], dtype=np.uint32); f = torch.from_numpy(u.view(np.float32))
@@ -65,6 +65,27 @@ TEST(half_narrowing_matches_torch)
                   half_from_float(f));
         CHECK_MSG(half_bf16_from_float(f) == v->bf16, "bfloat16 of 0x%08x: expected 0x%04x, got 0x%04x", v->f32,
                   v->bf16, half_bf16_from_float(f));
+    }
+}
+
+/* Widening NaNs, as torch 1.13 printed them (h.to(torch.float32).view(torch.int32), one element and a
+ * thousand alike, its scalar and vector paths): float16 quiets a signaling NaN, keeping the payload;
+ * bfloat16 is a shift, and keeps even a signaling NaN as it is. */
+TEST(half_widening_nans_matches_torch)
+{
+    static const struct {
+        int bf16;
+        uint16_t h;
+        uint32_t f32;
+    } v[] = {{0, 0x7c01u, 0x7fc02000u}, {0, 0xfc01u, 0xffc02000u}, {0, 0x7d00u, 0x7fe00000u},
+             {0, 0x7e00u, 0x7fc00000u}, {0, 0x7c00u, 0x7f800000u}, {1, 0x7f81u, 0x7f810000u},
+             {1, 0xff81u, 0xff810000u}, {1, 0x7fc0u, 0x7fc00000u}};
+    for (size_t i = 0; i < sizeof v / sizeof v[0]; i++) {
+        float f = v[i].bf16 ? half_bf16_to_float(v[i].h) : half_to_float(v[i].h);
+        uint32_t u;
+        memcpy(&u, &f, sizeof u);
+        CHECK_MSG(u == v[i].f32, "%s 0x%04x widens to 0x%08x, torch gives 0x%08x", v[i].bf16 ? "bfloat16" : "float16",
+                  v[i].h, u, v[i].f32);
     }
 }
 

@@ -1,21 +1,31 @@
-/* test_replica: lib/ddp/replica finds the first rank, tensor and element
- * where a replica drifted, and every rank reports the same; identical
- * replicas pass; buffers are compared only when asked. */
+/* test_replica: lib/ddp/replica finds the first tensor and element where a
+ * replica drifted and blames the rank the majority disagrees with (rank 0
+ * included; nobody with two ranks), every rank reporting the same; a damaged
+ * copy of the check's own hashes is named as such, not taken for a drifted
+ * replica; identical replicas pass; buffers are compared only when asked;
+ * replica_flip changes the bit it says. */
 #include "check.h"
 #include "base/error.h"
 #include "comm/comm.h"
 #include "ddp/replica.h"
 #include "sim/launch.h"
 
+#include <math.h>
 #include <stdio.h>
+#include <string.h>
+
+#define DRIFT_MAX_WORLD 8
 
 struct drift {
-    int rank;          /* the rank that drifts, -1 none */
+    int world;         /* 0: 3 */
+    unsigned ranks;    /* bit r: rank r drifts */
     const char *what;  /* "fc2.weight" or a buffer name */
     size_t element;
     unsigned check;
-    int rc[4];
-    char msg[4][512];
+    const char *faults; /* the simulator's, e.g. a flip in the check's own all-gather */
+    uint64_t flip_step; /* > 0: the drifting ranks replica_flip() at this step, which labels the check */
+    int rc[DRIFT_MAX_WORLD];
+    char msg[DRIFT_MAX_WORLD][512];
 };
 
 static int drift_rank(struct launch_rank *ctx)
@@ -33,13 +43,15 @@ static int drift_rank(struct launch_rank *ctx)
     rc = model_create(&s, 4, &m);
     if (rc == 0) {
         model_init(m, 3);
-        if (ctx->rank == d->rank) {
+        if (d->ranks >> ctx->rank & 1 && d->flip_step) {
+            replica_flip(m, d->flip_step);
+        } else if (d->ranks >> ctx->rank & 1) {
             int p = model_param_find(m, d->what), b = model_buffer_find(m, d->what);
             float *x = p >= 0 ? model_params(m) + model_param(m, p)->offset
                               : model_buffers(m) + model_buffer(m, b)->offset;
             x[d->element] += 1e-7f; /* one ulp or so */
         }
-        rc = replica_check(c, m, 5, d->check);
+        rc = replica_check(c, m, d->flip_step ? d->flip_step : 5, d->check);
         d->rc[ctx->rank] = rc;
         snprintf(d->msg[ctx->rank], sizeof d->msg[0], "%s", err_msg());
         model_destroy(m);
@@ -50,30 +62,132 @@ static int drift_rank(struct launch_rank *ctx)
 
 static int drift_run(struct drift *d)
 {
-    struct launch_config lc = {.backend = "sim", .world = 3, .shared = d};
+    struct launch_config lc = {.backend = "sim", .world = d->world ? d->world : 3, .faults = d->faults, .shared = d};
     return launch_run(&lc, drift_rank);
+}
+
+/* every rank of the run failed with the same message */
+static void drift_all_agree(const struct drift *d)
+{
+    for (int r = 0; r < (d->world ? d->world : 3); r++) {
+        CHECK_EQ(d->rc[r], ERR_STATE);
+        CHECK_STR(d->msg[r], d->msg[0]);
+    }
 }
 
 TEST(replica_identical_replicas_pass)
 {
-    struct drift d = {.rank = -1, .check = REPLICA_PARAMS | REPLICA_BUFFERS};
+    struct drift d = {.check = REPLICA_PARAMS | REPLICA_BUFFERS};
     CHECK_OK(drift_run(&d));
 }
 
 TEST(replica_names_step_rank_tensor_and_element)
 {
-    struct drift d = {.rank = 2, .what = "fc2.weight", .element = 16, .check = REPLICA_PARAMS};
-    CHECK_ERR(drift_run(&d), ERR_STATE, "step 5: rank 2's fc2.weight differs from rank 0's at element 16 (row 1, column 7)");
-    for (int r = 0; r < 3; r++) { /* every rank says the same */
-        CHECK_EQ(d.rc[r], ERR_STATE);
-        CHECK_STR(d.msg[r], d.msg[0]);
-    }
+    struct drift d = {.ranks = 1u << 2, .what = "fc2.weight", .element = 16, .check = REPLICA_PARAMS};
+    CHECK_ERR(drift_run(&d), ERR_STATE, "step 5: rank 2 differs from the other 2 ranks in fc2.weight[1,7]: ");
+    CHECK_CONTAINS(d.msg[0], " on rank 2, ");
+    CHECK_CONTAINS(d.msg[0], " on the others");
+    drift_all_agree(&d);
+}
+
+/* rank 0 is a rank like the others: when it drifts, it is the one named */
+TEST(replica_blames_rank_0_when_the_others_agree)
+{
+    struct drift d = {.ranks = 1u << 0, .what = "fc2.weight", .element = 16, .check = REPLICA_PARAMS};
+    CHECK_ERR(drift_run(&d), ERR_STATE, "step 5: rank 0 differs from the other 2 ranks in fc2.weight[1,7]");
+    drift_all_agree(&d);
+    struct drift e = {.world = 8, .ranks = 1u << 0, .what = "fc1.bias", .element = 4, .check = REPLICA_PARAMS};
+    CHECK_ERR(drift_run(&e), ERR_STATE, "step 5: rank 0 differs from the other 7 ranks in fc1.bias[4]");
+    drift_all_agree(&e);
+}
+
+TEST(replica_two_ranks_cannot_say_which)
+{
+    struct drift d = {.world = 2, .ranks = 1u << 1, .what = "fc2.weight", .element = 16, .check = REPLICA_PARAMS};
+    CHECK_ERR(drift_run(&d), ERR_STATE, "step 5: rank 0 and rank 1 hold different fc2.weight, first in "
+                                        "fc2.weight[1,7]: ");
+    CHECK_CONTAINS(d.msg[0], "with two ranks there is no majority to tell which one is wrong");
+    drift_all_agree(&d);
+}
+
+TEST(replica_several_odd_ranks_are_listed)
+{
+    struct drift d = {.world = 5, .ranks = 1u << 1 | 1u << 3, .what = "fc2.weight", .element = 16,
+                      .check = REPLICA_PARAMS};
+    CHECK_ERR(drift_run(&d), ERR_STATE, "step 5: ranks 1 and 3 differ from the other 3 ranks in fc2.weight, rank 1 "
+                                        "first in fc2.weight[1,7]");
+    drift_all_agree(&d);
+    /* 2 against 2: no copy has a majority */
+    struct drift e = {.world = 4, .ranks = 1u << 1 | 1u << 3, .what = "fc2.weight", .element = 16,
+                      .check = REPLICA_PARAMS};
+    CHECK_ERR(drift_run(&e), ERR_STATE, "no copy of fc2.weight is shared by a majority of the 4 ranks");
+    drift_all_agree(&e);
 }
 
 TEST(replica_buffers_only_when_asked)
 {
-    struct drift d = {.rank = 1, .what = "bn2.running_var", .element = 3, .check = REPLICA_PARAMS};
+    struct drift d = {.ranks = 1u << 1, .what = "bn2.running_var", .element = 3, .check = REPLICA_PARAMS};
     CHECK_OK(drift_run(&d));
-    struct drift e = {.rank = 1, .what = "bn2.running_var", .element = 3, .check = REPLICA_BUFFERS};
-    CHECK_ERR(drift_run(&e), ERR_STATE, "rank 1's bn2.running_var differs from rank 0's at element 3: ");
+    struct drift e = {.ranks = 1u << 1, .what = "bn2.running_var", .element = 3, .check = REPLICA_BUFFERS};
+    CHECK_ERR(drift_run(&e), ERR_STATE, "rank 1 differs from the other 2 ranks in bn2.running_var[3]: ");
+}
+
+/* Collective #1 is the all-gather of the hashes: a bit flipped in what it
+ * gave one rank must not send that rank to locate alone (which met the
+ * others' next collective as a fingerprint mismatch); every rank names it. */
+TEST(replica_damaged_hashes_name_the_rank_that_received_them)
+{
+    for (int r = 0; r < 3; r++) {
+        char spec[32], want[160];
+        snprintf(spec, sizeof spec, "flip:%d@1", r);
+        struct drift d = {.check = REPLICA_PARAMS | REPLICA_BUFFERS, .faults = spec};
+        snprintf(want, sizeof want, "step 5: rank %d received a copy of the replicas' hashes that differs from the "
+                                    "one the other 2 ranks received", r);
+        CHECK_ERR(drift_run(&d), ERR_STATE, want);
+        drift_all_agree(&d);
+    }
+    struct drift d = {.world = 2, .check = REPLICA_PARAMS, .faults = "flip:1@1"};
+    CHECK_ERR(drift_run(&d), ERR_STATE, "received different copies of the replicas' hashes");
+    CHECK_CONTAINS(d.msg[0], "with two ranks there is no majority to tell which one is wrong");
+    drift_all_agree(&d);
+}
+
+/* The flip: bit 22 of the output bias's element step % n, or bit 30 of a zero;
+ * and the check names that rank, tensor and element. */
+TEST(replica_flip_changes_the_bit_that_matters)
+{
+    struct model_spec s = {.inputs = 20, .classes = 4, .hidden = {9, 6}, .nhidden = 2, .batchnorm = 1};
+    model_t *m;
+    CHECK_OK(model_create(&s, 4, &m));
+    model_init(m, 3);
+    const struct model_tensor *b = model_param(m, model_param_tensors(m) - 1);
+    CHECK_STR(b->name, "fc3.bias");
+    float *x = model_params(m) + b->offset;
+    for (uint64_t step = 1; step < 12; step++) {
+        size_t e = step % b->numel;
+        float before = x[e];
+        replica_flip(m, step);
+        uint32_t was, now;
+        memcpy(&was, &before, 4);
+        memcpy(&now, &x[e], 4);
+        CHECK_MSG((was ^ now) == 1u << 22, "step %llu: bits %08x -> %08x", (unsigned long long)step, was, now);
+        double moved = fabs((double)x[e] - before) / fabs((double)before);
+        CHECK_MSG(moved >= 0.25 && moved <= 1.0, "step %llu: %g -> %g", (unsigned long long)step, before, x[e]);
+        x[e] = before;
+    }
+    x[1] = 0.0f;
+    replica_flip(m, 1);
+    CHECK_MSG(x[1] == 2.0f, "a zero flipped to %g, not 2", x[1]);
+    model_destroy(m);
+}
+
+TEST(replica_check_names_a_flip)
+{
+    for (int r = 0; r < 4; r += 3) {
+        struct drift d = {.world = 4, .ranks = 1u << r, .flip_step = 7, .check = REPLICA_PARAMS};
+        char want[96];
+        snprintf(want, sizeof want, "step 7: rank %d differs from the other 3 ranks in fc3.bias[3]: ", r);
+        CHECK_ERR(drift_run(&d), ERR_STATE, want);
+        drift_all_agree(&d);
+    }
 }

@@ -3,8 +3,9 @@
  * is refused with a message that names the file and the problem: header
  * sizes near 2^64 or past the file, bad JSON, duplicate keys, unknown dtypes,
  * negative or overflowing shapes, offsets out of range, overlapping, leaving
- * gaps or trailing bytes, wrong dtype or shape at read time. A failed write
- * leaves nothing behind. (That PyTorch reads our files and we read its is
+ * gaps or trailing bytes, wrong dtype or shape at read time. F16, BF16 and
+ * F64 read as float32 with torch's bits. A failed write leaves nothing
+ * behind. (That PyTorch reads our files and we read its is
  * tests/crosscheck/ddp_torch.sh's.) */
 #include "check.h"
 #include "base/error.h"
@@ -82,6 +83,93 @@ TEST(safetensors_round_trip)
               "fc1.weight has shape [3, 2], expected [2, 3]");
     CHECK_ERR(safetensors_read(st, "fc1.bias", SAFETENSORS_F64, 1, bs, b2), ERR_FORMAT, "fc1.bias is F32, expected F64");
     CHECK_ERR(safetensors_read(st, "fc2.bias", SAFETENSORS_F32, 1, bs, b2), ERR_FORMAT, "has no tensor fc2.bias");
+    /* every metadata key, in the file's order */
+    CHECK_EQ(safetensors_meta_count(st), 2);
+    CHECK_STR(safetensors_meta_key(st, 0), "format");
+    CHECK_STR(safetensors_meta_key(st, 1), "step");
+    CHECK(safetensors_meta_key(st, 2) == NULL);
+    safetensors_close(st);
+}
+
+static uint32_t f32_bits(float f)
+{
+    uint32_t u;
+    memcpy(&u, &f, sizeof u);
+    return u;
+}
+
+/* F16, BF16 and F64 read as float32 the way torch's .to(torch.float32) converts them; the bits expected
+ * were printed by torch 1.13. */
+TEST(safetensors_read_f32_converts_as_torch)
+{
+    const uint16_t f16[4] = {0x3c00, 0x0001, 0x7c01, 0xfc00}, bf16[4] = {0x3f80, 0xc049, 0x7f81, 0x0001};
+    const double f64[8] = {1 + 0x1p-24, 1 + 3 * 0x1p-24, 1e39, -1e39, 1e-46, 1e-45, -0.0, 0.1};
+    const int64_t i64[1] = {7};
+    struct safetensors_entry e[] = {
+        {.name = "h", .dtype = SAFETENSORS_F16, .ndim = 1, .shape = {4}, .data = f16},
+        {.name = "b", .dtype = SAFETENSORS_BF16, .ndim = 1, .shape = {4}, .data = bf16},
+        {.name = "d", .dtype = SAFETENSORS_F64, .ndim = 2, .shape = {2, 4}, .data = f64},
+        {.name = "i", .dtype = SAFETENSORS_I64, .ndim = 1, .shape = {1}, .data = i64},
+    };
+    const char *path = check_tmp_path("conv.safetensors");
+    CHECK_OK(safetensors_write(path, e, 4, NULL, 0, 0));
+    safetensors_t *st;
+    CHECK_OK(safetensors_open(path, &st));
+    static const struct {
+        const char *name;
+        int ndim;
+        int64_t shape[2];
+        uint32_t want[8];
+    } c[] = {
+        {"h", 1, {4}, {0x3f800000u, 0x33800000u, 0x7fc02000u, 0xff800000u}},
+        {"b", 1, {4}, {0x3f800000u, 0xc0490000u, 0x7f810000u, 0x00010000u}},
+        /* ties to even (down, then up), past the range to infinity, below half the smallest subnormal to
+         * zero, a subnormal, the sign of zero, and an ordinary rounding */
+        {"d", 2, {2, 4},
+         {0x3f800000u, 0x3f800002u, 0x7f800000u, 0xff800000u, 0x00000000u, 0x00000001u, 0x80000000u, 0x3dcccccdu}},
+    };
+    for (size_t k = 0; k < sizeof c / sizeof c[0]; k++) {
+        float got[8];
+        CHECK_OK(safetensors_read_f32(st, c[k].name, c[k].ndim, c[k].shape, got));
+        for (size_t i = 0; i < (c[k].ndim == 2 ? 8u : 4u); i++)
+            CHECK_MSG(f32_bits(got[i]) == c[k].want[i], "%s[%zu]: 0x%08x, torch gives 0x%08x", c[k].name, i,
+                      f32_bits(got[i]), c[k].want[i]);
+    }
+    float x[8];
+    const int64_t four[1] = {4}, one[1] = {1};
+    CHECK_ERR(safetensors_read_f32(st, "h", 1, one, x), ERR_FORMAT, "h has shape [4], expected [1]");
+    CHECK_ERR(safetensors_read_f32(st, "i", 1, one, x), ERR_FORMAT, "i is I64, expected a float type");
+    CHECK_ERR(safetensors_read_f32(st, "none", 1, four, x), ERR_FORMAT, "has no tensor none");
+    safetensors_close(st);
+}
+
+/* Every float16 and bfloat16 bit pattern and 2^18 float64 values (ties and edges of float32's range among
+ * them) against torch's own .to(torch.float32), which tests/crosscheck/init_torch.sh has torch write into
+ * $DDP_INIT_DIR/conversions.safetensors (too large to keep in the repository). */
+TEST(safetensors_read_f32_equals_torch)
+{
+    const char *dir = getenv("DDP_INIT_DIR");
+    if (!dir)
+        CHECK_SKIP("needs $DDP_INIT_DIR from tests/crosscheck/init_torch.sh (PyTorch)");
+    char path[1024], key[32];
+    snprintf(path, sizeof path, "%s/conversions.safetensors", dir);
+    safetensors_t *st;
+    CHECK_OK(safetensors_open(path, &st));
+    const char *kinds[] = {"f16", "bf16", "f64"};
+    for (int k = 0; k < 3; k++) {
+        snprintf(key, sizeof key, "%s.as_f32", kinds[k]);
+        const struct safetensors_tensor *src = safetensors_find(st, kinds[k]), *want = safetensors_find(st, key);
+        CHECK(src && want && want->dtype == SAFETENSORS_F32 && want->numel == src->numel && src->ndim == 1);
+        uint32_t *got = malloc(want->bytes);
+        CHECK(got);
+        CHECK_OK(safetensors_read_f32(st, kinds[k], 1, src->shape, (float *)got));
+        for (size_t i = 0; i < src->numel; i++) {
+            uint32_t w;
+            memcpy(&w, (const unsigned char *)want->data + 4 * i, 4);
+            CHECK_MSG(got[i] == w, "%s element %zu: 0x%08x, torch gives 0x%08x", kinds[k], i, got[i], w);
+        }
+        free(got);
+    }
     safetensors_close(st);
 }
 

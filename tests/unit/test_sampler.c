@@ -580,6 +580,33 @@ TEST(batch_dynamic_resumes_at_start_step)
     dataset_close(ds);
 }
 
+TEST(batch_padding_counts_real_and_padded)
+{
+    /* Four JSONL records of 7, 9, 11 and 2 bytes (their lengths: no length field). */
+    const char *path = check_tmp_path("lengths.jsonl");
+    FILE *f = fopen(path, "w");
+    CHECK(f != NULL);
+    fputs("{\"a\":1}\n{\"a\":123}\n{\"a\":12345}\n{}\n", f);
+    CHECK_OK(fclose(f));
+    dataset_t *ds;
+    CHECK_OK(dataset_open(path, NULL, &ds));
+    struct batch_padding p = {0};
+    uint64_t longest = 0;
+    CHECK_OK(batch_padding_add(&p, ds, (const uint64_t[]){0, 1, 2}, 3, &longest));
+    CHECK_EQ_U64(longest, 11);
+    CHECK(p.batches == 1 && p.real == 27 && p.padded == 33); /* 7 + 9 + 11 real, 3 x 11 padded */
+    CHECK_OK(batch_padding_add(&p, ds, (const uint64_t[]){3}, 1, NULL));
+    CHECK(p.batches == 2 && p.real == 29 && p.padded == 35);
+    /* the same two batches as a stream: the same sums */
+    const uint64_t indices[] = {0, 1, 2, 3}, offsets[] = {0, 3, 4};
+    struct batch_array a = {indices, offsets, 2};
+    struct batch_padding q = {0};
+    CHECK_OK(batch_padding_add_stream(&q, ds, batch_stream_of_array(&a)));
+    CHECK(q.batches == 2 && q.real == 29 && q.padded == 35);
+    CHECK_ERR(batch_padding_add(&q, ds, (const uint64_t[]){9}, 1, NULL), ERR_RANGE, "9");
+    dataset_close(ds);
+}
+
 TEST(batch_dynamic_rejects_bad_options)
 {
     dataset_t *ds = open_lengths(10, 5, 30);

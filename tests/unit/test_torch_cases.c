@@ -1,12 +1,15 @@
 /* test_torch_cases: the C side of the PyTorch equivalence check
  * (tests/crosscheck/ddp_torch.sh). Each case trains the model a few steps
  * from PyTorch's initialisation on fixed batches and writes, as one
- * safetensors file, the batches and everything torch must reproduce: the
- * first logits, every step's loss, the first step's gradients, the final
- * parameters and buffers, and a model file written by checkpoint_save_model
- * for torch's load_state_dict. The files go to $DDP_TORCH_DIR when it is set
- * (the cross-check), else to a temporary directory, where this test checks
- * that a second run writes the same bits and that training lowered the loss.
+ * safetensors file, the batches and the whole run: the state before every
+ * step (parameters, BatchNorm's buffers, the optimizer's state), every step's
+ * logits, loss, gradient and the units each ReLU passed, and the final state; and a model file written by
+ * checkpoint_save_model for torch's load_state_dict. ddp_torch.py checks
+ * each step from the state our run reached (tests/crosscheck/
+ * step_reference.py says why not from its own run). The files go to
+ * $DDP_TORCH_DIR when it is set (the cross-check), else to a temporary
+ * directory, where this test checks that a second run writes the same bits
+ * and that training lowered the loss.
  *
  * torch_file_loads reads a file PyTorch wrote ($DDP_TORCH_DIR/
  * torch_written.safetensors, or the committed tests/crosscheck/
@@ -56,11 +59,36 @@ static void case_data(const struct torch_case *tc, uint8_t *x, int64_t *y)
     }
 }
 
+/* What a case's run went through: the state before each step k (parameters,
+ * BatchNorm's buffers, the optimizer's state; k = steps is the final one),
+ * and each step's logits, loss and gradient. Arrays of steps + 1 (or steps)
+ * copies, each in the parameter layout (model_param(m, t)->offset). */
 struct case_run {
     model_t *m;
-    float *grad0, *init, *logits0;
+    int steps, nstate;
+    char state_name[2][24]; /* the optimizer's, as PyTorch's state_dict names them */
+    size_t nparam, nbuffer;
+    float *param, *buffer, *state, *grad, *logits;
+    uint8_t *relu[2]; /* [steps][B x hidden[l]]: 1 where hidden layer l's ReLU passed sample b's unit */
     double loss[8];
 };
+
+static float *case_alloc(size_t copies, size_t n)
+{
+    float *p = calloc(copies * n + 1, sizeof(float)); /* + 1: calloc(0) may return NULL */
+    CHECK_MSG(p != NULL, "out of memory for %zu x %zu floats", copies, n);
+    return p;
+}
+
+/* Copies the state of m and o into copy k of r's arrays. */
+static void case_keep_state(struct case_run *r, optim_t *o, int k)
+{
+    memcpy(r->param + (size_t)k * r->nparam, model_params(r->m), r->nparam * sizeof(float));
+    memcpy(r->buffer + (size_t)k * r->nbuffer, model_buffers(r->m), r->nbuffer * sizeof(float));
+    for (int s = 0; s < r->nstate; s++)
+        memcpy(r->state + ((size_t)s * (size_t)(r->steps + 1) + (size_t)k) * r->nparam, optim_state(o, s),
+               r->nparam * sizeof(float));
+}
 
 static void case_train(const struct torch_case *tc, const uint8_t *x, const int64_t *y, struct case_run *out)
 {
@@ -69,11 +97,6 @@ static void case_train(const struct torch_case *tc, const uint8_t *x, const int6
     CHECK_OK(model_create(&s, tc->batch, &out->m));
     model_t *m = out->m;
     model_init(m, CASE_SEED);
-    size_t n = model_param_floats(m);
-    out->init = malloc(n * sizeof(float));
-    out->grad0 = malloc(n * sizeof(float));
-    out->logits0 = malloc((size_t)tc->batch * 10 * sizeof(float));
-    memcpy(out->init, model_params(m), n * sizeof(float));
     struct optim_config c;
     optim_config_default(&c, tc->kind);
     c.lr = tc->lr;
@@ -82,31 +105,73 @@ static void case_train(const struct torch_case *tc, const uint8_t *x, const int6
     c.nesterov = tc->nesterov;
     optim_t *o;
     CHECK_OK(optim_create(&c, m, &o));
+    size_t copies = (size_t)tc->steps + 1;
+    out->steps = tc->steps;
+    out->nstate = optim_state_count(o);
+    for (int k = 0; k < out->nstate; k++)
+        snprintf(out->state_name[k], sizeof out->state_name[k], "%s", optim_state_name(o, k));
+    out->nparam = model_param_floats(m);
+    out->nbuffer = model_buffer_floats(m);
+    out->param = case_alloc(copies, out->nparam);
+    out->buffer = case_alloc(copies, out->nbuffer);
+    out->state = case_alloc(copies * 2, out->nparam);
+    out->grad = case_alloc((size_t)tc->steps, out->nparam);
+    out->logits = case_alloc((size_t)tc->steps, (size_t)tc->batch * 10);
+    for (int l = 0; l < tc->nhidden; l++) {
+        out->relu[l] = calloc((size_t)tc->steps * (size_t)tc->batch, (size_t)tc->hidden[l]);
+        CHECK_MSG(out->relu[l] != NULL, "out of memory for the ReLU masks");
+    }
     for (int step = 0; step < tc->steps; step++) {
         struct model_loss loss;
+        case_keep_state(out, o, step);
         CHECK_OK(model_input_from_bytes(m, x + (size_t)step * (size_t)tc->batch * 784, tc->batch));
         CHECK_OK(model_forward(m, tc->batch, MODEL_TRAIN));
-        if (step == 0)
+        for (int b = 0; b < tc->batch; b++)
+            for (int k = 0; k < 10; k++)
+                out->logits[((size_t)step * (size_t)tc->batch + (size_t)b) * 10 + (size_t)k] = model_logit(m, b, k);
+        for (int l = 0; l < tc->nhidden; l++)
             for (int b = 0; b < tc->batch; b++)
-                for (int k = 0; k < 10; k++)
-                    out->logits0[b * 10 + k] = model_logit(m, b, k);
+                for (int j = 0; j < tc->hidden[l]; j++)
+                    out->relu[l][((size_t)step * (size_t)tc->batch + (size_t)b) * (size_t)tc->hidden[l] + (size_t)j] =
+                        model_activation(m, l, b, j) > 0.0f;
         CHECK_OK(model_loss(m, y + (size_t)step * (size_t)tc->batch, tc->batch, 1.0f, &loss));
         CHECK_OK(model_backward(m, tc->batch, 0, NULL, NULL));
         out->loss[step] = loss.loss;
-        if (step == 0)
-            for (int t = 0; t < model_param_tensors(m); t++)
-                memcpy(out->grad0 + model_param(m, t)->offset, model_grad(m, t), model_param(m, t)->numel * 4);
+        for (int t = 0; t < model_param_tensors(m); t++)
+            memcpy(out->grad + (size_t)step * out->nparam + model_param(m, t)->offset, model_grad(m, t),
+                   model_param(m, t)->numel * 4);
         optim_step(o, m);
     }
+    case_keep_state(out, o, tc->steps);
     optim_destroy(o);
 }
 
 static void case_free(struct case_run *r)
 {
     model_destroy(r->m);
-    free(r->grad0);
-    free(r->init);
-    free(r->logits0);
+    free(r->param);
+    free(r->buffer);
+    free(r->state);
+    free(r->grad);
+    free(r->logits);
+    free(r->relu[0]);
+    free(r->relu[1]);
+}
+
+/* One entry per tensor of step k's copy in `base` (parameter or buffer
+ * layout), named "step<k>.<what>.<tensor>", into e and names from *n on. */
+static void case_entries(const struct case_run *r, int k, const char *what, const float *base, int buffers,
+                         struct safetensors_entry *e, char (*names)[64], size_t *n)
+{
+    int count = buffers ? model_buffer_tensors(r->m) : model_param_tensors(r->m);
+    const float *copy = base + (size_t)k * (buffers ? r->nbuffer : r->nparam);
+    for (int t = 0; t < count; t++) {
+        const struct model_tensor *pt = buffers ? model_buffer(r->m, t) : model_param(r->m, t);
+        snprintf(names[*n], sizeof names[*n], "step%d.%s.%s", k, what, pt->name);
+        e[*n] = (struct safetensors_entry){.name = names[*n], .dtype = SAFETENSORS_F32, .ndim = pt->ndim,
+                                           .shape = {pt->shape[0], pt->shape[1]}, .data = copy + pt->offset};
+        (*n)++;
+    }
 }
 
 /* Writes case tc's file into dir. */
@@ -115,34 +180,38 @@ static void case_write(const char *dir, const struct torch_case *tc, const uint8
 {
     const model_t *m = r->m;
     int np = model_param_tensors(m), nb = model_buffer_tensors(m);
-    struct safetensors_entry *e = calloc((size_t)(3 * np + nb + 4), sizeof *e);
-    char (*names)[64] = calloc((size_t)(3 * np + nb + 4), sizeof *names);
+    size_t copies = (size_t)tc->steps + 1, cap = copies * (size_t)(np * 4 + nb + 3) + 3;
+    struct safetensors_entry *e = calloc(cap, sizeof *e);
+    char (*names)[64] = calloc(cap, sizeof *names);
+    CHECK_MSG(e && names, "out of memory for %zu entries", cap);
     size_t n = 0;
-    const char *prefix[3] = {"init.", "grad0.", "final."};
-    const float *base[3] = {r->init, r->grad0, model_params_const(m)};
-    for (int k = 0; k < 3; k++)
-        for (int t = 0; t < np; t++) {
-            const struct model_tensor *pt = model_param(m, t);
-            snprintf(names[n], sizeof names[n], "%s%s", prefix[k], pt->name);
-            e[n] = (struct safetensors_entry){.name = names[n], .dtype = SAFETENSORS_F32, .ndim = pt->ndim,
-                                              .shape = {pt->shape[0], pt->shape[1]}, .data = base[k] + pt->offset};
+    for (int k = 0; k <= tc->steps; k++) {
+        case_entries(r, k, "param", r->param, 0, e, names, &n);
+        case_entries(r, k, "buffer", r->buffer, 1, e, names, &n);
+        for (int s = 0; k > 0 && s < r->nstate; s++) /* before the first step the optimizer has no state */
+            case_entries(r, k, r->state_name[s], r->state + (size_t)s * copies * r->nparam, 0, e, names, &n);
+        if (k == tc->steps)
+            break;
+        case_entries(r, k, "grad", r->grad, 0, e, names, &n);
+        snprintf(names[n], sizeof names[n], "step%d.logits", k);
+        e[n] = (struct safetensors_entry){.name = names[n], .dtype = SAFETENSORS_F32, .ndim = 2,
+                                          .shape = {tc->batch, 10}, .data = r->logits + (size_t)k * (size_t)tc->batch * 10};
+        n++;
+        for (int l = 0; l < tc->nhidden; l++) {
+            snprintf(names[n], sizeof names[n], "step%d.relu%d", k, l + 1);
+            e[n] = (struct safetensors_entry){.name = names[n], .dtype = SAFETENSORS_U8, .ndim = 2,
+                                              .shape = {tc->batch, tc->hidden[l]},
+                                              .data = r->relu[l] + (size_t)k * (size_t)tc->batch * (size_t)tc->hidden[l]};
             n++;
         }
-    for (int b = 0; b < nb; b++) {
-        const struct model_tensor *bt = model_buffer(m, b);
-        snprintf(names[n], sizeof names[n], "final.%s", bt->name);
-        e[n] = (struct safetensors_entry){.name = names[n], .dtype = SAFETENSORS_F32, .ndim = 1,
-                                          .shape = {bt->shape[0]}, .data = model_buffers_const(m) + bt->offset};
-        n++;
     }
     e[n++] = (struct safetensors_entry){.name = "x", .dtype = SAFETENSORS_U8, .ndim = 3,
                                         .shape = {tc->steps, tc->batch, 784}, .data = x};
     e[n++] = (struct safetensors_entry){.name = "y", .dtype = SAFETENSORS_I64, .ndim = 2,
                                         .shape = {tc->steps, tc->batch}, .data = y};
-    e[n++] = (struct safetensors_entry){.name = "logits0", .dtype = SAFETENSORS_F32, .ndim = 2,
-                                        .shape = {tc->batch, 10}, .data = r->logits0};
     e[n++] = (struct safetensors_entry){.name = "loss", .dtype = SAFETENSORS_F64, .ndim = 1, .shape = {tc->steps},
                                         .data = r->loss};
+    CHECK_MSG(n <= cap, "%zu entries, room for %zu", n, cap);
     char hidden[32], lr[32], mom[32], wd[32], seed[8];
     snprintf(hidden, sizeof hidden, tc->nhidden == 2 ? "%d,%d" : "%d", tc->hidden[0], tc->hidden[1]);
     snprintf(lr, sizeof lr, "%.17g", tc->lr);
@@ -199,7 +268,7 @@ TEST(torch_file_loads)
     CHECK_STR(safetensors_meta(st, "model"), model_spec_describe(&s, want, sizeof want));
     model_t *m;
     CHECK_OK(model_create(&s, 4, &m));
-    CHECK_OK(checkpoint_load_model(path, m));
+    CHECK_OK(checkpoint_load_model(path, m, NULL, 0));
     for (int k = 0; k < model_param_tensors(m) + model_buffer_tensors(m); k++) {
         int param = k < model_param_tensors(m);
         const struct model_tensor *t = param ? model_param(m, k) : model_buffer(m, k - model_param_tensors(m));

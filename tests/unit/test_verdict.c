@@ -165,4 +165,7 @@ TEST(verdict_target_text)
     CHECK_EQ(verdict_parse_target("=2", &op, &t), ERR_ARG);
     CHECK_EQ(verdict_parse_target(">=", &op, &t), ERR_ARG);
     CHECK_EQ(verdict_parse_target(">=nan", &op, &t), ERR_ARG);
+    CHECK_EQ(verdict_parse_target(">=0x10", &op, &t), ERR_ARG); /* strtod would read 16 */
+    CHECK_EQ(verdict_parse_target(">=\t5", &op, &t), ERR_ARG);
+    CHECK_EQ(verdict_parse_target(">=5 ", &op, &t), ERR_ARG);
 }

@@ -1,8 +1,8 @@
-/* chapter.h: what the pieces of build/chapter-2 share (main.c parses the
+/* chapter2: what the pieces of build/chapter-2 share (main.c parses the
  * flags; check.c runs the simulator's partition check, sim/partition.h, and
  * prints it; bench.c times one rank). Read main.c first. */
-#ifndef CH2_CHAPTER_H
-#define CH2_CHAPTER_H
+#ifndef DDP_CHAPTER2_H
+#define DDP_CHAPTER2_H
 
 #include "sampler/batch.h"
 #include "dataset/dataset.h"

@@ -1,0 +1,46 @@
+# crosscheck_kernels.sh: tools/crosscheck_kernels.sh (make crosscheck-kernels)
+# and build/tools/blas_probe, on stand-in tests that say what they saw, so
+# that the driver itself is checked in seconds: each test runs under the
+# kernel set named in OPENBLAS_CORETYPE, a failure anywhere fails the whole,
+# a kernel set OpenBLAS does not know or this CPU cannot run is reported "not
+# run" (never a pass), and nothing run at all is a failure.
+. "$(dirname "$0")/../harness/lib.sh"
+probe=$BUILD/tools/blas_probe
+K=tools/crosscheck_kernels.sh
+
+t_out probe_names_the_core ", core Prescott" env OPENBLAS_CORETYPE=Prescott "$probe"
+t_out probe_runs_a_step "one training step ran" env OPENBLAS_CORETYPE=Prescott "$probe"
+t_fail probe_bad_flag 2 "blas_probe: unrecognized option '--bogus'" "$probe" --bogus
+
+printf 'echo "PASS stand_in.core_$OPENBLAS_CORETYPE"\n' > "$T_TMP/passes.sh"
+printf 'echo "PASS stand_in.one"; echo "FAIL stand_in.two: on purpose"\n' > "$T_TMP/fails.sh"
+printf 'exit 3\n' > "$T_TMP/crashes.sh"
+
+t_run env BUILD="$BUILD" KERNELS=Prescott bash $K "$T_TMP/passes.sh"
+if [ "$T_STATUS" = 0 ] && grep -qxF "[Prescott] PASS stand_in.core_Prescott" <<<"$T_OUT" &&
+   grep -qxF "  Prescott: PASS (1 passed)" <<<"$T_OUT" && grep -qxF "crosscheck-kernels: PASS" <<<"$T_OUT"; then
+    t_pass runs_under_the_kernel_set
+else t_failed runs_under_the_kernel_set "exit $T_STATUS: $(tail -n 4 <<<"$T_OUT")"; fi
+
+t_run env BUILD="$BUILD" KERNELS=Prescott bash $K "$T_TMP/passes.sh" "$T_TMP/fails.sh" "$T_TMP/crashes.sh"
+if [ "$T_STATUS" = 1 ] && grep -qF "[Prescott] FAIL crashes: exited 3 without naming a failed test" <<<"$T_OUT" &&
+   grep -qxF "  Prescott: FAIL (2 failed, 2 passed)" <<<"$T_OUT" && grep -qxF "crosscheck-kernels: FAIL" <<<"$T_OUT"; then
+    t_pass a_failure_fails
+else t_failed a_failure_fails "exit $T_STATUS: $(tail -n 4 <<<"$T_OUT")"; fi
+
+t_run env BUILD="$BUILD" KERNELS=NoSuchKernels bash $K "$T_TMP/passes.sh"
+if [ "$T_STATUS" = 1 ] && grep -qF "NoSuchKernels: not run: OpenBLAS does not know it and used its" <<<"$T_OUT" &&
+   grep -qxF "crosscheck-kernels: FAIL (no kernel set could run here)" <<<"$T_OUT"; then
+    t_pass unknown_kernel_set_not_run
+else t_failed unknown_kernel_set_not_run "exit $T_STATUS: $(tail -n 4 <<<"$T_OUT")"; fi
+
+# SkylakeX's kernels need AVX-512: on a CPU without it OpenBLAS loads them anyway and the probe dies
+if [ "${SUITE:-plain}" != plain ]; then t_skip missing_instructions_not_run "the sanitizers take SIGILL over"
+elif grep -qw avx512f /proc/cpuinfo; then t_skip missing_instructions_not_run "this CPU has AVX-512"
+else
+    t_run env BUILD="$BUILD" KERNELS="SkylakeX Prescott" bash $K "$T_TMP/passes.sh"
+    if [ "$T_STATUS" = 0 ] && grep -qF "SkylakeX: not run: this CPU lacks its instructions" <<<"$T_OUT" &&
+       ! grep -qF "[SkylakeX]" <<<"$T_OUT" && grep -qxF "crosscheck-kernels: PASS" <<<"$T_OUT"; then
+        t_pass missing_instructions_not_run
+    else t_failed missing_instructions_not_run "exit $T_STATUS: $(tail -n 4 <<<"$T_OUT")"; fi
+fi

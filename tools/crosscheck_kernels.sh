@@ -1,0 +1,80 @@
+#!/usr/bin/env bash
+# crosscheck_kernels.sh: the PyTorch cross-checks under each of OpenBLAS's
+# kernel sets, one after another (make crosscheck-kernels).
+#
+#   tools/crosscheck_kernels.sh [TEST.sh ...]    default: every tests/crosscheck/*.sh
+#   KERNELS='Haswell SkylakeX Zen Prescott'      the kernel sets (OPENBLAS_CORETYPE values)
+#
+# Why: a kernel set sums the matrix products in its own order, so our float32
+# results, and PyTorch's (it uses the same OpenBLAS), round differently under
+# each; `make test` runs the cross-checks under the one OpenBLAS picks for
+# this CPU, and they must hold under every other too. Run this before you
+# stop when you touch the model, the optimizer, the reducer or a cross-check.
+#
+# Before each kernel set, build/tools/blas_probe runs one training step under
+# it. OpenBLAS 0.3.21 takes any kernel set it knows whether or not the CPU has
+# its instructions: on a CPU without AVX-512, SkylakeX dies with SIGILL at the
+# first product, and that set is reported "not run" with the reason (it cannot
+# run on this machine, whatever the code). A name OpenBLAS does not know it
+# ignores, keeping the set it detected: reported "not run" too.
+#
+# Prints each test's PASS/FAIL lines tagged with the kernel set, then one line
+# per set and "crosscheck-kernels: PASS" or "FAIL"; exits 1 when a test
+# failed, or when no kernel set could run.
+set -uo pipefail
+cd "$(dirname "$0")/.."
+BUILD=${BUILD:-build}
+KERNELS=${KERNELS:-Haswell SkylakeX Zen Prescott}
+tests=("$@")
+[ ${#tests[@]} -gt 0 ] || tests=(tests/crosscheck/*.sh)
+probe=$BUILD/tools/blas_probe
+if [ ! -x "$probe" ]; then
+    echo "crosscheck_kernels.sh: $probe is not built (make tests)" >&2
+    exit 2
+fi
+# the Python cross-checks import each other: no __pycache__ folders in the tree
+export PYTHONDONTWRITEBYTECODE=1
+
+summary=()
+failed=0 ran=0
+for k in $KERNELS; do
+    out=$(OPENBLAS_CORETYPE=$k "$probe" 2>&1)
+    status=$?
+    core=$(sed -n 's/^blas_probe: .*, core \([A-Za-z0-9]*\).*/\1/p' <<<"$out" | head -n 1)
+    if [ $status = 132 ]; then
+        summary+=("$k: not run: this CPU lacks its instructions (OpenBLAS loaded it anyway; blas_probe died with SIGILL)")
+        continue
+    elif [ $status != 0 ]; then
+        summary+=("$k: FAIL: blas_probe exited $status: $(tail -n 2 <<<"$out")")
+        failed=$((failed + 1))
+        continue
+    elif [ "$core" != "$k" ]; then
+        summary+=("$k: not run: OpenBLAS does not know it and used its $core kernels")
+        continue
+    fi
+    pass=0 fail=0 ran=$((ran + 1))
+    for t in "${tests[@]}"; do
+        out=$(OPENBLAS_CORETYPE=$k BUILD="$BUILD" SUITE=plain timeout -k 5 1200 bash "$t" 2>&1)
+        status=$?
+        while IFS= read -r line; do
+            case $line in
+            PASS\ *) pass=$((pass + 1)); echo "[$k] $line" ;;
+            FAIL\ *) fail=$((fail + 1)); echo "[$k] $line" ;;
+            esac
+        done <<<"$out"
+        if [ $status != 0 ] && ! grep -q '^FAIL ' <<<"$out"; then
+            fail=$((fail + 1))
+            echo "[$k] FAIL $(basename "$t" .sh): exited $status without naming a failed test: $(tail -n 3 <<<"$out")"
+        fi
+    done
+    failed=$((failed + fail))
+    if [ $fail = 0 ]; then summary+=("$k: PASS ($pass passed)")
+    else summary+=("$k: FAIL ($fail failed, $pass passed)"); fi
+done
+
+echo
+echo "kernel sets (OPENBLAS_CORETYPE), $(grep -m1 'model name' /proc/cpuinfo 2>/dev/null | sed 's/.*: //'):"
+printf '  %s\n' "${summary[@]}"
+if [ $ran = 0 ]; then echo "crosscheck-kernels: FAIL (no kernel set could run here)"; exit 1; fi
+if [ $failed = 0 ]; then echo "crosscheck-kernels: PASS"; else echo "crosscheck-kernels: FAIL"; fi
+[ $failed = 0 ]
