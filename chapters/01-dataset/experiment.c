@@ -143,7 +143,7 @@ static int corpus_make(uint64_t lines, uint64_t seed, const char *work_dir, int 
     if (access(path, R_OK) == 0)
         return 0;
     struct fsutil_tmp t;
-    if ((rc = fsutil_tmp_open(&t, path)) < 0)
+    if ((rc = fsutil_tmp_open(&t, path, NULL)) < 0)
         return rc;
     char *buf = malloc(STREAM_BUF);
     if (!buf)
@@ -153,7 +153,7 @@ static int corpus_make(uint64_t lines, uint64_t seed, const char *work_dir, int 
     size_t used = 0;
     for (uint64_t i = 0; rc == 0 && i < lines; i++) {
         if (STREAM_BUF - used < RECORD_MAX + 128) {
-            rc = fsutil_write_all(t.fd, buf, used, t.path);
+            rc = fsutil_write_all(t.fd, buf, used, t.final);
             used = 0;
         }
         used += corpus_line(seed, i, buf + used);
@@ -161,7 +161,7 @@ static int corpus_make(uint64_t lines, uint64_t seed, const char *work_dir, int 
             progress_update(&p, i);
     }
     if (rc == 0)
-        rc = fsutil_write_all(t.fd, buf, used, t.path);
+        rc = fsutil_write_all(t.fd, buf, used, t.final);
     progress_end(&p, lines);
     free(buf);
     return fsutil_tmp_finish(&t, rc, 0);
@@ -260,9 +260,15 @@ struct load_all {
 
 static int load_all_open(void **state, const char *path)
 {
-    FILE *f = fopen(path, "rb");
-    if (!f)
+    int fd;
+    int rc = fsutil_open_read(path, NULL, &fd, NULL); /* a FIFO in the corpus's place is refused, not waited on */
+    if (rc < 0)
+        return rc;
+    FILE *f = fdopen(fd, "rb");
+    if (!f) {
+        close(fd);
         return err_set(ERR_IO, "%s: cannot open: %s", path, strerror(errno));
+    }
     struct load_all *a = calloc(1, sizeof *a);
     size_t n = 0, cap = 0;
     char *line = NULL;
@@ -317,9 +323,8 @@ static int stream_open(void **state, const char *path)
         return err_set(ERR_NOMEM, "streaming: cannot allocate a %u-byte buffer", STREAM_BUF);
     }
     s->buf = buf;
-    s->fd = open(path, O_RDONLY);
-    if (s->fd < 0) {
-        int rc = err_set(ERR_IO, "%s: cannot open: %s", path, strerror(errno));
+    int rc = fsutil_open_read(path, NULL, &s->fd, NULL);
+    if (rc < 0) {
         free(buf);
         free(s);
         return rc;
@@ -446,25 +451,25 @@ int experiment_run(const struct experiment_options *opt)
     print_extrapolation(lines, (uint64_t)st.st_size, r);
 
     char csv[PLOT_PATH_MAX], out[PLOT_PATH_MAX];
-    if (plot_paths(opt->out_dir, "jsonl_strategies", csv, out) < 0)
+    if (plot_paths(opt->out_dir, EXPERIMENT_PLOT, csv, out) < 0)
         return err_wrap(ERR_ARG, "--out");
-    FILE *f = plot_csv_open(csv);
-    if (!f)
-        return ERR_IO;
-    fprintf(f, "strategy,peak_rss_mib,heap_mib,file_mib,first_sample_s,random_reads_per_s,reads,agree,lines,file_mib_on_disk\n");
+    struct plot_csv f;
+    if ((rc = plot_csv_open(&f, csv, "--out")) < 0)
+        return rc;
+    fprintf(f.f, "strategy,peak_rss_mib,heap_mib,file_mib,first_sample_s,random_reads_per_s,reads,agree,lines,file_mib_on_disk\n");
     for (size_t i = 0; i < STRATEGIES; i++)
-        fprintf(f, "%s,%.2f,%.2f,%.2f,%.6f,%.1f,%llu,%d,%llu,%.2f\n", strategies[i].name, mib(r[i].peak_kib),
+        fprintf(f.f, "%s,%.2f,%.2f,%.2f,%.6f,%.1f,%llu,%d,%llu,%.2f\n", strategies[i].name, mib(r[i].peak_kib),
                 mib(r[i].anon_kib), mib(r[i].file_kib), r[i].first_sample_s, r[i].reads_per_s,
                 (unsigned long long)r[i].reads, r[i].agree_hash == r[0].agree_hash, (unsigned long long)lines,
                 (double)st.st_size / 1048576.0);
-    if (fclose(f) != 0)
-        return err_set(ERR_IO, "%s: cannot write: %s", csv, strerror(errno));
+    if ((rc = plot_csv_close(&f, 0)) < 0)
+        return rc;
     for (size_t i = 1; i < STRATEGIES; i++)
         if (r[i].agree_hash != r[0].agree_hash)
             return err_set(ERR_FORMAT, "strategy %s read other bytes than load-all for the same indices",
                            strategies[i].name);
     fflush(stdout);
-    rc = plot_render("chapters/01-dataset/plot.gp", csv, out);
+    rc = plot_render("chapters/01-dataset/plot.gp", csv, out, "--out");
     if (rc == ERR_UNSUPPORTED) {
         printf("\n%s\n", err_msg());
         return 0;

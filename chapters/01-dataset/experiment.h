@@ -13,6 +13,7 @@
 /* "A few million lines": 4 M lines of ~147 bytes, a 590 MB file,
  * about 20 s for the whole experiment on a 2-core shared machine. */
 #define EXPERIMENT_DEFAULT_LINES 4000000u
+#define EXPERIMENT_PLOT "jsonl_strategies" /* its CSV, PNG and SVG in out_dir */
 
 struct experiment_options {
     uint64_t lines;      /* lines of the generated JSONL file */

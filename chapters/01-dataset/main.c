@@ -19,6 +19,7 @@
 #include "dataset/dataset_default.h"
 #include "dataset/dataset_idx.h"
 #include "base/error.h"
+#include "base/fsutil.h"
 #include "base/plot.h"
 #include "base/progress.h"
 
@@ -171,6 +172,8 @@ static int ch1_parse(int argc, char **argv, struct ch1_args *a)
     if (rc == 0 && generates)
         rc = cli_refuse_given(&given, longopts, (const int[]){OPT_DATA, 0},
                               "does nothing with --experiment or --bench=jsonl (they read a JSONL file they generate)");
+    if (rc == 0 && a->experiment && (rc = fsutil_check_output_dir(a->out_dir, "--out")) == 0)
+        rc = plot_check(a->out_dir, EXPERIMENT_PLOT, "--out"); /* before the experiment's minutes, not after */
     return rc;
 }
 

@@ -23,6 +23,7 @@
 
 #include "base/cli.h"
 #include "base/error.h"
+#include "base/fsutil.h"
 #include "base/mem.h"
 #include "base/plot.h"
 #include "sim/launch.h"
@@ -161,6 +162,8 @@ static int ch2_refuse_unused(const struct cli_given *g, const struct ch2_config 
     else
         rc = cli_refuse_given(g, ch2_options, (const int[]){OPT_OUT, 0},
                               "does nothing without --plot (only the plot writes files)");
+    if (rc == 0 && fl->plot) /* before the samplers run, not after */
+        rc = fsutil_check_output_dir(fl->out_dir, "--out");
     if (rc == 0 && !dynamic_runs && !fl->plot)
         rc = cli_refuse_given(g, ch2_options, dynamic_only,
                               "is for the token-budget sampler (--sampler=dynamic), which this run does not use");

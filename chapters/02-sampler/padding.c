@@ -105,11 +105,12 @@ int ch2_padding_plot(const dataset_t *ds, const struct batch_dynamic_options *op
     char csv_path[PLOT_PATH_MAX], out_path[PLOT_PATH_MAX];
     if (plot_paths(out_dir, "padding", csv_path, out_path) < 0)
         return err_wrap(ERR_ARG, "--out");
-    FILE *csv = plot_csv_open(csv_path);
-    if (!csv)
-        return err_wrap(ERR_IO, "--out");
-    fprintf(csv, "budget_tokens,plain_batch,plain_padding_pct,budget_padding_pct,plain_real_per_step,"
-                 "budget_real_per_step\n");
+    struct plot_csv csv;
+    int rc = plot_csv_open(&csv, csv_path, "--out");
+    if (rc < 0)
+        return rc;
+    fprintf(csv.f, "budget_tokens,plain_batch,plain_padding_pct,budget_padding_pct,plain_real_per_step,"
+                   "budget_real_per_step\n");
     printf("padding: %s, %llu records of %llu to %llu tokens, %u ranks, epoch 0; a batch is padded to its longest\n"
            "record. At T tokens a step, the plain batch sampler holds B = T / %llu records (any may be the longest);\n"
            "the token-budget sampler packs up to T from sorting buffers of %llu records per rank.\n\n",
@@ -117,7 +118,6 @@ int ch2_padding_plot(const dataset_t *ds, const struct batch_dynamic_options *op
            opt->world, (unsigned long long)longest, (unsigned long long)opt->sort_size);
     printf("%9s %6s | %-19s | %-19s\n", "", "", "padding, % of tokens", "real tokens a step");
     printf("%9s %6s | %8s %10s | %8s %10s\n", "budget T", "B", "plain", "budget", "plain", "budget");
-    int rc = 0;
     for (int k = 0; rc == 0 && k < CH2_PADDING_POINTS; k++) {
         uint64_t batch = 1ull << k, budget = batch * longest;
         struct batch_padding plain = {0}, packed = {0};
@@ -127,18 +127,16 @@ int ch2_padding_plot(const dataset_t *ds, const struct batch_dynamic_options *op
         printf("%9llu %6llu | %7.1f%% %9.1f%% | %8.0f %10.0f\n", (unsigned long long)budget,
                (unsigned long long)batch, ch2_pct_padding(&plain), ch2_pct_padding(&packed),
                ch2_real_per_step(&plain), ch2_real_per_step(&packed));
-        fprintf(csv, "%llu,%llu,%.3f,%.3f,%.1f,%.1f\n", (unsigned long long)budget, (unsigned long long)batch,
+        fprintf(csv.f, "%llu,%llu,%.3f,%.3f,%.1f,%.1f\n", (unsigned long long)budget, (unsigned long long)batch,
                 ch2_pct_padding(&plain), ch2_pct_padding(&packed), ch2_real_per_step(&plain),
                 ch2_real_per_step(&packed));
     }
-    if (fclose(csv) != 0 && rc == 0)
-        rc = err_set(ERR_IO, "%s: writing the CSV failed", csv_path);
-    if (rc < 0)
+    if ((rc = plot_csv_close(&csv, rc)) < 0)
         return rc;
     char title[256];
     snprintf(title, sizeof title, "chapter 2: padding at the same memory per step (%llu records of %llu to %llu tokens, "
              "%u ranks)", (unsigned long long)n, (unsigned long long)shortest, (unsigned long long)longest, opt->world);
-    rc = plot_render_titled("chapters/02-sampler/plot.gp", csv_path, out_path, title);
+    rc = plot_render_titled("chapters/02-sampler/plot.gp", csv_path, out_path, title, "--out");
     if (rc == ERR_UNSUPPORTED) { /* no gnuplot: the CSV is there, say so */
         printf("\n(%s)\n", err_msg());
         return 0;

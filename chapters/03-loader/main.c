@@ -18,6 +18,7 @@
 #include "base/cli.h"
 #include "base/clock.h"
 #include "base/error.h"
+#include "base/fsutil.h"
 #include "base/measure.h"
 #include "base/mem.h"
 #include "base/plot.h"
@@ -162,6 +163,8 @@ static int ch3_parse(int argc, char **argv, struct ch3_args *a)
     if (rc == 0 && a->bench)
         rc = cli_refuse_given(&given, opts, (const int[]){O_BATCHES, O_OUT, O_PLOT, 0},
                               "does nothing with --bench (it belongs to the experiment, the default run)");
+    if (rc == 0 && !a->bench) /* before the sweep, not after it */
+        rc = fsutil_check_output_dir(a->out_dir, "--out");
     if (rc)
         return rc;
     if (!a->nworkers) { /* defaults depend on the mode */
@@ -373,23 +376,23 @@ static int ch3_bench(const dataset_t *ds, const struct ch3_args *a)
 }
 
 /* The table's and the CSV's headers, written once the first setting ran, so
- * that a run failing on its first setting prints no half-made table and
- * leaves no empty CSV. Returns the CSV, or NULL (err_msg() says why). */
-static FILE *ch3_table_begin(const dataset_t *ds, const struct ch3_args *a, uint64_t steps, long cores,
-                             const char *csv_path)
+ * that a run failing on its first setting prints no half-made table. 0 and
+ * *csv open, or an error. */
+static int ch3_table_begin(const dataset_t *ds, const struct ch3_args *a, uint64_t steps, long cores,
+                           const char *csv_path, struct plot_csv *csv)
 {
-    FILE *csv = plot_csv_open(csv_path);
-    if (!csv)
-        return NULL;
-    fprintf(csv, "work_us,workers,slots,memory_bytes,samples_per_s,step_ms,wait_fraction,max_wait_ms,compute_ms,"
-                 "wait_ms,nominal_step_ms,starving\n");
+    int rc = plot_csv_open(csv, csv_path, "--out");
+    if (rc < 0)
+        return rc;
+    fprintf(csv->f, "work_us,workers,slots,memory_bytes,samples_per_s,step_ms,wait_fraction,max_wait_ms,compute_ms,"
+                    "wait_ms,nominal_step_ms,starving\n");
     printf("%s: %llu steps of %llu samples, a nominal training step of %.1f ms, prefetch %llu, %ld CPU cores\n",
            dataset_name(ds), (unsigned long long)steps, (unsigned long long)a->batch,
            (double)a->step_us / 1000, (unsigned long long)a->prefetch, cores);
     ch3_say_slot_sizing(ds, a);
     printf("\n%8s %8s %6s %10s %11s %9s %9s %9s %10s %9s\n", "decode", "workers", "slots", "memory", "samples/s",
            "step", "compute", "wait", "data-wait", "");
-    return csv;
+    return 0;
 }
 
 /* The lesson: workers × decode cost against a fixed step. */
@@ -420,7 +423,7 @@ static int ch3_experiment(const dataset_t *ds, const struct ch3_args *a)
     char csv_path[PLOT_PATH_MAX], out_path[PLOT_PATH_MAX];
     if (plot_paths(a->out_dir, "loader_sweep", csv_path, out_path) < 0)
         return err_wrap(ERR_ARG, "--out");
-    FILE *csv = NULL;
+    struct plot_csv csv = {.f = NULL};
     progress_t prog;
     progress_begin(&prog, "sweep", (uint64_t)a->nwork * a->nworkers);
     int overslept = 0;
@@ -430,8 +433,8 @@ static int ch3_experiment(const dataset_t *ds, const struct ch3_args *a)
             struct ch3_run r = {.workers = (uint32_t)a->workers[k], .work_ns = a->work_us[w] * 1000,
                                 .step_ns = a->step_us * 1000, .steps = steps, .epochs = 1};
             rc = ch3_run_loader(ds, a, &r);
-            if (rc == 0 && !csv && !(csv = ch3_table_begin(ds, a, steps, cores, csv_path)))
-                rc = ERR_IO;
+            if (rc == 0 && !csv.f)
+                rc = ch3_table_begin(ds, a, steps, cores, csv_path, &csv);
             if (rc)
                 break;
             /* data-wait = wait / step = wait / (wait + compute): the verdict,
@@ -447,7 +450,7 @@ static int ch3_experiment(const dataset_t *ds, const struct ch3_args *a)
                    (unsigned long long)a->work_us[w], r.workers, r.st.slots, (double)r.st.memory_bytes / (1 << 20),
                    r.samples_per_s, r.step_s * 1e3, r.compute_s * 1e3, r.wait_s * 1e3, 100 * r.wait_fraction,
                    !a->step_us ? "no step" : starving ? "STARVING" : "fed");
-            fprintf(csv, "%llu,%u,%u,%llu,%.1f,%.4f,%.4f,%.4f,%.4f,%.4f,%.4f,%d\n", (unsigned long long)a->work_us[w],
+            fprintf(csv.f, "%llu,%u,%u,%llu,%.1f,%.4f,%.4f,%.4f,%.4f,%.4f,%.4f,%d\n", (unsigned long long)a->work_us[w],
                     r.workers, r.st.slots, (unsigned long long)r.st.memory_bytes, r.samples_per_s, r.step_s * 1e3,
                     r.wait_fraction, r.st.max_wait_s * 1e3, r.compute_s * 1e3, r.wait_s * 1e3,
                     (double)a->step_us / 1e3, starving);
@@ -471,8 +474,8 @@ static int ch3_experiment(const dataset_t *ds, const struct ch3_args *a)
                    "this machine has %ld)\n\n", (unsigned long long)a->work_us[w], need, cores);
     }
     progress_end(&prog, (uint64_t)a->nwork * a->nworkers);
-    if (csv)
-        fclose(csv);
+    if (csv.f)
+        rc = plot_csv_close(&csv, rc);
     if (rc)
         return rc;
     printf("step = the trainer's time per step = compute + wait. compute is the simulated step as measured: above\n"
@@ -485,7 +488,7 @@ static int ch3_experiment(const dataset_t *ds, const struct ch3_args *a)
     printf("memory: the ring holds max(workers,1) x prefetch slots of batch x record bytes; it grows with\n"
            "workers, not with the dataset.\n");
     printf("wrote %s\n", csv_path);
-    rc = plot_render("chapters/03-loader/plot.gp", csv_path, out_path);
+    rc = plot_render("chapters/03-loader/plot.gp", csv_path, out_path, "--out");
     if (rc == ERR_UNSUPPORTED) {
         printf("(%s)\n", err_msg());
         return 0;

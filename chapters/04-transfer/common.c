@@ -44,7 +44,7 @@ void ch4_gate_release(void) { __atomic_store_n(&ch4_gate_open, 1, __ATOMIC_RELEA
  * goes on (0). */
 int ch4_plot(const char *script, const char *csv_path, const char *out_path, const char *title)
 {
-    int rc = plot_render_titled(script, csv_path, out_path, title);
+    int rc = plot_render_titled(script, csv_path, out_path, title, "--out");
     if (rc == 0)
         printf("wrote %s.png and %s.svg\n", out_path, out_path);
     else if (rc == ERR_UNSUPPORTED)

@@ -293,19 +293,21 @@ static int ch4_timeline_plot(const struct ch4_opts *o, const struct ch4_timeline
     char csv_path[PLOT_PATH_MAX], out_path[PLOT_PATH_MAX];
     if (plot_paths(o->out_dir, "timeline", csv_path, out_path) < 0)
         return err_wrap(ERR_ARG, "--out");
-    FILE *csv = plot_csv_open(csv_path);
-    if (!csv)
-        return ERR_IO;
-    fprintf(csv, "buffers,step,what,start_ms,end_ms\n");
+    struct plot_csv csv;
+    int rc = plot_csv_open(&csv, csv_path, "--out");
+    if (rc < 0)
+        return rc;
+    fprintf(csv.f, "buffers,step,what,start_ms,end_ms\n");
     for (int c = 0; c < 2; c++) {
         double t0 = tl[c].copy[0].start; /* from the first copy on: the loader's start-up is not the point */
         for (int k = 0; k < CH4_TIMELINE_STEPS; k++) {
-            fprintf(csv, "%d,%d,copy,%.4f,%.4f\n", c + 1, k, tl[c].copy[k].start - t0, tl[c].copy[k].end - t0);
-            fprintf(csv, "%d,%d,compute,%.4f,%.4f\n", c + 1, k, tl[c].compute[k].start - t0,
+            fprintf(csv.f, "%d,%d,copy,%.4f,%.4f\n", c + 1, k, tl[c].copy[k].start - t0, tl[c].copy[k].end - t0);
+            fprintf(csv.f, "%d,%d,compute,%.4f,%.4f\n", c + 1, k, tl[c].compute[k].start - t0,
                     tl[c].compute[k].end - t0);
         }
     }
-    fclose(csv);
+    if ((rc = plot_csv_close(&csv, 0)) < 0)
+        return rc;
     printf("wrote %s\n", csv_path);
     return ch4_plot("chapters/04-transfer/timeline.gp", csv_path, out_path, NULL);
 }
@@ -335,7 +337,8 @@ int ch4_loop(const struct ch4_opts *o)
     } rows[] = {{CH4_PAGEABLE, 2}, {CH4_PIN_COPY, 2}, {CH4_PINNED, 1}, {CH4_PINNED, 2}};
     struct ch4_loop_result res[4];
     char csv_path[PLOT_PATH_MAX];
-    FILE *csv = NULL;
+    struct plot_csv csv;
+    int csv_open = 0;
     if (plot_paths(o->out_dir, "loop", csv_path, NULL) < 0)
         return err_wrap(ERR_ARG, "--out");
     printf("\n%-22s %-17s %7s %8s %10s %10s %10s %10s %10s %7s\n", "loader ring", "(PyTorch)", "copies", "buffers",
@@ -344,21 +347,22 @@ int ch4_loop(const struct ch4_opts *o)
         rc = ch4_loop_run(o, rows[i].ring, rows[i].depth, &res[i]);
         if (rc)
             break;
-        if (!csv && !(csv = plot_csv_open(csv_path)))
-            return ERR_IO;
+        if (!csv_open && (rc = plot_csv_open(&csv, csv_path, "--out")) < 0)
+            break;
+        csv_open = 1;
         if (i == 0)
-            fprintf(csv, "ring,depth,copies_per_batch,data_wait_ms,dma_ms,host_copy_ms,compute_ms,step_ms,"
-                         "wall_step_ms,hidden\n");
+            fprintf(csv.f, "ring,depth,copies_per_batch,data_wait_ms,dma_ms,host_copy_ms,compute_ms,step_ms,"
+                           "wall_step_ms,hidden\n");
         const struct ch4_loop_result *x = &res[i];
         printf("%-22s %-17s %7.1f %8u %7.3f ms %7.3f ms %7.3f ms %7.3f ms %7.3f ms %6.0f%%\n",
                ch4_ring_names[rows[i].ring], ch4_ring_torch[rows[i].ring], x->copies, rows[i].depth, x->wait_s * 1e3,
                x->dma_s * 1e3, x->host_copy_s * 1e3, x->compute_s * 1e3, x->step_s * 1e3, 100 * x->hidden);
-        fprintf(csv, "%s,%u,%.3f,%.4f,%.4f,%.4f,%.4f,%.4f,%.4f,%.4f\n", ch4_ring_names[rows[i].ring], rows[i].depth,
+        fprintf(csv.f, "%s,%u,%.3f,%.4f,%.4f,%.4f,%.4f,%.4f,%.4f,%.4f\n", ch4_ring_names[rows[i].ring], rows[i].depth,
                 x->copies, x->wait_s * 1e3, x->dma_s * 1e3, x->host_copy_s * 1e3, x->compute_s * 1e3,
                 x->step_s * 1e3, x->wall_step_s * 1e3, x->hidden);
     }
-    if (csv)
-        fclose(csv);
+    if (csv_open)
+        rc = plot_csv_close(&csv, rc);
     if (rc)
         return rc;
     const struct ch4_loop_result *serial = &res[2], *ours = &res[3];

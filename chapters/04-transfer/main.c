@@ -19,6 +19,7 @@
 #include "backend_table.h"
 #include "base/cli.h"
 #include "base/error.h"
+#include "base/fsutil.h"
 #include "base/units.h"
 
 #include <getopt.h>
@@ -181,7 +182,7 @@ static int ch4_validate(struct ch4_cli *cli)
         return err_set(ERR_ARG, "--max-bytes: %llu bytes do not fit in the pinned pool of %llu bytes (--pool=%s): "
                        "one copy's pinned buffer comes from it", (unsigned long long)o->max_bytes,
                        (unsigned long long)o->pool_bytes, units_format_bytes(o->pool_bytes, a, sizeof a));
-    return 0;
+    return fsutil_check_output_dir(o->out_dir, "--out"); /* before the runs that fill it */
 }
 
 /* Runs what the flags asked for; returns the exit status. */

@@ -190,14 +190,12 @@ int ch4_sweep(const struct ch4_opts *o)
     }
     progress_end(&prog, CH4_VARIANTS * (uint64_t)nsizes);
     char csv_path[PLOT_PATH_MAX], out_path[PLOT_PATH_MAX];
-    FILE *csv = NULL;
+    struct plot_csv csv;
     if (rc == 0 && plot_paths(o->out_dir, "bandwidth", csv_path, out_path) < 0)
         rc = err_wrap(ERR_ARG, "--out");
-    if (rc == 0 && !(csv = plot_csv_open(csv_path)))
-        rc = ERR_IO;
-    if (rc == 0) {
-        fprintf(csv, "bytes,pageable_sync,pinned_sync,pinned_async,write_combined_async,registered_async,model,"
-                     "limit\n");
+    if (rc == 0 && (rc = plot_csv_open(&csv, csv_path, "--out")) == 0) {
+        fprintf(csv.f, "bytes,pageable_sync,pinned_sync,pinned_async,write_combined_async,registered_async,model,"
+                       "limit\n");
         printf("\n%10s", "size");
         for (size_t v = 0; v < CH4_VARIANTS; v++)
             printf(" %14s", ch4_variants[v].name);
@@ -215,12 +213,12 @@ int ch4_sweep(const struct ch4_opts *o)
             if (have_link)
                 printf(" %9.1f%%", 100 * bps[2][i] / link.limit_bps);
             printf("\n");
-            fprintf(csv, "%llu", (unsigned long long)sizes[i]);
+            fprintf(csv.f, "%llu", (unsigned long long)sizes[i]);
             for (size_t v = 0; v < CH4_VARIANTS; v++)
-                fprintf(csv, ",%.6f", bps[v][i] / 1e9);
-            fprintf(csv, ",%.6f,%.6f\n", model / 1e9, have_link ? link.limit_bps / 1e9 : 0.0);
+                fprintf(csv.f, ",%.6f", bps[v][i] / 1e9);
+            fprintf(csv.f, ",%.6f,%.6f\n", model / 1e9, have_link ? link.limit_bps / 1e9 : 0.0);
         }
-        fclose(csv);
+        rc = plot_csv_close(&csv, 0);
         printf("(GB/s = 1e9 bytes per second of device time; 'of limit' is pinned async against the wire's limit)\n");
         if (have_link && sim) {
             char half[32];
@@ -245,10 +243,12 @@ int ch4_sweep(const struct ch4_opts *o)
         } else if (!have_link) {
             printf("(the system does not report this GPU's PCIe link: no limit to compare with)\n");
         }
-        printf("wrote %s\n", csv_path);
-        char title[192];
-        ch4_sweep_title(dev, sim, &link, have_link, title, sizeof title);
-        rc = ch4_plot("chapters/04-transfer/plot.gp", csv_path, out_path, title);
+        if (rc == 0) {
+            printf("wrote %s\n", csv_path);
+            char title[192];
+            ch4_sweep_title(dev, sim, &link, have_link, title, sizeof title);
+            rc = ch4_plot("chapters/04-transfer/plot.gp", csv_path, out_path, title);
+        }
     }
     pinned_pool_destroy(pool);
     device_close(dev);

@@ -16,6 +16,7 @@
 #include "backend_table.h"
 #include "base/cli.h"
 #include "base/error.h"
+#include "base/fsutil.h"
 #include "base/mem.h"
 #include "sim/faults.h"
 #include "base/plot.h"
@@ -278,6 +279,8 @@ static int ch5_validate(struct ch5_cli *cli)
     int unused = ch5_refuse_unused(cli);
     if (unused < 0)
         return unused;
+    if (cli->plot && (unused = fsutil_check_output_dir(cli->out_dir, "--out")) < 0) /* before the sweep */
+        return unused;
     if (cli->launch_check) {
         if (o->timeout_s == COMM_NO_TIMEOUT)
             return err_set(ERR_ARG, "--launch-check needs a timeout above 0 (a rank that never comes must be named)");
@@ -369,7 +372,7 @@ static int ch5_run(struct ch5_cli *cli)
     if (ch5_sweep(o, &wrong, NULL) < 0)
         return cli_error(CH5_PROG);
     if (cli->plot && launch_leader()) {
-        int rc = plot_render("chapters/05-allreduce/plot.gp", o->csv_path, cli->plot_path);
+        int rc = plot_render("chapters/05-allreduce/plot.gp", o->csv_path, cli->plot_path, "--out");
         if (rc == ERR_UNSUPPORTED) /* no gnuplot: the CSV is there, say so and go on */
             fprintf(stderr, "%s: %s\n", CH5_PROG, err_msg());
         else if (rc < 0)

@@ -264,16 +264,16 @@ static int sweep_rank(struct launch_rank *r)
 int ch5_sweep(struct ch5_opts *opt, uint64_t *wrong_total, double *last_time_s)
 {
     *wrong_total = 0;
-    FILE *csv = NULL;
-    if (opt->csv_path && launch_leader()) {
-        if (!(csv = plot_csv_open(opt->csv_path)))
-            return ERR_IO;
-        fprintf(csv, "backend,algo,world,bytes,count,time_us,algbw,busbw,time_ip_us,algbw_ip,busbw_ip,wrong,"
-                     "model_us,model_busbw\n");
-    }
+    struct plot_csv csv = {.f = NULL};
     int rc = 0;
+    if (opt->csv_path && launch_leader()) {
+        if ((rc = plot_csv_open(&csv, opt->csv_path, "--out")) < 0)
+            return rc;
+        fprintf(csv.f, "backend,algo,world,bytes,count,time_us,algbw,busbw,time_ip_us,algbw_ip,busbw_ip,wrong,"
+                       "model_us,model_busbw\n");
+    }
     for (int a = 0; a < opt->nalgos && rc == 0; a++) {
-        struct sweep_job j = {.base.opt = opt, .csv = csv};
+        struct sweep_job j = {.base.opt = opt, .csv = csv.f};
         comm_config_default(&j.base.comm);
         j.base.comm.algo = opt->algos[a];
         j.base.comm.timeout_s = opt->timeout_s;
@@ -284,9 +284,10 @@ int ch5_sweep(struct ch5_opts *opt, uint64_t *wrong_total, double *last_time_s)
         if (last_time_s)
             *last_time_s = j.last_time_s;
     }
-    if (csv && fclose(csv) != 0 && rc == 0)
-        rc = err_set(ERR_IO, "%s: write failed", opt->csv_path);
-    if (csv && rc == 0)
+    int written = csv.f != NULL;
+    if (written)
+        rc = plot_csv_close(&csv, rc);
+    if (written && rc == 0)
         printf("# data: %s\n", opt->csv_path);
     return rc;
 }

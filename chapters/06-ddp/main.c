@@ -18,6 +18,7 @@
 #include "backend_table.h"
 #include "base/cli.h"
 #include "base/error.h"
+#include "base/fsutil.h"
 #include "sim/faults.h"
 #include "sim/launch.h"
 
@@ -324,6 +325,12 @@ static int ch6_validate(struct ch6_cli *cli)
             return rc;
         free(faults);
     }
+    /* every output, before minutes of training: an empty path, a device, a FIFO or a directory is refused */
+    if ((c->save_path && (rc = fsutil_check_output(c->save_path, "--save")) < 0) ||
+        (run->trace_path && (rc = fsutil_check_output(run->trace_path, "--trace")) < 0) ||
+        (c->checkpoint_dir && (rc = fsutil_check_output_dir(c->checkpoint_dir, "--checkpoint")) < 0) ||
+        (run->out_dir && (rc = fsutil_check_output_dir(run->out_dir, "--out")) < 0))
+        return rc;
     if (c->checkpoint_every && !c->checkpoint_dir)
         return err_set(ERR_ARG, "--checkpoint-every needs --checkpoint=DIR (where to write them)");
     if (c->resume_dir && c->init_path)

@@ -17,6 +17,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #define CH6_TEST_SET "/usr/share/datasets/fashion-mnist/t10k-images-idx3-ubyte.gz"
 #define CH6_SYNTHETIC_TEST_RECORDS 10000 /* Fashion-MNIST's test set's size */
@@ -38,10 +39,7 @@ static int ch6_test_beside(const char *train, char *out, size_t len)
     if (strncmp(base, "train-", 6) != 0 || snprintf(out, len, "%.*st10k-%s", (int)(base - train), train, base + 6) >=
                                                (int)len)
         return 0;
-    FILE *f = fopen(out, "rb");
-    if (f)
-        fclose(f);
-    return f != NULL;
+    return access(out, F_OK) == 0; /* opened as a dataset, which refuses a FIFO: no open here that could wait */
 }
 
 int ch6_open_data(const char *data, const char *test, dataset_t **train, dataset_t **test_set, char *note,
@@ -87,26 +85,29 @@ struct ch6_job {
     struct ch6_outcome *out;
     int world;              /* the job's ranks, as rank 0's communicator counts them (under a launcher, not
                              * run->world: mpirun -np or torchrun set it) */
-    FILE *epochs_csv;       /* opened at the first epoch's report: a run that fails before writes nothing */
-    int epochs_failed;
+    struct plot_csv epochs; /* the per-epoch CSV, in rank 0's process; epochs.f NULL when none */
 };
 
-/* The per-epoch CSV, opened once (rank 0). NULL when not asked for, or when it
- * could not be opened (said once on stderr: the run goes on). */
-static FILE *ch6_epochs_csv(struct ch6_job *j)
+/* The files of --out, before the run trains, so that a path they cannot be
+ * written at stops it then (in rank 0's process, which writes them): the
+ * Gantt chart's paths are checked, the per-epoch CSV is opened (a run that
+ * fails leaves none: plot_csv_close). 0, or the error. */
+static int ch6_outputs_open(struct ch6_job *j)
 {
     const struct ch6_run *run = j->run;
-    if (j->epochs_csv || j->epochs_failed || !run->out_dir || !run->epochs_name)
-        return j->epochs_csv;
+    j->epochs.f = NULL;
+    if (!run->out_dir || !launch_leader())
+        return 0;
     char csv[PLOT_PATH_MAX];
-    if (plot_paths(run->out_dir, run->epochs_name, csv, NULL) < 0 || !(j->epochs_csv = plot_csv_open(csv))) {
-        fprintf(stderr, "%s: %s\n", CH6_PROG, err_msg());
-        j->epochs_failed = 1;
-        return NULL;
-    }
-    fprintf(j->epochs_csv, "epoch,step,loss,train_accuracy,test_accuracy,seconds,samples_per_s,step_ms,data_ms,"
-                           "copy_ms,forward_ms,backward_ms,comm_ms,optim_ms,check_ms\n");
-    return j->epochs_csv;
+    int rc = run->gantt_name ? plot_check(run->out_dir, run->gantt_name, "--out") : 0;
+    if (rc == 0 && run->epochs_name)
+        rc = plot_paths(run->out_dir, run->epochs_name, csv, NULL) < 0 ? err_wrap(ERR_ARG, "--out")
+                                                                       : plot_csv_open(&j->epochs, csv, "--out");
+    if (rc < 0 || !run->epochs_name)
+        return rc;
+    fprintf(j->epochs.f, "epoch,step,loss,train_accuracy,test_accuracy,seconds,samples_per_s,step_ms,data_ms,"
+                         "copy_ms,forward_ms,backward_ms,comm_ms,optim_ms,check_ms\n");
+    return 0;
 }
 
 static void ch6_started(void *user, const struct train_config *c, const struct train_epoch *resumed, const char *plan,
@@ -161,8 +162,8 @@ static void ch6_epoch(void *user, const struct train_epoch *e)
     const struct train_times *p = &e->per_step;
     if (j->run->on_epoch)
         j->run->on_epoch(j->run->on_epoch_user, e);
-    if (ch6_epochs_csv(j))
-        fprintf(j->epochs_csv, "%llu,%llu,%.6f,%.6f,%.6f,%.3f,%.1f,%.4f,%.4f,%.4f,%.4f,%.4f,%.4f,%.4f,%.4f\n",
+    if (j->epochs.f)
+        fprintf(j->epochs.f, "%llu,%llu,%.6f,%.6f,%.6f,%.3f,%.1f,%.4f,%.4f,%.4f,%.4f,%.4f,%.4f,%.4f,%.4f\n",
                 (unsigned long long)e->epoch + 1, (unsigned long long)e->step_end, e->loss, e->train_accuracy,
                 e->evaluated ? e->test_accuracy : -1, e->seconds, e->samples_per_s, p->step * 1e3, p->data * 1e3,
                 p->copy * 1e3, p->forward * 1e3, p->backward * 1e3, p->comm * 1e3, p->optim * 1e3, p->check * 1e3);
@@ -311,7 +312,7 @@ static int ch6_timeline_files(const struct ch6_run *run, const struct train_resu
     if (run->trace_path) {
         const char *notes[] = {"program", "build/chapter-6", "buckets", r->layout, NULL};
         if ((rc = timeline_write_chrome(all, run->trace_path, notes)) < 0)
-            return rc;
+            return err_wrap(rc, "--trace");
         if (!run->quiet)
             printf("trace: %s (open it in https://ui.perfetto.dev or chrome://tracing)\n", run->trace_path);
     }
@@ -327,10 +328,10 @@ static int ch6_timeline_files(const struct ch6_run *run, const struct train_resu
         uint64_t end = r->first_step + traced - 1;
         uint64_t last = first + CH6_GANTT_STEPS - 1 < end ? first + CH6_GANTT_STEPS - 1 : end;
         if ((rc = timeline_write_gantt_csv(all, csv, first, last)) < 0)
-            return rc;
+            return err_wrap(rc, "--out");
         char title[512];
         ch6_gantt_title(run, first, last, title, sizeof title);
-        rc = plot_render_titled("chapters/06-ddp/plot.gp", csv, out, title);
+        rc = plot_render_titled("chapters/06-ddp/plot.gp", csv, out, title, "--out");
         if (rc == ERR_UNSUPPORTED) { /* no gnuplot: the CSV is there */
             fprintf(stderr, "%s: %s\n", CH6_PROG, err_msg());
             rc = 0;
@@ -380,12 +381,14 @@ int ch6_train(const struct ch6_run *run, struct ch6_outcome *out)
     with_faults.faults = rest;
     struct ch6_job j = {.run = &with_faults, .out = out};
     struct launch_config lc = {.backend = run->backend, .world = run->world, .faults = rest, .shared = &j};
+    if (rc == 0)
+        rc = ch6_outputs_open(&j);
     double t0 = clock_now_s();
     if (rc == 0)
         rc = launch_run(&lc, ch6_rank);
     out->wall_s = clock_now_s() - t0;
-    if (j.epochs_csv)
-        fclose(j.epochs_csv);
+    if (j.epochs.f)
+        rc = plot_csv_close(&j.epochs, rc);
     if (rc == 0 && launch_leader()) {
         if (!run->quiet)
             ch6_summary(run, out);

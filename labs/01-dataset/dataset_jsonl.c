@@ -122,7 +122,7 @@ struct jsonl_builder {
 
 static int jsonl_builder_flush(struct jsonl_builder *b)
 {
-    int rc = fsutil_write_all(b->out->fd, b->buf, (size_t)b->buffered * sizeof(uint64_t), b->out->path);
+    int rc = fsutil_write_all(b->out->fd, b->buf, (size_t)b->buffered * sizeof(uint64_t), b->out->final);
     b->buffered = 0;
     return rc;
 }
@@ -305,7 +305,7 @@ static int jsonl_sidecar_build(const dataset_t *ds, struct jsonl_sidecar *sc, co
     const struct jsonl *j = ds->impl;
     const char *path = j->path;
     struct fsutil_tmp t;
-    int rc = fsutil_tmp_open(&t, final);
+    int rc = fsutil_tmp_open(&t, final, NULL);
     if (rc < 0)
         return err_wrap(rc, "%s", path);
     struct jsonl_builder b = {.path = path, .data = j->data, .size = j->data_size, .out = &t};
@@ -579,20 +579,12 @@ static const struct dataset_ops jsonl_ops = {
 int dataset_jsonl_open(const char *path, const struct dataset_options *opt, dataset_t **out)
 {
     *out = NULL;
-    /* O_NONBLOCK: opening a FIFO (or a device) for reading would wait for a
-     * writer forever; this way it opens at once and fails the S_ISREG test.
-     * On a regular file the flag changes nothing, and we only mmap it. */
-    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
-    if (fd < 0)
-        return err_set(ERR_IO, "%s: cannot open: %s", path, strerror(errno));
+    int fd;
     struct stat st;
-    int rc = 0;
-    if (fstat(fd, &st) != 0)
-        rc = err_set(ERR_IO, "%s: cannot stat: %s", path, strerror(errno));
-    else if (!S_ISREG(st.st_mode))
-        rc = err_set(ERR_IO, "%s: not a regular file%s", path,
-                     S_ISDIR(st.st_mode) ? " (a directory)" : S_ISFIFO(st.st_mode) ? " (a FIFO)" : "");
-    else if (st.st_size == 0)
+    int rc = fsutil_open_read(path, NULL, &fd, &st); /* a FIFO or a device is refused, never waited on */
+    if (rc < 0)
+        return rc;
+    if (st.st_size == 0)
         rc = err_set(ERR_FORMAT, "%s: the file is empty (no records)", path);
     else if ((uint64_t)st.st_size > JSONL_VALUE_MASK)
         rc = err_set(ERR_RANGE, "%s: %llu bytes: the offset index addresses files of up to 2^48 bytes (256 TiB)",

@@ -1,5 +1,6 @@
-/* fsutil: mkdir -p, atomic writes by rename, temporary files that do not
- * outlive their process, free-space checks (see fsutil.h). */
+/* fsutil: mkdir -p, the outputs that may be written and the inputs that may
+ * be read, atomic writes by rename, temporary files that do not outlive
+ * their process, free-space checks (see fsutil.h). */
 #include "base/fsutil.h"
 
 #include "base/error.h"
@@ -21,6 +22,23 @@
 #include <sys/statvfs.h>
 #include <unistd.h>
 
+/* What a node that is not a regular file is, for messages. */
+static const char *fsutil_kind(mode_t mode)
+{
+    return S_ISDIR(mode) ? "a directory" : S_ISFIFO(mode) ? "a FIFO" : S_ISCHR(mode) ? "a character device"
+         : S_ISBLK(mode) ? "a block device" : S_ISSOCK(mode) ? "a socket" : S_ISLNK(mode) ? "a symbolic link"
+         : S_ISREG(mode) ? "a regular file" : "an unknown kind of file";
+}
+
+/* "what: path" or "path", the head of every message about a path ("..." at
+ * the end when cut). */
+static const char *fsutil_name(char *buf, size_t cap, const char *what, const char *path)
+{
+    if (snprintf(buf, cap, "%s%s%s", what ? what : "", what ? ": " : "", path) >= (int)cap && cap > 4)
+        memcpy(buf + cap - 4, "...", 4);
+    return buf;
+}
+
 int fsutil_mkdir_p(const char *dir)
 {
     char path[PATH_MAX];
@@ -30,14 +48,95 @@ int fsutil_mkdir_p(const char *dir)
         if (*p == '/' || *p == '\0') {
             char saved = *p;
             *p = '\0';
+            struct stat st;
             if (mkdir(path, 0777) != 0 && errno != EEXIST)
                 return err_set(ERR_IO, "%s: cannot create directory: %s", path, strerror(errno));
+            if (stat(path, &st) == 0 && !S_ISDIR(st.st_mode)) /* EEXIST: there, but maybe a file or a FIFO */
+                return err_set(ERR_IO, "%s: %s, not a directory", path, fsutil_kind(st.st_mode));
             if (saved == '\0')
                 break;
             *p = saved;
         }
     }
     return 0;
+}
+
+/* ---- what may be written, what may be read --------------------------------- */
+
+/* The node `path` names, a symbolic link followed: 0 and *st; 1 when nothing
+ * is there (a new name, or a path the write will report on); ERR_IO when it
+ * is a dangling link. */
+static int fsutil_node(const char *path, const char *what, struct stat *st)
+{
+    struct stat lst;
+    if (lstat(path, &lst) != 0)
+        return 1;
+    if (!S_ISLNK(lst.st_mode)) {
+        *st = lst;
+        return 0;
+    }
+    if (stat(path, st) == 0)
+        return 0;
+    char name[PATH_MAX + 64], target[PATH_MAX];
+    ssize_t n = readlink(path, target, sizeof target - 1);
+    target[n > 0 ? n : 0] = '\0';
+    return err_set(ERR_IO, "%s: a symbolic link to '%s', which cannot be reached (%s): refusing to write through it",
+                   fsutil_name(name, sizeof name, what, path), target, strerror(errno));
+}
+
+static int fsutil_check_node(const char *path, const char *what, int want_dir)
+{
+    char name[PATH_MAX + 64];
+    if (!path || !*path)
+        return err_set(ERR_ARG, "%s: an empty path: name a %s", what ? what : "output",
+                       want_dir ? "directory" : "file");
+    struct stat st;
+    int rc = fsutil_node(path, what, &st);
+    if (rc != 0)
+        return rc < 0 ? rc : 0;
+    if (want_dir ? S_ISDIR(st.st_mode) : S_ISREG(st.st_mode))
+        return 0;
+    return err_set(ERR_IO, "%s: %s, not a %s: refusing to write %s it", fsutil_name(name, sizeof name, what, path),
+                   fsutil_kind(st.st_mode), want_dir ? "directory" : "regular file", want_dir ? "into" : "over");
+}
+
+int fsutil_check_output(const char *path, const char *what) { return fsutil_check_node(path, what, 0); }
+
+int fsutil_check_output_dir(const char *dir, const char *what) { return fsutil_check_node(dir, what, 1); }
+
+int fsutil_open_read(const char *path, const char *what, int *fd, struct stat *st)
+{
+    char name[PATH_MAX + 64];
+    struct stat own;
+    st = st ? st : &own;
+    *fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+    if (*fd < 0)
+        return err_set(ERR_IO, "%s: cannot open: %s", fsutil_name(name, sizeof name, what, path), strerror(errno));
+    int rc = 0;
+    if (fstat(*fd, st) != 0)
+        rc = err_set(ERR_IO, "%s: cannot stat: %s", fsutil_name(name, sizeof name, what, path), strerror(errno));
+    else if (!S_ISREG(st->st_mode))
+        rc = err_set(ERR_IO, "%s: not a regular file (%s)", fsutil_name(name, sizeof name, what, path),
+                     fsutil_kind(st->st_mode));
+    else if (fcntl(*fd, F_SETFL, fcntl(*fd, F_GETFL) & ~O_NONBLOCK) != 0)
+        rc = err_set(ERR_IO, "%s: fcntl: %s", fsutil_name(name, sizeof name, what, path), strerror(errno));
+    if (rc < 0) {
+        close(*fd);
+        *fd = -1;
+    }
+    return rc;
+}
+
+/* The message of a write, fsync or close of `path` that failed with `e`: the
+ * two a user can act on, a full disk and a file-size limit, in words. */
+static int fsutil_write_error(const char *what, const char *path, const char *step, int e)
+{
+    const char *w = what ? what : "", *sep = what ? ": " : "";
+    if (e == EFBIG)
+        return err_set(ERR_IO, "%s%sfile size limit (ulimit -f) reached writing %s (%s)", w, sep, path, step);
+    if (e == ENOSPC || e == EDQUOT)
+        return err_set(ERR_IO, "%s%sthe disk is full writing %s (%s: %s)", w, sep, path, step, strerror(e));
+    return err_set(ERR_IO, "%s%s%s: %s failed: %s", w, sep, path, step, strerror(e));
 }
 
 /* ---- temporary files: registered for the signal handler ------------------- */
@@ -48,8 +147,9 @@ static char fsutil_host[9];           /* this machine and PID namespace, 8 hex d
 static _Atomic unsigned long fsutil_counter; /* <n>: unique within the process */
 
 /* The signals whose default action ends the process and that a user, a
- * terminal, a pipe reader or a file-size limit sends to a writer. */
-static const int fsutil_signals[] = {SIGINT, SIGTERM, SIGHUP, SIGPIPE, SIGXFSZ};
+ * terminal or a pipe reader sends to a writer. (SIGXFSZ is ignored instead:
+ * see fsutil.h.) */
+static const int fsutil_signals[] = {SIGINT, SIGTERM, SIGHUP, SIGPIPE};
 
 static void fsutil_unlink_entry(const struct sigreg_entry *e, void *arg)
 {
@@ -73,12 +173,17 @@ static void fsutil_on_signal(int sig)
     errno = saved;
 }
 
-/* Once per process: the host tag, and the handlers where the actions are still
- * the default. The tag hashes the host name and the PID namespace
+/* Once per process: the host tag, the handlers where the actions are still
+ * the default, SIGXFSZ ignored where it was the default, and the removal at
+ * exit. The tag hashes the host name and the PID namespace
  * (/proc/self/ns/pid names it "pid:[inode]"), so pids are only compared
  * between processes that share both. */
 static void fsutil_init(void)
 {
+    struct sigaction xfsz;
+    if (sigaction(SIGXFSZ, NULL, &xfsz) == 0 && !(xfsz.sa_flags & SA_SIGINFO) && xfsz.sa_handler == SIG_DFL)
+        signal(SIGXFSZ, SIG_IGN);
+    atexit(fsutil_tmp_remove_all);
     char id[512] = "";
     if (gethostname(id, 256) != 0)
         id[0] = '\0';
@@ -126,22 +231,27 @@ static void fsutil_sweep_stale(const char *dir, const char *base)
     closedir(d);
 }
 
-int fsutil_tmp_open(struct fsutil_tmp *t, const char *final)
+void fsutil_tmp_sweep(const char *final)
 {
     pthread_once(&fsutil_once, fsutil_init);
-    t->fd = -1;
-    t->cleanup = NULL;
-    if (snprintf(t->final, sizeof t->final, "%s", final) >= (int)sizeof t->final)
-        return err_set(ERR_ARG, "%s: path too long", final);
     char dir[PATH_MAX], base[PATH_MAX];
-    snprintf(dir, sizeof dir, "%s", final);
+    if (snprintf(dir, sizeof dir, "%s", final) >= (int)sizeof dir)
+        return;
     snprintf(base, sizeof base, "%s", final);
     fsutil_sweep_stale(dirname(dir), basename(base));
+}
+
+/* Sweeps, then creates t->path, a temporary file of t->final (set), for
+ * writing. */
+static int fsutil_tmp_create(struct fsutil_tmp *t)
+{
+    char name[PATH_MAX + 64];
+    fsutil_tmp_sweep(t->final);
     for (;;) {
         unsigned long n = atomic_fetch_add(&fsutil_counter, 1);
-        if (snprintf(t->path, sizeof t->path, "%s.tmp-%s-%ld-%lu", final, fsutil_host, (long)getpid(), n) >=
+        if (snprintf(t->path, sizeof t->path, "%s.tmp-%s-%ld-%lu", t->final, fsutil_host, (long)getpid(), n) >=
             (int)sizeof t->path)
-            return err_set(ERR_ARG, "%s: path too long", final);
+            return err_set(ERR_ARG, "%s: path too long", fsutil_name(name, sizeof name, t->what, t->final));
         /* Registered before it exists, so no instant is left in which a signal
          * could leave it behind: removing a name not yet created is harmless. */
         t->cleanup = sigreg_add(&fsutil_open_tmps, 0, 0, t->path);
@@ -152,8 +262,38 @@ int fsutil_tmp_open(struct fsutil_tmp *t, const char *final)
         sigreg_remove(&fsutil_open_tmps, t->cleanup);
         t->cleanup = NULL;
         if (e != EEXIST) /* EEXIST: left by a dead process that had our pid; take the next name */
-            return err_set(ERR_IO, "%s: cannot create a temporary file beside it: %s", final, strerror(e));
+            return err_set(ERR_IO, "%s: cannot create a temporary file beside it: %s",
+                           fsutil_name(name, sizeof name, t->what, t->final), strerror(e));
     }
+}
+
+/* Sets up t for `final`: nothing open yet. */
+static int fsutil_tmp_init(struct fsutil_tmp *t, const char *final, const char *what)
+{
+    pthread_once(&fsutil_once, fsutil_init);
+    t->fd = -1;
+    t->cleanup = NULL;
+    t->what = what;
+    t->path[0] = '\0';
+    if (snprintf(t->final, sizeof t->final, "%s", final) >= (int)sizeof t->final)
+        return err_set(ERR_ARG, "%s%s%.200s...: path too long", what ? what : "", what ? ": " : "", final);
+    return 0;
+}
+
+int fsutil_tmp_open(struct fsutil_tmp *t, const char *final, const char *what)
+{
+    int rc = fsutil_tmp_init(t, final, what);
+    if (rc == 0)
+        rc = fsutil_check_output(final, what);
+    if (rc < 0)
+        return rc;
+    /* A link to a regular file (the check refused any other): write the file
+     * it names, beside it, and leave the link a link. */
+    char real[PATH_MAX];
+    struct stat lst;
+    if (lstat(final, &lst) == 0 && S_ISLNK(lst.st_mode) && realpath(final, real))
+        snprintf(t->final, sizeof t->final, "%s", real);
+    return fsutil_tmp_create(t);
 }
 
 /* fsyncs the directory holding `path`, so a rename into it is on disk. */
@@ -172,17 +312,23 @@ static int fsutil_sync_dir(const char *path)
 
 int fsutil_tmp_finish(struct fsutil_tmp *t, int rc, unsigned flags)
 {
+    char name[PATH_MAX + 64];
+    fsutil_name(name, sizeof name, t->what, t->final);
     if (t->fd < 0)
-        return rc < 0 ? rc : err_set(ERR_IO, "%s: the temporary file was never opened", t->final);
+        return rc < 0 ? rc : err_set(ERR_IO, "%s: the temporary file was never opened", name);
     if (rc == 0 && fchmod(t->fd, 0644) != 0)
         rc = err_set(ERR_IO, "%s: chmod failed: %s", t->path, strerror(errno));
+    /* a file system that allocates late (NFS, XFS's delayed allocation) may
+     * only say at fsync or close that the disk is full */
     if (rc == 0 && (flags & FSUTIL_DURABLE) && fsync(t->fd) != 0)
-        rc = err_set(ERR_IO, "%s: fsync failed: %s", t->path, strerror(errno));
+        rc = fsutil_write_error(t->what, t->final, "fsync", errno);
     if (close(t->fd) != 0 && rc == 0)
-        rc = err_set(ERR_IO, "%s: close failed: %s", t->path, strerror(errno));
+        rc = fsutil_write_error(t->what, t->final, "close", errno);
     t->fd = -1;
+    if (rc == 0)
+        rc = fsutil_check_output(t->final, t->what); /* again: the path may have changed since the open */
     if (rc == 0 && rename(t->path, t->final) != 0)
-        rc = err_set(ERR_IO, "%s: cannot rename into place: %s", t->final, strerror(errno));
+        rc = err_set(ERR_IO, "%s: cannot rename into place: %s", name, strerror(errno));
     if (rc < 0)
         unlink(t->path);
     sigreg_remove(&fsutil_open_tmps, t->cleanup); /* after the rename: a signal before it still removes the file */
@@ -192,6 +338,80 @@ int fsutil_tmp_finish(struct fsutil_tmp *t, int rc, unsigned flags)
     return (flags & FSUTIL_DURABLE) ? fsutil_sync_dir(t->final) : 0;
 }
 
+/* ---- output files another program writes ------------------------------------ */
+
+/* "<a><suffix>" into out[PATH_MAX + 64]. */
+static int fsutil_part_name(char *out, const char *a, const char *suffix)
+{
+    return snprintf(out, PATH_MAX + 64, "%s%s", a, suffix) < PATH_MAX + 64 ? 0
+                                                                            : err_set(ERR_ARG, "%s: path too long", a);
+}
+
+int fsutil_parts_open(struct fsutil_parts *p, const char *final, const char *const *suffixes, const char *what)
+{
+    p->suffixes = suffixes;
+    memset(p->cleanup, 0, sizeof p->cleanup);
+    int rc = fsutil_tmp_init(&p->stem, final, what), k;
+    char part[PATH_MAX + 64];
+    for (k = 0; rc == 0 && suffixes[k]; k++)
+        if (k == FSUTIL_PARTS_MAX)
+            rc = err_set(ERR_ARG, "%s: more than %d parts", final, FSUTIL_PARTS_MAX);
+        else if ((rc = fsutil_part_name(part, final, suffixes[k])) == 0)
+            rc = fsutil_check_output(part, what);
+    if (rc == 0)
+        rc = fsutil_tmp_create(&p->stem);
+    for (k = 0; rc == 0 && suffixes[k]; k++)
+        if ((rc = fsutil_part_name(part, p->stem.path, suffixes[k])) == 0)
+            p->cleanup[k] = sigreg_add(&fsutil_open_tmps, 0, 0, part);
+    return rc < 0 ? fsutil_parts_finish(p, rc) : 0;
+}
+
+/* Renames the part the program wrote at `part` onto `final`, checked again. */
+static int fsutil_part_place(const char *part, const char *final, const char *what)
+{
+    char name[PATH_MAX + 64], real[PATH_MAX];
+    struct stat st;
+    fsutil_name(name, sizeof name, what, final);
+    if (lstat(part, &st) != 0 || !S_ISREG(st.st_mode))
+        return err_set(ERR_IO, "%s: was not written", name);
+    if (chmod(part, 0644) != 0)
+        return err_set(ERR_IO, "%s: chmod failed: %s", part, strerror(errno));
+    int rc = fsutil_check_output(final, what);
+    if (rc < 0)
+        return rc;
+    if (lstat(final, &st) == 0 && S_ISLNK(st.st_mode) && realpath(final, real))
+        final = real; /* a link to a regular file: replace that file, as fsutil_tmp_open() does */
+    if (rename(part, final) != 0)
+        return err_set(ERR_IO, "%s: cannot rename into place: %s", name, strerror(errno));
+    return 0;
+}
+
+int fsutil_parts_finish(struct fsutil_parts *p, int rc)
+{
+    char part[PATH_MAX + 64], final[PATH_MAX + 64];
+    for (int k = 0; p->stem.path[0] && k < FSUTIL_PARTS_MAX && p->suffixes[k]; k++) {
+        /* both names fit: fsutil_parts_open() made them */
+        fsutil_part_name(part, p->stem.path, p->suffixes[k]);
+        fsutil_part_name(final, p->stem.final, p->suffixes[k]);
+        if (rc == 0)
+            rc = fsutil_part_place(part, final, p->stem.what);
+        if (rc < 0)
+            unlink(part);
+        sigreg_remove(&fsutil_open_tmps, p->cleanup[k]); /* after the unlink: a signal before it still removes it */
+        p->cleanup[k] = NULL;
+    }
+    if (p->stem.fd >= 0) { /* the stem only reserved the name */
+        close(p->stem.fd);
+        p->stem.fd = -1;
+        unlink(p->stem.path);
+    }
+    sigreg_remove(&fsutil_open_tmps, p->stem.cleanup);
+    p->stem.cleanup = NULL;
+    return rc;
+}
+
+/* ---- whole reads and writes ----------------------------------------------------- */
+
 int fsutil_write_all(int fd, const void *buf, size_t n, const char *name)
 {
     const char *p = buf;
@@ -199,8 +419,10 @@ int fsutil_write_all(int fd, const void *buf, size_t n, const char *name)
         ssize_t w = write(fd, p, n);
         if (w < 0 && errno == EINTR)
             continue;
-        if (w <= 0)
-            return err_set(ERR_IO, "%s: write failed: %s", name, w < 0 ? strerror(errno) : "no progress");
+        if (w < 0)
+            return fsutil_write_error(NULL, name, "write", errno);
+        if (w == 0)
+            return err_set(ERR_IO, "%s: write failed: no progress", name);
         p += w;
         n -= (size_t)w;
     }

@@ -5,6 +5,7 @@
 #include "base/fsutil.h"
 
 #include <errno.h>
+#include <signal.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -19,25 +20,78 @@ int plot_paths(const char *dir, const char *name, char csv[PLOT_PATH_MAX], char 
     return 0;
 }
 
-FILE *plot_csv_open(const char *path)
+int plot_check(const char *dir, const char *name, const char *what)
 {
-    char dir[4096];
+    static const char *const files[] = {".csv", ".png", ".svg"};
+    char out[PLOT_PATH_MAX], file[PLOT_PATH_MAX + 8];
+    int rc = plot_paths(dir, name, NULL, out);
+    for (size_t k = 0; rc == 0 && k < sizeof files / sizeof files[0]; k++) {
+        snprintf(file, sizeof file, "%s%s", out, files[k]);
+        rc = fsutil_check_output(file, what);
+    }
+    return rc;
+}
+
+int plot_csv_open(struct plot_csv *c, const char *path, const char *what)
+{
+    c->text = NULL;
+    c->len = 0;
+    c->f = NULL;
+    char dir[PLOT_PATH_MAX];
     snprintf(dir, sizeof dir, "%s", path);
     char *slash = strrchr(dir, '/');
+    int rc = 0;
     if (slash) {
         *slash = '\0';
-        if (fsutil_mkdir_p(dir) != 0)
-            return NULL;
+        if ((rc = fsutil_mkdir_p(dir)) < 0)
+            return what ? err_wrap(rc, "%s", what) : rc;
     }
-    FILE *f = fopen(path, "w");
-    if (!f)
-        err_set(ERR_IO, "%s: cannot write: %s", path, strerror(errno));
-    return f;
+    if ((rc = fsutil_tmp_open(&c->tmp, path, what)) < 0)
+        return rc;
+    if (!(c->f = open_memstream(&c->text, &c->len)))
+        return fsutil_tmp_finish(&c->tmp, err_set(ERR_NOMEM, "%s: out of memory", path), 0);
+    return 0;
+}
+
+int plot_csv_close(struct plot_csv *c, int rc)
+{
+    if (fclose(c->f) != 0 && rc == 0) /* the rows are in c->text now */
+        rc = err_set(ERR_NOMEM, "%s: out of memory for its rows", c->tmp.final);
+    if (rc == 0 && (rc = fsutil_write_all(c->tmp.fd, c->text, c->len, c->tmp.final)) < 0 && c->tmp.what)
+        err_wrap(rc, "%s", c->tmp.what);
+    free(c->text);
+    c->f = NULL;
+    c->text = NULL;
+    return fsutil_tmp_finish(&c->tmp, rc, 0);
 }
 
 static int plot_have_gnuplot(void)
 {
     return system("command -v gnuplot >/dev/null 2>&1") == 0;
+}
+
+/* Runs gnuplot on `vars` and `script`; 0, or ERR_IO saying how it ended. */
+static int plot_run_gnuplot(const char *script, const char *vars)
+{
+    pid_t pid = fork();
+    if (pid < 0)
+        return err_set(ERR_IO, "fork for gnuplot: %s", strerror(errno));
+    if (pid == 0) {
+        /* fsutil ignores SIGXFSZ for its own writes, and an ignored signal
+         * stays ignored across exec: give gnuplot the default back, so a
+         * file-size limit ends it instead of leaving it a cut picture */
+        signal(SIGXFSZ, SIG_DFL);
+        execlp("gnuplot", "gnuplot", "-e", vars, script, (char *)NULL);
+        _exit(127);
+    }
+    int status;
+    while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+    }
+    if (WIFSIGNALED(status) && WTERMSIG(status) == SIGXFSZ)
+        return err_set(ERR_IO, "gnuplot %s: file size limit (ulimit -f) reached writing its pictures", script);
+    if (!WIFEXITED(status) || WEXITSTATUS(status) != 0)
+        return err_set(ERR_IO, "gnuplot %s failed (status %d)", script, status);
+    return 0;
 }
 
 /* Appends `text` to dst as a gnuplot single-quoted string ('' inside stands for
@@ -56,24 +110,33 @@ static int plot_quote(char *dst, size_t cap, const char *text)
     return 0;
 }
 
-int plot_render(const char *script, const char *csv, const char *out)
+int plot_render(const char *script, const char *csv, const char *out, const char *what)
 {
-    return plot_render_titled(script, csv, out, NULL);
+    return plot_render_titled(script, csv, out, NULL, what);
 }
 
-int plot_render_titled(const char *script, const char *csv, const char *out, const char *title)
+int plot_render_titled(const char *script, const char *csv, const char *out, const char *title, const char *what)
 {
+    static const char *const pictures[] = {".png", ".svg", NULL};
     if (!plot_have_gnuplot())
         return err_set(ERR_UNSUPPORTED, "gnuplot is not installed: %s not rendered (data in %s)", out, csv);
     if (access(script, R_OK) != 0)
         return err_set(ERR_IO, "%s: cannot read the plot script: %s (run from the repository root)", script,
                        strerror(errno));
+    int fd; /* gnuplot reads it: a FIFO there would hold it forever */
+    if (fsutil_open_read(script, NULL, &fd, NULL) < 0)
+        return ERR_IO;
+    close(fd);
+    struct fsutil_parts parts;
+    int rc = fsutil_parts_open(&parts, out, pictures, what);
+    if (rc < 0)
+        return rc;
     char vars[3 * PLOT_PATH_MAX];
     snprintf(vars, sizeof vars, "csv='");
-    int rc = plot_quote(vars, sizeof vars, csv);
+    rc = plot_quote(vars, sizeof vars, csv);
     if (rc == 0) {
         strcat(vars, "'; out='");
-        rc = plot_quote(vars, sizeof vars, out);
+        rc = plot_quote(vars, sizeof vars, parts.stem.path);
     }
     if (rc == 0 && title) {
         strcat(vars, "'; title='");
@@ -82,18 +145,8 @@ int plot_render_titled(const char *script, const char *csv, const char *out, con
     if (rc == 0 && strlen(vars) + 2 < sizeof vars)
         strcat(vars, "'");
     else
-        return err_set(ERR_ARG, "%s: output path or title too long for gnuplot", out);
-    pid_t pid = fork();
-    if (pid < 0)
-        return err_set(ERR_IO, "fork for gnuplot: %s", strerror(errno));
-    if (pid == 0) {
-        execlp("gnuplot", "gnuplot", "-e", vars, script, (char *)NULL);
-        _exit(127);
-    }
-    int status;
-    while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
-    }
-    if (!WIFEXITED(status) || WEXITSTATUS(status) != 0)
-        return err_set(ERR_IO, "gnuplot %s failed (status %d)", script, status);
-    return 0;
+        rc = err_set(ERR_ARG, "%s: output path or title too long for gnuplot", out);
+    if (rc == 0)
+        rc = plot_run_gnuplot(script, vars);
+    return fsutil_parts_finish(&parts, rc);
 }

@@ -5,11 +5,16 @@
  * notebooks-out/, which only `make report` draws).
  *
  * A plot.gp script receives two variables: `csv` (the data file) and `out`
- * (the output path without extension); it sets its own terminals and writes
- * out.png and out.svg. See chapters/01-dataset/plot.gp for the pattern.
+ * (an output path without extension: a temporary name, which plot_render
+ * renames onto the one asked for once gnuplot succeeded); it sets its own
+ * terminals and writes out.png and out.svg. See chapters/01-dataset/plot.gp
+ * for the pattern. Every file goes through lib/base/fsutil.h: written whole
+ * or not at all, and never over a FIFO or a device.
  */
 #ifndef DDP_PLOT_H
 #define DDP_PLOT_H
+
+#include "base/fsutil.h"
 
 #include <stdio.h>
 
@@ -25,17 +30,47 @@
 #define PLOT_PATH_MAX 4096
 int plot_paths(const char *dir, const char *name, char csv[PLOT_PATH_MAX], char out[PLOT_PATH_MAX]);
 
-/* Opens `path` for writing a CSV, creating its directory. NULL with err_msg(). */
-FILE *plot_csv_open(const char *path);
+/* Checks, before a run that ends by writing plot NAME into `dir`, that its
+ * files (NAME.csv, NAME.png, NAME.svg) may be written there
+ * (fsutil_check_output), so that a FIFO or a device in their place stops the
+ * run before its minutes, not after. `what` names the flag `dir` came from.
+ * 0, or the error naming the file. */
+int plot_check(const char *dir, const char *name, const char *what);
 
-/* Runs `gnuplot -e "csv='CSV'; out='OUT'" SCRIPT`. Returns 0 when the PNG and
- * SVG were written, ERR_UNSUPPORTED when gnuplot is not installed (the CSV is
- * still there to plot elsewhere), ERR_IO when gnuplot failed. */
-int plot_render(const char *script, const char *csv, const char *out);
+/* A CSV being written: the rows go to memory, and plot_csv_close() writes
+ * them at once through a temporary file renamed onto the path (fsutil.h), so
+ * a run that fails leaves the old CSV or none, never half of one. */
+struct plot_csv {
+    FILE *f;               /* fprintf() the rows here */
+    char *text;            /* what f holds (open_memstream) */
+    size_t len;
+    struct fsutil_tmp tmp; /* made at the open: a path that cannot be written fails there */
+};
+
+/* Opens a CSV to write at `path`, creating its directory; `what` names the
+ * flag the path came from ("--out"; NULL: none) in messages. 0, or ERR_IO
+ * naming the path (a FIFO or a device there is refused, and left as it is;
+ * fsutil_check_output()); nothing to close then. */
+int plot_csv_open(struct plot_csv *c, const char *path, const char *what);
+
+/* Ends the CSV: with rc == 0, writes the rows and renames the file into place;
+ * with rc < 0 (the writer failed), writes nothing. Returns rc, or the first
+ * error of the write (a full disk, a file-size limit, named). */
+int plot_csv_close(struct plot_csv *c, int rc);
+
+/* Runs `gnuplot -e "csv='CSV'; out='STEM'" SCRIPT` and renames STEM.png and
+ * STEM.svg onto OUT.png and OUT.svg: STEM is a temporary name beside OUT
+ * (fsutil_parts_open), so a FIFO or a device at OUT.png is refused, never
+ * handed to gnuplot, and a failed plot leaves the old pictures. `what` names
+ * the flag OUT came from ("--out"; NULL: none). Returns 0 when the PNG and SVG
+ * were written, ERR_UNSUPPORTED when gnuplot is not installed (the CSV is
+ * still there to plot elsewhere), ERR_IO when gnuplot failed (killed by a
+ * file-size limit included: it says so). */
+int plot_render(const char *script, const char *csv, const char *out, const char *what);
 
 /* plot_render, the script also given `title`: what this figure shows, for a
  * script that draws several (which run, which steps, which settings). A
  * script takes it with `exists("title")`; NULL gives none. */
-int plot_render_titled(const char *script, const char *csv, const char *out, const char *title);
+int plot_render_titled(const char *script, const char *csv, const char *out, const char *title, const char *what);
 
 #endif

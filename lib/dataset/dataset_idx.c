@@ -198,10 +198,12 @@ static int idx_file_parse(struct idx_file *f)
 /* ---- the gzip cache ------------------------------------------------------ */
 
 /* Where the decompressed copy of `path` lives: beside it when its directory
- * is writable, else in the user's cache directory (cache_dir.h), named after
- * the source's full path (its FNV-1a). Never beside it under /usr, even for root:
- * the FHS (3.0, section 4.1) makes /usr read-only, package-managed data, which
- * is where Debian's dataset-fashion-mnist installs. */
+ * is writable and nothing but a regular file is in its place (a FIFO or a
+ * device there is never replaced: fsutil.h), else in the user's cache
+ * directory (cache_dir.h), named after the source's full path (its FNV-1a).
+ * Never beside it under /usr, even for root: the FHS (3.0, section 4.1) makes
+ * /usr read-only, package-managed data, which is where Debian's
+ * dataset-fashion-mnist installs. */
 static int idx_cache_path(const char *path, char *out, size_t cap)
 {
     char real[PATH_MAX];
@@ -214,7 +216,9 @@ static int idx_cache_path(const char *path, char *out, size_t cap)
     if (strncmp(dir, "/usr/", 5) != 0 && strcmp(dir, "/usr") != 0 && access(dir, W_OK) == 0) {
         if (snprintf(out, cap, "%s/%s" IDX_CACHE_SUFFIX, slash == real ? "" : dir, base) >= (int)cap)
             return err_set(ERR_ARG, "%s: path too long", path);
-        return 0;
+        if (fsutil_check_output(out, NULL) == 0)
+            return 0;
+        err_clear(); /* a FIFO or a device in the cache's place stays as it is: the cache goes to the cache directory */
     }
     char root[PATH_MAX];
     int rc = cache_dir_create(root, sizeof root);
@@ -302,7 +306,7 @@ static int idx_cache_build(int src_fd, const struct stat *src, struct idx_file *
 {
     const char *path = f->path;
     struct fsutil_tmp t;
-    int rc = fsutil_tmp_open(&t, cache);
+    int rc = fsutil_tmp_open(&t, cache, NULL);
     if (rc < 0)
         return rc;
     uint8_t *in = malloc(IDX_CHUNK), *out = malloc(IDX_CHUNK);
@@ -321,7 +325,7 @@ static int idx_cache_build(int src_fd, const struct stat *src, struct idx_file *
         goto done;
     }
     struct idx_cache_header h = {.magic = IDX_CACHE_MAGIC};
-    rc = fsutil_write_all(t.fd, &h, sizeof h, t.path);
+    rc = fsutil_write_all(t.fd, &h, sizeof h, t.final);
     uint64_t consumed = 0, produced = 0;
     int out_full = 0; /* zlib may hold output back until given more room */
     progress_t bar;
@@ -363,7 +367,7 @@ static int idx_cache_build(int src_fd, const struct stat *src, struct idx_file *
         produced += got;
         rc = idx_inflate_bound_add(bd, f, cache, out, got, produced, consumed - z.avail_in);
         if (rc == 0)
-            rc = fsutil_write_all(t.fd, out, got, t.path);
+            rc = fsutil_write_all(t.fd, out, got, t.final);
     }
     progress_end(&bar, consumed);
     inflateEnd(&z);
@@ -438,22 +442,13 @@ static int idx_file_map(struct idx_file *f, const char *path, int *built)
     if (snprintf(f->path, sizeof f->path, "%s", path) >= (int)sizeof f->path)
         return err_set(ERR_ARG, "%.200s...: path too long", path);
     snprintf(f->where, sizeof f->where, "%s", path);
-    /* O_NONBLOCK: opening a FIFO for reading would wait for a writer forever;
-     * this way it opens at once and fails the S_ISREG test below. On a regular
-     * file the flag changes nothing (reads of files never block in its sense). */
-    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
-    if (fd < 0)
-        return err_set(ERR_IO, "%s: cannot open: %s", path, strerror(errno));
+    int fd;
     struct stat st;
-    int rc = 0;
     uint8_t magic[2];
-    if (fstat(fd, &st) != 0)
-        rc = err_set(ERR_IO, "%s: cannot stat: %s", path, strerror(errno));
-    else if (S_ISDIR(st.st_mode))
-        rc = err_set(ERR_IO, "%s: is a directory, not an IDX file", path);
-    else if (!S_ISREG(st.st_mode))
-        rc = err_set(ERR_IO, "%s: not a regular file (a pipe or a device cannot be memory-mapped)", path);
-    else if (st.st_size == 0)
+    int rc = fsutil_open_read(path, NULL, &fd, &st); /* a FIFO or a device is refused, never waited on */
+    if (rc < 0)
+        return rc;
+    if (st.st_size == 0)
         rc = err_set(ERR_FORMAT, "%s: empty file (0 bytes): an IDX file starts with a 4-byte magic number", path);
     else if ((uint64_t)st.st_size > SIZE_MAX)
         rc = err_set(ERR_RANGE, "%s: %lld bytes do not fit in this machine's address space", path,
@@ -690,10 +685,10 @@ int dataset_idx_write(const dataset_t *src, uint32_t rows, uint32_t cols, const 
         return rc;
     struct fsutil_tmp it, lt;
     uint8_t *rec = malloc(bytes), *lab = malloc(IDX_CHUNK);
-    rc = fsutil_tmp_open(&it, images_path);
+    rc = fsutil_tmp_open(&it, images_path, NULL);
     int labels_open = 0;
     if (rc == 0 && labels_path)
-        labels_open = (rc = fsutil_tmp_open(&lt, labels_path)) == 0;
+        labels_open = (rc = fsutil_tmp_open(&lt, labels_path, NULL)) == 0;
     if (rc == 0 && (!rec || !lab))
         rc = err_set(ERR_NOMEM, "%s: out of memory", images_path);
     if (rc == 0)
@@ -704,7 +699,7 @@ int dataset_idx_write(const dataset_t *src, uint32_t rows, uint32_t cols, const 
         struct dataset_record r;
         rc = dataset_read(src, i, rec, bytes, &r);
         if (rc == 0)
-            rc = fsutil_write_all(it.fd, rec, bytes, it.path);
+            rc = fsutil_write_all(it.fd, rec, bytes, it.final);
         if (rc == 0 && labels_open) {
             if (r.label < 0 || r.label > 255)
                 rc = err_set(ERR_ARG, "%s: record %llu has label %lld, IDX labels are bytes (0..255)", labels_path,
@@ -712,7 +707,7 @@ int dataset_idx_write(const dataset_t *src, uint32_t rows, uint32_t cols, const 
             lab[i % IDX_CHUNK] = (uint8_t)r.label;
             /* labels go out a chunk at a time: one write per 256 Ki records */
             if (rc == 0 && (i % IDX_CHUNK == IDX_CHUNK - 1 || i == n - 1))
-                rc = fsutil_write_all(lt.fd, lab, i % IDX_CHUNK + 1, lt.path);
+                rc = fsutil_write_all(lt.fd, lab, i % IDX_CHUNK + 1, lt.final);
         }
     }
     free(rec);

@@ -8,8 +8,6 @@
 #include "base/half.h"
 #include "base/mem.h"
 
-#include <errno.h>
-#include <fcntl.h>
 #include <jansson.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -148,7 +146,7 @@ int safetensors_write(const char *path, const struct safetensors_entry *entries,
     for (int b = 0; b < 8; b++)
         size_le[b] = (unsigned char)((uint64_t)padded >> (8 * b));
     struct fsutil_tmp t;
-    rc = fsutil_tmp_open(&t, path);
+    rc = fsutil_tmp_open(&t, path, NULL);
     if (rc == 0)
         rc = fsutil_write_all(t.fd, size_le, 8, path);
     if (rc == 0)
@@ -185,17 +183,12 @@ struct safetensors {
 /* The whole file into memory, when this machine can hold it. */
 static int st_slurp(safetensors_t *st)
 {
-    int fd = open(st->path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0)
-        return err_set(ERR_IO, "%s: cannot open: %s", st->path, strerror(errno));
+    int fd;
     struct stat sb;
-    int rc = 0;
-    if (fstat(fd, &sb) != 0)
-        rc = err_set(ERR_IO, "%s: cannot stat: %s", st->path, strerror(errno));
-    else if (!S_ISREG(sb.st_mode))
-        rc = err_set(ERR_IO, "%s: not a regular file", st->path);
-    else if ((rc = mem_check_fits(st->path, (uint64_t)sb.st_size + 1)) == 0 &&
-             !(st->file = malloc((size_t)sb.st_size + 1)))
+    int rc = fsutil_open_read(st->path, NULL, &fd, &sb); /* a FIFO or a device is refused, never waited on */
+    if (rc < 0)
+        return rc;
+    if ((rc = mem_check_fits(st->path, (uint64_t)sb.st_size + 1)) == 0 && !(st->file = malloc((size_t)sb.st_size + 1)))
         rc = err_set(ERR_NOMEM, "%s: out of memory for its %lld bytes", st->path, (long long)sb.st_size);
     if (rc == 0 && (rc = fsutil_read_all(fd, st->file, (size_t)sb.st_size, st->path)) == ERR_FORMAT)
         err_set(ERR_FORMAT, "%s: the file shrank while being read (%s)", st->path, err_msg());

@@ -259,7 +259,7 @@ int timeline_write_chrome(const struct timeline_all *all, const char *path, cons
     if (!text)
         return err_set(ERR_NOMEM, "%s: cannot build the trace's JSON", path);
     struct fsutil_tmp tmp;
-    int rc = fsutil_tmp_open(&tmp, path);
+    int rc = fsutil_tmp_open(&tmp, path, NULL);
     if (rc == 0) {
         rc = fsutil_write_all(tmp.fd, text, strlen(text), path);
         if (rc == 0)
@@ -291,21 +291,20 @@ int timeline_write_gantt_csv(const struct timeline_all *all, const char *path, u
     int nrows = 0;
     for (size_t l = 0; row_of && l < lanes; l++)
         row_of[l] = used[l] ? nrows++ : -1;
-    FILE *f = row_of ? plot_csv_open(path) : NULL;
-    int rc = row_of ? (f ? 0 : ERR_IO) : err_set(ERR_NOMEM, "timeline: out of memory");
-    if (f) {
-        fprintf(f, "rank,row,lane,label,step,start_ms,end_ms\n");
+    struct plot_csv csv;
+    int rc = row_of ? plot_csv_open(&csv, path, NULL) : err_set(ERR_NOMEM, "timeline: out of memory");
+    if (rc == 0) {
+        fprintf(csv.f, "rank,row,lane,label,step,start_ms,end_ms\n");
         char name[64];
         for (size_t i = 0; i < all->count; i++) {
             const struct timeline_event *e = &all->events[i];
             if (e->step < first || e->step > last)
                 continue;
-            fprintf(f, "%d,%d,%d,rank %d: %s,%llu,%.4f,%.4f\n", e->rank, e->rank * (nrows + 1) + row_of[e->lane],
+            fprintf(csv.f, "%d,%d,%d,rank %d: %s,%llu,%.4f,%.4f\n", e->rank, e->rank * (nrows + 1) + row_of[e->lane],
                     e->lane, e->rank, timeline_lane_name(e->lane, name, sizeof name), (unsigned long long)e->step,
                     (double)(e->start_ns - origin) / 1e6, (double)(e->end_ns - origin) / 1e6);
         }
-        if (fclose(f) != 0)
-            rc = err_set(ERR_IO, "%s: cannot write the chart's data", path);
+        rc = plot_csv_close(&csv, 0);
     }
     free(row_of);
     free(used);

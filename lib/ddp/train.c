@@ -92,12 +92,13 @@ static double train_s(uint64_t a, uint64_t b) { return (double)(b - a) * 1e-9; }
 
 /* ---- checks every rank makes alike, before any collective ------------------------------ */
 
-/* A temporary file can be made beside `path` (what saving it will do), and is
- * removed again. */
+/* `path` may be written (a regular file or a new name: fsutil_tmp_open
+ * refuses a device, a FIFO or a directory) and a temporary file can be made
+ * beside it (what saving it will do), and is removed again. */
 static int train_probe(const char *path)
 {
     struct fsutil_tmp t;
-    int rc = fsutil_tmp_open(&t, path);
+    int rc = fsutil_tmp_open(&t, path, NULL);
     if (rc == 0)
         rc = fsutil_tmp_finish(&t, ERR_STATE, 0) == ERR_STATE ? 0 : ERR_IO; /* rc < 0: it only removes the file */
     return rc;
@@ -291,6 +292,7 @@ static int train_open(struct train_run *t, const struct train_config *c, comm_t 
         train_state_of(t, 0, 0, &now);
         char path[PATH_MAX + 32];
         checkpoint_path(c->resume_dir, path, sizeof path);
+        fsutil_tmp_sweep(path); /* what a save killed by SIGKILL left beside it */
         uint64_t nb = c->indices ? 0 : train_batches_of(c, sampler_len(t->s));
         struct checkpoint_span span = {.epochs = c->epochs, .batches = nb, .max_steps = c->max_steps};
         if ((rc = checkpoint_read_state(c->resume_dir, &saved)) < 0 ||
@@ -526,6 +528,8 @@ static int train_save(struct train_run *t, uint64_t epoch, uint64_t batch)
     struct checkpoint_state s;
     train_state_of(t, epoch, batch, &s);
     int rc = checkpoint_save(c->checkpoint_dir, t->m, t->o, &s);
+    if (rc < 0) /* the disk full, a file-size limit: the last checkpoint is still whole */
+        err_wrap(rc, "--checkpoint=%s: saving step %llu", c->checkpoint_dir, (unsigned long long)t->step);
     if (rc == 0 && c->save_stall_s > 0)
         clock_sleep_ns((uint64_t)(c->save_stall_s * 1e9));
     comm_set_activity(t->comm, NULL);
@@ -796,8 +800,8 @@ int train_rank(const struct train_config *c, comm_t *comm, const struct train_ho
     }
     if (rc == 0)
         rc = train_totals(&t, out);
-    if (rc == 0 && c->save_path && t.rank == 0)
-        rc = checkpoint_save_model(c->save_path, t.m, FSUTIL_DURABLE);
+    if (rc == 0 && c->save_path && t.rank == 0 && (rc = checkpoint_save_model(c->save_path, t.m, FSUTIL_DURABLE)) < 0)
+        err_wrap(rc, "--save=%s", c->save_path);
     if (rc == 0 && c->trace_steps)
         rc = timeline_gather(t.tl, comm, &out->timeline);
     out->steps = t.step;

@@ -1,16 +1,24 @@
-/* test_base_files: lib/base/fsutil, lib/base/mapfile and lib/base/measure
- * keep their contracts. An atomic write leaves the final file or nothing (never
- * a *.tmp-* beside it), a failed write leaves the old file as it was, a
- * SIGINT or SIGTERM mid-write removes the temporary file, and the next writer
- * sweeps those a SIGKILL left, never a live process's; sizes that cannot fit
- * are refused before writing; mkdir -p makes every parent; a mapped file
- * truncated under a reader is named; a child's result, message and peak RSS
- * come back, and a child that dies is named as dead. */
+/* test_base_files: lib/base/fsutil, lib/base/plot's files, lib/base/mapfile
+ * and lib/base/measure keep their contracts. An atomic write leaves the final
+ * file or nothing (never a *.tmp-* beside it), a failed write leaves the old
+ * file as it was, a SIGINT, SIGTERM, SIGHUP or SIGPIPE mid-write or an exit()
+ * removes the temporary file, and the next writer (or a reader that sweeps)
+ * removes those a SIGKILL left, never a live process's; a device, a FIFO, a
+ * socket, a directory or a dangling link is refused as an output, naming the
+ * flag, and left as it was, at the open and again at the rename; an input is
+ * opened without ever blocking and refused unless a regular file; a file-size
+ * limit is an error that says so, not a SIGXFSZ death; a CSV and the pictures
+ * gnuplot writes go through temporary files the same way; sizes that cannot
+ * fit are refused before writing; mkdir -p makes every parent and refuses a
+ * component that is not a directory; a mapped file truncated under a reader
+ * is named; a child's result, message and peak RSS come back, and a child
+ * that dies is named as dead. */
 #include "check.h"
 #include "base/clock.h"
 #include "base/error.h"
 #include "base/fsutil.h"
 #include "base/mapfile.h"
+#include "base/plot.h"
 #include "isolate.h"
 #include "base/measure.h"
 
@@ -21,7 +29,10 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
+#include <sys/socket.h>
+#include <sys/sysmacros.h>
 #include <sys/stat.h>
+#include <sys/un.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -46,118 +57,6 @@ static void read_text(const char *path, char *buf, size_t cap)
     fclose(f);
 }
 
-TEST(fsutil_mkdir_p_makes_parents)
-{
-    char dir[512];
-    snprintf(dir, sizeof dir, "%s/a/b/c", check_tmpdir());
-    CHECK_OK(fsutil_mkdir_p(dir));
-    struct stat st;
-    CHECK(stat(dir, &st) == 0 && S_ISDIR(st.st_mode));
-    CHECK_OK(fsutil_mkdir_p(dir)); /* existing: fine */
-}
-
-TEST(fsutil_atomic_write_replaces_and_leaves_no_tmp)
-{
-    char path[512], text[64];
-    snprintf(path, sizeof path, "%s/out.txt", check_tmpdir());
-    for (int round = 0; round < 2; round++) {
-        struct fsutil_tmp t;
-        CHECK_OK(fsutil_tmp_open(&t, path));
-        const char *body = round ? "second\n" : "first\n";
-        CHECK_OK(fsutil_tmp_finish(&t, fsutil_write_all(t.fd, body, strlen(body), t.path), FSUTIL_DURABLE));
-        read_text(path, text, sizeof text);
-        CHECK_STR(text, body);
-    }
-    struct stat st;
-    CHECK(stat(path, &st) == 0);
-    CHECK_EQ(st.st_mode & 0777, 0644);
-    CHECK_EQ(count_tmp(check_tmpdir()), 0);
-}
-
-TEST(fsutil_failed_write_keeps_the_old_file)
-{
-    char path[512], text[64];
-    snprintf(path, sizeof path, "%s/keep.txt", check_tmpdir());
-    struct fsutil_tmp t;
-    CHECK_OK(fsutil_tmp_open(&t, path));
-    CHECK_OK(fsutil_tmp_finish(&t, fsutil_write_all(t.fd, "old\n", 4, t.path), 0));
-    CHECK_OK(fsutil_tmp_open(&t, path));
-    CHECK_OK(fsutil_write_all(t.fd, "half", 4, t.path));
-    CHECK_EQ(fsutil_tmp_finish(&t, err_set(ERR_FORMAT, "the writer failed"), 0), ERR_FORMAT);
-    read_text(path, text, sizeof text);
-    CHECK_STR(text, "old\n");
-    CHECK_EQ(count_tmp(check_tmpdir()), 0);
-}
-
-TEST(fsutil_unwritable_directory_is_named)
-{
-    CHECK_ERR(({
-                  struct fsutil_tmp t;
-                  fsutil_tmp_open(&t, "/proc/no-such-dir/file");
-              }),
-              ERR_IO, "/proc/no-such-dir/file");
-}
-
-/* A child opens a temporary file, writes, tells us, and waits; we send `sig`.
- * The child must die of that signal, as it would have, and leave no file. */
-static void tmp_removed_on(int sig, const char *name)
-{
-    char dir[512], path[600];
-    snprintf(dir, sizeof dir, "%s/%s", check_tmpdir(), name);
-    CHECK_OK(fsutil_mkdir_p(dir));
-    snprintf(path, sizeof path, "%s/out.bin", dir);
-    int ready[2];
-    CHECK_EQ(pipe(ready), 0);
-    pid_t kid = fork();
-    CHECK(kid >= 0);
-    if (kid == 0) {
-        struct fsutil_tmp t;
-        if (fsutil_tmp_open(&t, path) < 0 || fsutil_write_all(t.fd, "half", 4, t.path) < 0)
-            _exit(3);
-        (void)!write(ready[1], "x", 1);
-        for (;;)
-            pause();
-    }
-    char c;
-    CHECK_EQ(read(ready[0], &c, 1), 1);
-    CHECK_EQ(count_tmp(dir), 1);
-    CHECK_EQ(kill(kid, sig), 0);
-    int status;
-    CHECK_EQ(waitpid(kid, &status, 0), kid);
-    CHECK_MSG(WIFSIGNALED(status) && WTERMSIG(status) == sig, "status %#x", status);
-    CHECK_EQ(count_tmp(dir), 0);
-    CHECK(access(path, F_OK) != 0);
-}
-
-TEST(fsutil_tmp_removed_on_sigint_and_sigterm)
-{
-    tmp_removed_on(SIGINT, "int");
-    tmp_removed_on(SIGTERM, "term");
-    tmp_removed_on(SIGHUP, "hup");
-}
-
-/* A program that ignores SIGINT (nohup, a shell's background job) keeps
- * ignoring it: the handler goes only where the action was the default. */
-TEST(fsutil_ignored_signal_stays_ignored)
-{
-    char path[600];
-    snprintf(path, sizeof path, "%s/ignored.bin", check_tmpdir());
-    pid_t kid = fork();
-    CHECK(kid >= 0);
-    if (kid == 0) {
-        signal(SIGINT, SIG_IGN);
-        struct fsutil_tmp t;
-        if (fsutil_tmp_open(&t, path) < 0)
-            _exit(3);
-        raise(SIGINT);
-        _exit(fsutil_tmp_finish(&t, 0, 0) == 0 ? 0 : 4);
-    }
-    int status;
-    CHECK_EQ(waitpid(kid, &status, 0), kid);
-    CHECK_MSG(WIFEXITED(status) && WEXITSTATUS(status) == 0, "status %#x", status);
-    CHECK(access(path, F_OK) == 0);
-}
-
 /* The name of a temporary file of `final` as a process `pid` of this host
  * would make it: the same as ours, with our pid replaced. */
 static void tmp_name_of(const char *ours, pid_t pid, char *out, size_t cap)
@@ -176,6 +75,461 @@ static void touch(const char *path)
     fclose(f);
 }
 
+TEST(fsutil_mkdir_p_makes_parents)
+{
+    char dir[512];
+    snprintf(dir, sizeof dir, "%s/a/b/c", check_tmpdir());
+    CHECK_OK(fsutil_mkdir_p(dir));
+    struct stat st;
+    CHECK(stat(dir, &st) == 0 && S_ISDIR(st.st_mode));
+    CHECK_OK(fsutil_mkdir_p(dir)); /* existing: fine */
+}
+
+TEST(fsutil_atomic_write_replaces_and_leaves_no_tmp)
+{
+    char path[512], text[64];
+    snprintf(path, sizeof path, "%s/out.txt", check_tmpdir());
+    for (int round = 0; round < 2; round++) {
+        struct fsutil_tmp t;
+        CHECK_OK(fsutil_tmp_open(&t, path, NULL));
+        const char *body = round ? "second\n" : "first\n";
+        CHECK_OK(fsutil_tmp_finish(&t, fsutil_write_all(t.fd, body, strlen(body), t.path), FSUTIL_DURABLE));
+        read_text(path, text, sizeof text);
+        CHECK_STR(text, body);
+    }
+    struct stat st;
+    CHECK(stat(path, &st) == 0);
+    CHECK_EQ(st.st_mode & 0777, 0644);
+    CHECK_EQ(count_tmp(check_tmpdir()), 0);
+}
+
+TEST(fsutil_failed_write_keeps_the_old_file)
+{
+    char path[512], text[64];
+    snprintf(path, sizeof path, "%s/keep.txt", check_tmpdir());
+    struct fsutil_tmp t;
+    CHECK_OK(fsutil_tmp_open(&t, path, NULL));
+    CHECK_OK(fsutil_tmp_finish(&t, fsutil_write_all(t.fd, "old\n", 4, t.path), 0));
+    CHECK_OK(fsutil_tmp_open(&t, path, NULL));
+    CHECK_OK(fsutil_write_all(t.fd, "half", 4, t.path));
+    CHECK_EQ(fsutil_tmp_finish(&t, err_set(ERR_FORMAT, "the writer failed"), 0), ERR_FORMAT);
+    read_text(path, text, sizeof text);
+    CHECK_STR(text, "old\n");
+    CHECK_EQ(count_tmp(check_tmpdir()), 0);
+}
+
+TEST(fsutil_unwritable_directory_is_named)
+{
+    CHECK_ERR(({
+                  struct fsutil_tmp t;
+                  fsutil_tmp_open(&t, "/proc/no-such-dir/file", NULL);
+              }),
+              ERR_IO, "/proc/no-such-dir/file");
+}
+
+/* A child opens a temporary file, writes, tells us, and waits; we send `sig`.
+ * The child must die of that signal, as it would have, and leave no file. */
+static void tmp_removed_on(int sig, const char *name)
+{
+    char dir[512], path[600];
+    snprintf(dir, sizeof dir, "%s/%s", check_tmpdir(), name);
+    CHECK_OK(fsutil_mkdir_p(dir));
+    snprintf(path, sizeof path, "%s/out.bin", dir);
+    int ready[2];
+    CHECK_EQ(pipe(ready), 0);
+    pid_t kid = fork();
+    CHECK(kid >= 0);
+    if (kid == 0) {
+        struct fsutil_tmp t;
+        if (fsutil_tmp_open(&t, path, NULL) < 0 || fsutil_write_all(t.fd, "half", 4, t.path) < 0)
+            _exit(3);
+        (void)!write(ready[1], "x", 1);
+        for (;;)
+            pause();
+    }
+    char c;
+    CHECK_EQ(read(ready[0], &c, 1), 1);
+    CHECK_EQ(count_tmp(dir), 1);
+    CHECK_EQ(kill(kid, sig), 0);
+    int status;
+    CHECK_EQ(waitpid(kid, &status, 0), kid);
+    CHECK_MSG(WIFSIGNALED(status) && WTERMSIG(status) == sig, "status %#x", status);
+    CHECK_EQ(count_tmp(dir), 0);
+    CHECK(access(path, F_OK) != 0);
+}
+
+TEST(fsutil_tmp_removed_on_sigint_sigterm_sighup_sigpipe)
+{
+    tmp_removed_on(SIGINT, "int");
+    tmp_removed_on(SIGTERM, "term");
+    tmp_removed_on(SIGHUP, "hup");
+    tmp_removed_on(SIGPIPE, "pipe");
+}
+
+/* A process that exits while a write is under way (a rank's failure ends the
+ * job while rank 0 saves) leaves no temporary file either. */
+TEST(fsutil_tmp_removed_at_exit)
+{
+    char dir[512], path[600];
+    snprintf(dir, sizeof dir, "%s/exit", check_tmpdir());
+    CHECK_OK(fsutil_mkdir_p(dir));
+    snprintf(path, sizeof path, "%s/out.bin", dir);
+    pid_t kid = fork();
+    CHECK(kid >= 0);
+    if (kid == 0) {
+        struct fsutil_tmp t;
+        if (fsutil_tmp_open(&t, path, NULL) < 0 || fsutil_write_all(t.fd, "half", 4, t.path) < 0 ||
+            count_tmp(dir) != 1)
+            _exit(3);
+        exit(0);
+    }
+    int status;
+    CHECK_EQ(waitpid(kid, &status, 0), kid);
+    CHECK_MSG(WIFEXITED(status) && WEXITSTATUS(status) == 0, "status %#x", status);
+    CHECK_EQ(count_tmp(dir), 0);
+    CHECK(access(path, F_OK) != 0);
+}
+
+/* ---- outputs: what may be written ------------------------------------------------ */
+
+/* A node's identity, to see that a refused output was left as it was. */
+static void node_of(const char *path, struct stat *st)
+{
+    CHECK_MSG(lstat(path, st) == 0, "%s: gone", path);
+}
+
+static void check_same_node(const char *path, const struct stat *before)
+{
+    struct stat now;
+    node_of(path, &now);
+    CHECK_MSG(now.st_ino == before->st_ino && now.st_mode == before->st_mode && now.st_rdev == before->st_rdev,
+              "%s: replaced (mode %o, inode %llu, was %o, %llu)", path, (unsigned)now.st_mode,
+              (unsigned long long)now.st_ino, (unsigned)before->st_mode, (unsigned long long)before->st_ino);
+}
+
+/* A directory holding one of each thing that is not a regular file, and the
+ * kind each message must name. A copy of /dev/null stands for every device
+ * (for a user, who may not mknod, /dev/null itself: a user cannot replace it
+ * even if the code under test tried). */
+struct bad_node {
+    char path[600];
+    const char *says; /* what the message says it is */
+};
+
+struct bad_nodes {
+    char dir[512];
+    int n;
+    struct bad_node at[8];
+};
+
+static void make_bad_nodes(const char *name, struct bad_nodes *bad)
+{
+    snprintf(bad->dir, sizeof bad->dir, "%s/%s", check_tmpdir(), name);
+    const char *dir = bad->dir;
+    CHECK_OK(fsutil_mkdir_p(dir));
+    int n = 0;
+    struct bad_node *b = bad->at;
+    snprintf(b[n].path, sizeof b[n].path, "%s/fifo", dir);
+    CHECK_EQ(mkfifo(b[n].path, 0600), 0);
+    b[n++].says = "a FIFO, not a regular file: refusing to write over it";
+    snprintf(b[n].path, sizeof b[n].path, "%s/directory", dir);
+    CHECK_EQ(mkdir(b[n].path, 0700), 0);
+    b[n++].says = "a directory, not a regular file";
+    snprintf(b[n].path, sizeof b[n].path, "%s/socket", dir);
+    struct sockaddr_un sa = {.sun_family = AF_UNIX};
+    CHECK(strlen(b[n].path) < sizeof sa.sun_path);
+    strcpy(sa.sun_path, b[n].path);
+    int sock = socket(AF_UNIX, SOCK_STREAM, 0);
+    CHECK(sock >= 0 && bind(sock, (struct sockaddr *)&sa, sizeof sa) == 0);
+    close(sock);
+    b[n++].says = "a socket, not a regular file";
+    snprintf(b[n].path, sizeof b[n].path, "%s/null", dir);
+    if (mknod(b[n].path, S_IFCHR | 0600, makedev(1, 3)) != 0)
+        snprintf(b[n].path, sizeof b[n].path, "/dev/null");
+    b[n++].says = "a character device, not a regular file";
+    snprintf(b[n].path, sizeof b[n].path, "%s/dangling", dir);
+    CHECK_EQ(symlink("no-such-file", b[n].path), 0);
+    b[n++].says = "a symbolic link to 'no-such-file', which cannot be reached";
+    snprintf(b[n].path, sizeof b[n].path, "%s/link-to-fifo", dir);
+    CHECK_EQ(symlink("fifo", b[n].path), 0);
+    b[n++].says = "a FIFO, not a regular file";
+    bad->n = n;
+}
+
+TEST(fsutil_refuses_outputs_that_are_not_regular_files)
+{
+    struct bad_nodes bad;
+    make_bad_nodes("bad-outputs", &bad);
+    const char *dir = bad.dir;
+    for (int i = 0; i < bad.n; i++) {
+        struct stat before;
+        node_of(bad.at[i].path, &before);
+        char want[PATH_MAX + 1024];
+        snprintf(want, sizeof want, "--save: %s: %s", bad.at[i].path, bad.at[i].says);
+        CHECK_ERR(fsutil_check_output(bad.at[i].path, "--save"), ERR_IO, want);
+        struct fsutil_tmp t;
+        CHECK_ERR(fsutil_tmp_open(&t, bad.at[i].path, "--save"), ERR_IO, want);
+        check_same_node(bad.at[i].path, &before);
+    }
+    CHECK_EQ(count_tmp(dir), 0);
+    CHECK_ERR(fsutil_check_output("", "--trace"), ERR_ARG, "--trace: an empty path: name a file");
+    CHECK_ERR(fsutil_check_output_dir("", "--out"), ERR_ARG, "--out: an empty path: name a directory");
+    CHECK_ERR(fsutil_check_output_dir(bad.at[0].path, "--out"), ERR_IO, "--out: ");
+    CHECK_CONTAINS(err_msg(), "fifo: a FIFO, not a directory: refusing to write into it");
+    CHECK_ERR(fsutil_check_output_dir("/dev/null", "--checkpoint"), ERR_IO, "a character device, not a directory");
+    char made[PATH_MAX];
+    snprintf(made, sizeof made, "%s/sub", bad.at[0].path); /* under a FIFO: mkdir -p names it */
+    CHECK_ERR(fsutil_mkdir_p(made), ERR_IO, "fifo: a FIFO, not a directory");
+    /* what may be written: a new name, a regular file, a directory for a directory */
+    CHECK_OK(fsutil_check_output_dir(dir, "--out"));
+    CHECK_OK(fsutil_check_output_dir(made, "--out"));
+    snprintf(made, sizeof made, "%s/new.bin", dir);
+    CHECK_OK(fsutil_check_output(made, "--save"));
+}
+
+/* A link to a regular file is written through: the file it names gets the
+ * new contents, and the link stays a link. */
+TEST(fsutil_writes_through_a_link_to_a_regular_file)
+{
+    char dir[512], file[600], link[600], text[64];
+    snprintf(dir, sizeof dir, "%s/through", check_tmpdir());
+    CHECK_OK(fsutil_mkdir_p(dir));
+    snprintf(file, sizeof file, "%s/target.txt", dir);
+    snprintf(link, sizeof link, "%s/latest.txt", dir);
+    struct fsutil_tmp t;
+    CHECK_OK(fsutil_tmp_open(&t, file, NULL));
+    CHECK_OK(fsutil_tmp_finish(&t, fsutil_write_all(t.fd, "old\n", 4, t.path), 0));
+    CHECK_EQ(symlink("target.txt", link), 0);
+    CHECK_OK(fsutil_tmp_open(&t, link, "--save"));
+    CHECK_OK(fsutil_tmp_finish(&t, fsutil_write_all(t.fd, "new\n", 4, t.path), 0));
+    struct stat st;
+    CHECK(lstat(link, &st) == 0 && S_ISLNK(st.st_mode));
+    read_text(file, text, sizeof text);
+    CHECK_STR(text, "new\n");
+    CHECK_EQ(count_tmp(dir), 0);
+}
+
+/* The path is checked again at the rename: a FIFO made there while the file
+ * was being written is left as it is, and the write fails naming it. */
+TEST(fsutil_checks_the_output_again_before_the_rename)
+{
+    char dir[512], path[600];
+    snprintf(dir, sizeof dir, "%s/again", check_tmpdir());
+    CHECK_OK(fsutil_mkdir_p(dir));
+    snprintf(path, sizeof path, "%s/trace.json", dir);
+    struct fsutil_tmp t;
+    CHECK_OK(fsutil_tmp_open(&t, path, "--trace"));
+    CHECK_OK(fsutil_write_all(t.fd, "{}", 2, t.path));
+    CHECK_EQ(mkfifo(path, 0600), 0);
+    struct stat before;
+    node_of(path, &before);
+    CHECK_ERR(fsutil_tmp_finish(&t, 0, 0), ERR_IO, "--trace: ");
+    CHECK_CONTAINS(err_msg(), "trace.json: a FIFO, not a regular file");
+    check_same_node(path, &before);
+    CHECK_EQ(count_tmp(dir), 0);
+}
+
+/* ---- inputs: opened without blocking -------------------------------------------- */
+
+TEST(fsutil_open_read_refuses_what_is_not_a_regular_file_at_once)
+{
+    struct bad_nodes bad;
+    make_bad_nodes("bad-inputs", &bad);
+    for (int i = 0; i < bad.n; i++) {
+        int fd = 7;
+        /* a FIFO that blocked would time the test out */
+        int rc = fsutil_open_read(bad.at[i].path, "--init", &fd, NULL);
+        CHECK_MSG(rc == ERR_IO && fd == -1, "%s: %s (%d)", bad.at[i].path, err_msg(), rc);
+        char want[PATH_MAX + 1024];
+        snprintf(want, sizeof want, "--init: %s: ", bad.at[i].path);
+        CHECK_CONTAINS(err_msg(), want);
+    }
+    CHECK_ERR(({
+                  int fd;
+                  fsutil_open_read(bad.at[0].path, NULL, &fd, NULL);
+              }),
+              ERR_IO, "fifo: not a regular file (a FIFO)");
+    char file[600];
+    snprintf(file, sizeof file, "%s/regular", bad.dir);
+    struct fsutil_tmp t;
+    CHECK_OK(fsutil_tmp_open(&t, file, NULL));
+    CHECK_OK(fsutil_tmp_finish(&t, fsutil_write_all(t.fd, "abc", 3, t.path), 0));
+    int fd;
+    struct stat st;
+    CHECK_OK(fsutil_open_read(file, NULL, &fd, &st));
+    CHECK_EQ(st.st_size, 3);
+    CHECK_EQ(fcntl(fd, F_GETFL) & O_NONBLOCK, 0); /* cleared for whoever reads it */
+    close(fd);
+}
+
+/* ---- a file-size limit and a full disk ------------------------------------------- */
+
+/* Under `ulimit -f`, a write past the limit fails with a message instead of
+ * SIGXFSZ killing the process, the temporary file goes, and the file it
+ * would have replaced stays whole. In a child: the limit is per process. */
+TEST(fsutil_file_size_limit_is_an_error_not_a_death)
+{
+    char dir[512], path[600], text[64];
+    snprintf(dir, sizeof dir, "%s/fsize", check_tmpdir());
+    CHECK_OK(fsutil_mkdir_p(dir));
+    snprintf(path, sizeof path, "%s/checkpoint.safetensors", dir);
+    FILE *f = fopen(path, "w"); /* not through fsutil: the child must be the first to call it, as a program is */
+    CHECK(f && fputs("last good\n", f) >= 0 && fclose(f) == 0);
+    int said[2];
+    CHECK_EQ(pipe(said), 0);
+    pid_t kid = fork();
+    CHECK(kid >= 0);
+    if (kid == 0) {
+        signal(SIGXFSZ, SIG_DFL); /* as a program starts */
+        struct rlimit limit = {4096, 4096};
+        static char big[65536];
+        struct fsutil_tmp t;
+        if (setrlimit(RLIMIT_FSIZE, &limit) != 0 || fsutil_tmp_open(&t, path, "--checkpoint") < 0)
+            _exit(3);
+        int rc = fsutil_tmp_finish(&t, fsutil_write_all(t.fd, big, sizeof big, t.final), FSUTIL_DURABLE);
+        (void)!write(said[1], err_msg(), strlen(err_msg()));
+        _exit(rc == ERR_IO ? 0 : 4);
+    }
+    close(said[1]);
+    char msg[1024] = "";
+    ssize_t got = read(said[0], msg, sizeof msg - 1);
+    msg[got > 0 ? got : 0] = '\0';
+    close(said[0]);
+    int status;
+    CHECK_EQ(waitpid(kid, &status, 0), kid);
+    CHECK_MSG(WIFEXITED(status) && WEXITSTATUS(status) == 0, "status %#x (SIGXFSZ is %d): %s", status, SIGXFSZ, msg);
+    CHECK_CONTAINS(msg, "file size limit (ulimit -f) reached writing ");
+    CHECK_CONTAINS(msg, "checkpoint.safetensors");
+    read_text(path, text, sizeof text);
+    CHECK_STR(text, "last good\n");
+    CHECK_EQ(count_tmp(dir), 0);
+}
+
+/* ---- files another program writes ---------------------------------------------- */
+
+/* What gnuplot does with out='STEM': writes STEM.png and STEM.svg. */
+static void write_parts(const struct fsutil_parts *p, const char *what)
+{
+    for (int k = 0; p->suffixes[k]; k++) {
+        char part[PATH_MAX + 128];
+        snprintf(part, sizeof part, "%s%s", p->stem.path, p->suffixes[k]);
+        FILE *f = fopen(part, "w");
+        CHECK_MSG(f && fputs(what, f) >= 0 && fclose(f) == 0, "%s: cannot write", part);
+    }
+}
+
+TEST(fsutil_parts_are_renamed_into_place_or_removed)
+{
+    static const char *const pictures[] = {".png", ".svg", NULL};
+    char dir[512], out[600], png[700], fifo[700], text[64];
+    snprintf(dir, sizeof dir, "%s/parts", check_tmpdir());
+    CHECK_OK(fsutil_mkdir_p(dir));
+    snprintf(out, sizeof out, "%s/gantt", dir);
+    snprintf(png, sizeof png, "%s.png", out);
+    struct fsutil_parts p;
+    CHECK_OK(fsutil_parts_open(&p, out, pictures, "--out"));
+    write_parts(&p, "first");
+    CHECK_OK(fsutil_parts_finish(&p, 0));
+    read_text(png, text, sizeof text);
+    CHECK_STR(text, "first");
+    struct stat st;
+    CHECK(stat(png, &st) == 0 && (st.st_mode & 0777) == 0644);
+    /* a program that failed: its parts go, the old pictures stay */
+    CHECK_OK(fsutil_parts_open(&p, out, pictures, "--out"));
+    write_parts(&p, "half");
+    CHECK_EQ(fsutil_parts_finish(&p, err_set(ERR_IO, "gnuplot failed")), ERR_IO);
+    read_text(png, text, sizeof text);
+    CHECK_STR(text, "first");
+    CHECK_EQ(count_tmp(dir), 0);
+    /* one that wrote nothing */
+    CHECK_OK(fsutil_parts_open(&p, out, pictures, "--out"));
+    CHECK_ERR(fsutil_parts_finish(&p, 0), ERR_IO, "gantt.png: was not written");
+    CHECK_EQ(count_tmp(dir), 0);
+    /* a FIFO in a picture's place: refused before the program runs, and left */
+    snprintf(out, sizeof out, "%s/timeline", dir);
+    snprintf(fifo, sizeof fifo, "%s.svg", out);
+    CHECK_EQ(mkfifo(fifo, 0600), 0);
+    struct stat before;
+    node_of(fifo, &before);
+    CHECK_ERR(fsutil_parts_open(&p, out, pictures, "--out"), ERR_IO, "--out: ");
+    CHECK_CONTAINS(err_msg(), "timeline.svg: a FIFO, not a regular file");
+    check_same_node(fifo, &before);
+    CHECK_EQ(count_tmp(dir), 0);
+}
+
+/* A killed plot leaves STEM.png: the next one sweeps it, as any temporary. */
+TEST(fsutil_parts_a_dead_writer_left_are_swept)
+{
+    static const char *const pictures[] = {".png", ".svg", NULL};
+    char dir[512], out[600], dead[PATH_MAX + 128];
+    snprintf(dir, sizeof dir, "%s/parts-swept", check_tmpdir());
+    CHECK_OK(fsutil_mkdir_p(dir));
+    snprintf(out, sizeof out, "%s/plot", dir);
+    struct fsutil_parts p;
+    CHECK_OK(fsutil_parts_open(&p, out, pictures, NULL));
+    pid_t gone = fork();
+    if (gone == 0)
+        _exit(0);
+    CHECK_EQ(waitpid(gone, NULL, 0), gone);
+    char stem[PATH_MAX + 64];
+    tmp_name_of(p.stem.path, gone, stem, sizeof stem);
+    snprintf(dead, sizeof dead, "%s.png", stem);
+    touch(dead);
+    CHECK_EQ(fsutil_parts_finish(&p, ERR_STATE), ERR_STATE);
+    CHECK_OK(fsutil_parts_open(&p, out, pictures, NULL));
+    CHECK_MSG(access(dead, F_OK) != 0, "%s: a dead plot's picture was kept", dead);
+    CHECK_EQ(fsutil_parts_finish(&p, ERR_STATE), ERR_STATE);
+    CHECK_EQ(count_tmp(dir), 0);
+}
+
+/* A CSV goes through the same temporary file: a failed writer leaves the
+ * old one, a FIFO in its place is refused, named with the flag, and left. */
+TEST(plot_csv_is_written_whole_or_not_at_all)
+{
+    char dir[512], path[600], text[64];
+    snprintf(dir, sizeof dir, "%s/csv/made/by/open", check_tmpdir());
+    snprintf(path, sizeof path, "%s/data.csv", dir);
+    struct plot_csv c;
+    CHECK_OK(plot_csv_open(&c, path, "--out"));
+    fprintf(c.f, "a,b\n1,2\n");
+    CHECK_OK(plot_csv_close(&c, 0));
+    read_text(path, text, sizeof text);
+    CHECK_STR(text, "a,b\n1,2\n");
+    CHECK_OK(plot_csv_open(&c, path, "--out"));
+    fprintf(c.f, "half");
+    CHECK_EQ(plot_csv_close(&c, err_set(ERR_STATE, "the run failed")), ERR_STATE);
+    read_text(path, text, sizeof text);
+    CHECK_STR(text, "a,b\n1,2\n");
+    CHECK_EQ(count_tmp(dir), 0);
+    snprintf(path, sizeof path, "%s/fifo.csv", dir);
+    CHECK_EQ(mkfifo(path, 0600), 0);
+    CHECK_ERR(plot_csv_open(&c, path, "--out"), ERR_IO, "--out: ");
+    CHECK_CONTAINS(err_msg(), "fifo.csv: a FIFO, not a regular file");
+    CHECK_EQ(count_tmp(dir), 0);
+}
+
+/* A program that ignores SIGINT (nohup, a shell's background job) keeps
+ * ignoring it: the handler goes only where the action was the default. */
+TEST(fsutil_ignored_signal_stays_ignored)
+{
+    char path[600];
+    snprintf(path, sizeof path, "%s/ignored.bin", check_tmpdir());
+    pid_t kid = fork();
+    CHECK(kid >= 0);
+    if (kid == 0) {
+        signal(SIGINT, SIG_IGN);
+        struct fsutil_tmp t;
+        if (fsutil_tmp_open(&t, path, NULL) < 0)
+            _exit(3);
+        raise(SIGINT);
+        _exit(fsutil_tmp_finish(&t, 0, 0) == 0 ? 0 : 4);
+    }
+    int status;
+    CHECK_EQ(waitpid(kid, &status, 0), kid);
+    CHECK_MSG(WIFEXITED(status) && WEXITSTATUS(status) == 0, "status %#x", status);
+    CHECK(access(path, F_OK) == 0);
+}
+
 TEST(fsutil_sweeps_only_dead_writers_tmp_files)
 {
     char dir[512], path[600], dead[1200], live[1200], foreign[1200], other[1200];
@@ -183,7 +537,7 @@ TEST(fsutil_sweeps_only_dead_writers_tmp_files)
     CHECK_OK(fsutil_mkdir_p(dir));
     snprintf(path, sizeof path, "%s/data.offsets", dir);
     struct fsutil_tmp t;
-    CHECK_OK(fsutil_tmp_open(&t, path));
+    CHECK_OK(fsutil_tmp_open(&t, path, NULL));
     /* a process that has exited (its pid is free: nothing runs as it now) */
     pid_t gone = fork();
     if (gone == 0)
@@ -205,7 +559,7 @@ TEST(fsutil_sweeps_only_dead_writers_tmp_files)
     touch(other);
     CHECK_OK(fsutil_tmp_finish(&t, 0, 0));
     struct fsutil_tmp again;
-    int rc = fsutil_tmp_open(&again, path); /* sweeps */
+    int rc = fsutil_tmp_open(&again, path, NULL); /* sweeps */
     kill(running, SIGKILL); /* first: a failed check must not leave it running */
     waitpid(running, NULL, 0);
     CHECK_OK(rc);
