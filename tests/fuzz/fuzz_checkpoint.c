@@ -5,9 +5,9 @@
  * input becomes a file; checkpoint_read_state, checkpoint_load (into a
  * 20-9-6-4 model with BatchNorm1d and its SGD) and checkpoint_load_model take
  * it or refuse it, and must never crash, hang or read out of bounds; a refused
- * load leaves the model as it was. The seeds are a checkpoint of that model
- * and torch's float16 and bfloat16 nn.Sequential files
- * (tests/crosscheck/init_*.safetensors). `make fuzz`.
+ * load leaves the model as it was. Its seed inputs (tests/fuzz/seeds/) are
+ * a checkpoint of that model and torch's float16 and bfloat16 nn.Sequential
+ * files (tests/crosscheck/init_*.safetensors). `make fuzz`.
  */
 #include "ddp/checkpoint.h"
 
