@@ -177,30 +177,40 @@ t_fail resume_past_epochs 1 "metadata \"epoch\" is 1: this run's epochs are 0 to
     $P "${S[@]}" --schedule=constant --resume="$T_TMP/ck-late" --epochs=1
 
 # A kill -9 in the middle of a save: the last complete checkpoint loads, and the
-# run resumed from it ends with the bits of a run never interrupted.
+# run resumed from it ends with the bits of a run never interrupted. The kill
+# lands mid-save by construction, not by timing: stop_before_rename (an
+# LD_PRELOAD library) stops the program at its third checkpoint's rename, when
+# step 3's file is written beside step 2's and not yet in place.
 ck=$T_TMP/ck-kill
-long=(--train-size=8192 --epochs=1 --batch=32 --test-data=none --out="$OUT" --steps=200)
+long=(--train-size=8192 --epochs=1 --batch=32 --test-data=none --out="$OUT" --steps=40)
+stopper=$T_TMP/stop_before_rename.so
 $P "${long[@]}" --save="$T_TMP/long-whole.safetensors" > /dev/null 2>&1
-killed=0
-for attempt in 1 2 3; do
-    rm -rf "$ck"
-    $P "${long[@]}" --checkpoint="$ck" --checkpoint-every=1 > /dev/null 2>&1 &
-    pid=$! tries=0
-    # after a complete checkpoint, catch the next one half written
-    until { [ -e "$ck/checkpoint.safetensors" ] && compgen -G "$ck/checkpoint.safetensors.tmp-*" > /dev/null; } ||
-          [ $tries -ge 200000 ] || ! kill -0 $pid 2>/dev/null; do tries=$((tries + 1)); done
+if ! ${CC:-cc} -shared -fPIC -o "$stopper" tests/harness/preload/stop_before_rename.c -ldl 2> "$T_TMP/cc.log"; then
+    t_failed kill_mid_save "cannot build tests/harness/preload/stop_before_rename.c: $(tail -n 3 "$T_TMP/cc.log")"
+else
+    # the sanitizers' runtime would refuse a library loaded before it
+    env LD_PRELOAD="$stopper" ASAN_OPTIONS="${ASAN_OPTIONS:-}:verify_asan_link_order=0" \
+        STOP_BEFORE_RENAME=/checkpoint.safetensors STOP_BEFORE_RENAME_AT=3 \
+        $P "${long[@]}" --checkpoint="$ck" --checkpoint-every=1 > "$T_TMP/kill.log" 2>&1 &
+    pid=$! state=
+    for _ in $(seq 6000); do # waits for the stop, at most ten minutes: a hang guard, not a window
+        state=$(awk '{print $3}' "/proc/$pid/stat" 2>/dev/null) || break
+        [ "$state" = T ] && break
+        sleep 0.1
+    done
     kill -KILL $pid 2>/dev/null
     { wait $pid; } 2>/dev/null && status=0 || status=$?
-    if [ "$status" = 137 ] && compgen -G "$ck/checkpoint.safetensors.tmp-*" > /dev/null; then killed=1; break; fi
-done
-if [ $killed = 0 ]; then
-    t_failed kill_mid_save "could not catch a save half written in 3 runs"
-else
-    t_pass kill_mid_save
-    t_ok kill_mid_save_resumes $P "${long[@]}" --resume="$ck" --checkpoint="$ck" --save="$T_TMP/long-resumed.safetensors"
-    t_ok kill_mid_save_resumes_exactly "$TD" --quiet "$T_TMP/long-whole.safetensors" "$T_TMP/long-resumed.safetensors"
-    left=$(compgen -G "$ck/checkpoint.safetensors.tmp-*" || true)
-    if [ -z "$left" ]; then t_pass kill_mid_save_stale_swept; else t_failed kill_mid_save_stale_swept "left: $left"; fi
+    if [ "$state" != T ] || [ "$status" != 137 ]; then
+        t_failed kill_mid_save "the run did not stop at its third checkpoint (state '$state', exit $status): $(tail -n 3 "$T_TMP/kill.log")"
+    elif ! compgen -G "$ck/checkpoint.safetensors.tmp-*" > /dev/null; then
+        t_failed kill_mid_save "stopped before the rename, but no temporary file beside the checkpoint: $(ls "$ck")"
+    else
+        t_pass kill_mid_save
+        t_out kill_mid_save_keeps_step_2 "after step 2" $P "${long[@]}" --resume="$ck" --checkpoint="$ck" --save="$T_TMP/long-resumed.safetensors"
+        t_ok kill_mid_save_resumes_exactly "$TD" --quiet "$T_TMP/long-whole.safetensors" "$T_TMP/long-resumed.safetensors"
+        left=$(compgen -G "$ck/checkpoint.safetensors.tmp-*" || true)
+        if [ -z "$left" ]; then t_pass kill_mid_save_stale_swept; else t_failed kill_mid_save_stale_swept "left: $left"; fi
+    fi
 fi
 
 # the Chrome trace: valid JSON, one process per rank, every lane, all-reduces with sequence number, size and bucket
