@@ -575,4 +575,6 @@ const struct comm_backend_ops comm_backend_nccl = {
     nccl_mem_copy,
     0, /* untimed: never; every NCCL wait has its watchdog (nccl_poll) */
     0, /* activity: NCCL's watchdog reports only its own rank's view */
+    0, /* abort: the others learn from their watchdog */
+    0, /* world_abort */
 };
