@@ -316,8 +316,11 @@ void comm_set_activity(comm_t *c, const char *what);
  * with ERR_PEER and "rank R failed while <activity>: <this rank's err_msg()>"
  * (the activity of comm_set_activity; "in its own code" when none was said).
  * sim: the world breaks with that message as its diagnosis, and every waiting
- * thread wakes. Other backends: the communicator breaks on this rank only,
- * and the others learn from their watchdog.
+ * thread wakes. mpi: the rank prints its own error first, then tells every
+ * rank out of band (a message each rank's waits poll for), and its
+ * comm_close ends the job (MPI_Abort) once the others have said theirs, or
+ * after a second. nccl: the communicator breaks on this rank only, and the
+ * others learn from their watchdog.
  *
  * Returns `code`, with err_msg() as it was. After it the communicator is
  * broken (ERR_STATE). Nothing happens when the communicator already broke in

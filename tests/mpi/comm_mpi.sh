@@ -5,7 +5,9 @@
 # as its own job, since a process may initialize MPI only once. A job passes
 # when mpirun exits 0, which it does only when every rank passed. The timeout
 # tests must instead end the job with MPI_Abort, after the waiting ranks
-# named the rank that did not come, or the collective it went to instead.
+# named the rank that did not come, or the collective it went to instead; a
+# rank that fails in its own code must end the others' waits at once, naming
+# itself and its phase, within a time limit far below what a hang would take.
 # Last, build/chapter-5 --backend=mpi --check must print nccl-tests' table with
 # no wrong element, with the watchdog and without it (--timeout=0: blocking
 # MPI_Allreduce).
@@ -34,6 +36,15 @@ else
         # a rank in another collective says which (either side, at np 2)
         COMM_MPI_TEST_ABORT=other t_fail "np$np.timeout_names_a_rank_in_another_collective" nonzero \
             ") instead; last completed collective #1 (barrier)" \
+            mpirun --oversubscribe -np "$np" "$prog" comm_mpi_timeout_aborts
+        # after the first timeout, the requests still posted are given up at once, not waited out again
+        COMM_MPI_TEST_ABORT=pending t_fail "np$np.timeout_abandons_the_other_requests" nonzero \
+            "collective #4 (allreduce sum, 16 x float32): abandoned: an earlier failure broke the communicator" \
+            mpirun --oversubscribe -np "$np" "$prog" comm_mpi_timeout_aborts
+        # A failure in a rank's own code ends the job with its message first; the others' watchdog is
+        # 11 days long, so only the failure's notice ends their wait within the time limit.
+        T_TIMEOUT=30 COMM_MPI_TEST_ABORT=failed t_fail "np$np.failure_tells_every_rank" nonzero \
+            "mpi: rank 1 failed while saving a test file: test.bin: disk full" \
             mpirun --oversubscribe -np "$np" "$prog" comm_mpi_timeout_aborts
         # the chapter's benchmark under mpirun: nccl-tests' #wrong columns must
         # stay 0, counts 1 (fewer than W) to 64K, results compared across ranks

@@ -471,24 +471,37 @@ TEST(comm_mpi_fingerprint_mismatch)
     comm_close(c);
 }
 
-/* A rank that never arrives, named. COMM_MPI_TEST_ABORT says how:
+/* A rank that never arrives, or fails, and how the others learn it.
+ * COMM_MPI_TEST_ABORT says how:
  *   missing   rank 1 never calls collective #2; the others wait in it;
  *   other     rank 1 calls a broadcast as #2 where the others all-reduce,
  *             with no fingerprint check to refuse it first: Open MPI then
- *             waits on both sides.
+ *             waits on both sides;
+ *   pending   rank 1 never calls #2 to #4; the others start all three
+ *             before waiting: the first wait times out and takes the census,
+ *             the two after it are abandoned at once (they cannot complete,
+ *             and waiting out the timeout again for each only delayed the
+ *             end);
+ *   failed    rank 1 fails in its own code, "while saving a test file", and
+ *             calls comm_abort; the others wait in #2 with a watchdog of
+ *             COMM_MAX_TIMEOUT_S, so only rank 1's notice can end their wait.
  * Every waiting rank times out and takes its census: the ranks that wait in
  * #2 too, and rank 1 named, as not answering (in no collective) or as
- * waiting in another one. Under mpi its comm_close() then aborts the job,
- * since MPI cannot cancel the posted call, so the job FAILS by design; only
+ * waiting in another one; or, for `failed`, fails at once naming rank 1 and
+ * its phase. Under mpi the job then ends in MPI_Abort, since MPI cannot
+ * cancel the posted call, so the job FAILS by design; only
  * tests/mpi/comm_mpi.sh runs this, alone, and checks the failure and its
- * message. Elsewhere it does nothing. Under nccl, ncclCommAbort ends the
- * collective and the job passes (tests/gpu/nccl.sh). */
+ * messages. Elsewhere it does nothing. Under nccl (COMM_MPI_TEST_ABORT=1
+ * from tests/gpu/nccl.sh: `missing`), ncclCommAbort ends the collective and
+ * the job passes. */
 TEST(comm_mpi_timeout_aborts)
 {
     const char *how = getenv("COMM_MPI_TEST_ABORT");
     if (!how)
         return;
-    comm_t *c = test_open(COMM_CHECK_NONE, 1.0);
+    int mpi = strcmp(test_backend(), "mpi") == 0;
+    int failed = strcmp(how, "failed") == 0;
+    comm_t *c = test_open(COMM_CHECK_NONE, failed ? COMM_MAX_TIMEOUT_S : 1.0);
     if (comm_world(c) < 2) { /* nobody to be missing */
         comm_close(c);
         return;
@@ -497,13 +510,29 @@ TEST(comm_mpi_timeout_aborts)
     tb_up(c, &buf);
     CHECK_OK(comm_barrier(c));
     int rc = 0;
-    if (comm_rank(c) != 1)
-        rc = comm_allreduce(c, buf.dev, buf.dev, 16, COMM_FLOAT32, COMM_SUM);
-    else if (strcmp(how, "other") == 0)
+    if (comm_rank(c) != 1) {
+        if (mpi && strcmp(how, "pending") == 0) {
+            comm_request_t *req[3];
+            for (int k = 0; k < 3; k++)
+                CHECK_OK(comm_allreduce_start(c, buf.dev, buf.dev, 16, COMM_FLOAT32, COMM_SUM, &req[k]));
+            for (int k = 0; k < 3; k++) {
+                int rk = comm_wait(req[k]);
+                fprintf(stderr, "rank %d, request %d: %s\n", comm_rank(c), k + 2, err_msg());
+                CHECK_EQ(rk, k == 0 ? ERR_TIMEOUT : ERR_PEER);
+            }
+        } else {
+            rc = comm_allreduce(c, buf.dev, buf.dev, 16, COMM_FLOAT32, COMM_SUM);
+        }
+    } else if (strcmp(how, "other") == 0) {
         rc = comm_broadcast(c, buf.dev, 16, COMM_FLOAT32, 0);
+    } else if (mpi && failed) {
+        comm_set_activity(c, "saving a test file");
+        rc = comm_abort(c, err_set(ERR_IO, "test.bin: disk full"));
+        CHECK_STR(err_msg(), "test.bin: disk full");
+    }
     if (rc < 0) {
         fprintf(stderr, "rank %d diagnosed: %s\n", comm_rank(c), err_msg());
-        CHECK_EQ(rc, ERR_TIMEOUT);
+        CHECK_EQ(rc, failed ? (comm_rank(c) == 1 ? ERR_IO : ERR_PEER) : ERR_TIMEOUT);
     }
     tb_free(c, &buf);
     comm_close(c);

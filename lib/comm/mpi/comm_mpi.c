@@ -30,6 +30,13 @@
  * none of our collectives (in its own code, finished, or dead). This is the
  * simulator's watchdog report, as far as processes can know it.
  *
+ * A rank that fails in its own code (comm_abort: rank 0 cannot save) prints
+ * its error and sends it to every rank on the session communicator; every
+ * wait polls for it, so the others' collectives fail at once with "rank 0
+ * failed while saving ...", instead of at the watchdog with rank 0 "missing".
+ * The others print theirs and tell the failed rank they did; its comm_close
+ * then ends the job with MPI_Abort (after a second at most).
+ *
  * Errors. Every communicator is a duplicate of MPI_COMM_WORLD with the
  * MPI_ERRORS_RETURN handler, so a failing call comes back here and is reported
  * with its name, the rank and MPI_Error_string() instead of MPI's default
@@ -54,7 +61,7 @@
 static int mpi_sessions;          /* begin() calls not yet ended */
 static int mpi_we_initialized;    /* we called MPI_Init, so we finalize */
 static int mpi_stuck;             /* a session broadcast never completed */
-static MPI_Comm mpi_session_comm = MPI_COMM_NULL; /* for comm_mpi_bcast_bytes */
+static MPI_Comm mpi_session_comm = MPI_COMM_NULL; /* for comm_mpi_bcast_bytes and failure notices */
 /* MPI has no 16-bit float types (MPI-4.0 has none either), so float16 and
  * bfloat16 travel as MPI_UINT16_T and are summed by these user-defined ops,
  * created with the session and freed before MPI_Finalize. */
@@ -156,31 +163,89 @@ void comm_mpi_session_end(int abort_job)
         MPI_Finalize();
 }
 
+/* ---- failure notices: comm_abort between processes ---------------------------- */
+
+#define MPI_TAG_FAILED 101 /* "rank R failed while ...": a rank's own failure, to every other rank */
+#define MPI_TAG_HEARD 102  /* from a rank that heard it and said so, to the failed rank */
+#define MPI_NOTICE_BYTES 1536
+
+int comm_mpi_session_tell_failure(const char *msg)
+{
+    /* static: the sends read it after this returns; one failure per process is told */
+    static char notice[MPI_NOTICE_BYTES];
+    if (mpi_sessions == 0)
+        return err_set(ERR_STATE, "mpi: a failure notice without an MPI session");
+    if (notice[0])
+        return 0;
+    snprintf(notice, sizeof notice, "%s", msg[0] ? msg : "a rank failed");
+    int rank = 0, world = 1;
+    MPI_Comm_rank(mpi_session_comm, &rank);
+    MPI_Comm_size(mpi_session_comm, &world);
+    for (int r = 0; r < world; r++) {
+        MPI_Request q;
+        int rc = r == rank ? MPI_SUCCESS
+                           : MPI_Isend(notice, (int)strlen(notice) + 1, MPI_CHAR, r, MPI_TAG_FAILED, mpi_session_comm, &q);
+        if (rc != MPI_SUCCESS)
+            return mpi_fail(rc, "MPI_Isend", rank, "telling the other ranks of a failure");
+        if (r != rank)
+            MPI_Request_free(&q); /* MPI completes it in the background, as this rank goes on calling MPI */
+    }
+    return 0;
+}
+
+/* Takes one message of `tag` waiting on the session communicator: 1 with
+ * its text in buf (may be NULL) and its sender in *from, or 0. */
+static int mpi_notice_take(int tag, char *buf, size_t len, int *from)
+{
+    int got = 0;
+    MPI_Status st;
+    char msg[MPI_NOTICE_BYTES];
+    if (MPI_Iprobe(MPI_ANY_SOURCE, tag, mpi_session_comm, &got, &st) != MPI_SUCCESS || !got ||
+        MPI_Recv(msg, (int)sizeof msg, MPI_CHAR, st.MPI_SOURCE, tag, mpi_session_comm, MPI_STATUS_IGNORE) !=
+            MPI_SUCCESS)
+        return 0;
+    msg[sizeof msg - 1] = '\0';
+    if (buf)
+        snprintf(buf, len, "%s", msg);
+    *from = st.MPI_SOURCE;
+    return 1;
+}
+
+int comm_mpi_session_heard_failure(char *buf, size_t len, int *from)
+{
+    return mpi_sessions > 0 && mpi_notice_take(MPI_TAG_FAILED, buf, len, from);
+}
+
 /* ---- waiting with a deadline ------------------------------------------------ */
 
 struct mpi_comm;
 static void mpi_census_answer(struct mpi_comm *mc);
+static int mpi_heard_failure(struct mpi_comm *mc);
+
+/* mpi_poll's answers besides MPI's own codes (which are never negative). */
+#define MPI_POLL_TIMEOUT (-1) /* the deadline passed; the request is still posted */
+#define MPI_POLL_FAILED (-2)  /* another rank failed in its own code: its notice is in mc */
 
 /* Polls `req` with MPI_Test until it completes or clock_now_ns() passes
- * `deadline_ns`. MPI_Wait would be simpler but cannot time out. Each turn
- * answers the census questions of ranks whose own wait expired (when `mc`
- * is a communicator of ours) and yields the core: under `mpirun
- * --oversubscribe` the rank we wait for may need it. Returns MPI_SUCCESS,
- * an MPI error code (*timed_out = 0), or MPI_ERR_PENDING with *timed_out = 1
- * (the request is still posted). */
-static int mpi_poll(MPI_Request *req, uint64_t deadline_ns, int *timed_out, struct mpi_comm *mc)
+ * `deadline_ns`. MPI_Wait would be simpler but cannot time out. Each turn,
+ * when `mc` is a communicator of ours, answers the census questions of ranks
+ * whose own wait expired and looks for another rank's failure notice; and
+ * yields the core: under `mpirun --oversubscribe` the rank we wait for may
+ * need it. Returns MPI_SUCCESS, an MPI error code, MPI_POLL_TIMEOUT or
+ * MPI_POLL_FAILED (the request is still posted after either). */
+static int mpi_poll(MPI_Request *req, uint64_t deadline_ns, struct mpi_comm *mc)
 {
-    *timed_out = 0;
     for (;;) {
         int done = 0, rc = MPI_Test(req, &done, MPI_STATUS_IGNORE);
         if (rc != MPI_SUCCESS || done)
             return rc;
-        if (mc)
+        if (mc) {
             mpi_census_answer(mc);
-        if (clock_now_ns() > deadline_ns) {
-            *timed_out = 1;
-            return MPI_ERR_PENDING;
+            if (mpi_heard_failure(mc))
+                return MPI_POLL_FAILED;
         }
+        if (clock_now_ns() > deadline_ns)
+            return MPI_POLL_TIMEOUT;
         sched_yield();
     }
 }
@@ -203,12 +268,11 @@ int comm_mpi_bcast_bytes(void *buf, size_t bytes, int root, double timeout_s)
     int rc = MPI_Ibcast(buf, (int)bytes, MPI_BYTE, root, mpi_session_comm, &req);
     if (rc != MPI_SUCCESS)
         return mpi_fail(rc, "MPI_Ibcast", rank, "broadcasting the bootstrap id");
-    int timed_out;
-    rc = mpi_poll(&req, mpi_deadline(timeout_s), &timed_out, NULL);
+    rc = mpi_poll(&req, mpi_deadline(timeout_s), NULL);
     if (rc == MPI_SUCCESS)
         return 0;
     mpi_stuck = 1; /* the broadcast may still be posted: the session must end in MPI_Abort */
-    if (timed_out)
+    if (rc == MPI_POLL_TIMEOUT)
         return err_set(ERR_TIMEOUT, "mpi: rank %d: the broadcast of %zu bytes from rank %d did not complete within %g s "
                        "(a rank never got there); ending the session aborts the job", rank, bytes, root, timeout_s);
     return mpi_fail(rc, "MPI_Test", rank, "broadcasting the bootstrap id");
@@ -228,10 +292,20 @@ struct mpi_whereabouts {
 struct mpi_comm {
     MPI_Comm comm;     /* our own duplicate: its collectives match only ours */
     MPI_Comm census;   /* another: a timed-out rank's "where are you?" (mpi_census) */
-    int abort_on_close; /* a collective is stuck in MPI: close must abort */
+    int abort_on_close; /* a collective is stuck in MPI, or a rank failed: close must abort */
+    int failed_self;    /* this rank failed (comm_abort): it told the others, and ends the job at close */
+    int failed_from;    /* the rank whose failure notice broke this communicator, or -1 */
+    char failed_msg[MPI_NOTICE_BYTES]; /* that notice */
     const char *last_call; /* comm_mpi_last_call() */
     struct mpi_whereabouts here; /* this rank's answer to a census */
 };
+
+/* Whether another rank's failure notice has come (it is then in mc). */
+static int mpi_heard_failure(struct mpi_comm *mc)
+{
+    return mc->failed_from >= 0 ||
+           comm_mpi_session_heard_failure(mc->failed_msg, sizeof mc->failed_msg, &mc->failed_from);
+}
 
 /* ---- the census: who is where, after a wait expired ---------------------------- */
 
@@ -414,6 +488,7 @@ static int mpi_open(comm_t *c, const struct comm_config *cfg)
         comm_mpi_session_end(0);
         return err_set(ERR_NOMEM, "mpi: rank %d: cannot allocate its communicator", at.rank);
     }
+    mc->failed_from = -1;
     rc = mpi_comm_dup_returning(at.rank, &mc->comm);
     if (rc == 0 && (rc = mpi_comm_dup_returning(at.rank, &mc->census)) < 0)
         MPI_Comm_free(&mc->comm);
@@ -428,34 +503,24 @@ static int mpi_open(comm_t *c, const struct comm_config *cfg)
     return 0;
 }
 
-static void mpi_close(comm_t *c)
-{
-    struct mpi_comm *mc = c->impl;
-    int abort_job = mc->abort_on_close;
-    if (abort_job)
-        fprintf(stderr, "mpi: rank %d: aborting the MPI job after: %s\n", c->rank, c->broken_msg);
-    else
-        MPI_Comm_free(&mc->comm), MPI_Comm_free(&mc->census);
-    free(mc);
-    comm_mpi_session_end(abort_job);
-}
-
-/* Waits for a posted request under the communicator's timeout. On a timeout
- * or an MPI error the communicator must abort at close: the request may still
- * be posted, and MPI offers no way to take it back. */
+/* Waits for a posted request under the communicator's timeout. On a timeout,
+ * a failure notice or an MPI error the communicator must abort at close: the
+ * request may still be posted, and MPI offers no way to take it back. */
 static int mpi_finish(comm_t *c, MPI_Request *r, const char *call, const struct comm_coll_desc *d,
                       const char *phase)
 {
     struct mpi_comm *mc = c->impl;
     char desc[128];
     comm_fingerprint_of(d, &mc->here.at);
+    comm_coll_describe(d, desc, sizeof desc);
     mc->here.phase = strstr(phase, "fingerprint") ? 1 : strstr(phase, "result") ? 2 : 0;
-    int timed_out, rc = mpi_poll(r, mpi_deadline(c->timeout_s), &timed_out, mc);
+    int rc = mpi_poll(r, mpi_deadline(c->timeout_s), mc);
     if (rc == MPI_SUCCESS)
         return 0;
     mc->abort_on_close = 1;
-    comm_coll_describe(d, desc, sizeof desc);
-    if (timed_out) {
+    if (rc == MPI_POLL_FAILED)
+        return err_set(ERR_PEER, "mpi: rank %d: %s%s: %s", c->rank, desc, phase, mc->failed_msg);
+    if (rc == MPI_POLL_TIMEOUT) {
         char census[3072];
         mpi_census(c, census, sizeof census);
         return err_set(ERR_TIMEOUT,
@@ -464,6 +529,75 @@ static int mpi_finish(comm_t *c, MPI_Request *r, const char *call, const struct 
                        c->rank, desc, call, phase, c->timeout_s, census);
     }
     return mpi_fail(rc, call, c->rank, desc);
+}
+
+/* Up to MPI_NOTICE_WAIT_NS, until every other rank has answered this rank's
+ * failure notice: said so (MPI_TAG_HEARD) or failed itself (its own notice).
+ * Then MPI_Abort ends no rank before it said which rank failed. */
+#define MPI_NOTICE_WAIT_NS 1000000000ull
+
+static void mpi_wait_answers(comm_t *c)
+{
+    unsigned char *answered = calloc((size_t)c->world, 1);
+    if (!answered)
+        return;
+    int pending = c->world - 1, from;
+    for (uint64_t until = clock_deadline_ns(MPI_NOTICE_WAIT_NS); pending > 0 && clock_now_ns() < until;) {
+        int got = mpi_notice_take(MPI_TAG_HEARD, NULL, 0, &from) || mpi_notice_take(MPI_TAG_FAILED, NULL, 0, &from);
+        if (got && from != c->rank && !answered[from])
+            answered[from] = 1, pending--;
+        if (!got)
+            sched_yield();
+    }
+    free(answered);
+}
+
+/* A rank that heard another's failure: says so to it, then gives it up to
+ * twice its wait to end the job, and ends it itself if it has not (it may be
+ * stopped too). */
+static void mpi_answer_and_wait(int failed)
+{
+    MPI_Request q;
+    if (MPI_Isend(NULL, 0, MPI_CHAR, failed, MPI_TAG_HEARD, mpi_session_comm, &q) != MPI_SUCCESS)
+        return;
+    int done = 0;
+    for (uint64_t until = clock_deadline_ns(2 * MPI_NOTICE_WAIT_NS); clock_now_ns() < until;) {
+        if (!done && MPI_Test(&q, &done, MPI_STATUS_IGNORE) != MPI_SUCCESS)
+            return;
+        clock_sleep_ns(1000000);
+    }
+}
+
+static void mpi_close(comm_t *c)
+{
+    struct mpi_comm *mc = c->impl;
+    if (mc->failed_self) {
+        mpi_wait_answers(c); /* its own error is out already: printed when it failed */
+    } else if (mc->abort_on_close) {
+        fprintf(stderr, "mpi: rank %d: aborting the MPI job after: %s\n", c->rank, c->broken_msg);
+        fflush(stderr);
+        if (mc->failed_from >= 0)
+            mpi_answer_and_wait(mc->failed_from);
+    } else {
+        MPI_Comm_free(&mc->comm);
+        MPI_Comm_free(&mc->census);
+    }
+    int abort_job = mc->abort_on_close;
+    free(mc);
+    comm_mpi_session_end(abort_job);
+}
+
+/* comm_abort: this rank failed in its own code. Its own error goes out first,
+ * then the notice to every rank, whose waits poll for it. */
+static void mpi_abort(comm_t *c, const char *msg)
+{
+    struct mpi_comm *mc = c->impl;
+    fprintf(stderr, "mpi: %s\n", msg);
+    fflush(stderr);
+    mc->abort_on_close = 1;
+    mc->failed_self = comm_mpi_session_tell_failure(msg) == 0;
+    if (!mc->failed_self) /* nobody was told: the others' watchdogs will name this rank */
+        fprintf(stderr, "mpi: rank %d: %s\n", c->rank, err_msg());
 }
 
 /* The debug checks' all-gather (comm_checks.h): `bytes` from every rank
@@ -565,8 +699,14 @@ static int mpi_complete(comm_t *c, const struct comm_coll_desc *d, struct mpi_re
  * comm_*_start, it posts the non-blocking call and wait() polls it. */
 static int mpi_start(comm_t *c, comm_request_t *req)
 {
+    struct mpi_comm *mc = c->impl;
     const struct comm_coll_desc *d = &req->desc;
     char desc[128];
+    if (mpi_heard_failure(mc)) { /* another rank failed while this one ran its own code: the job is over */
+        mc->abort_on_close = 1;
+        return err_set(ERR_PEER, "mpi: rank %d: %s: %s", c->rank, comm_coll_describe(d, desc, sizeof desc),
+                       mc->failed_msg);
+    }
     if (d->count > INT_MAX)
         return err_set(ERR_RANGE, "mpi: rank %d: %s: MPI counts are int: at most %d elements per call", c->rank,
                        comm_coll_describe(d, desc, sizeof desc), INT_MAX);
@@ -580,9 +720,9 @@ static int mpi_start(comm_t *c, comm_request_t *req)
         return err_set(ERR_NOMEM, "mpi: rank %d: cannot allocate a request", c->rank);
     int blocking = req->blocking && c->timeout_s == 0;
     int rc = mpi_post(c, d, q, blocking);
-    ((struct mpi_comm *)c->impl)->last_call = q->call;
+    mc->last_call = q->call;
     if (rc != MPI_SUCCESS) {
-        ((struct mpi_comm *)c->impl)->abort_on_close = 1;
+        mc->abort_on_close = 1;
         mpi_fail(rc, q->call ? q->call : "MPI", c->rank, comm_coll_describe(d, desc, sizeof desc));
         free(q->tmp);
         free(q);
@@ -602,6 +742,14 @@ static int mpi_start(comm_t *c, comm_request_t *req)
 static int mpi_wait(comm_t *c, comm_request_t *req)
 {
     struct mpi_req *q = req->impl;
+    if (((struct mpi_comm *)c->impl)->abort_on_close) {
+        /* an earlier collective failed: this one cannot complete either, and waiting out the
+         * timeout (and a census) again for each request still posted only delays the end */
+        char desc[128];
+        free(q); /* q->tmp may still be written by the posted call: keep it until MPI_Abort */
+        return err_set(ERR_PEER, "mpi: rank %d: %s: abandoned: an earlier failure broke the communicator: %s",
+                       c->rank, comm_coll_describe(&req->desc, desc, sizeof desc), c->broken_msg);
+    }
     int rc = mpi_finish(c, &q->r, q->call, &req->desc, "");
     if (rc < 0) {
         /* q->tmp may still be written by the posted call: keep it until MPI_Abort */
@@ -625,4 +773,5 @@ const struct comm_backend_ops comm_backend_mpi = {
     .close = mpi_close,
     .start = mpi_start,
     .wait = mpi_wait,
+    .abort = mpi_abort,
 };
