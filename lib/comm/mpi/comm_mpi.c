@@ -27,8 +27,22 @@
  * collective of ours (every wait polls, and answers between polls), so the
  * ranks that answer are named with the collective they wait in, and a rank
  * that does not answer within a second is named as the one missing: it is in
- * none of our collectives (in its own code, finished, or dead). This is the
- * simulator's watchdog report, as far as processes can know it.
+ * none of our collectives (in its own code, stopped, finished, or dead). This
+ * is the simulator's watchdog report, as far as processes can know it.
+ *
+ * The start and the end. MPI_Init_thread, MPI_Comm_split_type, MPI_Comm_dup
+ * and MPI_Finalize wait for every rank of the job and take no timeout, so a
+ * rank stopped (SIGSTOP, a frozen node) before the job's first collective or
+ * after its last one used to hold the others there forever: no collective of
+ * ours was waiting, so no watchdog fired (under load a job's start lasts
+ * seconds, so a rank stopped 4 s in could still hold the job 20 s later;
+ * so could one stopped at a short run's end). Now each of those calls
+ * runs under the guard (mpi_guard_arm), and comm_close() of a healthy
+ * communicator ends with a barrier under the watchdog, census included, so a
+ * rank stopped before the job's end is named like one stopped in the middle.
+ * One window is left, and no rank can close it: a rank stopped inside
+ * MPI_Finalize after its synchronization, when every other rank has finished
+ * and exited: only mpirun is still there, and it waits for its child.
  *
  * A rank that fails in its own code (comm_abort: rank 0 cannot save) prints
  * its error and sends it to every rank on the session communicator; every
@@ -50,17 +64,107 @@
 
 #include <limits.h>
 #include <mpi.h>
+#include <pthread.h>
 #include <sched.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+/* ---- the guard: MPI's own waits under the watchdog ------------------------ */
+
+/* MPI_Init_thread waits for the slowest process of the job to start (exec,
+ * libraries, its data), which on a loaded machine takes seconds (4 and 8
+ * processes spent 0.6 to 1.7 s in it on a 2-core machine at load average
+ * 12): the guard gives every call at least this long, even under a shorter
+ * collective timeout such as the tests' 1 s. */
+#define MPI_GUARD_MIN_S 10.0
+
+static pthread_once_t mpi_guard_once = PTHREAD_ONCE_INIT;
+static pthread_mutex_t mpi_guard_lock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t mpi_guard_cond;
+static uint64_t mpi_guard_deadline; /* clock_now_ns() time; 0: disarmed */
+static char mpi_guard_msg[512];
+
+/* The guard thread: asleep while disarmed; past an armed deadline it says
+ * which call waited and ends the process. */
+static void *mpi_guard_main(void *arg)
+{
+    (void)arg;
+    pthread_mutex_lock(&mpi_guard_lock);
+    for (;;) {
+        if (mpi_guard_deadline == 0) {
+            pthread_cond_wait(&mpi_guard_cond, &mpi_guard_lock);
+        } else if (clock_now_ns() >= mpi_guard_deadline) {
+            /* write(2), not stdio: the thread inside MPI may hold stdio's locks */
+            ssize_t n = write(STDERR_FILENO, mpi_guard_msg, strlen(mpi_guard_msg));
+            (void)n;
+            _exit(1);
+        } else {
+            struct timespec ts = {.tv_sec = (time_t)(mpi_guard_deadline / 1000000000u),
+                                  .tv_nsec = (long)(mpi_guard_deadline % 1000000000u)};
+            pthread_cond_timedwait(&mpi_guard_cond, &mpi_guard_lock, &ts);
+        }
+    }
+    return NULL;
+}
+
+static void mpi_guard_start(void)
+{
+    pthread_condattr_t attr;
+    pthread_condattr_init(&attr);
+    pthread_condattr_setclock(&attr, CLOCK_MONOTONIC); /* the clock of clock_now_ns() */
+    pthread_cond_init(&mpi_guard_cond, &attr);
+    pthread_condattr_destroy(&attr);
+    pthread_t t;
+    if (pthread_create(&t, NULL, mpi_guard_main, NULL) == 0)
+        pthread_detach(t);
+}
+
+/* This process's rank before MPI can say it: the launcher's variable. */
+static const char *mpi_env_rank(void)
+{
+    const char *r = getenv("OMPI_COMM_WORLD_RANK");
+    r = r ? r : getenv("PMI_RANK");
+    return r ? r : "?";
+}
+
+/* Arms the guard before `call`, a blocking MPI call that waits for every rank
+ * of the job: if it has not returned after max(timeout_s, MPI_GUARD_MIN_S),
+ * the guard prints why and ends this process with status 1, and mpirun ends
+ * the job (a process exited with a non-zero status), the stopped rank
+ * included. timeout_s 0 (no watchdog): no guard. */
+static void mpi_guard_arm(double timeout_s, const char *call)
+{
+    if (timeout_s <= 0)
+        return;
+    pthread_once(&mpi_guard_once, mpi_guard_start);
+    double limit = timeout_s > MPI_GUARD_MIN_S ? timeout_s : MPI_GUARD_MIN_S;
+    pthread_mutex_lock(&mpi_guard_lock);
+    snprintf(mpi_guard_msg, sizeof mpi_guard_msg,
+             "mpi: rank %s: %s did not return within %g s: it waits for every rank of the job, and one has not come "
+             "(stopped, frozen or dead); ending this process, and with it the job\n",
+             mpi_env_rank(), call, limit);
+    mpi_guard_deadline = clock_deadline_s(limit);
+    pthread_cond_signal(&mpi_guard_cond);
+    pthread_mutex_unlock(&mpi_guard_lock);
+}
+
+static void mpi_guard_disarm(void)
+{
+    pthread_mutex_lock(&mpi_guard_lock);
+    mpi_guard_deadline = 0;
+    pthread_mutex_unlock(&mpi_guard_lock);
+}
 
 /* ---- the session: MPI_Init once, MPI_Finalize after the last user -------- */
 
 static int mpi_sessions;          /* begin() calls not yet ended */
 static int mpi_we_initialized;    /* we called MPI_Init, so we finalize */
 static int mpi_stuck;             /* a session broadcast never completed */
+static double mpi_session_timeout; /* the first begin's: the guard's for MPI_Finalize */
 static MPI_Comm mpi_session_comm = MPI_COMM_NULL; /* for comm_mpi_bcast_bytes and failure notices */
 /* MPI has no 16-bit float types (MPI-4.0 has none either), so float16 and
  * bfloat16 travel as MPI_UINT16_T and are summed by these user-defined ops,
@@ -91,10 +195,13 @@ static void mpi_sum_bfloat16_fn(void *in, void *inout, int *len, MPI_Datatype *t
     comm_reduce_sum(COMM_BFLOAT16, inout, in, (size_t)*len);
 }
 
-/* A duplicate of MPI_COMM_WORLD whose errors return to us. */
-static int mpi_comm_dup_returning(int rank, MPI_Comm *out)
+/* A duplicate of MPI_COMM_WORLD whose errors return to us (MPI_Comm_dup
+ * waits for every rank: under the guard). */
+static int mpi_comm_dup_returning(int rank, double timeout_s, MPI_Comm *out)
 {
+    mpi_guard_arm(timeout_s, "MPI_Comm_dup");
     int rc = MPI_Comm_dup(MPI_COMM_WORLD, out);
+    mpi_guard_disarm();
     if (rc != MPI_SUCCESS)
         return mpi_fail(rc, "MPI_Comm_dup", rank, "");
     rc = MPI_Comm_set_errhandler(*out, MPI_ERRORS_RETURN);
@@ -105,7 +212,7 @@ static int mpi_comm_dup_returning(int rank, MPI_Comm *out)
     return 0;
 }
 
-int comm_mpi_session_begin(struct comm_mpi_place *out)
+int comm_mpi_session_begin(double timeout_s, struct comm_mpi_place *out)
 {
     int initialized = 0, finalized = 0;
     MPI_Finalized(&finalized);
@@ -114,7 +221,10 @@ int comm_mpi_session_begin(struct comm_mpi_place *out)
     MPI_Initialized(&initialized);
     if (!initialized) {
         /* SERIALIZED: any thread may call, one at a time (comm.h's rule) */
-        int provided = 0, rc = MPI_Init_thread(NULL, NULL, MPI_THREAD_SERIALIZED, &provided);
+        int provided = 0;
+        mpi_guard_arm(timeout_s, "MPI_Init_thread");
+        int rc = MPI_Init_thread(NULL, NULL, MPI_THREAD_SERIALIZED, &provided);
+        mpi_guard_disarm();
         if (rc != MPI_SUCCESS)
             return mpi_fail(rc, "MPI_Init_thread", -1, "");
         mpi_we_initialized = 1;
@@ -126,7 +236,9 @@ int comm_mpi_session_begin(struct comm_mpi_place *out)
      * finds it with any launcher, where OMPI_COMM_WORLD_LOCAL_RANK is Open
      * MPI's alone. */
     MPI_Comm node;
+    mpi_guard_arm(timeout_s, "MPI_Comm_split_type");
     int rc = MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, rank, MPI_INFO_NULL, &node);
+    mpi_guard_disarm();
     if (rc != MPI_SUCCESS)
         return mpi_fail(rc, "MPI_Comm_split_type", rank, "finding the ranks of this node");
     *out = (struct comm_mpi_place){.rank = rank, .world = world};
@@ -134,7 +246,8 @@ int comm_mpi_session_begin(struct comm_mpi_place *out)
     MPI_Comm_size(node, &out->local_world);
     MPI_Comm_free(&node);
     if (mpi_sessions == 0) {
-        rc = mpi_comm_dup_returning(rank, &mpi_session_comm);
+        mpi_session_timeout = timeout_s;
+        rc = mpi_comm_dup_returning(rank, timeout_s, &mpi_session_comm);
         if (rc < 0)
             return rc;
         if ((rc = MPI_Op_create(mpi_sum_float16_fn, 1, &mpi_sum_float16)) != MPI_SUCCESS ||
@@ -159,8 +272,11 @@ void comm_mpi_session_end(int abort_job)
         MPI_Op_free(&mpi_sum_float16);
     if (mpi_sum_bfloat16 != MPI_OP_NULL)
         MPI_Op_free(&mpi_sum_bfloat16);
-    if (mpi_we_initialized)
+    if (mpi_we_initialized) {
+        mpi_guard_arm(mpi_session_timeout, "MPI_Finalize");
         MPI_Finalize();
+        mpi_guard_disarm();
+    }
 }
 
 /* ---- failure notices: comm_abort between processes ---------------------------- */
@@ -285,13 +401,17 @@ int comm_mpi_bcast_bytes(void *buf, size_t bytes, int root, double timeout_s)
  * processes of one build. */
 struct mpi_whereabouts {
     struct comm_fingerprint at, last;
-    int32_t phase;    /* 0: the collective itself; 1: its fingerprint check; 2: its result check */
+    int32_t phase;    /* enum mpi_phase */
     int32_t has_last; /* `last` is set */
 };
 
+/* Which part of a collective a rank waits in; MPI_PHASE_CLOSE: in no
+ * collective, at comm_close's final barrier. */
+enum mpi_phase { MPI_PHASE_COLLECTIVE, MPI_PHASE_FINGERPRINT, MPI_PHASE_RESULT, MPI_PHASE_CLOSE, MPI_PHASE_COUNT };
+
 struct mpi_comm {
     MPI_Comm comm;     /* our own duplicate: its collectives match only ours */
-    MPI_Comm census;   /* another: a timed-out rank's "where are you?" (mpi_census) */
+    MPI_Comm census;   /* another: a timed-out rank's "where are you?" (mpi_census), and the final barrier */
     int abort_on_close; /* a collective is stuck in MPI, or a rank failed: close must abort */
     int failed_self;    /* this rank failed (comm_abort): it told the others, and ends the job at close */
     int failed_from;    /* the rank whose failure notice broke this communicator, or -1 */
@@ -338,6 +458,21 @@ static const char *mpi_fp_describe(const struct comm_fingerprint *fp, char *buf,
     return comm_coll_describe(&d, buf, len);
 }
 
+/* Where a census answer says a rank waits: "collective #3 (allreduce sum,
+ * 16 x float32) (its fingerprint check)", or "comm_close's final barrier". */
+static const char *mpi_place_describe(const struct mpi_whereabouts *t, char *buf, size_t len)
+{
+    static const char *const parts[MPI_PHASE_COUNT] = {"", " (its fingerprint check)", " (its result check)", ""};
+    if (t->phase == MPI_PHASE_CLOSE) {
+        snprintf(buf, len, "comm_close's final barrier (done with its collectives)");
+        return buf;
+    }
+    char d[128];
+    snprintf(buf, len, "%s%s", mpi_fp_describe(&t->at, d, sizeof d),
+             parts[t->phase >= 0 && t->phase < MPI_PHASE_COUNT ? t->phase : 0]);
+    return buf;
+}
+
 /* Asks every other rank where it is, waits up to MPI_CENSUS_WAIT_NS for the
  * answers (answering the others' questions meanwhile), and writes the report:
  * who waits in this collective too, who waits elsewhere, who did not answer.
@@ -377,7 +512,7 @@ static void mpi_census(comm_t *c, char *report, size_t len)
         snprintf(report, len, "\n  (no census of the other ranks: an MPI call failed)");
         goto out;
     }
-    char too[256] = "", elsewhere[1024] = "", silent[1024] = "", desc[128], last[160];
+    char too[256] = "", elsewhere[1024] = "", silent[1024] = "", desc[192], last[160];
     size_t nt = 0, ne = 0, ns = 0;
     int ntoo = 0;
     for (int r = 0; r < W; r++) {
@@ -388,7 +523,7 @@ static void mpi_census(comm_t *c, char *report, size_t len)
             MPI_Wait(&recvs[r], MPI_STATUS_IGNORE);
             ns += (size_t)snprintf(silent + ns, ns < sizeof silent ? sizeof silent - ns : 0,
                                    "\n  rank %d: did not answer within %g s: it is in no collective of this "
-                                   "communicator (running its own code, finished, or dead)",
+                                   "communicator (running its own code, stopped, finished, or dead)",
                                    r, MPI_CENSUS_WAIT_NS / 1e9);
             continue;
         }
@@ -403,10 +538,9 @@ static void mpi_census(comm_t *c, char *report, size_t len)
             char d2[128];
             snprintf(last, sizeof last, "last completed %s", mpi_fp_describe(&t->last, d2, sizeof d2));
         }
-        static const char *const phases[] = {"", " (its fingerprint check)", " (its result check)"};
         ne += (size_t)snprintf(elsewhere + ne, ne < sizeof elsewhere ? sizeof elsewhere - ne : 0,
-                               "\n  rank %d: waiting at %s%s instead; %s", r, mpi_fp_describe(&t->at, desc, sizeof desc),
-                               phases[t->phase >= 0 && t->phase <= 2 ? t->phase : 0], last);
+                               "\n  rank %d: waiting at %s instead; %s", r, mpi_place_describe(t, desc, sizeof desc),
+                               last);
     }
     for (int r = 0; r < W; r++)
         if (asks[r] != MPI_REQUEST_NULL)
@@ -428,7 +562,7 @@ static void mpi_census(comm_t *c, char *report, size_t len)
     int n = 0;
     if (2 * best_count > W)
         n = snprintf(report, len, "\n  this rank is the odd one: %d of the %d ranks wait at %s", best_count, W,
-                     mpi_fp_describe(&told[best].at, desc, sizeof desc));
+                     mpi_place_describe(&told[best], desc, sizeof desc));
     if (n >= 0 && (size_t)n < len)
         n += snprintf(report + n, len - (size_t)n, "\n  waiting in it too: %s%s",
                       ntoo == 0 ? "no other rank" : ntoo == 1 ? "rank " : "ranks ", too);
@@ -475,7 +609,7 @@ static int mpi_launch_resolve(enum comm_launch requested, enum comm_launch *out)
 static int mpi_open(comm_t *c, const struct comm_config *cfg)
 {
     struct comm_mpi_place at;
-    int rc = comm_mpi_session_begin(&at);
+    int rc = comm_mpi_session_begin(c->timeout_s, &at);
     if (rc < 0)
         return rc;
     if ((cfg->world != 0 && cfg->world != at.world) || (cfg->rank >= 0 && cfg->rank != at.rank)) {
@@ -489,8 +623,8 @@ static int mpi_open(comm_t *c, const struct comm_config *cfg)
         return err_set(ERR_NOMEM, "mpi: rank %d: cannot allocate its communicator", at.rank);
     }
     mc->failed_from = -1;
-    rc = mpi_comm_dup_returning(at.rank, &mc->comm);
-    if (rc == 0 && (rc = mpi_comm_dup_returning(at.rank, &mc->census)) < 0)
+    rc = mpi_comm_dup_returning(at.rank, c->timeout_s, &mc->comm);
+    if (rc == 0 && (rc = mpi_comm_dup_returning(at.rank, c->timeout_s, &mc->census)) < 0)
         MPI_Comm_free(&mc->comm);
     if (rc < 0) {
         free(mc);
@@ -505,15 +639,22 @@ static int mpi_open(comm_t *c, const struct comm_config *cfg)
 
 /* Waits for a posted request under the communicator's timeout. On a timeout,
  * a failure notice or an MPI error the communicator must abort at close: the
- * request may still be posted, and MPI offers no way to take it back. */
+ * request may still be posted, and MPI offers no way to take it back. d NULL:
+ * comm_close's final barrier. */
 static int mpi_finish(comm_t *c, MPI_Request *r, const char *call, const struct comm_coll_desc *d,
                       const char *phase)
 {
     struct mpi_comm *mc = c->impl;
-    char desc[128];
-    comm_fingerprint_of(d, &mc->here.at);
-    comm_coll_describe(d, desc, sizeof desc);
-    mc->here.phase = strstr(phase, "fingerprint") ? 1 : strstr(phase, "result") ? 2 : 0;
+    char desc[128] = "comm_close's final barrier";
+    if (d) {
+        comm_fingerprint_of(d, &mc->here.at);
+        comm_coll_describe(d, desc, sizeof desc);
+    } else {
+        memset(&mc->here.at, 0, sizeof mc->here.at);
+    }
+    mc->here.phase = !d ? MPI_PHASE_CLOSE : strstr(phase, "fingerprint") ? MPI_PHASE_FINGERPRINT
+                     : strstr(phase, "result")                       ? MPI_PHASE_RESULT
+                                                                     : MPI_PHASE_COLLECTIVE;
     int rc = mpi_poll(r, mpi_deadline(c->timeout_s), mc);
     if (rc == MPI_SUCCESS)
         return 0;
@@ -529,6 +670,21 @@ static int mpi_finish(comm_t *c, MPI_Request *r, const char *call, const struct 
                        c->rank, desc, call, phase, c->timeout_s, census);
     }
     return mpi_fail(rc, call, c->rank, desc);
+}
+
+/* The end of a healthy communicator: a barrier under the watchdog, census
+ * included, on the census communicator (so it never meets a collective of
+ * the job's own, on mc->comm). A rank stopped before the job's end is named
+ * here as anywhere else, and a rank that failed after the job's last
+ * collective (rank 0's final save) is heard here. 0 or an ERR_*. */
+static int mpi_close_barrier(comm_t *c)
+{
+    struct mpi_comm *mc = c->impl;
+    MPI_Request r;
+    int rc = MPI_Ibarrier(mc->census, &r);
+    if (rc != MPI_SUCCESS)
+        return mpi_fail(rc, "MPI_Ibarrier", c->rank, "comm_close's final barrier");
+    return mpi_finish(c, &r, "MPI_Ibarrier", NULL, "");
 }
 
 /* Up to MPI_NOTICE_WAIT_NS, until every other rank has answered this rank's
@@ -571,10 +727,14 @@ static void mpi_answer_and_wait(int failed)
 static void mpi_close(comm_t *c)
 {
     struct mpi_comm *mc = c->impl;
+    char why[sizeof c->broken_msg];
+    snprintf(why, sizeof why, "%s", c->broken_msg);
+    if (!mc->abort_on_close && c->timeout_s > 0 && mpi_close_barrier(c) < 0)
+        snprintf(why, sizeof why, "%s", err_msg());
     if (mc->failed_self) {
         mpi_wait_answers(c); /* its own error is out already: printed when it failed */
     } else if (mc->abort_on_close) {
-        fprintf(stderr, "mpi: rank %d: aborting the MPI job after: %s\n", c->rank, c->broken_msg);
+        fprintf(stderr, "mpi: rank %d: aborting the MPI job after: %s\n", c->rank, why);
         fflush(stderr);
         if (mc->failed_from >= 0)
             mpi_answer_and_wait(mc->failed_from);

@@ -42,9 +42,14 @@ struct comm_mpi_place {
  * Joins the MPI job: MPI_Init_thread (MPI_THREAD_SERIALIZED) unless MPI is
  * already initialized (by the program, or by an earlier session), then fills
  * *out. Sessions nest: every successful begin needs one comm_mpi_session_end.
+ * MPI's calls here wait for every rank of the job with no timeout of their
+ * own: each runs under a guard that ends this process (status 1, and mpirun
+ * then ends the job) when it has not returned after timeout_s, or 10 s if
+ * that is longer (processes start slowly on a loaded machine); timeout_s 0:
+ * no guard. The first session's timeout guards MPI_Finalize too.
  * Returns 0, or ERR_STATE (MPI was already finalized: it cannot start twice in
  * one process), ERR_IO (an MPI call failed: its name and MPI_Error_string). */
-int comm_mpi_session_begin(struct comm_mpi_place *out);
+int comm_mpi_session_begin(double timeout_s, struct comm_mpi_place *out);
 
 /* Leaves the session. The last end calls MPI_Finalize when begin called
  * MPI_Init. With `abort_job` non-zero, or after a comm_mpi_bcast_bytes that

@@ -254,7 +254,7 @@ static int nccl_place_find(comm_t *c, const struct comm_config *cfg, struct nccl
     case COMM_LAUNCH_MPI: {
 #ifdef HAVE_MPI
         struct comm_mpi_place at;
-        if ((rc = comm_mpi_session_begin(&at)) < 0)
+        if ((rc = comm_mpi_session_begin(c->timeout_s, &at)) < 0)
             return rc;
         nc->mpi_session = 1;
         p->rank = at.rank;
