@@ -319,8 +319,8 @@ void comm_set_activity(comm_t *c, const char *what);
  * thread wakes. mpi: the rank prints its own error first, then tells every
  * rank out of band (a message each rank's waits poll for), and its
  * comm_close ends the job (MPI_Abort) once the others have said theirs, or
- * after a second. nccl: the communicator breaks on this rank only, and the
- * others learn from their watchdog.
+ * after a second. nccl: ncclCommAbort, and the message over the launcher's
+ * channel (the world of rank threads, or the MPI session).
  *
  * Returns `code`, with err_msg() as it was. After it the communicator is
  * broken (ERR_STATE). Nothing happens when the communicator already broke in
