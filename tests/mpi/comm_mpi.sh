@@ -58,6 +58,14 @@ else
         T_TIMEOUT=30 COMM_MPI_TEST_ABORT=failed t_fail "np$np.failure_tells_every_rank" nonzero \
             "mpi: rank 1 failed while saving a test file: test.bin: disk full" \
             mpirun --oversubscribe -np "$np" "$prog" comm_mpi_timeout_aborts
+        # failing right after it started #2, rank 1 lets the others complete #2, and stops them at #3
+        T_TIMEOUT=30 COMM_MPI_TEST_ABORT=joined t_run mpirun --oversubscribe -np "$np" "$prog" comm_mpi_timeout_aborts
+        if [ "$T_STATUS" = 124 ] || [ "$T_STATUS" = 137 ]; then t_failed "np$np.failure_spares_a_joined_collective" "timed out"
+        elif grep -q "test_comm_mpi.c:[0-9]*: " <<<"$T_OUT"; then
+            t_failed "np$np.failure_spares_a_joined_collective" "$(grep "test_comm_mpi.c:[0-9]*: " <<<"$T_OUT" | head -n 2)"
+        elif ! grep -qF "mpi: rank 1 failed while saving a test file: test.bin: disk full" <<<"$T_OUT"; then
+            t_failed "np$np.failure_spares_a_joined_collective" "no failure said: $(tail -n 3 <<<"$T_OUT")"
+        else t_pass "np$np.failure_spares_a_joined_collective"; fi
         # stopped after its last collective: named by the final barrier of comm_close, not awaited in MPI_Finalize
         T_TIMEOUT=30 COMM_MPI_TEST_ABORT=stop-end COMM_MPI_TEST_PIDFILE=$T_TMP/stopped.pid \
             t_fail "np$np.stopped_at_the_end_is_named" nonzero \

@@ -490,6 +490,8 @@ TEST(comm_mpi_fingerprint_mismatch)
  *   failed    rank 1 fails in its own code, "while saving a test file", and
  *             calls comm_abort; the others wait in #2 with a watchdog of
  *             COMM_MAX_TIMEOUT_S, so only rank 1's notice can end their wait;
+ *   joined    the same, right after rank 1 started #2: the others complete
+ *             #2 (rank 1 joined it), and fail at #3, which it never started;
  *   stop-start, stop-end
  *             rank 1 stops itself (SIGSTOP, as a frozen node) before opening
  *             its communicator, or after its last collective, before
@@ -528,7 +530,7 @@ TEST(comm_mpi_timeout_aborts)
     int me = rank_env ? atoi(rank_env) : 0;
     if (mpi && me == 1 && strcmp(how, "stop-start") == 0)
         test_stop(); /* the others wait in MPI_Init_thread until the guard ends the job */
-    int failed = strcmp(how, "failed") == 0;
+    int joined = strcmp(how, "joined") == 0, failed = joined || strcmp(how, "failed") == 0;
     comm_t *c = test_open(COMM_CHECK_NONE, failed ? COMM_MAX_TIMEOUT_S : 1.0);
     if (comm_world(c) < 2) { /* nobody to be missing */
         comm_close(c);
@@ -538,6 +540,7 @@ TEST(comm_mpi_timeout_aborts)
     tb_up(c, &buf);
     CHECK_OK(comm_barrier(c));
     int rc = 0;
+    comm_request_t *joined_req = NULL;
     if (comm_rank(c) != 1) {
         if (mpi && strcmp(how, "pending") == 0) {
             comm_request_t *req[3];
@@ -549,11 +552,15 @@ TEST(comm_mpi_timeout_aborts)
                 CHECK_EQ(rk, k == 0 ? ERR_TIMEOUT : ERR_PEER);
             }
         } else {
+            if (mpi && joined) /* #2: rank 1 started it before it failed */
+                CHECK_OK(comm_allreduce(c, buf.dev, buf.dev, 16, COMM_FLOAT32, COMM_SUM));
             rc = comm_allreduce(c, buf.dev, buf.dev, 16, COMM_FLOAT32, COMM_SUM);
         }
     } else if (strcmp(how, "other") == 0) {
         rc = comm_broadcast(c, buf.dev, 16, COMM_FLOAT32, 0);
     } else if (mpi && failed) {
+        if (joined)
+            CHECK_OK(comm_allreduce_start(c, buf.dev, buf.dev, 16, COMM_FLOAT32, COMM_SUM, &joined_req));
         comm_set_activity(c, "saving a test file");
         rc = comm_abort(c, err_set(ERR_IO, "test.bin: disk full"));
         CHECK_STR(err_msg(), "test.bin: disk full");
@@ -567,6 +574,8 @@ TEST(comm_mpi_timeout_aborts)
         fprintf(stderr, "rank %d diagnosed: %s\n", comm_rank(c), err_msg());
         CHECK_EQ(rc, failed ? (comm_rank(c) == 1 ? ERR_IO : ERR_PEER) : ERR_TIMEOUT);
     }
+    if (joined_req) /* rank 1's own request, after its failure: given up */
+        CHECK_EQ(comm_wait(joined_req), ERR_PEER);
     tb_free(c, &buf);
     comm_close(c);
 }

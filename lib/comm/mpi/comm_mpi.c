@@ -64,6 +64,7 @@
 
 #include <limits.h>
 #include <mpi.h>
+#include <stddef.h>
 #include <pthread.h>
 #include <sched.h>
 #include <stdint.h>
@@ -281,26 +282,34 @@ void comm_mpi_session_end(int abort_job)
 
 /* ---- failure notices: comm_abort between processes ---------------------------- */
 
-#define MPI_TAG_FAILED 101 /* "rank R failed while ...": a rank's own failure, to every other rank */
+#define MPI_TAG_FAILED 101 /* a rank's own failure (struct mpi_notice), to every other rank */
 #define MPI_TAG_HEARD 102  /* from a rank that heard it and said so, to the failed rank */
 #define MPI_NOTICE_BYTES 1536
 
-int comm_mpi_session_tell_failure(const char *msg)
+/* A failure notice: the message, and the first collective the failed rank
+ * never started (those before it can still complete without it). */
+struct mpi_notice {
+    uint64_t seq;
+    char text[MPI_NOTICE_BYTES - sizeof(uint64_t)];
+};
+
+int comm_mpi_session_tell_failure(uint64_t seq, const char *msg)
 {
     /* static: the sends read it after this returns; one failure per process is told */
-    static char notice[MPI_NOTICE_BYTES];
+    static struct mpi_notice notice;
     if (mpi_sessions == 0)
         return err_set(ERR_STATE, "mpi: a failure notice without an MPI session");
-    if (notice[0])
+    if (notice.text[0])
         return 0;
-    snprintf(notice, sizeof notice, "%s", msg[0] ? msg : "a rank failed");
-    int rank = 0, world = 1;
+    notice.seq = seq;
+    snprintf(notice.text, sizeof notice.text, "%s", msg[0] ? msg : "a rank failed");
+    int rank = 0, world = 1, bytes = (int)(offsetof(struct mpi_notice, text) + strlen(notice.text) + 1);
     MPI_Comm_rank(mpi_session_comm, &rank);
     MPI_Comm_size(mpi_session_comm, &world);
     for (int r = 0; r < world; r++) {
         MPI_Request q;
         int rc = r == rank ? MPI_SUCCESS
-                           : MPI_Isend(notice, (int)strlen(notice) + 1, MPI_CHAR, r, MPI_TAG_FAILED, mpi_session_comm, &q);
+                           : MPI_Isend(&notice, bytes, MPI_BYTE, r, MPI_TAG_FAILED, mpi_session_comm, &q);
         if (rc != MPI_SUCCESS)
             return mpi_fail(rc, "MPI_Isend", rank, "telling the other ranks of a failure");
         if (r != rank)
@@ -310,33 +319,37 @@ int comm_mpi_session_tell_failure(const char *msg)
 }
 
 /* Takes one message of `tag` waiting on the session communicator: 1 with
- * its text in buf (may be NULL) and its sender in *from, or 0. */
-static int mpi_notice_take(int tag, char *buf, size_t len, int *from)
+ * it in *out (may be NULL) and its sender in *from, or 0. */
+static int mpi_notice_take(int tag, struct mpi_notice *out, int *from)
 {
     int got = 0;
     MPI_Status st;
-    char msg[MPI_NOTICE_BYTES];
+    struct mpi_notice n = {0};
     if (MPI_Iprobe(MPI_ANY_SOURCE, tag, mpi_session_comm, &got, &st) != MPI_SUCCESS || !got ||
-        MPI_Recv(msg, (int)sizeof msg, MPI_CHAR, st.MPI_SOURCE, tag, mpi_session_comm, MPI_STATUS_IGNORE) !=
-            MPI_SUCCESS)
+        MPI_Recv(&n, (int)sizeof n, MPI_BYTE, st.MPI_SOURCE, tag, mpi_session_comm, MPI_STATUS_IGNORE) != MPI_SUCCESS)
         return 0;
-    msg[sizeof msg - 1] = '\0';
-    if (buf)
-        snprintf(buf, len, "%s", msg);
+    n.text[sizeof n.text - 1] = '\0';
+    if (out)
+        *out = n;
     *from = st.MPI_SOURCE;
     return 1;
 }
 
-int comm_mpi_session_heard_failure(char *buf, size_t len, int *from)
+int comm_mpi_session_heard_failure(char *buf, size_t len, int *from, uint64_t *seq)
 {
-    return mpi_sessions > 0 && mpi_notice_take(MPI_TAG_FAILED, buf, len, from);
+    struct mpi_notice n;
+    if (mpi_sessions == 0 || !mpi_notice_take(MPI_TAG_FAILED, &n, from))
+        return 0;
+    snprintf(buf, len, "%s", n.text);
+    *seq = n.seq;
+    return 1;
 }
 
 /* ---- waiting with a deadline ------------------------------------------------ */
 
 struct mpi_comm;
 static void mpi_census_answer(struct mpi_comm *mc);
-static int mpi_heard_failure(struct mpi_comm *mc);
+static int mpi_heard_failure(struct mpi_comm *mc, uint64_t seq);
 
 /* mpi_poll's answers besides MPI's own codes (which are never negative). */
 #define MPI_POLL_TIMEOUT (-1) /* the deadline passed; the request is still posted */
@@ -345,11 +358,12 @@ static int mpi_heard_failure(struct mpi_comm *mc);
 /* Polls `req` with MPI_Test until it completes or clock_now_ns() passes
  * `deadline_ns`. MPI_Wait would be simpler but cannot time out. Each turn,
  * when `mc` is a communicator of ours, answers the census questions of ranks
- * whose own wait expired and looks for another rank's failure notice; and
- * yields the core: under `mpirun --oversubscribe` the rank we wait for may
- * need it. Returns MPI_SUCCESS, an MPI error code, MPI_POLL_TIMEOUT or
- * MPI_POLL_FAILED (the request is still posted after either). */
-static int mpi_poll(MPI_Request *req, uint64_t deadline_ns, struct mpi_comm *mc)
+ * whose own wait expired and looks for the failure notice of a rank that
+ * never started collective `seq`; and yields the core: under `mpirun
+ * --oversubscribe` the rank we wait for may need it. Returns MPI_SUCCESS, an
+ * MPI error code, MPI_POLL_TIMEOUT or MPI_POLL_FAILED (the request is still
+ * posted after either). */
+static int mpi_poll(MPI_Request *req, uint64_t deadline_ns, struct mpi_comm *mc, uint64_t seq)
 {
     for (;;) {
         int done = 0, rc = MPI_Test(req, &done, MPI_STATUS_IGNORE);
@@ -357,7 +371,7 @@ static int mpi_poll(MPI_Request *req, uint64_t deadline_ns, struct mpi_comm *mc)
             return rc;
         if (mc) {
             mpi_census_answer(mc);
-            if (mpi_heard_failure(mc))
+            if (mpi_heard_failure(mc, seq))
                 return MPI_POLL_FAILED;
         }
         if (clock_now_ns() > deadline_ns)
@@ -384,7 +398,7 @@ int comm_mpi_bcast_bytes(void *buf, size_t bytes, int root, double timeout_s)
     int rc = MPI_Ibcast(buf, (int)bytes, MPI_BYTE, root, mpi_session_comm, &req);
     if (rc != MPI_SUCCESS)
         return mpi_fail(rc, "MPI_Ibcast", rank, "broadcasting the bootstrap id");
-    rc = mpi_poll(&req, mpi_deadline(timeout_s), NULL);
+    rc = mpi_poll(&req, mpi_deadline(timeout_s), NULL, 0);
     if (rc == MPI_SUCCESS)
         return 0;
     mpi_stuck = 1; /* the broadcast may still be posted: the session must end in MPI_Abort */
@@ -414,17 +428,23 @@ struct mpi_comm {
     MPI_Comm census;   /* another: a timed-out rank's "where are you?" (mpi_census), and the final barrier */
     int abort_on_close; /* a collective is stuck in MPI, or a rank failed: close must abort */
     int failed_self;    /* this rank failed (comm_abort): it told the others, and ends the job at close */
-    int failed_from;    /* the rank whose failure notice broke this communicator, or -1 */
-    char failed_msg[MPI_NOTICE_BYTES]; /* that notice */
+    int failed_from;    /* the rank whose failure notice came, or -1 */
+    uint64_t failed_seq; /* the first collective it never started */
+    char failed_msg[MPI_NOTICE_BYTES]; /* its message */
     const char *last_call; /* comm_mpi_last_call() */
     struct mpi_whereabouts here; /* this rank's answer to a census */
 };
 
-/* Whether another rank's failure notice has come (it is then in mc). */
-static int mpi_heard_failure(struct mpi_comm *mc)
+/* Whether collective `seq` cannot complete because a rank that never
+ * started it failed (its notice is then in mc). The collectives the failed
+ * rank started go on: they complete without it, and where every rank judges
+ * alike (the replica check), every rank reaches its own verdict. */
+static int mpi_heard_failure(struct mpi_comm *mc, uint64_t seq)
 {
-    return mc->failed_from >= 0 ||
-           comm_mpi_session_heard_failure(mc->failed_msg, sizeof mc->failed_msg, &mc->failed_from);
+    if (mc->failed_from < 0 &&
+        !comm_mpi_session_heard_failure(mc->failed_msg, sizeof mc->failed_msg, &mc->failed_from, &mc->failed_seq))
+        return 0;
+    return seq >= mc->failed_seq;
 }
 
 /* ---- the census: who is where, after a wait expired ---------------------------- */
@@ -655,7 +675,7 @@ static int mpi_finish(comm_t *c, MPI_Request *r, const char *call, const struct 
     mc->here.phase = !d ? MPI_PHASE_CLOSE : strstr(phase, "fingerprint") ? MPI_PHASE_FINGERPRINT
                      : strstr(phase, "result")                       ? MPI_PHASE_RESULT
                                                                      : MPI_PHASE_COLLECTIVE;
-    int rc = mpi_poll(r, mpi_deadline(c->timeout_s), mc);
+    int rc = mpi_poll(r, mpi_deadline(c->timeout_s), mc, d ? d->seq : UINT64_MAX);
     if (rc == MPI_SUCCESS)
         return 0;
     mc->abort_on_close = 1;
@@ -699,7 +719,7 @@ static void mpi_wait_answers(comm_t *c)
         return;
     int pending = c->world - 1, from;
     for (uint64_t until = clock_deadline_ns(MPI_NOTICE_WAIT_NS); pending > 0 && clock_now_ns() < until;) {
-        int got = mpi_notice_take(MPI_TAG_HEARD, NULL, 0, &from) || mpi_notice_take(MPI_TAG_FAILED, NULL, 0, &from);
+        int got = mpi_notice_take(MPI_TAG_HEARD, NULL, &from) || mpi_notice_take(MPI_TAG_FAILED, NULL, &from);
         if (got && from != c->rank && !answered[from])
             answered[from] = 1, pending--;
         if (!got)
@@ -755,7 +775,7 @@ static void mpi_abort(comm_t *c, const char *msg)
     fprintf(stderr, "mpi: %s\n", msg);
     fflush(stderr);
     mc->abort_on_close = 1;
-    mc->failed_self = comm_mpi_session_tell_failure(msg) == 0;
+    mc->failed_self = comm_mpi_session_tell_failure(c->next_seq, msg) == 0;
     if (!mc->failed_self) /* nobody was told: the others' watchdogs will name this rank */
         fprintf(stderr, "mpi: rank %d: %s\n", c->rank, err_msg());
 }
@@ -862,7 +882,7 @@ static int mpi_start(comm_t *c, comm_request_t *req)
     struct mpi_comm *mc = c->impl;
     const struct comm_coll_desc *d = &req->desc;
     char desc[128];
-    if (mpi_heard_failure(mc)) { /* another rank failed while this one ran its own code: the job is over */
+    if (mpi_heard_failure(mc, d->seq)) { /* a rank failed before it started this one: the job is over */
         mc->abort_on_close = 1;
         return err_set(ERR_PEER, "mpi: rank %d: %s: %s", c->rank, comm_coll_describe(d, desc, sizeof desc),
                        mc->failed_msg);

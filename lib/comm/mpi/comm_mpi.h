@@ -24,6 +24,7 @@
 #include "comm/comm_backend.h"
 
 #include <stddef.h>
+#include <stdint.h>
 
 #ifdef __cplusplus
 extern "C" {
@@ -59,14 +60,16 @@ int comm_mpi_session_begin(double timeout_s, struct comm_mpi_place *out);
 void comm_mpi_session_end(int abort_job);
 
 /* comm_abort between processes: sends `msg` ("rank 0 failed while saving
- * ...") to every other rank of the job, once per process; the waits of the
- * mpi and nccl backends poll for it with comm_mpi_session_heard_failure.
- * Needs an open session. 0, or ERR_STATE / ERR_IO. */
-int comm_mpi_session_tell_failure(const char *msg);
+ * ...") and `seq`, the first collective the failed rank never started, to
+ * every other rank of the job, once per process; the waits of the mpi and
+ * nccl backends poll for it with comm_mpi_session_heard_failure. Needs an
+ * open session. 0, or ERR_STATE / ERR_IO. */
+int comm_mpi_session_tell_failure(uint64_t seq, const char *msg);
 
 /* 1 when a failure notice from another rank has come (one is taken: its text
- * into buf, its sender into *from), 0 when none has or there is no session. */
-int comm_mpi_session_heard_failure(char *buf, size_t len, int *from);
+ * into buf, its sender into *from, its seq into *seq), 0 when none has or
+ * there is no session. */
+int comm_mpi_session_heard_failure(char *buf, size_t len, int *from, uint64_t *seq);
 
 /* Copies `bytes` from `root`'s buf into every rank's buf (MPI_Ibcast over a
  * duplicate of MPI_COMM_WORLD, polled for at most timeout_s seconds).

@@ -145,8 +145,9 @@ static int nccl_heard_failure(struct nccl_comm *nc, char *buf, size_t len)
     }
 #ifdef HAVE_MPI
     int from;
+    uint64_t seq; /* every collective ends: the failed rank's communicator is aborted */
     if (!heard && nc->mpi_session)
-        heard = comm_mpi_session_heard_failure(buf, len, &from);
+        heard = comm_mpi_session_heard_failure(buf, len, &from, &seq);
 #endif
     return heard;
 }
@@ -629,7 +630,7 @@ static void nccl_abort_op(comm_t *c, const char *msg)
     if (nc->w)
         nccl_world_abort((comm_world_t *)nc->w, c->rank, msg);
 #ifdef HAVE_MPI
-    if (nc->mpi_session && comm_mpi_session_tell_failure(msg) < 0)
+    if (nc->mpi_session && comm_mpi_session_tell_failure(c->next_seq, msg) < 0)
         fprintf(stderr, "nccl: rank %d: the other ranks were not told of its failure: %s\n", c->rank, err_msg());
 #endif
 }
