@@ -30,6 +30,7 @@
 
 #include <math.h>
 #include <signal.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -506,6 +507,19 @@ TEST(comm_mpi_fingerprint_mismatch)
  * the failure and its messages. Elsewhere it does nothing. Under nccl
  * (COMM_MPI_TEST_ABORT=1 from tests/gpu/nccl.sh: `missing`), ncclCommAbort
  * ends the collective and the job passes. */
+/* One line on stdout, at once: the runner prints what a test wrote to stderr
+ * only when the test ends, and MPI_Abort may end the runner first. */
+static void test_say(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+static void test_say(const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    vprintf(fmt, ap);
+    va_end(ap);
+    printf("\n");
+    fflush(stdout);
+}
+
 /* Stops this process (SIGSTOP), as a frozen node would be, after writing
  * its pid where COMM_MPI_TEST_PIDFILE says: the script ends it if the job
  * did not. */
@@ -548,7 +562,7 @@ TEST(comm_mpi_timeout_aborts)
                 CHECK_OK(comm_allreduce_start(c, buf.dev, buf.dev, 16, COMM_FLOAT32, COMM_SUM, &req[k]));
             for (int k = 0; k < 3; k++) {
                 int rk = comm_wait(req[k]);
-                fprintf(stderr, "rank %d, request %d: %s\n", comm_rank(c), k + 2, err_msg());
+                test_say("rank %d, request %d: %s", comm_rank(c), k + 2, err_msg());
                 CHECK_EQ(rk, k == 0 ? ERR_TIMEOUT : ERR_PEER);
             }
         } else {
@@ -571,7 +585,7 @@ TEST(comm_mpi_timeout_aborts)
         clock_sleep_ns(60000000000ull); /* in its own code: the others' watchdog ends the job long before */
     }
     if (rc < 0) {
-        fprintf(stderr, "rank %d diagnosed: %s\n", comm_rank(c), err_msg());
+        test_say("rank %d diagnosed: %s", comm_rank(c), err_msg());
         CHECK_EQ(rc, failed ? (comm_rank(c) == 1 ? ERR_IO : ERR_PEER) : ERR_TIMEOUT);
     }
     if (joined_req) /* rank 1's own request, after its failure: given up */
