@@ -180,6 +180,8 @@ demo-chapters: all
 	@for n in $(CHAPTERS); do echo "==== chapter $$n ===="; ./$(BUILD)/chapter-$$n || exit 1; done
 test-gpu: all ## the GPU paths, on a machine with an NVIDIA GPU
 	@bash tests/run --suite=gpu
+stress: all ## the long checks make test leaves out (tests/stress/): fifty mpirun jobs with a rank stopped under load
+	@for s in tests/stress/*.sh; do BUILD=$(BUILD) bash $$s || exit 1; done
 # What notebooks-out/ keeps (the report and what it shows, reference/): the same list as .gitignore's.
 NOTEBOOKS_KEPT := README.md reference/* bench/last-run.txt chapter-*/*.svg chapter-*/*.csv chapter-*/provenance.txt
 clean: ## remove build/ and what notebooks-out/ does not keep (the PNG copies, temporary files)
@@ -192,6 +194,6 @@ help: ## list the entry points
 	@echo "variables: BUILD=dir  SAN=address,undefined  WITH_CUDA=0  WITH_MPI=0  ARGS='...' (for chapter-N)"
 	@echo "           DEPS=all|required|none (for deps, demo, test)  BENCH_QUICK=1 (bench in seconds, figures meaningless)"
 
-.PHONY: deps all tests test check tsan crosscheck-kernels bench plots report demo demo-chapters clean help features fuzz fuzz-build lab-skeletons test-gpu
+.PHONY: deps all tests test check tsan crosscheck-kernels bench plots report demo demo-chapters clean help features fuzz fuzz-build lab-skeletons test-gpu stress
 .SECONDARY:
 -include $(shell find $(BUILD) -name '*.d' 2>/dev/null)

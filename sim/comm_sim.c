@@ -77,13 +77,22 @@ int sim_channel(struct sim_world *w, int src, int dst, channel_t **out)
     return rc;
 }
 
-/* Breaks the world with `msg` as its diagnosis; w->lock held. Returns
- * non-zero when this call was the first failure. */
+/* Whether collective `seq` fails because a rank that never started it failed
+ * in its own code; w->lock held. */
+static int sim_aborted_before(const struct sim_world *w, uint64_t seq)
+{
+    return w->aborted && seq >= w->abort_seq;
+}
+
+/* Breaks the world with `msg` as its diagnosis (unless a rank's abort left
+ * one first); w->lock held. Returns non-zero when this call was the first
+ * failure. */
 static int sim_world_break_locked(struct sim_world *w, const char *msg)
 {
     if (atomic_load(&w->broken))
         return 0;
-    snprintf(w->base.diagnosis, sizeof w->base.diagnosis, "%s", msg);
+    if (!w->aborted)
+        snprintf(w->base.diagnosis, sizeof w->base.diagnosis, "%s", msg);
     atomic_store(&w->broken, 1);
     pthread_cond_broadcast(&w->cond);
     for (int i = 0; i < w->world * w->world; i++)
@@ -179,7 +188,7 @@ static int sim_rendezvous(struct sim_world *w, int rank, const struct comm_coll_
     struct sim_rank *me = &w->ranks[rank];
     me->state = SIM_WAITING;
     me->at = *d;
-    if (atomic_load(&w->broken))
+    if (atomic_load(&w->broken) || sim_aborted_before(w, d->seq))
         goto broken;
     me->arrived = 1;
     uint64_t gen = w->gen;
@@ -194,9 +203,9 @@ static int sim_rendezvous(struct sim_world *w, int rank, const struct comm_coll_
         pthread_cond_broadcast(&w->cond);
     }
     struct timespec ts = channel_deadline(deadline_ns);
-    while (w->gen == gen && !atomic_load(&w->broken)) {
+    while (w->gen == gen && !atomic_load(&w->broken) && !sim_aborted_before(w, d->seq)) {
         if (pthread_cond_timedwait(&w->cond, &w->lock, &ts) == ETIMEDOUT && w->gen == gen &&
-            !atomic_load(&w->broken)) {
+            !atomic_load(&w->broken) && !sim_aborted_before(w, d->seq)) {
             sim_watchdog_report(w, rank, d, phase, timeout_s, msg, sizeof msg);
             sim_world_break_locked(w, msg);
             pthread_mutex_unlock(&w->lock);
@@ -299,10 +308,11 @@ static int sim_delay(struct sim_world *w, int rank, const struct fault *f, const
              (unsigned long long)f->ms, (unsigned long long)d->seq, fault_describe(f, what, sizeof what));
     me->state = SIM_DELAYED;
     struct timespec ts = channel_deadline(clock_deadline_ns(fault_delay_ns(f)));
-    while (!atomic_load(&w->broken) && pthread_cond_timedwait(&w->cond, &w->lock, &ts) != ETIMEDOUT) {
+    while (!atomic_load(&w->broken) && !sim_aborted_before(w, d->seq) &&
+           pthread_cond_timedwait(&w->cond, &w->lock, &ts) != ETIMEDOUT) {
     }
     me->state = SIM_RUNNING;
-    int broken = atomic_load(&w->broken);
+    int broken = atomic_load(&w->broken) || sim_aborted_before(w, d->seq);
     pthread_mutex_unlock(&w->lock);
     if (broken)
         return err_set(ERR_PEER, "woke on rank %d from an injected delay before %s to find the world failed: %s",
@@ -593,9 +603,44 @@ static void sim_activity(comm_t *c, const char *what)
     pthread_mutex_unlock(&sc->w->lock);
 }
 
+/* Rank `rank` failed in its own code before it started collective `seq`:
+ * its message becomes the diagnosis, and that collective and every later one
+ * fail (see comm_sim.h), waking the ranks waiting at their rendezvous or in
+ * an injected delay. Channels are not woken: the data phases under way
+ * finish. A rank killed by a fault is dead: it tells nobody, and the
+ * watchdog names it. */
+static void sim_abort_from(struct sim_world *w, int rank, uint64_t seq, const char *msg)
+{
+    pthread_mutex_lock(&w->lock);
+    if (!atomic_load(&w->broken) && !w->aborted &&
+        (rank < 0 || rank >= w->world || w->ranks[rank].state != SIM_KILLED)) {
+        snprintf(w->base.diagnosis, sizeof w->base.diagnosis, "%s", msg);
+        w->aborted = 1;
+        w->abort_seq = seq;
+        pthread_cond_broadcast(&w->cond);
+    }
+    pthread_mutex_unlock(&w->lock);
+}
+
+/* comm_world_abort: the rank's communicator is closed, so every collective
+ * it started has ended; whatever has not completed, it never joined. */
+static void sim_world_abort(comm_world_t *cw, int rank, const char *msg)
+{
+    sim_abort_from((struct sim_world *)cw, rank, 0, msg);
+}
+
+/* comm_abort: from the failing rank's open communicator; the collectives it
+ * queued and has not run yet, its progress thread still runs. */
+static void sim_abort(comm_t *c, const char *msg)
+{
+    sim_abort_from(((struct sim_comm *)c->impl)->w, c->rank, c->next_seq, msg);
+}
+
 const struct comm_backend_ops comm_backend_sim = {
     .name = "sim",
     .activity = sim_activity,
+    .abort = sim_abort,
+    .world_abort = sim_world_abort,
     .launch_resolve = sim_launch_resolve,
     .world_create = sim_world_create,
     .world_destroy = sim_world_destroy,

@@ -17,6 +17,13 @@
  *   3. the data phase: ring, tree or naive, over bounded channels;
  *   4. with COMM_CHECK_RESULTS, a second rendezvous compares checksums of
  *      the results (after any flip fault), naming the rank that differs.
+ * A rank that fails in its own code (comm_abort, or the rank launcher's
+ * comm_world_abort) leaves its message as the world's diagnosis, and every
+ * collective it never started fails at once: its rendezvous (the ranks
+ * waiting there, or in an injected delay before it, wake) and every later
+ * one. The collectives it did start complete: its progress thread still runs
+ * them, so the others end them with the result, and with the same verdict
+ * where every rank judges alike (the replica check).
  */
 #ifndef DDP_COMM_SIM_H
 #define DDP_COMM_SIM_H
@@ -73,6 +80,8 @@ struct sim_world {
     pthread_mutex_t lock;
     pthread_cond_t cond;  /* rendezvous progress, breaks, delays */
     atomic_int broken;    /* set once, by the first failure */
+    int aborted;          /* a rank failed in its own code (comm_abort, comm_world_abort) ... */
+    uint64_t abort_seq;   /* ... before it started this collective: from it on, every rendezvous fails (w->lock) */
     uint64_t gen;         /* rendezvous generation */
     int count;            /* ranks arrived at this generation */
     int rdv_rc;           /* the last rendezvous's verdict ... */

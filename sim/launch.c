@@ -101,7 +101,13 @@ static int launch_thread_main(struct rank_ctx *ctx)
         .comm_world = job->comm_world,
         .group = ctx->group,
     };
-    return job->fn(&r);
+    int rc = job->fn(&r);
+    if (rc < 0 && job->comm_world) { /* the ranks still waiting for this one learn now, not at their watchdog */
+        char why[1100];
+        ranks_message(ctx->rank, err_msg(), why, sizeof why);
+        comm_world_abort(job->comm_world, ctx->rank, why);
+    }
+    return rc;
 }
 
 int launch_run(const struct launch_config *cfg, int (*fn)(struct launch_rank *r))

@@ -26,10 +26,15 @@
  * outside one (before or after launch_run(), in main).
  *
  * Errors. A rank function returns 0 or a negative ERR_* with err_set(), as a
- * rank process would exit. launch_run() returns the first failure with a
+ * rank process would exit. In the thread world a rank that returns an error
+ * breaks the communicator world at once (comm_world_abort), so the ranks
+ * still waiting for it fail now, with its message, not at their watchdog; in
+ * the process world the rank function calls comm_abort() itself before it
+ * closes its communicator. launch_run() returns the first failure with a
  * message the user can act on: the communicator world's diagnosis when it
  * has one (the simulator's watchdog names the late rank and what every rank
- * was doing), else "rank R: <that rank's message>".
+ * was doing; a failed rank's own message), else "rank R: <that rank's
+ * message>".
  *
  * Read launch_run() first, then struct launch_rank.
  *

@@ -22,6 +22,13 @@ struct rank_thread {
     struct rank_ctx ctx;
 };
 
+void ranks_message(int rank, const char *msg, char *out, size_t len)
+{
+    char who[32];
+    snprintf(who, sizeof who, "rank %d: ", rank);
+    snprintf(out, len, "%s%s", strncmp(msg, who, strlen(who)) == 0 ? "" : who, msg);
+}
+
 void ranks_abort(ranks_t *group) { atomic_store(&group->aborted, 1); }
 
 int ranks_aborted(const ranks_t *group) { return atomic_load(&((ranks_t *)group)->aborted); }
@@ -81,10 +88,9 @@ int ranks_run(int world, int (*fn)(struct rank_ctx *ctx), void *shared, void *lo
     pthread_mutex_destroy(&group.lock);
 
     if (group.first_rank >= 0) {
-        char who[32]; /* the rank's own message may name it already ("rank 2: ..."): once is enough */
-        snprintf(who, sizeof who, "rank %d: ", group.first_rank);
-        rc = err_set(group.first_code, "%s%s", strncmp(group.first_msg, who, strlen(who)) == 0 ? "" : who,
-                     group.first_msg);
+        char msg[sizeof group.first_msg + 32];
+        ranks_message(group.first_rank, group.first_msg, msg, sizeof msg);
+        rc = err_set(group.first_code, "%s", msg);
         if (outcome)
             *outcome = (struct ranks_outcome){.rank = group.first_rank, .code = group.first_code};
     }

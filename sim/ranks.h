@@ -36,6 +36,10 @@ struct ranks_outcome {
 int ranks_run(int world, int (*fn)(struct rank_ctx *ctx), void *shared, void *locals, size_t local_size,
               struct ranks_outcome *outcome);
 
+/* "rank R: <msg>" into out, or msg alone when it names rank R already
+ * ("rank 2: sampler: ..."): how a rank's failure is told outside it. */
+void ranks_message(int rank, const char *msg, char *out, size_t len);
+
 /* Marks the group failed from inside a rank (also done automatically when a
  * rank's fn returns an error), so the others can stop instead of waiting. */
 void ranks_abort(ranks_t *group);

@@ -253,6 +253,8 @@ static int sweep_rank(struct launch_rank *r)
             printf("# Avg bus bandwidth    : %g\n#\n", rows ? busbw_sum / (2.0 * (double)rows) : 0.0);
         }
     }
+    if (rc < 0) /* out of memory, say: the others learn now, not at their watchdog */
+        rc = comm_abort(c, rc);
     comm_mem_free(c, send);
     comm_mem_free(c, recv);
     comm_mem_free(c, scratch);

@@ -43,6 +43,12 @@ int comm_world_create(const char *backend, const struct comm_world_options *opt,
     return ops->world_create(opt, out);
 }
 
+void comm_world_abort(comm_world_t *w, int rank, const char *why)
+{
+    if (w && ((struct comm_world_base *)w)->ops->world_abort)
+        ((struct comm_world_base *)w)->ops->world_abort(w, rank, why);
+}
+
 const char *comm_world_diagnosis(const comm_world_t *w)
 {
     return w ? ((const struct comm_world_base *)w)->diagnosis : "";
@@ -254,8 +260,26 @@ int comm_wait_timed(comm_request_t *req, uint64_t *done_ns)
 
 void comm_set_activity(comm_t *c, const char *what)
 {
-    if (c && c->ops->activity)
+    if (!c)
+        return;
+    snprintf(c->activity, sizeof c->activity, "%s", what ? what : "");
+    if (c->ops->activity)
         c->ops->activity(c, what);
+}
+
+int comm_abort(comm_t *c, int code)
+{
+    if (!c || c->broken) /* broken in a collective: every rank has its own error already */
+        return code;
+    char reason[1024], msg[1536];
+    snprintf(reason, sizeof reason, "%s", err_msg());
+    snprintf(msg, sizeof msg, "rank %d failed %s%s: %s", c->rank, c->activity[0] ? "while " : "in its own code",
+             c->activity, reason);
+    c->broken = 1;
+    snprintf(c->broken_msg, sizeof c->broken_msg, "%s", msg);
+    if (c->ops->abort)
+        c->ops->abort(c, msg);
+    return err_set(code, "%s", reason); /* the backend's calls may have left messages of their own */
 }
 
 int comm_allreduce_start(comm_t *c, const void *sendbuf, void *recvbuf, size_t count, enum comm_dtype dtype,

@@ -185,6 +185,15 @@ int comm_world_create(const char *backend, const struct comm_world_options *opt,
  * a program can print the one report that explains them all. Never NULL. */
 const char *comm_world_diagnosis(const comm_world_t *w);
 
+/* A rank thread of the world failed after its communicator was closed, or
+ * without one: breaks the world with `why` as its diagnosis, so every rank
+ * still waiting in a collective, or starting one, fails at once (ERR_PEER)
+ * instead of at the watchdog. The rank launcher (sim/launch.h) calls it for
+ * every rank function that returns an error. Nothing happens when the world
+ * already broke, when `rank` was killed by an injected fault (a dead rank
+ * tells nobody: the watchdog names it), or for w NULL. */
+void comm_world_abort(comm_world_t *w, int rank, const char *why);
+
 /* Frees a world. NULL is a no-op. */
 void comm_world_destroy(comm_world_t *w);
 
@@ -293,9 +302,30 @@ int comm_barrier(comm_t *c);
 /* Says what this rank is doing between collectives ("saving checkpoint
  * ckpt/checkpoint.safetensors at step 12"), until the next call; NULL clears
  * it. A watchdog that gives up on this rank reports it: the sim's says "rank
- * 0: running its own code (saving checkpoint ...)". No collective, no
- * failure; backends that cannot report it ignore it. */
+ * 0: running its own code (saving checkpoint ...)", and comm_abort() names
+ * it as the phase the rank failed in. No collective, no failure; backends
+ * that cannot report it ignore it. */
 void comm_set_activity(comm_t *c, const char *what);
+
+/* This rank failed in its own code (a save, its loader, a read, memory), not
+ * in a collective: tells every rank of the communicator now, so that the
+ * others do not wait for the watchdog and then blame the wrong rank. Call it
+ * on the way out, before comm_close: `return comm_abort(c, rc);`.
+ *
+ * Every other rank's collective in progress, or its next one, fails at once
+ * with ERR_PEER and "rank R failed while <activity>: <this rank's err_msg()>"
+ * (the activity of comm_set_activity; "in its own code" when none was said).
+ * sim: the world breaks with that message as its diagnosis, and every waiting
+ * thread wakes. mpi: the rank prints its own error first, then tells every
+ * rank out of band (a message each rank's waits poll for), and its
+ * comm_close ends the job (MPI_Abort) once the others have said theirs, or
+ * after a second. nccl: ncclCommAbort, and the message over the launcher's
+ * channel (the world of rank threads, or the MPI session).
+ *
+ * Returns `code`, with err_msg() as it was. After it the communicator is
+ * broken (ERR_STATE). Nothing happens when the communicator already broke in
+ * a collective (every rank has failed or will) or when c is NULL. */
+int comm_abort(comm_t *c, int code);
 
 /* ---- names --------------------------------------------------------------- */
 size_t comm_dtype_size(enum comm_dtype dtype);      /* bytes per element; 0 if invalid */

@@ -65,7 +65,8 @@ struct comm {
     enum comm_check check;
     int broken;            /* set by the front after a failed collective */
     int blocking;          /* the front is inside a blocking form (comm_allreduce, ...) */
-    char broken_msg[512];  /* the message of that failure */
+    char broken_msg[1536]; /* the message of that failure */
+    char activity[160];    /* comm_set_activity's, "" when unsaid: the phase comm_abort names */
     void *impl;            /* the backend's state */
 };
 
@@ -127,6 +128,14 @@ struct comm_backend_ops {
      * (comm_set_activity; `what` NULL clears it). NULL when the backend has
      * no use for it. After `untimed`, for the same reason. */
     void (*activity)(comm_t *c, const char *what);
+
+    /* comm_abort: tell every other rank that this one failed, `msg` being
+     * "rank R failed while ...: ..." (the front has marked c broken). The
+     * others' waits must end with ERR_PEER and msg. */
+    void (*abort)(comm_t *c, const char *msg);
+    /* comm_world_abort, thread mode only (NULL otherwise): the same for a
+     * rank whose communicator is closed; `msg` is the world's diagnosis. */
+    void (*world_abort)(comm_world_t *w, int rank, const char *msg);
 };
 
 /* Every comm_world_t starts with this, so the front can find its backend.

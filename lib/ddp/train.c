@@ -463,6 +463,9 @@ static int train_backward(struct train_run *t, int n, uint32_t k, uint32_t g)
 static int train_step(struct train_run *t, uint32_t g)
 {
     const struct train_config *c = t->c;
+    char what[48];
+    snprintf(what, sizeof what, "training step %llu", (unsigned long long)t->step);
+    comm_set_activity(t->comm, what); /* the phase a failure or a watchdog names */
     int rc = 0;
     for (uint32_t k = 0; rc == 0 && k < g; k++) {
         int n = 0;
@@ -532,11 +535,11 @@ static int train_save(struct train_run *t, uint64_t epoch, uint64_t batch)
         err_wrap(rc, "--checkpoint=%s: saving step %llu", c->checkpoint_dir, (unsigned long long)t->step);
     if (rc == 0 && c->save_stall_s > 0)
         clock_sleep_ns((uint64_t)(c->save_stall_s * 1e9));
-    comm_set_activity(t->comm, NULL);
     uint64_t t1 = clock_now_ns();
     timeline_add(t->tl, TIMELINE_SAVE, t->step - 1, t0, t1);
-    if (rc < 0)
+    if (rc < 0) /* the activity stays: it is the phase comm_abort tells the other ranks */
         return rc;
+    comm_set_activity(t->comm, NULL);
     t->checkpoints++;
     t->saved_step = t->step;
     if (t->hooks && t->hooks->saved) {
@@ -660,6 +663,9 @@ static int train_epoch_report(struct train_run *t, uint64_t epoch, uint64_t firs
     e->per_step = (struct train_times){v[S_DATA] * per,  v[S_COPY] * per, v[S_FWD] * per,   v[S_BWD] * per,
                                        v[S_COMM] * per,  v[S_OPT] * per,  v[S_CHECK] * per, v[S_STEP] * per};
     uint64_t e0 = clock_now_ns(), correct, count;
+    char what[64];
+    snprintf(what, sizeof what, "evaluating after epoch %llu", (unsigned long long)epoch + 1);
+    comm_set_activity(t->comm, what);
     rc = train_evaluate(t, &correct, &count);
     if (rc == 0 && c->eval == TRAIN_EVAL_EVERY_RANK && c->test_set) {
         int64_t both[2] = {(int64_t)correct, (int64_t)count};
@@ -768,6 +774,7 @@ int train_rank(const struct train_config *c, comm_t *comm, const struct train_ho
 {
     memset(out, 0, sizeof *out);
     struct train_run t;
+    comm_set_activity(comm, "starting (its data, model, optimizer and loader)");
     int rc = train_open(&t, c, comm, hooks);
     if (rc == 0 && t.rank == 0 && hooks && hooks->started) {
         uint64_t share = c->indices ? 0 : sampler_len(t.s), nb = train_batches_of(c, share);
@@ -800,8 +807,15 @@ int train_rank(const struct train_config *c, comm_t *comm, const struct train_ho
     }
     if (rc == 0)
         rc = train_totals(&t, out);
-    if (rc == 0 && c->save_path && t.rank == 0 && (rc = checkpoint_save_model(c->save_path, t.m, FSUTIL_DURABLE)) < 0)
-        err_wrap(rc, "--save=%s", c->save_path);
+    if (rc == 0 && c->save_path && t.rank == 0) {
+        char what[PATH_MAX + 32];
+        snprintf(what, sizeof what, "saving the model to %s", c->save_path);
+        comm_set_activity(comm, what);
+        if ((rc = checkpoint_save_model(c->save_path, t.m, FSUTIL_DURABLE)) < 0)
+            err_wrap(rc, "--save=%s", c->save_path);
+        else
+            comm_set_activity(comm, NULL);
+    }
     if (rc == 0 && c->trace_steps)
         rc = timeline_gather(t.tl, comm, &out->timeline);
     out->steps = t.step;
@@ -813,6 +827,12 @@ int train_rank(const struct train_config *c, comm_t *comm, const struct train_ho
         out->reducer = reducer_get_stats(t.r);
         reducer_layout_describe(t.r, out->layout, sizeof out->layout);
     }
+    /* A failure of this rank's own (a save, the loader, a read, memory) reaches every rank now, with the
+     * phase it happened in: otherwise the others wait at their next collective for the watchdog, which
+     * can only say that this rank never came. After a failed collective it does nothing. */
+    if (rc < 0)
+        rc = comm_abort(comm, rc);
     train_close(&t);
+    comm_set_activity(comm, NULL);
     return rc;
 }

@@ -35,7 +35,11 @@
  * Errors that every rank sees alike (a missing --init file, an unwritable
  * checkpoint directory, a batch larger than a rank's share) are found on every
  * rank before the first collective, so the job ends with the message instead
- * of a hang.
+ * of a hang. Any other failure of a rank's own (rank 0's save, its loader, a
+ * read) is told to every rank (comm_abort) with the phase the rank was in
+ * (comm_set_activity: starting, training step N, evaluating, saving ...):
+ * the others' collectives fail at once naming it, instead of waiting for the
+ * watchdog.
  *
  * Read struct train_config, then train_rank() in train.c.
  */

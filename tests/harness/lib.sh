@@ -18,6 +18,8 @@
 #   t_signals_leave_no_tmp PREFIX GLOB RESET CMD...
 #                                           no temporary file outlives a
 #                                           signal (see below)
+#   t_need_mpirun NAME                      mpirun jobs can run here, or
+#                                           NAME is skipped saying why
 BUILD=${BUILD:-build}
 T_SCRIPT=$(basename "${BASH_SOURCE[1]:-$0}" .sh)
 T_TMP=$(mktemp -d "${TMPDIR:-/tmp}/ddp-sh-XXXXXX")
@@ -132,4 +134,18 @@ t_signals_leave_no_tmp() {
     t_ok "${prefix}_next_run" "$@"
     left=$(compgen -G "$glob" || true)
     if [ -z "$left" ]; then t_pass "${prefix}_stale_swept"; else t_failed "${prefix}_stale_swept" "still there: $left"; fi
+}
+
+# t_need_mpirun NAME: returns 0 when this suite and build can run mpirun jobs
+# (and lets mpirun start as root, as tests/run does); else says why NAME is
+# skipped and returns 1.
+t_need_mpirun() {
+    if [ "$(id -u)" = 0 ]; then export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1; fi
+    if [ "${SUITE:-plain}" != plain ]; then
+        t_skip "$1" "the $SUITE suite is built without MPI"; return 1
+    elif ! command -v mpirun > /dev/null 2>&1; then
+        t_skip "$1" "mpirun is not installed (apt-get install openmpi-bin libopenmpi-dev)"; return 1
+    elif ! grep -q 'HAVE_MPI := 1' "$BUILD/config.mk" 2>/dev/null; then
+        t_skip "$1" "this build has no MPI support"; return 1
+    fi
 }

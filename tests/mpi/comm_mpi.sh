@@ -5,7 +5,11 @@
 # as its own job, since a process may initialize MPI only once. A job passes
 # when mpirun exits 0, which it does only when every rank passed. The timeout
 # tests must instead end the job with MPI_Abort, after the waiting ranks
-# named the rank that did not come, or the collective it went to instead.
+# named the rank that did not come, or the collective it went to instead; a
+# rank that fails in its own code must end the others' waits at once, naming
+# itself and its phase; a rank stopped (SIGSTOP) before the job's start or
+# after its last collective must not hold the others forever. Each of these
+# runs under a time limit far below what a hang would take.
 # Last, build/chapter-5 --backend=mpi --check must print nccl-tests' table with
 # no wrong element, with the watchdog and without it (--timeout=0: blocking
 # MPI_Allreduce).
@@ -15,6 +19,13 @@
 if [ "$(id -u)" = 0 ]; then export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1; fi
 
 prog=$BUILD/tests/unit/test_comm_mpi
+
+# A rank the tests stopped (SIGSTOP) is ended by the job's abort; should a
+# regression leave it stopped, it is ended here, by the pid it wrote.
+end_stopped() {
+    if [ -s "$T_TMP/stopped.pid" ]; then kill -KILL "$(cat "$T_TMP/stopped.pid")" 2>/dev/null || true; fi
+    rm -f "$T_TMP/stopped.pid"
+}
 if [ "${SUITE:-plain}" != plain ]; then
     t_skip mpirun "the $SUITE suite is built without MPI"
 elif ! command -v mpirun >/dev/null 2>&1; then
@@ -35,6 +46,40 @@ else
         COMM_MPI_TEST_ABORT=other t_fail "np$np.timeout_names_a_rank_in_another_collective" nonzero \
             ") instead; last completed collective #1 (barrier)" \
             mpirun --oversubscribe -np "$np" "$prog" comm_mpi_timeout_aborts
+        # a rank that closed its communicator early is named there (either side)
+        COMM_MPI_TEST_ABORT=closed t_fail "np$np.timeout_names_a_rank_that_closed" nonzero \
+            "comm_close's final barrier" mpirun --oversubscribe -np "$np" "$prog" comm_mpi_timeout_aborts
+        # after the first timeout, the requests still posted are given up at once, not waited out again
+        COMM_MPI_TEST_ABORT=pending t_fail "np$np.timeout_abandons_the_other_requests" nonzero \
+            "collective #4 (allreduce sum, 16 x float32): abandoned: an earlier failure broke the communicator" \
+            mpirun --oversubscribe -np "$np" "$prog" comm_mpi_timeout_aborts
+        # A failure in a rank's own code: rank 1 says it, and rank 0, whose watchdog is 11 days long,
+        # learns it at once from rank 1's notice, in collective #2; #3 when rank 1 had started #2 first,
+        # which then completes (any failed check in the test says where).
+        for how in failed joined; do
+            T_TIMEOUT=30 COMM_MPI_TEST_ABORT=$how t_run mpirun --oversubscribe -np "$np" "$prog" comm_mpi_timeout_aborts
+            seq=$([ $how = failed ] && echo 2 || echo 3)
+            heard="rank 0 diagnosed: mpi: rank 0: collective #$seq (allreduce sum, 16 x float32): rank 1 failed while saving"
+            if [ "$T_STATUS" = 124 ] || [ "$T_STATUS" = 137 ]; then t_failed "np$np.failure_told.$how" "timed out"
+            elif grep -q "test_comm_mpi.c:[0-9]*: " <<<"$T_OUT"; then
+                t_failed "np$np.failure_told.$how" "$(grep "test_comm_mpi.c:[0-9]*: " <<<"$T_OUT" | head -n 2)"
+            elif ! grep -qF "mpi: rank 1 failed while saving a test file: test.bin: disk full" <<<"$T_OUT"; then
+                t_failed "np$np.failure_told.$how" "rank 1 did not say its failure: $(tail -n 3 <<<"$T_OUT")"
+            elif ! grep -qF "$heard" <<<"$T_OUT"; then
+                t_failed "np$np.failure_told.$how" "rank 0 did not hear it: $(tail -n 3 <<<"$T_OUT")"
+            else t_pass "np$np.failure_told.$how"; fi
+        done
+        # stopped after its last collective: named by the final barrier of comm_close, not awaited in MPI_Finalize
+        T_TIMEOUT=30 COMM_MPI_TEST_ABORT=stop-end COMM_MPI_TEST_PIDFILE=$T_TMP/stopped.pid \
+            t_fail "np$np.stopped_at_the_end_is_named" nonzero \
+            "rank 1: did not answer within 1 s: it is in no collective of this communicator (running its own code, stopped" \
+            mpirun --oversubscribe -np "$np" "$prog" comm_mpi_timeout_aborts
+        end_stopped
+        # stopped before MPI_Init_thread: the others' guard ends the job after 10 s
+        T_TIMEOUT=40 COMM_MPI_TEST_ABORT=stop-start COMM_MPI_TEST_PIDFILE=$T_TMP/stopped.pid \
+            t_fail "np$np.stopped_at_the_start_ends_the_job" nonzero "MPI_Init_thread did not return within 10 s" \
+            mpirun --oversubscribe -np "$np" "$prog" comm_mpi_timeout_aborts
+        end_stopped
         # the chapter's benchmark under mpirun: nccl-tests' #wrong columns must
         # stay 0, counts 1 (fewer than W) to 64K, results compared across ranks
         t_out "np$np.chapter5_table" ": 0 OK" mpirun --oversubscribe -np "$np" "$BUILD/chapter-5" --backend=mpi \

@@ -4,7 +4,9 @@
 # or foreign --resume, --hidden=0, a batch larger than a rank's share, an
 # unwritable checkpoint directory, a resume with another world, training set
 # size, shuffle, drop_last or buckets, a header field edited, a position past
-# --steps or --epochs), each a clear message and a non-zero exit; --init from
+# --steps or --epochs), each a clear message and a non-zero exit; a save or
+# checkpoint that fails on rank 0 ending every rank at once, naming rank 0
+# and "saving", not the watchdog naming the wrong rank; --init from
 # our own file and from the same parameters as nn.Sequential's float64 (the
 # same start, said in the banner); the replica check naming a flipped bit at
 # any step, on any rank, by majority; exact resume, bit for bit, from several
@@ -85,6 +87,23 @@ PY
     t_fail init_sequential_wrong_shapes 1 "seq64.safetensors: 0.weight has shape [128, 784], expected [64, 784]" \
         $P "${S[@]}" --hidden=64,64 --init="$T_TMP/seq64.safetensors"
 fi
+
+# A rank that fails says so at once, to every rank: when rank 0 cannot save, the job ends with its error,
+# naming rank 0 and the phase, long before the watchdog (--timeout=60, and the run must end within 30 s).
+# A file larger than the file-size limit allows (ulimit -f, SIGXFSZ ignored: the write fails with EFBIG)
+# fails only when the save writes, after training, never at the start's probe; synthetic data, so no
+# dataset cache is written under the limit.
+mkdir -p "$T_TMP/a-dir"
+T_TIMEOUT=30 t_fail save_to_a_directory_ends_at_once 1 "$T_TMP/a-dir" \
+    $P "${S[@]}" --steps=2 --timeout=60 --save="$T_TMP/a-dir"
+limited=(bash -c 'ulimit -f 256 && trap "" XFSZ && exec "$@"' _ $P --data=synthetic --train-size=2048 --batch=32
+         --test-data=none --out="$T_TMP/out-limited" --timeout=60)
+T_TIMEOUT=30 t_fail save_failure_names_rank_0_saving 1 \
+    "chapter-6: rank 0 failed while saving the model to $T_TMP/big.safetensors: " \
+    "${limited[@]}" --steps=2 --save="$T_TMP/big.safetensors"
+T_TIMEOUT=30 t_fail checkpoint_failure_names_rank_0_saving 1 \
+    "chapter-6: rank 0 failed while saving a checkpoint to $T_TMP/ck-limited at step 4: " \
+    "${limited[@]}" --steps=8 --checkpoint="$T_TMP/ck-limited" --checkpoint-every=4
 
 # a run: the table, the breakdown, replicas compared every step
 t_run $P --train-size=2048 --epochs=1 --batch=32 --out="$OUT"

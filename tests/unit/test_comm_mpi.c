@@ -20,6 +20,7 @@
 #include "check.h"
 #include "comm/comm.h"
 #include "comm/comm_backend.h"
+#include "base/clock.h"
 #include "base/error.h"
 #include "base/half.h"
 #include "base/hash.h"
@@ -28,9 +29,12 @@
 #endif
 
 #include <math.h>
+#include <signal.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #ifndef HAVE_MPI
 
@@ -429,7 +433,7 @@ TEST(comm_mpi_launch_and_config_errors)
 TEST(comm_mpi_session_place_and_bcast)
 {
     struct comm_mpi_place at;
-    CHECK_OK(comm_mpi_session_begin(&at));
+    CHECK_OK(comm_mpi_session_begin(10, &at));
     CHECK(at.rank >= 0 && at.rank < at.world);
     CHECK(at.local_rank >= 0 && at.local_rank < at.local_world && at.local_world <= at.world);
     unsigned char id[128], want[128];
@@ -438,7 +442,7 @@ TEST(comm_mpi_session_place_and_bcast)
     CHECK_OK(comm_mpi_bcast_bytes(id, sizeof id, at.world - 1, 10));
     CHECK(memcmp(id, want, sizeof id) == 0);
     comm_mpi_session_end(0);
-    CHECK_ERR(comm_mpi_session_begin(&at), ERR_STATE, "already finalized");
+    CHECK_ERR(comm_mpi_session_begin(10, &at), ERR_STATE, "already finalized");
 }
 
 /* Rank 1 calls a broadcast where the others call an all-reduce: with the
@@ -471,24 +475,77 @@ TEST(comm_mpi_fingerprint_mismatch)
     comm_close(c);
 }
 
-/* A rank that never arrives, named. COMM_MPI_TEST_ABORT says how:
- *   missing   rank 1 never calls collective #2; the others wait in it;
+/* A rank that never arrives, or fails, or stops, and how the others learn
+ * it. COMM_MPI_TEST_ABORT says how:
+ *   missing   rank 1 never calls collective #2: it stays in its own code
+ *             (sleeps) while the others wait in it;
  *   other     rank 1 calls a broadcast as #2 where the others all-reduce,
  *             with no fingerprint check to refuse it first: Open MPI then
- *             waits on both sides.
+ *             waits on both sides;
+ *   closed    rank 1 closes its communicator instead of calling #2;
+ *   pending   rank 1 never calls #2 to #4; the others start all three
+ *             before waiting: the first wait times out and takes the census,
+ *             the two after it are abandoned at once (they cannot complete,
+ *             and waiting out the timeout again for each only delayed the
+ *             end);
+ *   failed    rank 1 fails in its own code, "while saving a test file", and
+ *             calls comm_abort; the others wait in #2 with a watchdog of
+ *             COMM_MAX_TIMEOUT_S, so only rank 1's notice can end their wait;
+ *   joined    the same, right after rank 1 started #2: the others complete
+ *             #2 (rank 1 joined it), and fail at #3, which it never started;
+ *   stop-start, stop-end
+ *             rank 1 stops itself (SIGSTOP, as a frozen node) before opening
+ *             its communicator, or after its last collective, before
+ *             closing it: MPI_Init_thread, or comm_close's final barrier,
+ *             must not wait for it forever.
  * Every waiting rank times out and takes its census: the ranks that wait in
  * #2 too, and rank 1 named, as not answering (in no collective) or as
- * waiting in another one. Under mpi its comm_close() then aborts the job,
- * since MPI cannot cancel the posted call, so the job FAILS by design; only
- * tests/mpi/comm_mpi.sh runs this, alone, and checks the failure and its
- * message. Elsewhere it does nothing. Under nccl, ncclCommAbort ends the
- * collective and the job passes (tests/gpu/nccl.sh). */
+ * waiting in another one; or, for `failed`, fails at once naming rank 1 and
+ * its phase. Under mpi the job then ends in MPI_Abort (or, for stop-start,
+ * in the guard's exit), since MPI cannot cancel the posted call, so the job
+ * FAILS by design; only tests/mpi/comm_mpi.sh runs this, alone, and checks
+ * the failure and its messages. Elsewhere it does nothing. Under nccl
+ * (COMM_MPI_TEST_ABORT=1 from tests/gpu/nccl.sh: `missing`), ncclCommAbort
+ * ends the collective and the job passes. */
+/* One line on stdout, at once: the runner prints what a test wrote to stderr
+ * only when the test ends, and MPI_Abort may end the runner first. */
+static void test_say(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+static void test_say(const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    vprintf(fmt, ap);
+    va_end(ap);
+    printf("\n");
+    fflush(stdout);
+}
+
+/* Stops this process (SIGSTOP), as a frozen node would be, after writing
+ * its pid where COMM_MPI_TEST_PIDFILE says: the script ends it if the job
+ * did not. */
+static void test_stop(void)
+{
+    const char *path = getenv("COMM_MPI_TEST_PIDFILE");
+    FILE *f = path ? fopen(path, "w") : NULL;
+    if (f) {
+        fprintf(f, "%d\n", (int)getpid());
+        fclose(f);
+    }
+    raise(SIGSTOP);
+}
+
 TEST(comm_mpi_timeout_aborts)
 {
     const char *how = getenv("COMM_MPI_TEST_ABORT");
     if (!how)
         return;
-    comm_t *c = test_open(COMM_CHECK_NONE, 1.0);
+    int mpi = strcmp(test_backend(), "mpi") == 0;
+    const char *rank_env = getenv("OMPI_COMM_WORLD_RANK");
+    int me = rank_env ? atoi(rank_env) : 0;
+    if (mpi && me == 1 && strcmp(how, "stop-start") == 0)
+        test_stop(); /* the others wait in MPI_Init_thread until the guard ends the job */
+    int joined = strcmp(how, "joined") == 0, failed = joined || strcmp(how, "failed") == 0;
+    comm_t *c = test_open(COMM_CHECK_NONE, failed ? COMM_MAX_TIMEOUT_S : 1.0);
     if (comm_world(c) < 2) { /* nobody to be missing */
         comm_close(c);
         return;
@@ -497,14 +554,42 @@ TEST(comm_mpi_timeout_aborts)
     tb_up(c, &buf);
     CHECK_OK(comm_barrier(c));
     int rc = 0;
-    if (comm_rank(c) != 1)
-        rc = comm_allreduce(c, buf.dev, buf.dev, 16, COMM_FLOAT32, COMM_SUM);
-    else if (strcmp(how, "other") == 0)
+    comm_request_t *joined_req = NULL;
+    if (comm_rank(c) != 1) {
+        if (mpi && strcmp(how, "pending") == 0) {
+            comm_request_t *req[3];
+            for (int k = 0; k < 3; k++)
+                CHECK_OK(comm_allreduce_start(c, buf.dev, buf.dev, 16, COMM_FLOAT32, COMM_SUM, &req[k]));
+            for (int k = 0; k < 3; k++) {
+                int rk = comm_wait(req[k]);
+                test_say("rank %d, request %d: %s", comm_rank(c), k + 2, err_msg());
+                CHECK_EQ(rk, k == 0 ? ERR_TIMEOUT : ERR_PEER);
+            }
+        } else {
+            if (mpi && joined) /* #2: rank 1 started it before it failed */
+                CHECK_OK(comm_allreduce(c, buf.dev, buf.dev, 16, COMM_FLOAT32, COMM_SUM));
+            rc = comm_allreduce(c, buf.dev, buf.dev, 16, COMM_FLOAT32, COMM_SUM);
+        }
+    } else if (strcmp(how, "other") == 0) {
         rc = comm_broadcast(c, buf.dev, 16, COMM_FLOAT32, 0);
-    if (rc < 0) {
-        fprintf(stderr, "rank %d diagnosed: %s\n", comm_rank(c), err_msg());
-        CHECK_EQ(rc, ERR_TIMEOUT);
+    } else if (mpi && failed) {
+        if (joined)
+            CHECK_OK(comm_allreduce_start(c, buf.dev, buf.dev, 16, COMM_FLOAT32, COMM_SUM, &joined_req));
+        comm_set_activity(c, "saving a test file");
+        rc = comm_abort(c, err_set(ERR_IO, "test.bin: disk full"));
+        CHECK_STR(err_msg(), "test.bin: disk full");
+    } else if (mpi && strcmp(how, "stop-end") == 0) {
+        rc = comm_allreduce(c, buf.dev, buf.dev, 16, COMM_FLOAT32, COMM_SUM);
+        test_stop(); /* after its last collective: the others wait for it in comm_close */
+    } else if (mpi && strcmp(how, "closed") != 0) {
+        clock_sleep_ns(60000000000ull); /* in its own code: the others' watchdog ends the job long before */
     }
+    if (rc < 0) {
+        test_say("rank %d diagnosed: %s", comm_rank(c), err_msg());
+        CHECK_EQ(rc, failed ? (comm_rank(c) == 1 ? ERR_IO : ERR_PEER) : ERR_TIMEOUT);
+    }
+    if (joined_req) /* rank 1's own request, after its failure: given up */
+        CHECK_EQ(comm_wait(joined_req), ERR_PEER);
     tb_free(c, &buf);
     comm_close(c);
 }

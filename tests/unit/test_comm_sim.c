@@ -11,6 +11,7 @@
 #include "sim/faults.h"
 #include "base/error.h"
 #include "base/half.h"
+#include "sim/launch.h"
 #include "sim/ranks.h"
 
 #include <math.h>
@@ -43,18 +44,23 @@ static int test_open(const struct rank_ctx *ctx, comm_world_t *world, enum comm_
     return comm_open(&cfg, out);
 }
 
-/* Runs fn on W ranks with ctx->shared = a fresh sim world; returns ranks_run's result. */
-static int world_run(int W, int (*fn)(struct rank_ctx *))
+/* Runs fn on W ranks with ctx->shared = a fresh sim world; returns ranks_run's
+ * result, and the world's diagnosis in diag when it is not NULL. */
+static int world_run_diagnosed(int W, int (*fn)(struct rank_ctx *), char *diag, size_t len)
 {
     struct comm_world_options opt = {.world = W};
     comm_world_t *w;
     int rc = comm_world_create("sim", &opt, &w);
     if (rc == 0) {
         rc = ranks_run(W, fn, w, NULL, 0, NULL);
+        if (diag)
+            snprintf(diag, len, "%s", comm_world_diagnosis(w));
         comm_world_destroy(w);
     }
     return rc;
 }
+
+static int world_run(int W, int (*fn)(struct rank_ctx *)) { return world_run_diagnosed(W, fn, NULL, 0); }
 
 struct job {
     comm_world_t *world;
@@ -675,4 +681,190 @@ TEST(start_returns_before_the_collective_completes)
 {
     atomic_store(&overlap_started, 0);
     CHECK_OK(world_run(2, overlap_rank));
+}
+
+/* ---- a rank that fails in its own code ------------------------------------------ */
+
+/* What each rank of abort_rank saw: its result, and its message. */
+static int abort_rc[4];
+static char abort_msg[4][2048];
+static atomic_int abort_told;
+
+/* Rank 3 fails "while saving a test file" (comm_abort); ranks 1 and 2 wait
+ * in an all-reduce meanwhile, rank 0 starts it only after the failure. The
+ * watchdog is COMM_MAX_TIMEOUT_S long: only the abort can end the waits
+ * before the harness's own limit. */
+static int abort_rank(struct rank_ctx *ctx)
+{
+    comm_t *c;
+    int rc = test_open(ctx, ctx->shared, COMM_ALGO_DEFAULT, COMM_CHECK_NONE, COMM_MAX_TIMEOUT_S, &c);
+    if (rc < 0)
+        return rc;
+    float x[64] = {0};
+    int r = ctx->rank;
+    if (r == 3) {
+        comm_set_activity(c, "saving a test file");
+        rc = comm_abort(c, err_set(ERR_IO, "test.bin: disk full"));
+        atomic_store(&abort_told, 1);
+        abort_rc[r] = rc;
+        snprintf(abort_msg[r], sizeof abort_msg[r], "%s", err_msg()); /* comm_abort must leave it as it was */
+        int again = comm_barrier(c); /* the communicator that told the others is broken too */
+        if (again != ERR_STATE || !strstr(err_msg(), "rank 3 failed while saving a test file: test.bin: disk full"))
+            snprintf(abort_msg[r], sizeof abort_msg[r], "a collective after comm_abort: %s: %s", err_name(again),
+                     err_msg());
+    } else {
+        while (r == 0 && !atomic_load(&abort_told))
+            clock_sleep_ns(1000000);
+        rc = comm_allreduce(c, x, x, 64, COMM_FLOAT32, COMM_SUM);
+        abort_rc[r] = rc;
+        snprintf(abort_msg[r], sizeof abort_msg[r], "%s", err_msg());
+    }
+    comm_close(c);
+    return rc;
+}
+
+TEST(abort_tells_every_rank_at_once_with_the_phase)
+{
+    char diag[2048];
+    atomic_store(&abort_told, 0);
+    CHECK(world_run_diagnosed(4, abort_rank, diag, sizeof diag) < 0);
+    const char *want = "rank 3 failed while saving a test file: test.bin: disk full";
+    CHECK_STR(diag, want);
+    CHECK_EQ(abort_rc[3], ERR_IO);
+    CHECK_STR(abort_msg[3], "test.bin: disk full");
+    for (int r = 0; r < 3; r++) { /* in the collective, or starting it after the failure */
+        CHECK_EQ(abort_rc[r], ERR_PEER);
+        CHECK_CONTAINS(abort_msg[r], "collective #1 (allreduce sum, 64 x float32) aborted on rank");
+        CHECK_CONTAINS(abort_msg[r], want);
+    }
+}
+
+/* Without an activity the message says the rank was in its own code. */
+static int abort_quiet_rank(struct rank_ctx *ctx)
+{
+    comm_t *c;
+    int rc = test_open(ctx, ctx->shared, COMM_ALGO_DEFAULT, COMM_CHECK_NONE, COMM_MAX_TIMEOUT_S, &c);
+    if (rc < 0)
+        return rc;
+    float x = 1;
+    rc = ctx->rank == 1 ? comm_abort(c, err_set(ERR_NOMEM, "out of memory for a batch"))
+                        : comm_allreduce(c, &x, &x, 1, COMM_FLOAT32, COMM_SUM);
+    comm_close(c);
+    return rc;
+}
+
+TEST(abort_without_an_activity_says_own_code)
+{
+    char diag[2048];
+    CHECK(world_run_diagnosed(2, abort_quiet_rank, diag, sizeof diag) < 0);
+    CHECK_STR(diag, "rank 1 failed in its own code: out of memory for a batch");
+}
+
+/* Rank 1 fails right after it started collective #1: the others complete
+ * #1 (its progress thread still runs it), and fail at #2, which it never
+ * started. The watchdog is COMM_MAX_TIMEOUT_S long, as above. */
+static int abort_joined_rank(struct rank_ctx *ctx)
+{
+    comm_t *c;
+    int rc = test_open(ctx, ctx->shared, COMM_ALGO_DEFAULT, COMM_CHECK_NONE, COMM_MAX_TIMEOUT_S, &c);
+    if (rc < 0)
+        return rc;
+    float x[64];
+    for (int i = 0; i < 64; i++)
+        x[i] = 1;
+    if (ctx->rank == 1) {
+        comm_request_t *req;
+        if ((rc = comm_allreduce_start(c, x, x, 64, COMM_FLOAT32, COMM_SUM, &req)) == 0) {
+            comm_set_activity(c, "saving a test file");
+            rc = comm_abort(c, err_set(ERR_IO, "test.bin: disk full"));
+            if (comm_wait(req) != 0 || x[5] != 4) /* its own collective still completes */
+                rc = err_set(ERR_STATE, "rank 1's collective #1 did not complete: %s", err_msg());
+        }
+    } else if ((rc = comm_allreduce(c, x, x, 64, COMM_FLOAT32, COMM_SUM)) < 0 || x[5] != 4) {
+        rc = err_set(ERR_STATE, "rank %d: collective #1, which rank 1 started, failed: %s", ctx->rank, err_msg());
+    } else {
+        rc = comm_allreduce(c, x, x, 64, COMM_FLOAT32, COMM_SUM);
+        abort_rc[ctx->rank] = rc;
+        snprintf(abort_msg[ctx->rank], sizeof abort_msg[ctx->rank], "%s", err_msg());
+    }
+    comm_close(c);
+    return rc;
+}
+
+TEST(abort_spares_the_collectives_the_rank_started)
+{
+    char diag[2048];
+    CHECK(world_run_diagnosed(4, abort_joined_rank, diag, sizeof diag) < 0);
+    CHECK_STR(diag, "rank 1 failed while saving a test file: test.bin: disk full");
+    for (int r = 0; r < 4; r++) {
+        if (r == 1)
+            continue;
+        CHECK_EQ(abort_rc[r], ERR_PEER);
+        CHECK_CONTAINS(abort_msg[r], "collective #2 (allreduce sum, 64 x float32) aborted on rank");
+    }
+}
+
+/* After a failed collective every rank has its own error already: comm_abort
+ * changes nothing, neither the rank's message nor the world's diagnosis. */
+static int abort_after_mismatch_rank(struct rank_ctx *ctx)
+{
+    comm_t *c;
+    int rc = test_open(ctx, ctx->shared, COMM_ALGO_DEFAULT, COMM_CHECK_NONE, 5, &c);
+    if (rc < 0)
+        return rc;
+    float x[11] = {0};
+    rc = comm_allreduce(c, x, x, ctx->rank == 1 ? 10 : 11, COMM_FLOAT32, COMM_SUM);
+    if (rc == ERR_STATE) {
+        char before[1024];
+        snprintf(before, sizeof before, "%s", err_msg());
+        comm_set_activity(c, "saving a test file");
+        if (comm_abort(c, rc) != ERR_STATE || strcmp(err_msg(), before) != 0)
+            rc = err_set(ERR_ARG, "comm_abort after a mismatch changed the error to: %s", err_msg());
+    }
+    comm_close(c);
+    return rc;
+}
+
+TEST(abort_after_a_failed_collective_changes_nothing)
+{
+    char diag[2048];
+    CHECK_EQ(world_run_diagnosed(3, abort_after_mismatch_rank, diag, sizeof diag), ERR_STATE);
+    CHECK_CONTAINS(err_msg(), "fingerprint mismatch before collective #1");
+    CHECK_CONTAINS(diag, "fingerprint mismatch before collective #1");
+}
+
+/* The rank launcher: a rank function that fails without comm_abort (it has
+ * closed its communicator, or never had one open) still ends the others'
+ * waits at once, with its own message; a rank killed by an injected fault
+ * is dead and tells nobody, so the watchdog names it. */
+static int launch_fail_rank(struct launch_rank *r)
+{
+    struct comm_config base;
+    comm_config_default(&base);
+    base.timeout_s = *(const double *)r->shared;
+    comm_t *c;
+    int rc = launch_comm_open(r, &base, &c);
+    if (rc < 0)
+        return rc;
+    float x = 1;
+    if (r->rank != 1 || r->cfg->faults)
+        rc = comm_allreduce(c, &x, &x, 1, COMM_FLOAT32, COMM_SUM);
+    comm_close(c);
+    if (r->rank == 1 && !r->cfg->faults)
+        rc = err_set(ERR_IO, "cannot read sample 7");
+    return rc;
+}
+
+TEST(launch_tells_every_rank_when_one_fails)
+{
+    double timeout = COMM_MAX_TIMEOUT_S;
+    struct launch_config cfg = {.backend = "sim", .world = 3, .shared = &timeout};
+    CHECK(launch_run(&cfg, launch_fail_rank) < 0);
+    CHECK_STR(err_msg(), "rank 1: cannot read sample 7");
+
+    timeout = 1;
+    cfg.faults = "kill:1@1";
+    CHECK(launch_run(&cfg, launch_fail_rank) < 0);
+    CHECK_CONTAINS(err_msg(), "collective #1 (allreduce sum, 1 x float32) timed out");
+    CHECK_CONTAINS(err_msg(), "rank 1: killed by --fault=kill:1@1 before collective #1");
 }

@@ -27,8 +27,29 @@
  * collective of ours (every wait polls, and answers between polls), so the
  * ranks that answer are named with the collective they wait in, and a rank
  * that does not answer within a second is named as the one missing: it is in
- * none of our collectives (in its own code, finished, or dead). This is the
- * simulator's watchdog report, as far as processes can know it.
+ * none of our collectives (in its own code, stopped, finished, or dead). This
+ * is the simulator's watchdog report, as far as processes can know it.
+ *
+ * The start and the end. MPI_Init_thread, MPI_Comm_split_type, MPI_Comm_dup
+ * and MPI_Finalize wait for every rank of the job and take no timeout, so a
+ * rank stopped (SIGSTOP, a frozen node) before the job's first collective or
+ * after its last one used to hold the others there forever: no collective of
+ * ours was waiting, so no watchdog fired (under load a job's start lasts
+ * seconds, so a rank stopped 4 s in could still hold the job 20 s later;
+ * so could one stopped at a short run's end). Now each of those calls
+ * runs under the guard (mpi_guard_arm), and comm_close() of a healthy
+ * communicator ends with a barrier under the watchdog, census included, so a
+ * rank stopped before the job's end is named like one stopped in the middle.
+ * One window is left, and no rank can close it: a rank stopped inside
+ * MPI_Finalize after its synchronization, when every other rank has finished
+ * and exited: only mpirun is still there, and it waits for its child.
+ *
+ * A rank that fails in its own code (comm_abort: rank 0 cannot save) prints
+ * its error and sends it to every rank on the session communicator; every
+ * wait polls for it, so the others' collectives fail at once with "rank 0
+ * failed while saving ...", instead of at the watchdog with rank 0 "missing".
+ * The others print theirs and tell the failed rank they did; its comm_close
+ * then ends the job with MPI_Abort (after a second at most).
  *
  * Errors. Every communicator is a duplicate of MPI_COMM_WORLD with the
  * MPI_ERRORS_RETURN handler, so a failing call comes back here and is reported
@@ -43,18 +64,109 @@
 
 #include <limits.h>
 #include <mpi.h>
+#include <stddef.h>
+#include <pthread.h>
 #include <sched.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+/* ---- the guard: MPI's own waits under the watchdog ------------------------ */
+
+/* MPI_Init_thread waits for the slowest process of the job to start (exec,
+ * libraries, its data), which on a loaded machine takes seconds (4 and 8
+ * processes spent 0.6 to 1.7 s in it on a 2-core machine at load average
+ * 12): the guard gives every call at least this long, even under a shorter
+ * collective timeout such as the tests' 1 s. */
+#define MPI_GUARD_MIN_S 10.0
+
+static pthread_once_t mpi_guard_once = PTHREAD_ONCE_INIT;
+static pthread_mutex_t mpi_guard_lock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t mpi_guard_cond;
+static uint64_t mpi_guard_deadline; /* clock_now_ns() time; 0: disarmed */
+static char mpi_guard_msg[512];
+
+/* The guard thread: asleep while disarmed; past an armed deadline it says
+ * which call waited and ends the process. */
+static void *mpi_guard_main(void *arg)
+{
+    (void)arg;
+    pthread_mutex_lock(&mpi_guard_lock);
+    for (;;) {
+        if (mpi_guard_deadline == 0) {
+            pthread_cond_wait(&mpi_guard_cond, &mpi_guard_lock);
+        } else if (clock_now_ns() >= mpi_guard_deadline) {
+            /* write(2), not stdio: the thread inside MPI may hold stdio's locks */
+            ssize_t n = write(STDERR_FILENO, mpi_guard_msg, strlen(mpi_guard_msg));
+            (void)n;
+            _exit(1);
+        } else {
+            struct timespec ts = {.tv_sec = (time_t)(mpi_guard_deadline / 1000000000u),
+                                  .tv_nsec = (long)(mpi_guard_deadline % 1000000000u)};
+            pthread_cond_timedwait(&mpi_guard_cond, &mpi_guard_lock, &ts);
+        }
+    }
+    return NULL;
+}
+
+static void mpi_guard_start(void)
+{
+    pthread_condattr_t attr;
+    pthread_condattr_init(&attr);
+    pthread_condattr_setclock(&attr, CLOCK_MONOTONIC); /* the clock of clock_now_ns() */
+    pthread_cond_init(&mpi_guard_cond, &attr);
+    pthread_condattr_destroy(&attr);
+    pthread_t t;
+    if (pthread_create(&t, NULL, mpi_guard_main, NULL) == 0)
+        pthread_detach(t);
+}
+
+/* This process's rank before MPI can say it: the launcher's variable. */
+static const char *mpi_env_rank(void)
+{
+    const char *r = getenv("OMPI_COMM_WORLD_RANK");
+    r = r ? r : getenv("PMI_RANK");
+    return r ? r : "?";
+}
+
+/* Arms the guard before `call`, a blocking MPI call that waits for every rank
+ * of the job: if it has not returned after max(timeout_s, MPI_GUARD_MIN_S),
+ * the guard prints why and ends this process with status 1, and mpirun ends
+ * the job (a process exited with a non-zero status), the stopped rank
+ * included. timeout_s 0 (no watchdog): no guard. */
+static void mpi_guard_arm(double timeout_s, const char *call)
+{
+    if (timeout_s <= 0)
+        return;
+    pthread_once(&mpi_guard_once, mpi_guard_start);
+    double limit = timeout_s > MPI_GUARD_MIN_S ? timeout_s : MPI_GUARD_MIN_S;
+    pthread_mutex_lock(&mpi_guard_lock);
+    snprintf(mpi_guard_msg, sizeof mpi_guard_msg,
+             "mpi: rank %s: %s did not return within %g s: it waits for every rank of the job, and one has not come "
+             "(stopped, frozen or dead); ending this process, and with it the job\n",
+             mpi_env_rank(), call, limit);
+    mpi_guard_deadline = clock_deadline_s(limit);
+    pthread_cond_signal(&mpi_guard_cond);
+    pthread_mutex_unlock(&mpi_guard_lock);
+}
+
+static void mpi_guard_disarm(void)
+{
+    pthread_mutex_lock(&mpi_guard_lock);
+    mpi_guard_deadline = 0;
+    pthread_mutex_unlock(&mpi_guard_lock);
+}
 
 /* ---- the session: MPI_Init once, MPI_Finalize after the last user -------- */
 
 static int mpi_sessions;          /* begin() calls not yet ended */
 static int mpi_we_initialized;    /* we called MPI_Init, so we finalize */
 static int mpi_stuck;             /* a session broadcast never completed */
-static MPI_Comm mpi_session_comm = MPI_COMM_NULL; /* for comm_mpi_bcast_bytes */
+static double mpi_session_timeout; /* the first begin's: the guard's for MPI_Finalize */
+static MPI_Comm mpi_session_comm = MPI_COMM_NULL; /* for comm_mpi_bcast_bytes and failure notices */
 /* MPI has no 16-bit float types (MPI-4.0 has none either), so float16 and
  * bfloat16 travel as MPI_UINT16_T and are summed by these user-defined ops,
  * created with the session and freed before MPI_Finalize. */
@@ -84,10 +196,13 @@ static void mpi_sum_bfloat16_fn(void *in, void *inout, int *len, MPI_Datatype *t
     comm_reduce_sum(COMM_BFLOAT16, inout, in, (size_t)*len);
 }
 
-/* A duplicate of MPI_COMM_WORLD whose errors return to us. */
-static int mpi_comm_dup_returning(int rank, MPI_Comm *out)
+/* A duplicate of MPI_COMM_WORLD whose errors return to us (MPI_Comm_dup
+ * waits for every rank: under the guard). */
+static int mpi_comm_dup_returning(int rank, double timeout_s, MPI_Comm *out)
 {
+    mpi_guard_arm(timeout_s, "MPI_Comm_dup");
     int rc = MPI_Comm_dup(MPI_COMM_WORLD, out);
+    mpi_guard_disarm();
     if (rc != MPI_SUCCESS)
         return mpi_fail(rc, "MPI_Comm_dup", rank, "");
     rc = MPI_Comm_set_errhandler(*out, MPI_ERRORS_RETURN);
@@ -98,7 +213,7 @@ static int mpi_comm_dup_returning(int rank, MPI_Comm *out)
     return 0;
 }
 
-int comm_mpi_session_begin(struct comm_mpi_place *out)
+int comm_mpi_session_begin(double timeout_s, struct comm_mpi_place *out)
 {
     int initialized = 0, finalized = 0;
     MPI_Finalized(&finalized);
@@ -107,7 +222,10 @@ int comm_mpi_session_begin(struct comm_mpi_place *out)
     MPI_Initialized(&initialized);
     if (!initialized) {
         /* SERIALIZED: any thread may call, one at a time (comm.h's rule) */
-        int provided = 0, rc = MPI_Init_thread(NULL, NULL, MPI_THREAD_SERIALIZED, &provided);
+        int provided = 0;
+        mpi_guard_arm(timeout_s, "MPI_Init_thread");
+        int rc = MPI_Init_thread(NULL, NULL, MPI_THREAD_SERIALIZED, &provided);
+        mpi_guard_disarm();
         if (rc != MPI_SUCCESS)
             return mpi_fail(rc, "MPI_Init_thread", -1, "");
         mpi_we_initialized = 1;
@@ -119,7 +237,9 @@ int comm_mpi_session_begin(struct comm_mpi_place *out)
      * finds it with any launcher, where OMPI_COMM_WORLD_LOCAL_RANK is Open
      * MPI's alone. */
     MPI_Comm node;
+    mpi_guard_arm(timeout_s, "MPI_Comm_split_type");
     int rc = MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, rank, MPI_INFO_NULL, &node);
+    mpi_guard_disarm();
     if (rc != MPI_SUCCESS)
         return mpi_fail(rc, "MPI_Comm_split_type", rank, "finding the ranks of this node");
     *out = (struct comm_mpi_place){.rank = rank, .world = world};
@@ -127,7 +247,8 @@ int comm_mpi_session_begin(struct comm_mpi_place *out)
     MPI_Comm_size(node, &out->local_world);
     MPI_Comm_free(&node);
     if (mpi_sessions == 0) {
-        rc = mpi_comm_dup_returning(rank, &mpi_session_comm);
+        mpi_session_timeout = timeout_s;
+        rc = mpi_comm_dup_returning(rank, timeout_s, &mpi_session_comm);
         if (rc < 0)
             return rc;
         if ((rc = MPI_Op_create(mpi_sum_float16_fn, 1, &mpi_sum_float16)) != MPI_SUCCESS ||
@@ -152,35 +273,109 @@ void comm_mpi_session_end(int abort_job)
         MPI_Op_free(&mpi_sum_float16);
     if (mpi_sum_bfloat16 != MPI_OP_NULL)
         MPI_Op_free(&mpi_sum_bfloat16);
-    if (mpi_we_initialized)
+    if (mpi_we_initialized) {
+        mpi_guard_arm(mpi_session_timeout, "MPI_Finalize");
         MPI_Finalize();
+        mpi_guard_disarm();
+    }
+}
+
+/* ---- failure notices: comm_abort between processes ---------------------------- */
+
+#define MPI_TAG_FAILED 101 /* a rank's own failure (struct mpi_notice), to every other rank */
+#define MPI_TAG_HEARD 102  /* from a rank that heard it and said so, to the failed rank */
+#define MPI_NOTICE_BYTES 1536
+
+/* A failure notice: the message, and the first collective the failed rank
+ * never started (those before it can still complete without it). */
+struct mpi_notice {
+    uint64_t seq;
+    char text[MPI_NOTICE_BYTES - sizeof(uint64_t)];
+};
+
+int comm_mpi_session_tell_failure(uint64_t seq, const char *msg)
+{
+    /* static: the sends read it after this returns; one failure per process is told */
+    static struct mpi_notice notice;
+    if (mpi_sessions == 0)
+        return err_set(ERR_STATE, "mpi: a failure notice without an MPI session");
+    if (notice.text[0])
+        return 0;
+    notice.seq = seq;
+    snprintf(notice.text, sizeof notice.text, "%s", msg[0] ? msg : "a rank failed");
+    int rank = 0, world = 1, bytes = (int)(offsetof(struct mpi_notice, text) + strlen(notice.text) + 1);
+    MPI_Comm_rank(mpi_session_comm, &rank);
+    MPI_Comm_size(mpi_session_comm, &world);
+    for (int r = 0; r < world; r++) {
+        MPI_Request q;
+        int rc = r == rank ? MPI_SUCCESS
+                           : MPI_Isend(&notice, bytes, MPI_BYTE, r, MPI_TAG_FAILED, mpi_session_comm, &q);
+        if (rc != MPI_SUCCESS)
+            return mpi_fail(rc, "MPI_Isend", rank, "telling the other ranks of a failure");
+        if (r != rank)
+            MPI_Request_free(&q); /* MPI completes it in the background, as this rank goes on calling MPI */
+    }
+    return 0;
+}
+
+/* Takes one message of `tag` waiting on the session communicator: 1 with
+ * it in *out (may be NULL) and its sender in *from, or 0. */
+static int mpi_notice_take(int tag, struct mpi_notice *out, int *from)
+{
+    int got = 0;
+    MPI_Status st;
+    struct mpi_notice n = {0};
+    if (MPI_Iprobe(MPI_ANY_SOURCE, tag, mpi_session_comm, &got, &st) != MPI_SUCCESS || !got ||
+        MPI_Recv(&n, (int)sizeof n, MPI_BYTE, st.MPI_SOURCE, tag, mpi_session_comm, MPI_STATUS_IGNORE) != MPI_SUCCESS)
+        return 0;
+    n.text[sizeof n.text - 1] = '\0';
+    if (out)
+        *out = n;
+    *from = st.MPI_SOURCE;
+    return 1;
+}
+
+int comm_mpi_session_heard_failure(char *buf, size_t len, int *from, uint64_t *seq)
+{
+    struct mpi_notice n;
+    if (mpi_sessions == 0 || !mpi_notice_take(MPI_TAG_FAILED, &n, from))
+        return 0;
+    snprintf(buf, len, "%s", n.text);
+    *seq = n.seq;
+    return 1;
 }
 
 /* ---- waiting with a deadline ------------------------------------------------ */
 
 struct mpi_comm;
 static void mpi_census_answer(struct mpi_comm *mc);
+static int mpi_heard_failure(struct mpi_comm *mc, uint64_t seq);
+
+/* mpi_poll's answers besides MPI's own codes (which are never negative). */
+#define MPI_POLL_TIMEOUT (-1) /* the deadline passed; the request is still posted */
+#define MPI_POLL_FAILED (-2)  /* another rank failed in its own code: its notice is in mc */
 
 /* Polls `req` with MPI_Test until it completes or clock_now_ns() passes
- * `deadline_ns`. MPI_Wait would be simpler but cannot time out. Each turn
- * answers the census questions of ranks whose own wait expired (when `mc`
- * is a communicator of ours) and yields the core: under `mpirun
- * --oversubscribe` the rank we wait for may need it. Returns MPI_SUCCESS,
- * an MPI error code (*timed_out = 0), or MPI_ERR_PENDING with *timed_out = 1
- * (the request is still posted). */
-static int mpi_poll(MPI_Request *req, uint64_t deadline_ns, int *timed_out, struct mpi_comm *mc)
+ * `deadline_ns`. MPI_Wait would be simpler but cannot time out. Each turn,
+ * when `mc` is a communicator of ours, answers the census questions of ranks
+ * whose own wait expired and looks for the failure notice of a rank that
+ * never started collective `seq`; and yields the core: under `mpirun
+ * --oversubscribe` the rank we wait for may need it. Returns MPI_SUCCESS, an
+ * MPI error code, MPI_POLL_TIMEOUT or MPI_POLL_FAILED (the request is still
+ * posted after either). */
+static int mpi_poll(MPI_Request *req, uint64_t deadline_ns, struct mpi_comm *mc, uint64_t seq)
 {
-    *timed_out = 0;
     for (;;) {
         int done = 0, rc = MPI_Test(req, &done, MPI_STATUS_IGNORE);
         if (rc != MPI_SUCCESS || done)
             return rc;
-        if (mc)
+        if (mc) {
             mpi_census_answer(mc);
-        if (clock_now_ns() > deadline_ns) {
-            *timed_out = 1;
-            return MPI_ERR_PENDING;
+            if (mpi_heard_failure(mc, seq))
+                return MPI_POLL_FAILED;
         }
+        if (clock_now_ns() > deadline_ns)
+            return MPI_POLL_TIMEOUT;
         sched_yield();
     }
 }
@@ -203,12 +398,11 @@ int comm_mpi_bcast_bytes(void *buf, size_t bytes, int root, double timeout_s)
     int rc = MPI_Ibcast(buf, (int)bytes, MPI_BYTE, root, mpi_session_comm, &req);
     if (rc != MPI_SUCCESS)
         return mpi_fail(rc, "MPI_Ibcast", rank, "broadcasting the bootstrap id");
-    int timed_out;
-    rc = mpi_poll(&req, mpi_deadline(timeout_s), &timed_out, NULL);
+    rc = mpi_poll(&req, mpi_deadline(timeout_s), NULL, 0);
     if (rc == MPI_SUCCESS)
         return 0;
     mpi_stuck = 1; /* the broadcast may still be posted: the session must end in MPI_Abort */
-    if (timed_out)
+    if (rc == MPI_POLL_TIMEOUT)
         return err_set(ERR_TIMEOUT, "mpi: rank %d: the broadcast of %zu bytes from rank %d did not complete within %g s "
                        "(a rank never got there); ending the session aborts the job", rank, bytes, root, timeout_s);
     return mpi_fail(rc, "MPI_Test", rank, "broadcasting the bootstrap id");
@@ -221,17 +415,37 @@ int comm_mpi_bcast_bytes(void *buf, size_t bytes, int root, double timeout_s)
  * processes of one build. */
 struct mpi_whereabouts {
     struct comm_fingerprint at, last;
-    int32_t phase;    /* 0: the collective itself; 1: its fingerprint check; 2: its result check */
+    int32_t phase;    /* enum mpi_phase */
     int32_t has_last; /* `last` is set */
 };
 
+/* Which part of a collective a rank waits in; MPI_PHASE_CLOSE: in no
+ * collective, at comm_close's final barrier. */
+enum mpi_phase { MPI_PHASE_COLLECTIVE, MPI_PHASE_FINGERPRINT, MPI_PHASE_RESULT, MPI_PHASE_CLOSE, MPI_PHASE_COUNT };
+
 struct mpi_comm {
     MPI_Comm comm;     /* our own duplicate: its collectives match only ours */
-    MPI_Comm census;   /* another: a timed-out rank's "where are you?" (mpi_census) */
-    int abort_on_close; /* a collective is stuck in MPI: close must abort */
+    MPI_Comm census;   /* another: a timed-out rank's "where are you?" (mpi_census), and the final barrier */
+    int abort_on_close; /* a collective is stuck in MPI, or a rank failed: close must abort */
+    int failed_self;    /* this rank failed (comm_abort): it told the others, and ends the job at close */
+    int failed_from;    /* the rank whose failure notice came, or -1 */
+    uint64_t failed_seq; /* the first collective it never started */
+    char failed_msg[MPI_NOTICE_BYTES]; /* its message */
     const char *last_call; /* comm_mpi_last_call() */
     struct mpi_whereabouts here; /* this rank's answer to a census */
 };
+
+/* Whether collective `seq` cannot complete because a rank that never
+ * started it failed (its notice is then in mc). The collectives the failed
+ * rank started go on: they complete without it, and where every rank judges
+ * alike (the replica check), every rank reaches its own verdict. */
+static int mpi_heard_failure(struct mpi_comm *mc, uint64_t seq)
+{
+    if (mc->failed_from < 0 &&
+        !comm_mpi_session_heard_failure(mc->failed_msg, sizeof mc->failed_msg, &mc->failed_from, &mc->failed_seq))
+        return 0;
+    return seq >= mc->failed_seq;
+}
 
 /* ---- the census: who is where, after a wait expired ---------------------------- */
 
@@ -262,6 +476,21 @@ static const char *mpi_fp_describe(const struct comm_fingerprint *fp, char *buf,
     struct comm_coll_desc d = {.seq = fp->seq, .coll = (enum comm_coll)fp->coll, .op = (enum comm_op)fp->op,
                                .dtype = (enum comm_dtype)fp->dtype, .count = (size_t)fp->count, .root = fp->root};
     return comm_coll_describe(&d, buf, len);
+}
+
+/* Where a census answer says a rank waits: "collective #3 (allreduce sum,
+ * 16 x float32) (its fingerprint check)", or "comm_close's final barrier". */
+static const char *mpi_place_describe(const struct mpi_whereabouts *t, char *buf, size_t len)
+{
+    static const char *const parts[MPI_PHASE_COUNT] = {"", " (its fingerprint check)", " (its result check)", ""};
+    if (t->phase == MPI_PHASE_CLOSE) {
+        snprintf(buf, len, "comm_close's final barrier (done with its collectives)");
+        return buf;
+    }
+    char d[128];
+    snprintf(buf, len, "%s%s", mpi_fp_describe(&t->at, d, sizeof d),
+             parts[t->phase >= 0 && t->phase < MPI_PHASE_COUNT ? t->phase : 0]);
+    return buf;
 }
 
 /* Asks every other rank where it is, waits up to MPI_CENSUS_WAIT_NS for the
@@ -303,7 +532,7 @@ static void mpi_census(comm_t *c, char *report, size_t len)
         snprintf(report, len, "\n  (no census of the other ranks: an MPI call failed)");
         goto out;
     }
-    char too[256] = "", elsewhere[1024] = "", silent[1024] = "", desc[128], last[160];
+    char too[256] = "", elsewhere[1024] = "", silent[1024] = "", desc[192], last[160];
     size_t nt = 0, ne = 0, ns = 0;
     int ntoo = 0;
     for (int r = 0; r < W; r++) {
@@ -314,7 +543,7 @@ static void mpi_census(comm_t *c, char *report, size_t len)
             MPI_Wait(&recvs[r], MPI_STATUS_IGNORE);
             ns += (size_t)snprintf(silent + ns, ns < sizeof silent ? sizeof silent - ns : 0,
                                    "\n  rank %d: did not answer within %g s: it is in no collective of this "
-                                   "communicator (running its own code, finished, or dead)",
+                                   "communicator (running its own code, stopped, finished, or dead)",
                                    r, MPI_CENSUS_WAIT_NS / 1e9);
             continue;
         }
@@ -329,10 +558,9 @@ static void mpi_census(comm_t *c, char *report, size_t len)
             char d2[128];
             snprintf(last, sizeof last, "last completed %s", mpi_fp_describe(&t->last, d2, sizeof d2));
         }
-        static const char *const phases[] = {"", " (its fingerprint check)", " (its result check)"};
         ne += (size_t)snprintf(elsewhere + ne, ne < sizeof elsewhere ? sizeof elsewhere - ne : 0,
-                               "\n  rank %d: waiting at %s%s instead; %s", r, mpi_fp_describe(&t->at, desc, sizeof desc),
-                               phases[t->phase >= 0 && t->phase <= 2 ? t->phase : 0], last);
+                               "\n  rank %d: waiting at %s instead; %s", r, mpi_place_describe(t, desc, sizeof desc),
+                               last);
     }
     for (int r = 0; r < W; r++)
         if (asks[r] != MPI_REQUEST_NULL)
@@ -354,7 +582,7 @@ static void mpi_census(comm_t *c, char *report, size_t len)
     int n = 0;
     if (2 * best_count > W)
         n = snprintf(report, len, "\n  this rank is the odd one: %d of the %d ranks wait at %s", best_count, W,
-                     mpi_fp_describe(&told[best].at, desc, sizeof desc));
+                     mpi_place_describe(&told[best], desc, sizeof desc));
     if (n >= 0 && (size_t)n < len)
         n += snprintf(report + n, len - (size_t)n, "\n  waiting in it too: %s%s",
                       ntoo == 0 ? "no other rank" : ntoo == 1 ? "rank " : "ranks ", too);
@@ -401,7 +629,7 @@ static int mpi_launch_resolve(enum comm_launch requested, enum comm_launch *out)
 static int mpi_open(comm_t *c, const struct comm_config *cfg)
 {
     struct comm_mpi_place at;
-    int rc = comm_mpi_session_begin(&at);
+    int rc = comm_mpi_session_begin(c->timeout_s, &at);
     if (rc < 0)
         return rc;
     if ((cfg->world != 0 && cfg->world != at.world) || (cfg->rank >= 0 && cfg->rank != at.rank)) {
@@ -414,8 +642,9 @@ static int mpi_open(comm_t *c, const struct comm_config *cfg)
         comm_mpi_session_end(0);
         return err_set(ERR_NOMEM, "mpi: rank %d: cannot allocate its communicator", at.rank);
     }
-    rc = mpi_comm_dup_returning(at.rank, &mc->comm);
-    if (rc == 0 && (rc = mpi_comm_dup_returning(at.rank, &mc->census)) < 0)
+    mc->failed_from = -1;
+    rc = mpi_comm_dup_returning(at.rank, c->timeout_s, &mc->comm);
+    if (rc == 0 && (rc = mpi_comm_dup_returning(at.rank, c->timeout_s, &mc->census)) < 0)
         MPI_Comm_free(&mc->comm);
     if (rc < 0) {
         free(mc);
@@ -428,34 +657,31 @@ static int mpi_open(comm_t *c, const struct comm_config *cfg)
     return 0;
 }
 
-static void mpi_close(comm_t *c)
-{
-    struct mpi_comm *mc = c->impl;
-    int abort_job = mc->abort_on_close;
-    if (abort_job)
-        fprintf(stderr, "mpi: rank %d: aborting the MPI job after: %s\n", c->rank, c->broken_msg);
-    else
-        MPI_Comm_free(&mc->comm), MPI_Comm_free(&mc->census);
-    free(mc);
-    comm_mpi_session_end(abort_job);
-}
-
-/* Waits for a posted request under the communicator's timeout. On a timeout
- * or an MPI error the communicator must abort at close: the request may still
- * be posted, and MPI offers no way to take it back. */
+/* Waits for a posted request under the communicator's timeout. On a timeout,
+ * a failure notice or an MPI error the communicator must abort at close: the
+ * request may still be posted, and MPI offers no way to take it back. d NULL:
+ * comm_close's final barrier. */
 static int mpi_finish(comm_t *c, MPI_Request *r, const char *call, const struct comm_coll_desc *d,
                       const char *phase)
 {
     struct mpi_comm *mc = c->impl;
-    char desc[128];
-    comm_fingerprint_of(d, &mc->here.at);
-    mc->here.phase = strstr(phase, "fingerprint") ? 1 : strstr(phase, "result") ? 2 : 0;
-    int timed_out, rc = mpi_poll(r, mpi_deadline(c->timeout_s), &timed_out, mc);
+    char desc[128] = "comm_close's final barrier";
+    if (d) {
+        comm_fingerprint_of(d, &mc->here.at);
+        comm_coll_describe(d, desc, sizeof desc);
+    } else {
+        memset(&mc->here.at, 0, sizeof mc->here.at);
+    }
+    mc->here.phase = !d ? MPI_PHASE_CLOSE : strstr(phase, "fingerprint") ? MPI_PHASE_FINGERPRINT
+                     : strstr(phase, "result")                       ? MPI_PHASE_RESULT
+                                                                     : MPI_PHASE_COLLECTIVE;
+    int rc = mpi_poll(r, mpi_deadline(c->timeout_s), mc, d ? d->seq : UINT64_MAX);
     if (rc == MPI_SUCCESS)
         return 0;
     mc->abort_on_close = 1;
-    comm_coll_describe(d, desc, sizeof desc);
-    if (timed_out) {
+    if (rc == MPI_POLL_FAILED)
+        return err_set(ERR_PEER, "mpi: rank %d: %s%s: %s", c->rank, desc, phase, mc->failed_msg);
+    if (rc == MPI_POLL_TIMEOUT) {
         char census[3072];
         mpi_census(c, census, sizeof census);
         return err_set(ERR_TIMEOUT,
@@ -464,6 +690,94 @@ static int mpi_finish(comm_t *c, MPI_Request *r, const char *call, const struct 
                        c->rank, desc, call, phase, c->timeout_s, census);
     }
     return mpi_fail(rc, call, c->rank, desc);
+}
+
+/* The end of a healthy communicator: a barrier under the watchdog, census
+ * included, on the census communicator (so it never meets a collective of
+ * the job's own, on mc->comm). A rank stopped before the job's end is named
+ * here as anywhere else, and a rank that failed after the job's last
+ * collective (rank 0's final save) is heard here. 0 or an ERR_*. */
+static int mpi_close_barrier(comm_t *c)
+{
+    struct mpi_comm *mc = c->impl;
+    MPI_Request r;
+    int rc = MPI_Ibarrier(mc->census, &r);
+    if (rc != MPI_SUCCESS)
+        return mpi_fail(rc, "MPI_Ibarrier", c->rank, "comm_close's final barrier");
+    return mpi_finish(c, &r, "MPI_Ibarrier", NULL, "");
+}
+
+/* Up to MPI_NOTICE_WAIT_NS, until every other rank has answered this rank's
+ * failure notice: said so (MPI_TAG_HEARD) or failed itself (its own notice).
+ * Then MPI_Abort ends no rank before it said which rank failed. */
+#define MPI_NOTICE_WAIT_NS 1000000000ull
+
+static void mpi_wait_answers(comm_t *c)
+{
+    unsigned char *answered = calloc((size_t)c->world, 1);
+    if (!answered)
+        return;
+    int pending = c->world - 1, from;
+    for (uint64_t until = clock_deadline_ns(MPI_NOTICE_WAIT_NS); pending > 0 && clock_now_ns() < until;) {
+        int got = mpi_notice_take(MPI_TAG_HEARD, NULL, &from) || mpi_notice_take(MPI_TAG_FAILED, NULL, &from);
+        if (got && from != c->rank && !answered[from])
+            answered[from] = 1, pending--;
+        if (!got)
+            sched_yield();
+    }
+    free(answered);
+}
+
+/* A rank that heard another's failure: says so to it, then gives it up to
+ * twice its wait to end the job, and ends it itself if it has not (it may be
+ * stopped too). */
+static void mpi_answer_and_wait(int failed)
+{
+    MPI_Request q;
+    if (MPI_Isend(NULL, 0, MPI_CHAR, failed, MPI_TAG_HEARD, mpi_session_comm, &q) != MPI_SUCCESS)
+        return;
+    int done = 0;
+    for (uint64_t until = clock_deadline_ns(2 * MPI_NOTICE_WAIT_NS); clock_now_ns() < until;) {
+        if (!done && MPI_Test(&q, &done, MPI_STATUS_IGNORE) != MPI_SUCCESS)
+            return;
+        clock_sleep_ns(1000000);
+    }
+}
+
+static void mpi_close(comm_t *c)
+{
+    struct mpi_comm *mc = c->impl;
+    char why[sizeof c->broken_msg];
+    snprintf(why, sizeof why, "%s", c->broken_msg);
+    if (!mc->abort_on_close && c->timeout_s > 0 && mpi_close_barrier(c) < 0)
+        snprintf(why, sizeof why, "%s", err_msg());
+    if (mc->failed_self) {
+        mpi_wait_answers(c); /* its own error is out already: printed when it failed */
+    } else if (mc->abort_on_close) {
+        fprintf(stderr, "mpi: rank %d: aborting the MPI job after: %s\n", c->rank, why);
+        fflush(stderr);
+        if (mc->failed_from >= 0)
+            mpi_answer_and_wait(mc->failed_from);
+    } else {
+        MPI_Comm_free(&mc->comm);
+        MPI_Comm_free(&mc->census);
+    }
+    int abort_job = mc->abort_on_close;
+    free(mc);
+    comm_mpi_session_end(abort_job);
+}
+
+/* comm_abort: this rank failed in its own code. Its own error goes out first,
+ * then the notice to every rank, whose waits poll for it. */
+static void mpi_abort(comm_t *c, const char *msg)
+{
+    struct mpi_comm *mc = c->impl;
+    fprintf(stderr, "mpi: %s\n", msg);
+    fflush(stderr);
+    mc->abort_on_close = 1;
+    mc->failed_self = comm_mpi_session_tell_failure(c->next_seq, msg) == 0;
+    if (!mc->failed_self) /* nobody was told: the others' watchdogs will name this rank */
+        fprintf(stderr, "mpi: rank %d: %s\n", c->rank, err_msg());
 }
 
 /* The debug checks' all-gather (comm_checks.h): `bytes` from every rank
@@ -565,8 +879,14 @@ static int mpi_complete(comm_t *c, const struct comm_coll_desc *d, struct mpi_re
  * comm_*_start, it posts the non-blocking call and wait() polls it. */
 static int mpi_start(comm_t *c, comm_request_t *req)
 {
+    struct mpi_comm *mc = c->impl;
     const struct comm_coll_desc *d = &req->desc;
     char desc[128];
+    if (mpi_heard_failure(mc, d->seq)) { /* a rank failed before it started this one: the job is over */
+        mc->abort_on_close = 1;
+        return err_set(ERR_PEER, "mpi: rank %d: %s: %s", c->rank, comm_coll_describe(d, desc, sizeof desc),
+                       mc->failed_msg);
+    }
     if (d->count > INT_MAX)
         return err_set(ERR_RANGE, "mpi: rank %d: %s: MPI counts are int: at most %d elements per call", c->rank,
                        comm_coll_describe(d, desc, sizeof desc), INT_MAX);
@@ -580,9 +900,9 @@ static int mpi_start(comm_t *c, comm_request_t *req)
         return err_set(ERR_NOMEM, "mpi: rank %d: cannot allocate a request", c->rank);
     int blocking = req->blocking && c->timeout_s == 0;
     int rc = mpi_post(c, d, q, blocking);
-    ((struct mpi_comm *)c->impl)->last_call = q->call;
+    mc->last_call = q->call;
     if (rc != MPI_SUCCESS) {
-        ((struct mpi_comm *)c->impl)->abort_on_close = 1;
+        mc->abort_on_close = 1;
         mpi_fail(rc, q->call ? q->call : "MPI", c->rank, comm_coll_describe(d, desc, sizeof desc));
         free(q->tmp);
         free(q);
@@ -602,6 +922,14 @@ static int mpi_start(comm_t *c, comm_request_t *req)
 static int mpi_wait(comm_t *c, comm_request_t *req)
 {
     struct mpi_req *q = req->impl;
+    if (((struct mpi_comm *)c->impl)->abort_on_close) {
+        /* an earlier collective failed: this one cannot complete either, and waiting out the
+         * timeout (and a census) again for each request still posted only delays the end */
+        char desc[128];
+        free(q); /* q->tmp may still be written by the posted call: keep it until MPI_Abort */
+        return err_set(ERR_PEER, "mpi: rank %d: %s: abandoned: an earlier failure broke the communicator: %s",
+                       c->rank, comm_coll_describe(&req->desc, desc, sizeof desc), c->broken_msg);
+    }
     int rc = mpi_finish(c, &q->r, q->call, &req->desc, "");
     if (rc < 0) {
         /* q->tmp may still be written by the posted call: keep it until MPI_Abort */
@@ -625,4 +953,5 @@ const struct comm_backend_ops comm_backend_mpi = {
     .close = mpi_close,
     .start = mpi_start,
     .wait = mpi_wait,
+    .abort = mpi_abort,
 };

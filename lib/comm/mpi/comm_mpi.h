@@ -24,6 +24,7 @@
 #include "comm/comm_backend.h"
 
 #include <stddef.h>
+#include <stdint.h>
 
 #ifdef __cplusplus
 extern "C" {
@@ -42,9 +43,14 @@ struct comm_mpi_place {
  * Joins the MPI job: MPI_Init_thread (MPI_THREAD_SERIALIZED) unless MPI is
  * already initialized (by the program, or by an earlier session), then fills
  * *out. Sessions nest: every successful begin needs one comm_mpi_session_end.
+ * MPI's calls here wait for every rank of the job with no timeout of their
+ * own: each runs under a guard that ends this process (status 1, and mpirun
+ * then ends the job) when it has not returned after timeout_s, or 10 s if
+ * that is longer (processes start slowly on a loaded machine); timeout_s 0:
+ * no guard. The first session's timeout guards MPI_Finalize too.
  * Returns 0, or ERR_STATE (MPI was already finalized: it cannot start twice in
  * one process), ERR_IO (an MPI call failed: its name and MPI_Error_string). */
-int comm_mpi_session_begin(struct comm_mpi_place *out);
+int comm_mpi_session_begin(double timeout_s, struct comm_mpi_place *out);
 
 /* Leaves the session. The last end calls MPI_Finalize when begin called
  * MPI_Init. With `abort_job` non-zero, or after a comm_mpi_bcast_bytes that
@@ -52,6 +58,18 @@ int comm_mpi_session_begin(struct comm_mpi_place *out);
  * MPI cannot cancel a collective that never completed, and MPI_Finalize would
  * wait forever for the rank that never came. */
 void comm_mpi_session_end(int abort_job);
+
+/* comm_abort between processes: sends `msg` ("rank 0 failed while saving
+ * ...") and `seq`, the first collective the failed rank never started, to
+ * every other rank of the job, once per process; the waits of the mpi and
+ * nccl backends poll for it with comm_mpi_session_heard_failure. Needs an
+ * open session. 0, or ERR_STATE / ERR_IO. */
+int comm_mpi_session_tell_failure(uint64_t seq, const char *msg);
+
+/* 1 when a failure notice from another rank has come (one is taken: its text
+ * into buf, its sender into *from, its seq into *seq), 0 when none has or
+ * there is no session. */
+int comm_mpi_session_heard_failure(char *buf, size_t len, int *from, uint64_t *seq);
 
 /* Copies `bytes` from `root`'s buf into every rank's buf (MPI_Ibcast over a
  * duplicate of MPI_COMM_WORLD, polled for at most timeout_s seconds).

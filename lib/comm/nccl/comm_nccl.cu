@@ -32,6 +32,7 @@ extern "C" { /* the core's C headers without C++ guards of their own */
 
 #include <cuda_runtime.h>
 #include <nccl.h>
+#include <pthread.h>
 #include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -47,6 +48,8 @@ struct nccl_world {
     int world;
     int first_device;
     ncclUniqueId id;
+    pthread_mutex_t lock;    /* guards failed_msg */
+    char failed_msg[1536];   /* comm_abort's or comm_world_abort's message, "" until a rank failed */
 };
 
 struct nccl_comm {
@@ -54,7 +57,8 @@ struct nccl_comm {
     cudaStream_t stream;
     int own_stream;
     int device;
-    int mpi_session; /* began an MPI session (launch MPI): end it at close */
+    struct nccl_world *w; /* launch THREADS: the world, where a failed rank leaves its message */
+    int mpi_session; /* began an MPI session (launch MPI): end it at close; failure notices travel there */
     int aborted;     /* ncclCommAbort was called: nothing more to free in NCCL */
     void *scratch;   /* device: the checks' exchanges and the barrier's float */
     char *staging;   /* pinned host: the checks' bytes on their way in and out */
@@ -125,6 +129,40 @@ static void nccl_abort(struct nccl_comm *nc)
     nc->aborted = 1;
 }
 
+/* Whether another rank failed in its own code (comm_abort), and its message:
+ * from the world of rank threads, or from the MPI session's notices. A
+ * torchrun-style launch has no channel for it: its peers learn from NCCL's
+ * own error when this rank's connections close, or from their watchdog. */
+static int nccl_heard_failure(struct nccl_comm *nc, char *buf, size_t len)
+{
+    int heard = 0;
+    if (nc->w) {
+        pthread_mutex_lock(&nc->w->lock);
+        heard = nc->w->failed_msg[0] != '\0';
+        if (heard)
+            snprintf(buf, len, "%s", nc->w->failed_msg);
+        pthread_mutex_unlock(&nc->w->lock);
+    }
+#ifdef HAVE_MPI
+    int from;
+    uint64_t seq; /* every collective ends: the failed rank's communicator is aborted */
+    if (!heard && nc->mpi_session)
+        heard = comm_mpi_session_heard_failure(buf, len, &from, &seq);
+#endif
+    return heard;
+}
+
+/* Another rank failed: this rank's communicator is aborted too (its kernels
+ * may wait for that rank's data), and the error names the failed rank. */
+static int nccl_peer_failed(comm_t *c, const struct comm_coll_desc *d, const char *phase, const char *msg)
+{
+    struct nccl_comm *nc = (struct nccl_comm *)c->impl;
+    char desc[128];
+    nccl_abort(nc);
+    return err_set(ERR_PEER, "nccl: rank %d (GPU %d): %s%s: %s", c->rank, nc->device,
+                   comm_coll_describe(d, desc, sizeof desc), phase, msg);
+}
+
 /* Waits for `done` (an event after the collective d) until the timeout. An
  * asynchronous NCCL error (a peer died, a link broke) or the timeout aborts
  * the communicator. `phase` says which part of the collective waited. */
@@ -132,11 +170,13 @@ static int nccl_poll(comm_t *c, cudaEvent_t done, const struct comm_coll_desc *d
 {
     struct nccl_comm *nc = (struct nccl_comm *)c->impl;
     uint64_t deadline = clock_deadline_s(c->timeout_s);
-    char desc[128];
+    char desc[128], failed[1536];
     for (;;) {
         cudaError_t e = cudaEventQuery(done);
         if (e == cudaSuccess)
             return 0;
+        if (nccl_heard_failure(nc, failed, sizeof failed))
+            return nccl_peer_failed(c, d, phase, failed);
         if (e != cudaErrorNotReady)
             return nccl_cuda_fail(e, "cudaEventQuery", c->rank, nc->device, comm_coll_describe(d, desc, sizeof desc));
         ncclResult_t async = ncclSuccess;
@@ -198,11 +238,28 @@ static int nccl_world_create(const struct comm_world_options *opt, comm_world_t 
         free(w);
         return nccl_fail(r, "ncclGetUniqueId", 0, opt->first_device, NULL, "creating the world");
     }
+    pthread_mutex_init(&w->lock, NULL);
     *out = (comm_world_t *)w;
     return 0;
 }
 
-static void nccl_world_destroy(comm_world_t *w) { free(w); }
+static void nccl_world_destroy(comm_world_t *cw)
+{
+    struct nccl_world *w = (struct nccl_world *)cw;
+    pthread_mutex_destroy(&w->lock);
+    free(w);
+}
+
+/* comm_world_abort: the first failure's message, for every rank's waits. */
+static void nccl_world_abort(comm_world_t *cw, int rank, const char *msg)
+{
+    (void)rank; /* NCCL has no injected faults: every failed rank tells */
+    struct nccl_world *w = (struct nccl_world *)cw;
+    pthread_mutex_lock(&w->lock);
+    if (!w->failed_msg[0])
+        snprintf(w->failed_msg, sizeof w->failed_msg, "%s", msg);
+    pthread_mutex_unlock(&w->lock);
+}
 
 /* ---- opening: the three ways to find rank, world, GPU and id ------------------------------ */
 
@@ -242,9 +299,10 @@ static int nccl_place_find(comm_t *c, const struct comm_config *cfg, struct nccl
     int rc;
     switch (cfg->launch) {
     case COMM_LAUNCH_THREADS: {
-        const struct nccl_world *w = (const struct nccl_world *)cfg->shared;
+        struct nccl_world *w = (struct nccl_world *)cfg->shared;
         if (cfg->rank < 0 || cfg->rank >= w->world)
             return err_set(ERR_ARG, "nccl: rank %d is not in a world of %d", cfg->rank, w->world);
+        nc->w = w;
         p->rank = cfg->rank;
         p->world = w->world;
         p->device = cfg->device >= 0 ? cfg->device : w->first_device + cfg->rank;
@@ -254,7 +312,7 @@ static int nccl_place_find(comm_t *c, const struct comm_config *cfg, struct nccl
     case COMM_LAUNCH_MPI: {
 #ifdef HAVE_MPI
         struct comm_mpi_place at;
-        if ((rc = comm_mpi_session_begin(&at)) < 0)
+        if ((rc = comm_mpi_session_begin(c->timeout_s, &at)) < 0)
             return rc;
         nc->mpi_session = 1;
         p->rank = at.rank;
@@ -264,7 +322,6 @@ static int nccl_place_find(comm_t *c, const struct comm_config *cfg, struct nccl
             return rc;
         return comm_mpi_bcast_bytes(&p->id, sizeof p->id, 0, c->timeout_s);
 #else
-        (void)nc;
         return err_set(ERR_UNSUPPORTED, "nccl: this build has no MPI");
 #endif
     }
@@ -489,6 +546,9 @@ static int nccl_start(comm_t *c, comm_request_t *req)
     cudaError_t e = cudaSetDevice(nc->device); /* the calling thread may be new */
     if (e != cudaSuccess)
         return nccl_cuda_fail(e, "cudaSetDevice", c->rank, nc->device, "");
+    char failed[1536];
+    if (nccl_heard_failure(nc, failed, sizeof failed)) /* another rank failed while this one computed */
+        return nccl_peer_failed(c, d, "", failed);
     int rc = c->check >= COMM_CHECK_FINGERPRINT ? comm_checks_fingerprint(c, d, nccl_exchange) : 0;
     const char *call = "";
     if (rc == 0)
@@ -559,6 +619,22 @@ static int nccl_mem_copy(comm_t *c, void *dst, const void *src, size_t bytes, in
                                              to_device ? "uploading to the GPU" : "downloading from the GPU");
 }
 
+/* comm_abort: this rank's kernels stop (ncclCommAbort), and the others hear
+ * of it through the launcher's channel (nccl_heard_failure). Not yet run on
+ * GPUs: this build machine has none with NCCL peers. */
+static void nccl_abort_op(comm_t *c, const char *msg)
+{
+    struct nccl_comm *nc = (struct nccl_comm *)c->impl;
+    cudaSetDevice(nc->device);
+    nccl_abort(nc);
+    if (nc->w)
+        nccl_world_abort((comm_world_t *)nc->w, c->rank, msg);
+#ifdef HAVE_MPI
+    if (nc->mpi_session && comm_mpi_session_tell_failure(c->next_seq, msg) < 0)
+        fprintf(stderr, "nccl: rank %d: the other ranks were not told of its failure: %s\n", c->rank, err_msg());
+#endif
+}
+
 /* Positional: C++17 has no designated initializers. The order is
  * struct comm_backend_ops's. */
 const struct comm_backend_ops comm_backend_nccl = {
@@ -575,4 +651,6 @@ const struct comm_backend_ops comm_backend_nccl = {
     nccl_mem_copy,
     0, /* untimed: never; every NCCL wait has its watchdog (nccl_poll) */
     0, /* activity: NCCL's watchdog reports only its own rank's view */
+    nccl_abort_op,
+    nccl_world_abort,
 };
