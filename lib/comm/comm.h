@@ -315,8 +315,12 @@ void comm_set_activity(comm_t *c, const char *what);
  * Every other rank's collective in progress, or its next one, fails at once
  * with ERR_PEER and "rank R failed while <activity>: <this rank's err_msg()>"
  * (the activity of comm_set_activity; "in its own code" when none was said).
- * sim: the world breaks with that message as its diagnosis, and every waiting
- * thread wakes. mpi: the rank prints its own error first, then tells every
+ * sim: that message becomes the world's diagnosis, and the first collective
+ * this rank never started fails on every rank, with every later one: the
+ * ranks waiting at its rendezvous, or in an injected delay before it, wake.
+ * The world does not break: the collectives this rank started complete (its
+ * progress thread still runs them), as sim/comm_sim.h says. mpi: the rank
+ * prints its own error first, then tells every
  * rank out of band (a message each rank's waits poll for), and its
  * comm_close ends the job (MPI_Abort) once the others have said theirs, or
  * after a second. nccl: ncclCommAbort, and the message over the launcher's

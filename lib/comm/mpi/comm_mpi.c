@@ -12,7 +12,7 @@
  * non-blocking collective only inside MPI calls (there is no progress thread
  * by default), so the overlap is real only as far as the program calls
  * comm_wait or other MPI functions; the results are the same either way. On
- * this machine MPI_Iallreduce of 64 MiB took the same time as MPI_Allreduce.
+ * a 2-core machine, MPI_Iallreduce of 64 MiB took the same time as MPI_Allreduce.
  *
  * Timeouts. MPI cannot cancel a collective (MPI_Cancel is for point-to-point
  * receives only; MPI-3.1 section 3.8.4), so a rank that waits past the

@@ -621,7 +621,7 @@ static int nccl_mem_copy(comm_t *c, void *dst, const void *src, size_t bytes, in
 
 /* comm_abort: this rank's kernels stop (ncclCommAbort), and the others hear
  * of it through the launcher's channel (nccl_heard_failure). Not yet run on
- * GPUs: this build machine has none with NCCL peers. */
+ * GPUs: it compiles on a machine without a GPU, which cannot run it. */
 static void nccl_abort_op(comm_t *c, const char *msg)
 {
     struct nccl_comm *nc = (struct nccl_comm *)c->impl;
