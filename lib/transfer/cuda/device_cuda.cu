@@ -10,6 +10,7 @@
 #include "transfer/cuda/device_cuda.h"
 
 extern "C" { /* the core's C headers without C++ guards of their own */
+#include "base/cli.h"
 #include "base/error.h"
 }
 
@@ -95,9 +96,13 @@ static int cu_open(device_t *d, const struct device_config *cfg)
         return err_set(ERR_UNSUPPORTED, "%s: --backend=cuda: no CUDA device found (cudaGetDeviceCount: %s)", d->name,
                        e != cudaSuccess ? cudaGetErrorString(e) : "0 devices");
     int ordinal = cfg->ordinal;
-    if (ordinal < 0) {
+    if (ordinal < 0) { /* torchrun's GPU for this process, read as strictly as a flag: "1x" is not GPU 1 */
         const char *local = getenv("LOCAL_RANK");
-        ordinal = local && *local ? atoi(local) : 0;
+        uint64_t v = 0;
+        int rc = local && *local ? cli_parse_env("LOCAL_RANK", local, 0, (uint64_t)n - 1, &v) : 0;
+        if (rc < 0)
+            return err_wrap(rc, "%s: --backend=cuda: the GPU of this rank (this machine has %d)", d->name, n);
+        ordinal = (int)v;
     }
     if (ordinal < 0 || ordinal >= n)
         return err_set(ERR_ARG, "%s: GPU %d asked, this machine has %d (0 to %d)", d->name, ordinal, n, n - 1);
