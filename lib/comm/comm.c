@@ -201,6 +201,15 @@ static int comm_check_args(const comm_t *c, const struct comm_coll_desc *d, size
     return 0;
 }
 
+/* Marks c broken by the failure err_msg() describes; `job_knows`: every
+ * rank learns of it without being told (see struct comm). */
+static void comm_break(comm_t *c, int job_knows)
+{
+    c->broken = 1;
+    c->job_knows = job_knows;
+    snprintf(c->broken_msg, sizeof c->broken_msg, "%s", err_msg());
+}
+
 /* The one path of every collective: checks, sequence number, dispatch, and
  * the broken state after a failure. */
 static int comm_start(comm_t *c, struct comm_coll_desc *d, size_t total, comm_request_t **req)
@@ -210,8 +219,11 @@ static int comm_start(comm_t *c, struct comm_coll_desc *d, size_t total, comm_re
     if (rc < 0)
         return rc;
     comm_request_t *r = calloc(1, sizeof *r);
-    if (!r)
-        return err_set(ERR_NOMEM, "rank %d: cannot allocate a request", c->rank);
+    if (!r) { /* the others will wait in this collective: comm_abort must tell them */
+        rc = err_set(ERR_NOMEM, "rank %d: cannot allocate a request", c->rank);
+        comm_break(c, 0);
+        return rc;
+    }
     d->seq = c->next_seq++;
     r->comm = c;
     r->desc = *d;
@@ -224,9 +236,11 @@ static int comm_start(comm_t *c, struct comm_coll_desc *d, size_t total, comm_re
         rc = 0;
     }
     if (rc < 0) {
+        /* This rank never started it: the number goes back, so that a comm_abort names it as the
+         * first collective this rank missed, and the others waiting in it fail at once. */
+        c->next_seq--;
+        comm_break(c, r->job_knows);
         free(r);
-        c->broken = 1;
-        snprintf(c->broken_msg, sizeof c->broken_msg, "%s", err_msg());
         return rc;
     }
     *req = r;
@@ -250,10 +264,8 @@ int comm_wait_timed(comm_request_t *req, uint64_t *done_ns)
     }
     if (done_ns)
         *done_ns = req->done_ns ? req->done_ns : clock_now_ns();
-    if (rc < 0 && !c->broken) {
-        c->broken = 1;
-        snprintf(c->broken_msg, sizeof c->broken_msg, "%s", err_msg());
-    }
+    if (rc < 0 && !c->broken) /* a collective that failed: every rank gets its own error from it */
+        comm_break(c, 1);
     free(req);
     return rc;
 }
@@ -269,13 +281,14 @@ void comm_set_activity(comm_t *c, const char *what)
 
 int comm_abort(comm_t *c, int code)
 {
-    if (!c || c->broken) /* broken in a collective: every rank has its own error already */
+    if (!c || c->job_knows) /* a failed collective: every rank has its own error already */
         return code;
     char reason[1024], msg[1536];
     snprintf(reason, sizeof reason, "%s", err_msg());
     snprintf(msg, sizeof msg, "rank %d failed %s%s: %s", c->rank, c->activity[0] ? "while " : "in its own code",
              c->activity, reason);
     c->broken = 1;
+    c->job_knows = 1;
     snprintf(c->broken_msg, sizeof c->broken_msg, "%s", msg);
     if (c->ops->abort)
         c->ops->abort(c, msg);

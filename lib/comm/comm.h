@@ -327,8 +327,12 @@ void comm_set_activity(comm_t *c, const char *what);
  * channel (the world of rank threads, or the MPI session).
  *
  * Returns `code`, with err_msg() as it was. After it the communicator is
- * broken (ERR_STATE). Nothing happens when the communicator already broke in
- * a collective (every rank has failed or will) or when c is NULL. */
+ * broken (ERR_STATE). Nothing happens when the job knows of the failure
+ * already: after a collective that failed (every rank gets its own error
+ * from it, or will), after an earlier comm_abort(), or for c NULL. A
+ * collective that failed to start on this rank alone (out of memory, a
+ * count MPI cannot take, an MPI call that failed) is this rank's failure:
+ * the others are waiting in it, and comm_abort() tells them. */
 int comm_abort(comm_t *c, int code);
 
 /* ---- names --------------------------------------------------------------- */

@@ -63,7 +63,11 @@ struct comm {
     double timeout_s;      /* resolved: seconds, or 0 = no watchdog (COMM_NO_TIMEOUT; untimed backends only) */
     enum comm_algo algo;
     enum comm_check check;
-    int broken;            /* set by the front after a failed collective */
+    int broken;            /* set by the front after a failure: collectives refuse (ERR_STATE) */
+    int job_knows;         /* ... and every rank knows of it without being told: a failed collective (each
+                            * rank gets its own error from it) or this rank's comm_abort. 0 after a start
+                            * that failed on this rank alone: comm_abort then tells the others, who wait
+                            * in it */
     int blocking;          /* the front is inside a blocking form (comm_allreduce, ...) */
     char broken_msg[1536]; /* the message of that failure */
     char activity[160];    /* comm_set_activity's, "" when unsaid: the phase comm_abort names */
@@ -79,6 +83,9 @@ struct comm_request {
                    * then complete it inside start() (the sim does) */
     int done;    /* the backend completed it inside start() ... */
     int status;  /* ... with this result (0 or ERR_*, message in err_buf) */
+    int job_knows; /* start() failed in a way every rank learns without being told (another rank's
+                    * failure notice, a fingerprint mismatch every rank finds): set before returning
+                    * the error, so comm_abort tells nobody; left 0, the failure is this rank's own */
     char err_buf[512];
     uint64_t done_ns; /* clock_now_ns() when the collective completed, if the backend
                        * knows it (the sim's progress thread); 0: the front takes the

@@ -55,15 +55,21 @@ else
             mpirun --oversubscribe -np "$np" "$prog" comm_mpi_timeout_aborts
         # A failure in a rank's own code: rank 1 says it, and rank 0, whose watchdog is 11 days long,
         # learns it at once from rank 1's notice, in collective #2; #3 when rank 1 had started #2 first,
-        # which then completes (any failed check in the test says where).
-        for how in failed joined; do
+        # which then completes (any failed check in the test says where). A collective that fails to
+        # start on rank 1 alone is its own failure too, told like any other.
+        for how in failed joined start-failed; do
             T_TIMEOUT=30 COMM_MPI_TEST_ABORT=$how t_run mpirun --oversubscribe -np "$np" "$prog" comm_mpi_timeout_aborts
-            seq=$([ $how = failed ] && echo 2 || echo 3)
-            heard="rank 0 diagnosed: mpi: rank 0: collective #$seq (allreduce sum, 16 x float32): rank 1 failed while saving"
+            seq=$([ $how = joined ] && echo 3 || echo 2)
+            said="rank 1 failed while saving a test file: test.bin: disk full"
+            if [ $how = start-failed ]; then
+                said="rank 1 failed while reducing too many elements: mpi: rank 1: collective #2 (allreduce sum, \
+2147483648 x float32): MPI counts are int: at most 2147483647 elements per call"
+            fi
+            heard="rank 0 diagnosed: mpi: rank 0: collective #$seq (allreduce sum, 16 x float32): $said"
             if [ "$T_STATUS" = 124 ] || [ "$T_STATUS" = 137 ]; then t_failed "np$np.failure_told.$how" "timed out"
             elif grep -q "test_comm_mpi.c:[0-9]*: " <<<"$T_OUT"; then
                 t_failed "np$np.failure_told.$how" "$(grep "test_comm_mpi.c:[0-9]*: " <<<"$T_OUT" | head -n 2)"
-            elif ! grep -qF "mpi: rank 1 failed while saving a test file: test.bin: disk full" <<<"$T_OUT"; then
+            elif ! grep -qF "mpi: $said" <<<"$T_OUT"; then
                 t_failed "np$np.failure_told.$how" "rank 1 did not say its failure: $(tail -n 3 <<<"$T_OUT")"
             elif ! grep -qF "$heard" <<<"$T_OUT"; then
                 t_failed "np$np.failure_told.$how" "rank 0 did not hear it: $(tail -n 3 <<<"$T_OUT")"

@@ -28,6 +28,7 @@
 #include "comm/mpi/comm_mpi.h"
 #endif
 
+#include <limits.h>
 #include <math.h>
 #include <signal.h>
 #include <stdarg.h>
@@ -493,6 +494,11 @@ TEST(comm_mpi_fingerprint_mismatch)
  *             COMM_MAX_TIMEOUT_S, so only rank 1's notice can end their wait;
  *   joined    the same, right after rank 1 started #2: the others complete
  *             #2 (rank 1 joined it), and fail at #3, which it never started;
+ *   start-failed
+ *             rank 1's #2 fails to start on rank 1 alone (more elements than
+ *             MPI's int counts take), "while reducing too many elements",
+ *             and it calls comm_abort: its own failure, which the others,
+ *             waiting in #2, must hear at once;
  *   stop-start, stop-end
  *             rank 1 stops itself (SIGSTOP, as a frozen node) before opening
  *             its communicator, or after its last collective, before
@@ -500,8 +506,8 @@ TEST(comm_mpi_fingerprint_mismatch)
  *             must not wait for it forever.
  * Every waiting rank times out and takes its census: the ranks that wait in
  * #2 too, and rank 1 named, as not answering (in no collective) or as
- * waiting in another one; or, for `failed`, fails at once naming rank 1 and
- * its phase. Under mpi the job then ends in MPI_Abort (or, for stop-start,
+ * waiting in another one; or, for the three failures, fails at once naming
+ * rank 1 and its phase. Under mpi the job then ends in MPI_Abort (or, for stop-start,
  * in the guard's exit), since MPI cannot cancel the posted call, so the job
  * FAILS by design; only tests/mpi/comm_mpi.sh runs this, alone, and checks
  * the failure and its messages. Elsewhere it does nothing. Under nccl
@@ -544,7 +550,8 @@ TEST(comm_mpi_timeout_aborts)
     int me = rank_env ? atoi(rank_env) : 0;
     if (mpi && me == 1 && strcmp(how, "stop-start") == 0)
         test_stop(); /* the others wait in MPI_Init_thread until the guard ends the job */
-    int joined = strcmp(how, "joined") == 0, failed = joined || strcmp(how, "failed") == 0;
+    int joined = strcmp(how, "joined") == 0, start_failed = strcmp(how, "start-failed") == 0;
+    int failed = joined || start_failed || strcmp(how, "failed") == 0;
     comm_t *c = test_open(COMM_CHECK_NONE, failed ? COMM_MAX_TIMEOUT_S : 1.0);
     if (comm_world(c) < 2) { /* nobody to be missing */
         comm_close(c);
@@ -575,9 +582,18 @@ TEST(comm_mpi_timeout_aborts)
     } else if (mpi && failed) {
         if (joined)
             CHECK_OK(comm_allreduce_start(c, buf.dev, buf.dev, 16, COMM_FLOAT32, COMM_SUM, &joined_req));
-        comm_set_activity(c, "saving a test file");
-        rc = comm_abort(c, err_set(ERR_IO, "test.bin: disk full"));
-        CHECK_STR(err_msg(), "test.bin: disk full");
+        if (start_failed) { /* the buffer is never touched: MPI's counts refuse it first */
+            comm_set_activity(c, "reducing too many elements");
+            rc = comm_allreduce(c, buf.dev, buf.dev, (size_t)INT_MAX + 1, COMM_FLOAT32, COMM_SUM);
+            CHECK_EQ(rc, ERR_RANGE);
+        } else {
+            comm_set_activity(c, "saving a test file");
+            rc = err_set(ERR_IO, "test.bin: disk full");
+        }
+        char own[512];
+        snprintf(own, sizeof own, "%s", err_msg());
+        rc = comm_abort(c, rc);
+        CHECK_STR(err_msg(), own);
     } else if (mpi && strcmp(how, "stop-end") == 0) {
         rc = comm_allreduce(c, buf.dev, buf.dev, 16, COMM_FLOAT32, COMM_SUM);
         test_stop(); /* after its last collective: the others wait for it in comm_close */
@@ -586,7 +602,7 @@ TEST(comm_mpi_timeout_aborts)
     }
     if (rc < 0) {
         test_say("rank %d diagnosed: %s", comm_rank(c), err_msg());
-        CHECK_EQ(rc, failed ? (comm_rank(c) == 1 ? ERR_IO : ERR_PEER) : ERR_TIMEOUT);
+        CHECK_EQ(rc, !failed ? ERR_TIMEOUT : comm_rank(c) != 1 ? ERR_PEER : start_failed ? ERR_RANGE : ERR_IO);
     }
     if (joined_req) /* rank 1's own request, after its failure: given up */
         CHECK_EQ(comm_wait(joined_req), ERR_PEER);

@@ -884,6 +884,7 @@ static int mpi_start(comm_t *c, comm_request_t *req)
     char desc[128];
     if (mpi_heard_failure(mc, d->seq)) { /* a rank failed before it started this one: the job is over */
         mc->abort_on_close = 1;
+        req->job_knows = 1;
         return err_set(ERR_PEER, "mpi: rank %d: %s: %s", c->rank, comm_coll_describe(d, desc, sizeof desc),
                        mc->failed_msg);
     }
@@ -892,8 +893,10 @@ static int mpi_start(comm_t *c, comm_request_t *req)
                        comm_coll_describe(d, desc, sizeof desc), INT_MAX);
     if (c->check >= COMM_CHECK_FINGERPRINT) {
         int rc = comm_checks_fingerprint(c, d, mpi_exchange);
-        if (rc < 0)
+        if (rc < 0) { /* a mismatch every rank finds, or the exchange's own failure */
+            req->job_knows = 1;
             return rc;
+        }
     }
     struct mpi_req *q = calloc(1, sizeof *q);
     if (!q)

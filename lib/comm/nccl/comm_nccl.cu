@@ -547,9 +547,12 @@ static int nccl_start(comm_t *c, comm_request_t *req)
     if (e != cudaSuccess)
         return nccl_cuda_fail(e, "cudaSetDevice", c->rank, nc->device, "");
     char failed[1536];
-    if (nccl_heard_failure(nc, failed, sizeof failed)) /* another rank failed while this one computed */
+    if (nccl_heard_failure(nc, failed, sizeof failed)) { /* another rank failed while this one computed */
+        req->job_knows = 1;
         return nccl_peer_failed(c, d, "", failed);
+    }
     int rc = c->check >= COMM_CHECK_FINGERPRINT ? comm_checks_fingerprint(c, d, nccl_exchange) : 0;
+    req->job_knows = rc < 0; /* a mismatch every rank finds, or the exchange's own failure */
     const char *call = "";
     if (rc == 0)
         rc = nccl_check_call(c, nccl_post(c, d, &call), call, d);
