@@ -641,6 +641,9 @@ const struct comm_backend_ops comm_backend_sim = {
     .activity = sim_activity,
     .abort = sim_abort,
     .world_abort = sim_world_abort,
+    /* a shared failure: every rank records the same message, so the world's diagnosis (what the rank
+     * launcher prints) is it, not the first rank's return ("rank 2: ..."); nothing is left to run */
+    .settled = sim_abort,
     .launch_resolve = sim_launch_resolve,
     .world_create = sim_world_create,
     .world_destroy = sim_world_destroy,

@@ -23,7 +23,10 @@
  * waiting there, or in an injected delay before it, wake) and every later
  * one. The collectives it did start complete: its progress thread still runs
  * them, so the others end them with the result, and with the same verdict
- * where every rank judges alike (the replica check).
+ * where every rank judges alike (the replica check). Such a verdict, which
+ * every rank reached (comm_fail_shared, comm_agree_failure), is recorded
+ * the same way, the same message from every rank, so the diagnosis blames
+ * no rank for it.
  */
 #ifndef DDP_COMM_SIM_H
 #define DDP_COMM_SIM_H

@@ -99,10 +99,10 @@ static void ch6_usage(FILE *f)
             "  --eval=all-ranks|rank0-wrapped|rank0-unwrapped|none   who evaluates after each epoch, and through\n"
             "                          what (default all-ranks: each its share, through the DDP wrapper)\n"
             "  --check                 compare every rank's parameters bit for bit every step (always on in sim)\n"
-            "  --fault=SPEC            sim: inject faults. flip:R@K: right after optimizer step K a bit flips in\n"
+            "  --fault=SPEC            inject faults. flip:R@K: right after optimizer step K a bit flips in\n"
             "                          rank R's parameters (bit 22 of the output layer's bias, element K mod 10),\n"
-            "                          and the replica check names the step, rank, tensor and element; kill:R@K,\n"
-            "                          delay:R@K:MS and skip:R@K act at collective K, as in chapter 5\n"
+            "                          and the replica check names the step, rank, tensor and element; sim only:\n"
+            "                          kill:R@K, delay:R@K:MS and skip:R@K act at collective K, as in chapter 5\n"
             "checkpoints:\n"
             "  --checkpoint=DIR        rank 0 writes DIR/checkpoint.safetensors (atomic, durable) ...\n"
             "  --checkpoint-every=N    ... every N optimizer steps (and at the end)\n"
@@ -316,14 +316,18 @@ static int ch6_validate(struct ch6_cli *cli)
         return err_set(ERR_ARG, "--backend=%s: a launcher (mpirun or torchrun) started this process as one of %d: "
                                 "each would run a whole simulated job; under mpirun pass --backend=mpi",
                        run->backend, launch_launcher_world());
-    if (run->faults) {
-        if (!threads)
-            return err_set(ERR_ARG, "--fault: the simulator injects faults: it needs --backend=sim");
+    if (run->faults) { /* a flip is the training loop's, under any backend; the others are the simulator's */
         struct fault *faults;
-        int nfaults;
-        if ((rc = faults_parse(run->faults, run->world, &faults, &nfaults)) < 0)
+        int nfaults, world = threads ? run->world : launch_launcher_world();
+        if ((rc = faults_parse(run->faults, world > 0 ? world : 1, &faults, &nfaults)) < 0)
             return rc;
+        for (int i = 0; i < nfaults && !threads; i++)
+            if (faults[i].kind != FAULT_FLIP)
+                rc = err_set(ERR_ARG, "--fault=%s: kill, delay and skip are the simulator's: they need "
+                                      "--backend=sim (flip:R@K runs under any backend)", run->faults);
         free(faults);
+        if (rc < 0)
+            return rc;
     }
     /* every output, before minutes of training: an empty path, a device, a FIFO or a directory is refused */
     if ((c->save_path && (rc = fsutil_check_output(c->save_path, "--save")) < 0) ||

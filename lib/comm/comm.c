@@ -6,6 +6,7 @@
 
 #include "backend_table.h"
 #include "base/error.h"
+#include "base/hash.h"
 #include "comm/comm_backend.h"
 
 #include <stdint.h>
@@ -279,20 +280,90 @@ void comm_set_activity(comm_t *c, const char *what)
         c->ops->activity(c, what);
 }
 
+/* How every rank hears of this rank's own failure: "rank R failed while
+ * <activity>: <reason>". */
+static void comm_failure_story(const comm_t *c, const char *reason, char *buf, size_t len)
+{
+    snprintf(buf, len, "rank %d failed %s%s: %s", c->rank, c->activity[0] ? "while " : "in its own code",
+             c->activity, reason);
+}
+
 int comm_abort(comm_t *c, int code)
 {
-    if (!c || c->job_knows) /* a failed collective: every rank has its own error already */
+    if (!c || c->job_knows) /* a failed collective, a shared verdict, or told already: every rank knows */
         return code;
-    char reason[1024], msg[1536];
+    char reason[1024], msg[COMM_STORY_BYTES];
     snprintf(reason, sizeof reason, "%s", err_msg());
-    snprintf(msg, sizeof msg, "rank %d failed %s%s: %s", c->rank, c->activity[0] ? "while " : "in its own code",
-             c->activity, reason);
+    comm_failure_story(c, reason, msg, sizeof msg);
     c->broken = 1;
     c->job_knows = 1;
     snprintf(c->broken_msg, sizeof c->broken_msg, "%s", msg);
     if (c->ops->abort)
         c->ops->abort(c, msg);
     return err_set(code, "%s", reason); /* the backend's calls may have left messages of their own */
+}
+
+/* A failure every rank knows of, `msg` being what the job's report says:
+ * broken, nobody told. */
+static void comm_settle(comm_t *c, const char *msg)
+{
+    c->broken = 1;
+    c->job_knows = 1;
+    snprintf(c->broken_msg, sizeof c->broken_msg, "%s", msg);
+    if (c->ops->settled)
+        c->ops->settled(c, msg);
+}
+
+int comm_fail_shared(comm_t *c, int code)
+{
+    if (c && !c->broken)
+        comm_settle(c, err_msg());
+    return code;
+}
+
+int comm_agree_failure(comm_t *c, int rc)
+{
+    char mine[1024] = ""; /* this rank's message, whatever the exchange leaves in err_msg() */
+    if (rc < 0)
+        snprintf(mine, sizeof mine, "%s", err_msg());
+    int W = c->world;
+    int64_t me[2] = {rc < 0 ? rc : 0, rc < 0 ? (int64_t)hash_fnv1a(HASH_FNV1A_BASIS, mine, strlen(mine)) : 0};
+    int64_t *all = malloc((size_t)W * sizeof me);
+    if (!all) /* this rank cannot take part: its own failure, for comm_abort to tell the ranks waiting in it */
+        return err_set(ERR_NOMEM, "rank %d: cannot gather %d ranks' results", c->rank, W);
+    int xrc = comm_allgather(c, me, all, 2, COMM_INT64);
+    int failed = 0, first = -1, alike = 1;
+    for (int r = 0; xrc == 0 && r < W; r++) {
+        if (all[2 * r] == 0)
+            continue;
+        failed++;
+        first = first < 0 ? r : first;
+        alike &= all[2 * r] == all[2 * first] && all[2 * r + 1] == all[2 * first + 1];
+    }
+    free(all);
+    if (xrc < 0 || failed == 0)
+        return xrc;
+    if (failed == W && alike) { /* the job's verdict: said as it is, by every rank, blaming none */
+        comm_settle(c, mine);
+        return err_set(rc, "%s", mine);
+    }
+    /* Each failure is its rank's own: the lowest failed rank's story reaches every rank. */
+    union {
+        int64_t words[COMM_STORY_BYTES / sizeof(int64_t)];
+        char text[COMM_STORY_BYTES];
+    } story;
+    memset(&story, 0, sizeof story);
+    if (c->rank == first)
+        comm_failure_story(c, mine, story.text, sizeof story.text);
+    if ((xrc = comm_broadcast(c, story.words, sizeof story.words / sizeof story.words[0], COMM_INT64, first)) < 0)
+        return xrc;
+    story.text[sizeof story.text - 1] = '\0';
+    size_t n = strlen(story.text);
+    if (failed > 1)
+        snprintf(story.text + n, sizeof story.text - n, " (and %d other rank%s failed)", failed - 1,
+                 failed > 2 ? "s" : "");
+    comm_settle(c, story.text);
+    return rc < 0 ? err_set(rc, "%s", mine) : err_set(ERR_PEER, "%s", story.text);
 }
 
 int comm_allreduce_start(comm_t *c, const void *sendbuf, void *recvbuf, size_t count, enum comm_dtype dtype,

@@ -329,11 +329,37 @@ void comm_set_activity(comm_t *c, const char *what);
  * Returns `code`, with err_msg() as it was. After it the communicator is
  * broken (ERR_STATE). Nothing happens when the job knows of the failure
  * already: after a collective that failed (every rank gets its own error
- * from it, or will), after an earlier comm_abort(), or for c NULL. A
- * collective that failed to start on this rank alone (out of memory, a
- * count MPI cannot take, an MPI call that failed) is this rank's failure:
- * the others are waiting in it, and comm_abort() tells them. */
+ * from it, or will), after comm_fail_shared() or comm_agree_failure(),
+ * after an earlier comm_abort(), or for c NULL. A collective that failed to
+ * start on this rank alone (out of memory, a count MPI cannot take, an MPI
+ * call that failed) is this rank's failure: the others are waiting in it,
+ * and comm_abort() tells them. */
 int comm_abort(comm_t *c, int code);
+
+/* A failure every rank reached alike, from data they all gathered (the
+ * replica check's verdict, lib/ddp/replica.h): the job's, not this rank's,
+ * and nobody needs telling. Marks the communicator broken by it (ERR_STATE
+ * after), so comm_abort() does nothing and no rank is blamed; sim: the
+ * verdict becomes the world's diagnosis, which the rank launcher prints
+ * alone (sim/launch.h). Returns `code`, err_msg() unchanged. Nothing happens
+ * when the communicator is already broken, or for c NULL. */
+int comm_fail_shared(comm_t *c, int code);
+
+/* After the checks every rank makes alike and before the collectives they
+ * guard (a run's flags, the files they name, its memory): every rank calls it
+ * with its own result, 0 or an ERR_* with err_msg() set. A collective (one
+ * all-gather, and a broadcast when some rank failed), so every rank must call
+ * it at the same point, failed or not. Returns 0 when every rank passed.
+ * When every rank failed with the same message, that is the job's verdict:
+ * as comm_fail_shared(), `rc` is returned with its message and no rank is
+ * blamed. Otherwise each failure is its rank's own, and every rank learns the
+ * lowest failed rank's, as comm_abort() would say it ("rank R failed while
+ * <activity>: <its message>"): a failed rank returns `rc` with its own
+ * message, a rank that passed ERR_PEER with that one, and the communicator is
+ * broken with the job knowing (comm_abort() does nothing; sim: that message
+ * is the world's diagnosis). A rank that cannot take part (out of memory)
+ * returns that error for comm_abort() to tell; a failed exchange, its error. */
+int comm_agree_failure(comm_t *c, int rc);
 
 /* ---- names --------------------------------------------------------------- */
 size_t comm_dtype_size(enum comm_dtype dtype);      /* bytes per element; 0 if invalid */

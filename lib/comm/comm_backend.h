@@ -54,6 +54,10 @@ struct comm_fingerprint {
     int32_t coll, op, dtype, root;
 };
 
+/* The longest failure message ranks pass around: "rank R failed while
+ * <activity>: <its error>", a shared verdict, the broken state's. */
+#define COMM_STORY_BYTES 1536
+
 /* The communicator: the front's part (read-only for backends except `impl`)
  * and the backend's private state. */
 struct comm {
@@ -65,11 +69,11 @@ struct comm {
     enum comm_check check;
     int broken;            /* set by the front after a failure: collectives refuse (ERR_STATE) */
     int job_knows;         /* ... and every rank knows of it without being told: a failed collective (each
-                            * rank gets its own error from it) or this rank's comm_abort. 0 after a start
-                            * that failed on this rank alone: comm_abort then tells the others, who wait
-                            * in it */
+                            * rank gets its own error from it), a shared verdict (comm_fail_shared,
+                            * comm_agree_failure) or this rank's comm_abort. 0 after a start that failed on
+                            * this rank alone: comm_abort then tells the others, who wait in it */
     int blocking;          /* the front is inside a blocking form (comm_allreduce, ...) */
-    char broken_msg[1536]; /* the message of that failure */
+    char broken_msg[COMM_STORY_BYTES]; /* the message of that failure */
     char activity[160];    /* comm_set_activity's, "" when unsaid: the phase comm_abort names */
     void *impl;            /* the backend's state */
 };
@@ -143,6 +147,11 @@ struct comm_backend_ops {
     /* comm_world_abort, thread mode only (NULL otherwise): the same for a
      * rank whose communicator is closed; `msg` is the world's diagnosis. */
     void (*world_abort)(comm_world_t *w, int rank, const char *msg);
+    /* comm_fail_shared, comm_agree_failure: every rank knows of the failure
+     * and reports it itself, so nobody is told; `msg` (the same on every
+     * rank) is what the job's report says. NULL where each process prints
+     * its own (mpi, nccl); sim: the world's diagnosis. */
+    void (*settled)(comm_t *c, const char *msg);
 };
 
 /* Every comm_world_t starts with this, so the front can find its backend.

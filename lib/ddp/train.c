@@ -2,8 +2,10 @@
  * path in one loop (see train.h). Read train_rank(), then train_step().
  *
  * The rank's state is struct train_run; train_open() builds it (checks that
- * every rank makes alike first, then the one collective that starts DDP:
- * reducer_open), train_epoch() runs an epoch's steps, train_close() frees it.
+ * every rank makes alike first, no collective), comm_agree_failure() tells
+ * every rank whether they passed everywhere, train_start() runs the
+ * collectives that start DDP (reducer_open), train_epoch() runs an epoch's
+ * steps, train_close() frees it.
  */
 #include "ddp/train.h"
 
@@ -239,8 +241,12 @@ static void train_schedule(const struct train_config *c, uint64_t steps_per_epoc
     }
 }
 
+/* Everything a rank builds before the first collective: the checks every
+ * rank makes alike (flags, files, the checkpoint to resume), then its model,
+ * optimizer, device and loader; *saved is the checkpoint's state when
+ * resuming. No collective: the caller agrees on the outcome first. */
 static int train_open(struct train_run *t, const struct train_config *c, comm_t *comm,
-                      const struct train_hooks *hooks)
+                      const struct train_hooks *hooks, struct checkpoint_state *saved)
 {
     memset(t, 0, sizeof *t);
     t->c = c;
@@ -286,7 +292,6 @@ static int train_open(struct train_run *t, const struct train_config *c, comm_t 
     if ((rc = optim_create(&oc, t->m, &t->o)) < 0)
         return rc;
 
-    struct checkpoint_state saved;
     if (c->resume_dir) { /* the run's shape first: its message says why another world cannot continue */
         struct checkpoint_state now;
         train_state_of(t, 0, 0, &now);
@@ -295,14 +300,14 @@ static int train_open(struct train_run *t, const struct train_config *c, comm_t 
         fsutil_tmp_sweep(path); /* what a save killed by SIGKILL left beside it */
         uint64_t nb = c->indices ? 0 : train_batches_of(c, sampler_len(t->s));
         struct checkpoint_span span = {.epochs = c->epochs, .batches = nb, .max_steps = c->max_steps};
-        if ((rc = checkpoint_read_state(c->resume_dir, &saved)) < 0 ||
-            (rc = checkpoint_check_resume(path, &saved, &now)) < 0 ||
-            (rc = checkpoint_check_position(path, &saved, &span)) < 0 ||
-            (rc = checkpoint_load(c->resume_dir, t->m, t->o, &saved)) < 0)
+        if ((rc = checkpoint_read_state(c->resume_dir, saved)) < 0 ||
+            (rc = checkpoint_check_resume(path, saved, &now)) < 0 ||
+            (rc = checkpoint_check_position(path, saved, &span)) < 0 ||
+            (rc = checkpoint_load(c->resume_dir, t->m, t->o, saved)) < 0)
             return rc;
-        t->step = t->start_step = saved.step;
-        t->start_epoch = saved.epoch;
-        t->start_batch = saved.batch;
+        t->step = t->start_step = saved->step;
+        t->start_epoch = saved->epoch;
+        t->start_batch = saved->batch;
         if (nb && t->start_batch == nb) { /* saved at an epoch's end: the next one starts */
             t->start_epoch++;
             t->start_batch = 0;
@@ -357,12 +362,21 @@ static int train_open(struct train_run *t, const struct train_config *c, comm_t 
     uint64_t per_step = 5 * (uint64_t)c->accumulate + (uint64_t)model_param_tensors(t->m) + 5;
     if (c->trace_steps && (rc = timeline_create(t->step, c->trace_steps, c->trace_steps * per_step, &t->tl)) < 0)
         return err_wrap(rc, "--trace-steps=%llu", (unsigned long long)c->trace_steps);
+    return 0;
+}
 
-    /* the first collective: every rank's model the same shape, then rank 0's parameters to all */
+/* The collectives that start the run, once every rank has opened: DDP's
+ * first (every rank's model the same shape, then rank 0's parameters to
+ * all), the clocks' common start. */
+static int train_start(struct train_run *t, const struct checkpoint_state *saved)
+{
+    const struct train_config *c = t->c;
+    comm_t *comm = t->comm;
+    int rc;
     if (c->ddp) {
         if ((rc = reducer_open(&c->reducer, comm, t->m, &t->r)) < 0)
             return rc;
-        if (c->resume_dir && (rc = reducer_layout_restore(t->r, saved.buckets)) < 0)
+        if (c->resume_dir && (rc = reducer_layout_restore(t->r, saved->buckets)) < 0)
             return err_wrap(rc, "--resume=%s", c->resume_dir);
     }
     t->check_what = REPLICA_PARAMS;
@@ -375,6 +389,15 @@ static int train_open(struct train_run *t, const struct train_config *c, comm_t 
 }
 
 /* ---- one step ------------------------------------------------------------------------------ */
+
+/* The replica check of `what` after step t->step. Its verdict (ERR_STATE,
+ * lib/ddp/replica.h) is every rank's, drawn from the hashes they all
+ * gathered: the job's, told by no rank and blamed on none. */
+static int train_check_replicas(struct train_run *t, unsigned what)
+{
+    int rc = replica_check(t->comm, t->m, t->step, what);
+    return rc == ERR_STATE ? comm_fail_shared(t->comm, rc) : rc;
+}
 
 /* The kernel on the compute stream that reads the batch on the device: bytes
  * to the model's floats, labels to the host. */
@@ -479,7 +502,7 @@ static int train_step(struct train_run *t, uint32_t g)
             t->t.comm += train_s(t0, t1);
             timeline_add(t->tl, TIMELINE_COMM, t->step, t0, t1);
             if (rc == 0 && k == 0 && c->check) { /* the last step's parameters, these buffers */
-                rc = replica_check(t->comm, t->m, t->step, (unsigned)t->check_what);
+                rc = train_check_replicas(t, (unsigned)t->check_what);
                 uint64_t t2 = clock_now_ns();
                 t->t.check += train_s(t1, t2);
                 timeline_add(t->tl, TIMELINE_CHECK, t->step, t1, t2);
@@ -736,7 +759,7 @@ static int train_epoch(struct train_run *t, uint64_t epoch, uint64_t first, int 
     if (*stop && done < nb)
         loader_stop(t->L);
     /* a full replica check after the epoch's last step, before anything reads the parameters */
-    if (c->check && c->ddp && t->steps && (rc = replica_check(t->comm, t->m, t->step, REPLICA_PARAMS)) < 0)
+    if (c->check && c->ddp && t->steps && (rc = train_check_replicas(t, REPLICA_PARAMS)) < 0)
         return rc;
     t->run_seconds += seconds;
     t->run_steps += t->steps;
@@ -775,7 +798,14 @@ int train_rank(const struct train_config *c, comm_t *comm, const struct train_ho
     memset(out, 0, sizeof *out);
     struct train_run t;
     comm_set_activity(comm, "starting (its data, model, optimizer and loader)");
-    int rc = train_open(&t, c, comm, hooks);
+    struct checkpoint_state saved;
+    int rc = train_open(&t, c, comm, hooks, &saved);
+    /* A check every rank makes alike fails on every rank alike (a damaged --resume, a flag the data
+     * cannot take): the job's verdict, said as it is, no rank blamed for it. A failure of one rank's
+     * own (its memory, its node's copy of a file) is still that rank's, and every rank hears it here. */
+    rc = comm_agree_failure(comm, rc);
+    if (rc == 0)
+        rc = train_start(&t, &saved);
     if (rc == 0 && t.rank == 0 && hooks && hooks->started) {
         uint64_t share = c->indices ? 0 : sampler_len(t.s), nb = train_batches_of(c, share);
         char plan[REDUCER_LAYOUT_MAX + 512], layout[REDUCER_LAYOUT_MAX] = "no DDP";

@@ -10,6 +10,10 @@
 #   t_out  NAME NEEDLE CMD...               exits 0 and output contains NEEDLE
 #   t_said NAME NEEDLE                      the last command's output (after
 #                                           t_out, t_fail, t_run) contains NEEDLE
+#   t_lines NAME PREFIX REGEX               some line of the last command's
+#                                           output starts with PREFIX, and every
+#                                           such line, whole, matches REGEX
+#                                           (grep -E): nothing before or after
 #   t_skip NAME WHY                         counted as passed, says why skipped
 #   t_python_expected NAME SCRIPT DIR       the expected side of a PyTorch
 #                                           cross-check (see below)
@@ -55,6 +59,15 @@ t_out() {
 t_said() {
     if grep -qF -- "$2" <<<"$T_OUT"; then t_pass "$1"
     else t_failed "$1" "expected output containing '$2', got: $(printf '%s' "$T_OUT" | head -n 8)"; fi
+}
+
+t_lines() {
+    local name=$1 prefix=$2 regex=$3 said other
+    said=$(awk -v p="$prefix" 'index($0, p) == 1' <<<"$T_OUT")
+    other=$(grep -Evx -- "$regex" <<<"$said" || true)
+    if [ -z "$said" ]; then t_failed "$name" "no line starts with '$prefix': $(printf '%s' "$T_OUT" | tail -n 3)"
+    elif [ -n "$other" ]; then t_failed "$name" "expected every line starting '$prefix' to be /$regex/, got: $(head -n 2 <<<"$other")"
+    else t_pass "$name"; fi
 }
 
 t_fail() {

@@ -17,7 +17,9 @@
 #          of each tensor's largest element (measured: 1.2e-7 to 1.7e-7).
 # Also: the banner at 2 and 3 processes says the world, global batch and
 # share mpirun gave; --world and --backend=sim are refused under mpirun, and
-# --backend=mpi under torchrun, naming why; and when rank 0 cannot save,
+# --backend=mpi under torchrun, naming why; a verdict every rank reaches (a
+# damaged --resume, the replica check's after --fault=flip) printed whole by
+# every process, no rank blamed and no MPI_Abort; and when rank 0 cannot save,
 # every process ends at once (well within --timeout), every line printed
 # naming rank 0 and "saving", none blaming another rank.
 . "$(dirname "$0")/../harness/lib.sh"
@@ -40,6 +42,29 @@ t_ok np2.checkpoint mpirun --oversubscribe -np 2 $P --backend=mpi "${job[@]}" --
 t_ok np2.resume mpirun --oversubscribe -np 2 $P --backend=mpi "${job[@]}" --resume="$T_TMP/ck" \
     --save="$T_TMP/mpi2-resumed.safetensors" --out="$T_TMP/mpi"
 t_out np2.resume_exact "tensordiff: the same bits" "$TD" "$T_TMP/mpi2.safetensors" "$T_TMP/mpi2-resumed.safetensors"
+# A verdict every rank reaches is the job's: every process prints it whole, as itself, no rank blamed
+# for it ("rank 1 failed while ..."), and the job ends without MPI_Abort: a damaged --resume that every
+# rank refuses before training, and the replica check's (a bit flipped on rank 1 after step 5)
+mkdir -p "$T_TMP/ck-edited"
+LC_ALL=C sed 's/"step":"13"/"step":"14"/' "$T_TMP/ck/checkpoint.safetensors" > "$T_TMP/ck-edited/checkpoint.safetensors"
+t_fail np2.resume_edited_alone nonzero "does not match its checksum" mpirun --oversubscribe -np 2 $P --backend=mpi \
+    "${job[@]}" --resume="$T_TMP/ck-edited" --out="$T_TMP/mpi"
+re_dir=$(sed 's/[][\.*^$+?(){}|]/\\&/g' <<<"$T_TMP/ck-edited")
+t_lines np2.resume_edited_alone_whole_line "chapter-6: " \
+    "chapter-6: $re_dir/checkpoint\\.safetensors: metadata \"step\" \\(\"14\"\\) does not match its checksum.*"
+said_alone() { # NAME: the last job's processes blamed no rank, and none called MPI_Abort
+    local blamed
+    blamed=$(grep "MPI_ABORT was invoked\|failed while" <<<"$T_OUT" || true)
+    if [ -n "$blamed" ]; then t_failed "$1" "$(head -n 2 <<<"$blamed")"; else t_pass "$1"; fi
+}
+said_alone np2.resume_edited_alone_no_abort
+t_fail np3.replica_verdict_alone nonzero "step 5: rank 1 differs" mpirun --oversubscribe -np 3 $P --backend=mpi \
+    --check --train-size=2048 --epochs=1 --batch=32 --test-data=none --out="$T_TMP/mpi" --fault=flip:1@5
+t_lines np3.replica_verdict_alone_whole_line "chapter-6: " \
+    'chapter-6: step 5: rank 1 differs from the other 2 ranks in fc3\.bias\[5\]: [-0-9.e+]+ on rank 1, [-0-9.e+]+ on the others'
+said_alone np3.replica_verdict_alone_no_abort
+t_fail np2.fault_kill_refused 2 "--fault=kill:1@3: kill, delay and skip are the simulator's" \
+    mpirun --oversubscribe -np 2 $P --backend=mpi --fault=kill:1@3
 # the banner and the summary say what the launcher gave, not --world's default of 4
 for np in 2 3; do
     t_out "np$np.banner_world" "chapter 6: data-parallel training, $np ranks (mpi: one process per rank, started by mpirun)" \

@@ -9,7 +9,9 @@
 # and "saving", not the watchdog naming the wrong rank; --init from
 # our own file and from the same parameters as nn.Sequential's float64 (the
 # same start, said in the banner); the replica check naming a flipped bit at
-# any step, on any rank, by majority; exact resume, bit for bit, from several
+# any step, on any rank, by majority; a verdict every rank reaches (the
+# replica check's, a damaged --resume) printed whole, no rank blamed for it;
+# exact resume, bit for bit, from several
 # stop points (mid-epoch included, loader workers on, bucket layouts rebuilt,
 # BatchNorm with accumulation at 3 ranks); a kill -9 during a checkpoint's
 # save leaving the last checkpoint loadable and the resumed run exact; the
@@ -128,6 +130,11 @@ for k in 1 5 7 10 12 20 50 64; do
             "step $k: rank $r differs from the other 3 ranks in fc3.bias[$((k % 10))]: " $P "${L[@]}" --fault=flip:$r@$k
     done
 done
+# The replica check's verdict is every rank's, so it is the job's: the whole line is the verdict, no
+# rank blamed for it ("rank 1 failed while training step 6: ..." or "rank 1: ..." before it)
+t_fail replica_verdict_alone 1 "step 5: rank 3 differs" $P "${L[@]}" --fault=flip:3@5
+t_lines replica_verdict_alone_whole_line "chapter-6: " \
+    'chapter-6: step 5: rank 3 differs from the other 3 ranks in fc3\.bias\[5\]: [-0-9.e+]+ on rank 3, [-0-9.e+]+ on the others'
 t_fail replica_check_names_rank_0_of_3 1 "step 6: rank 0 differs from the other 2 ranks in fc3.bias[6]: " \
     $P "${L[@]}" --world=3 --fault=flip:0@6
 t_fail replica_check_two_ranks_cannot_vote 1 "step 9: rank 0 and rank 1 hold different fc3.bias, first in fc3.bias[9]: " \
@@ -187,6 +194,11 @@ for edit in "step 3 4" "optimizer_steps 3 4" "batch 3 4" "epoch 0 1" "world 4 2"
     t_fail "resume_edited_$field" 1 "metadata \"$field\" (\"$to\") does not match its checksum" \
         $P "${S[@]}" --resume="$(edited "$field" "$from" "$to")"
 done
+# every rank refuses the damaged file alike: the job's verdict, said as itself, no rank blamed for it
+t_fail resume_edited_alone 1 "does not match its checksum" $P "${S[@]}" --resume="$T_TMP/ck-edited-step"
+re_dir=$(sed 's/[][\.*^$+?(){}|]/\\&/g' <<<"$T_TMP/ck-edited-step")
+t_lines resume_edited_alone_whole_line "chapter-6: " \
+    "chapter-6: $re_dir/checkpoint\\.safetensors: metadata \"step\" \\(\"4\"\\) does not match its checksum.*"
 # a position this run does not reach: fewer --steps than the checkpoint's, an epoch past --epochs
 t_fail resume_past_steps 1 "the checkpoint is at step 3, past this run's --steps=2" \
     $P "${S[@]}" --resume="$T_TMP/ck-other" --steps=2

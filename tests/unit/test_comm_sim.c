@@ -868,3 +868,115 @@ TEST(launch_tells_every_rank_when_one_fails)
     CHECK_CONTAINS(err_msg(), "collective #1 (allreduce sum, 1 x float32) timed out");
     CHECK_CONTAINS(err_msg(), "rank 1: killed by --fault=kill:1@1 before collective #1");
 }
+
+/* ---- failures every rank shares ------------------------------------------------------------- */
+
+/* What each rank of agree_rank and shared_rank saw: its result, its message. */
+static int shared_rc[3];
+static char shared_msg[3][2048];
+static const char *shared_how[3]; /* the message each rank's check fails with; "" when it passes */
+
+/* A rank function as a program writes one: its checks, the agreement
+ * (comm_agree_failure), and on failure comm_abort on the way out, which must
+ * then tell nobody and change nothing; when every rank passed, the
+ * communicator still works. The watchdog is COMM_MAX_TIMEOUT_S long: only
+ * the agreement can end a wait before the harness's own limit. */
+static int agree_rank(struct launch_rank *lr)
+{
+    struct comm_config base;
+    comm_config_default(&base);
+    base.timeout_s = COMM_MAX_TIMEOUT_S;
+    comm_t *c;
+    int rc = launch_comm_open(lr, &base, &c);
+    if (rc < 0)
+        return rc;
+    int r = lr->rank;
+    comm_set_activity(c, "starting");
+    rc = comm_agree_failure(c, shared_how[r][0] ? err_set(ERR_FORMAT, "%s", shared_how[r]) : 0);
+    shared_rc[r] = rc;
+    snprintf(shared_msg[r], sizeof shared_msg[r], "%s", rc < 0 ? err_msg() : "");
+    float x = 1;
+    if (rc < 0 && (comm_abort(c, rc) != rc || strcmp(err_msg(), shared_msg[r]) != 0))
+        rc = err_set(ERR_ARG, "rank %d: comm_abort after the agreement changed the message to: %s", r, err_msg());
+    else if (rc == 0 && ((rc = comm_allreduce(c, &x, &x, 1, COMM_FLOAT32, COMM_SUM)) < 0 || x != 3))
+        rc = err_set(ERR_STATE, "rank %d: the all-reduce after the agreement: %s", r, err_msg());
+    comm_close(c);
+    return rc;
+}
+
+static int agree_run(const char *r0, const char *r1, const char *r2)
+{
+    shared_how[0] = r0, shared_how[1] = r1, shared_how[2] = r2;
+    struct launch_config cfg = {.backend = "sim", .world = 3};
+    return launch_run(&cfg, agree_rank);
+}
+
+TEST(agree_when_every_rank_passes)
+{
+    CHECK_OK(agree_run("", "", ""));
+    for (int r = 0; r < 3; r++)
+        CHECK_EQ(shared_rc[r], 0);
+}
+
+/* Every rank refused the same file: the job's verdict, said as it is, with
+ * no rank named ("rank 2 failed while starting: ..." would blame one). */
+TEST(agree_on_a_failure_every_rank_shares)
+{
+    const char *damaged = "ck/checkpoint.safetensors: metadata \"step\" does not match its checksum";
+    CHECK_EQ(agree_run(damaged, damaged, damaged), ERR_FORMAT);
+    CHECK_STR(err_msg(), damaged);
+    for (int r = 0; r < 3; r++) {
+        CHECK_EQ(shared_rc[r], ERR_FORMAT);
+        CHECK_STR(shared_msg[r], damaged);
+    }
+}
+
+/* One rank failed alone: its own failure, which every other rank hears at
+ * once, as comm_abort would say it; two that failed differently: the lowest
+ * one's, and how many more. */
+TEST(agree_tells_one_rank_s_own_failure_to_every_rank)
+{
+    CHECK(agree_run("", "out of memory for the loader's ring", "") < 0); /* the first rank to return: either */
+    const char *story = "rank 1 failed while starting: out of memory for the loader's ring";
+    CHECK_STR(err_msg(), story);
+    CHECK_EQ(shared_rc[1], ERR_FORMAT);
+    CHECK_STR(shared_msg[1], "out of memory for the loader's ring");
+    for (int r = 0; r < 3; r += 2) {
+        CHECK_EQ(shared_rc[r], ERR_PEER);
+        CHECK_STR(shared_msg[r], story);
+    }
+
+    CHECK(agree_run("", "cannot read a.bin", "cannot read b.bin") < 0);
+    CHECK_STR(err_msg(), "rank 1 failed while starting: cannot read a.bin (and 1 other rank failed)");
+    CHECK_EQ(shared_rc[0], ERR_PEER);
+    CHECK_STR(shared_msg[2], "cannot read b.bin");
+}
+
+/* A verdict every rank reached from data they all gathered (the replica
+ * check's): comm_fail_shared, then comm_abort on the way out, which tells
+ * nobody; the launcher prints the verdict alone, blaming no rank. */
+static int shared_rank(struct launch_rank *lr)
+{
+    comm_t *c;
+    int rc = launch_comm_open(lr, NULL, &c);
+    if (rc < 0)
+        return rc;
+    comm_set_activity(c, "checking the replicas after step 5");
+    const char *verdict = "step 5: rank 2 differs from the other 2 ranks in fc3.bias[5]";
+    rc = comm_abort(c, comm_fail_shared(c, err_set(ERR_STATE, "%s", verdict)));
+    shared_rc[lr->rank] = comm_barrier(c); /* broken by the verdict */
+    snprintf(shared_msg[lr->rank], sizeof shared_msg[lr->rank], "%s", err_msg());
+    comm_close(c);
+    return err_set(rc, "%s", verdict); /* what the rank returns, as after comm_abort */
+}
+
+TEST(a_shared_verdict_blames_no_rank)
+{
+    struct launch_config cfg = {.backend = "sim", .world = 3};
+    CHECK_EQ(launch_run(&cfg, shared_rank), ERR_STATE);
+    CHECK_STR(err_msg(), "step 5: rank 2 differs from the other 2 ranks in fc3.bias[5]");
+    for (int r = 0; r < 3; r++) {
+        CHECK_EQ(shared_rc[r], ERR_STATE);
+        CHECK_CONTAINS(shared_msg[r], "broken by an earlier failure: step 5: rank 2 differs");
+    }
+}

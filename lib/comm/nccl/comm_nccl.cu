@@ -656,4 +656,5 @@ const struct comm_backend_ops comm_backend_nccl = {
     0, /* activity: NCCL's watchdog reports only its own rank's view */
     nccl_abort_op,
     nccl_world_abort,
+    0, /* settled: nothing kept; each rank reports a shared failure with its own error */
 };
