@@ -390,11 +390,15 @@ static int train_start(struct train_run *t, const struct checkpoint_state *saved
 
 /* ---- one step ------------------------------------------------------------------------------ */
 
-/* The replica check of `what` after step t->step. Its verdict (ERR_STATE,
- * lib/ddp/replica.h) is every rank's, drawn from the hashes they all
- * gathered: the job's, told by no rank and blamed on none. */
+/* The replica check of `what` after step t->step, the phase a failure of
+ * this rank's own there names. Its verdict (ERR_STATE, lib/ddp/replica.h)
+ * is every rank's, drawn from the hashes they all gathered: the job's, told
+ * by no rank and blamed on none. */
 static int train_check_replicas(struct train_run *t, unsigned what)
 {
+    char phase[64];
+    snprintf(phase, sizeof phase, "checking the replicas after step %llu", (unsigned long long)t->step);
+    comm_set_activity(t->comm, phase);
     int rc = replica_check(t->comm, t->m, t->step, what);
     return rc == ERR_STATE ? comm_fail_shared(t->comm, rc) : rc;
 }
@@ -486,9 +490,10 @@ static int train_backward(struct train_run *t, int n, uint32_t k, uint32_t g)
 static int train_step(struct train_run *t, uint32_t g)
 {
     const struct train_config *c = t->c;
-    char what[48];
-    snprintf(what, sizeof what, "training step %llu", (unsigned long long)t->step);
-    comm_set_activity(t->comm, what); /* the phase a failure or a watchdog names */
+    char what[48]; /* the phase a failure or a watchdog names: the step this one becomes, 1-based as --fault's
+                    * and the checkpoints' "after step K" */
+    snprintf(what, sizeof what, "training step %llu", (unsigned long long)t->step + 1);
+    comm_set_activity(t->comm, what);
     int rc = 0;
     for (uint32_t k = 0; rc == 0 && k < g; k++) {
         int n = 0;
@@ -502,7 +507,8 @@ static int train_step(struct train_run *t, uint32_t g)
             t->t.comm += train_s(t0, t1);
             timeline_add(t->tl, TIMELINE_COMM, t->step, t0, t1);
             if (rc == 0 && k == 0 && c->check) { /* the last step's parameters, these buffers */
-                rc = train_check_replicas(t, (unsigned)t->check_what);
+                if ((rc = train_check_replicas(t, (unsigned)t->check_what)) == 0)
+                    comm_set_activity(t->comm, what);
                 uint64_t t2 = clock_now_ns();
                 t->t.check += train_s(t1, t2);
                 timeline_add(t->tl, TIMELINE_CHECK, t->step, t1, t2);
@@ -716,6 +722,9 @@ static int train_epoch(struct train_run *t, uint64_t epoch, uint64_t first, int 
 {
     const struct train_config *c = t->c;
     uint64_t count = 0, total = 0;
+    char phase[48];
+    snprintf(phase, sizeof phase, "starting epoch %llu", (unsigned long long)epoch + 1);
+    comm_set_activity(t->comm, phase); /* not the last epoch's evaluation, which is over */
     int rc = train_epoch_indices(t, epoch, first, &count, &total);
     if (rc < 0)
         return rc;

@@ -6,7 +6,8 @@
 # size, shuffle, drop_last or buckets, a header field edited, a position past
 # --steps or --epochs), each a clear message and a non-zero exit; a save or
 # checkpoint that fails on rank 0 ending every rank at once, naming rank 0
-# and "saving", not the watchdog naming the wrong rank; --init from
+# and "saving", not the watchdog naming the wrong rank; a rank failing
+# inside a step naming that step, 1-based; --init from
 # our own file and from the same parameters as nn.Sequential's float64 (the
 # same start, said in the banner); the replica check naming a flipped bit at
 # any step, on any rank, by majority; a verdict every rank reaches (the
@@ -106,6 +107,18 @@ T_TIMEOUT=30 t_fail save_failure_names_rank_0_saving 1 \
 T_TIMEOUT=30 t_fail checkpoint_failure_names_rank_0_saving 1 \
     "chapter-6: rank 0 failed while saving a checkpoint to $T_TMP/ck-limited at step 4: " \
     "${limited[@]}" --steps=8 --checkpoint="$T_TMP/ck-limited" --checkpoint-every=4
+
+# A rank's own failure inside a step names the step as --fault and the checkpoints count it (1-based):
+# record 257 of an IDX set whose label is 200 is rank 1's 65th sample (--no-shuffle, 4 ranks), the
+# first of its third batch, so rank 1 fails in step 3's forward, after step 2's replica check.
+bad=$T_TMP/badlabel
+{ printf '\0\0\x08\x03\0\0\x08\0\0\0\0\x1c\0\0\0\x1c'; head -c $((2048 * 784)) /dev/zero; } > "$bad-images-idx3-ubyte"
+{ printf '\0\0\x08\x01\0\0\x08\0'; head -c 257 /dev/zero; printf '\xc8'; head -c $((2048 - 258)) /dev/zero; } \
+    > "$bad-labels-idx1-ubyte"
+t_fail step_failure_names_its_step 1 "failed while training step 3" \
+    $P --data="$bad-images-idx3-ubyte" --test-data=none --no-shuffle --batch=32 --epochs=1 --out="$OUT"
+t_lines step_failure_names_its_step_whole_line "chapter-6: " \
+    'chapter-6: rank 1 failed while training step 3: model: sample 0 of the batch has label 200, outside 0\.\.9'
 
 # a run: the table, the breakdown, replicas compared every step
 t_run $P --train-size=2048 --epochs=1 --batch=32 --out="$OUT"
