@@ -132,6 +132,11 @@ $(BUILD)/tests/%: tests/%.c $(HARNESS_OBJS) $(LIB)
 	@mkdir -p $(@D)
 	$(CC) $(CPPFLAGS) -Itests/harness $(CFLAGS) $(WARN) -MF $@.d $(LDFLAGS) -o $@ $< $(HARNESS_OBJS) $(LIB) $(LDLIBS)
 
+# test_comm_mpi wraps MPI's own calls (its profiling interface) to see which the backend makes
+ifeq ($(HAVE_MPI),1)
+$(BUILD)/tests/unit/test_comm_mpi: CPPFLAGS += $(MPI_CFLAGS)
+endif
+
 all: $(LIB) $(CHAPTER_BINS) $(TOOL_BINS) ## build the library, every chapter program and the tools
 tests: all $(TEST_BINS)
 

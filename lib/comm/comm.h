@@ -320,20 +320,23 @@ void comm_set_activity(comm_t *c, const char *what);
  * ranks waiting at its rendezvous, or in an injected delay before it, wake.
  * The world does not break: the collectives this rank started complete (its
  * progress thread still runs them), as sim/comm_sim.h says. mpi: the rank
- * prints its own error first, then tells every
- * rank out of band (a message each rank's waits poll for), and its
- * comm_close ends the job (MPI_Abort) once the others have said theirs, or
- * after a second. nccl: ncclCommAbort, and the message over the launcher's
+ * prints its own error first, then tells every rank out of band (a message
+ * each rank's waits poll for, and answer), waits here until the others have
+ * said theirs (a second at most), and its comm_close ends the job
+ * (MPI_Abort). nccl: ncclCommAbort, and the message over the launcher's
  * channel (the world of rank threads, or the MPI session).
  *
  * Returns `code`, with err_msg() as it was. After it the communicator is
- * broken (ERR_STATE). Nothing happens when the job knows of the failure
- * already: after a collective that failed (every rank gets its own error
- * from it, or will), after comm_fail_shared() or comm_agree_failure(),
- * after an earlier comm_abort(), or for c NULL. A collective that failed to
- * start on this rank alone (out of memory, a count MPI cannot take, an MPI
- * call that failed) is this rank's failure: the others are waiting in it,
- * and comm_abort() tells them. */
+ * broken (ERR_STATE). Call it before freeing the buffers of a collective
+ * still in flight: mpi progresses MPI while it waits for the answers, and
+ * never again after (a collective given up may still be posted, and MPI
+ * would write into freed memory). Nothing happens when the job knows of
+ * the failure already: after a collective that failed (every rank gets its
+ * own error from it, or will), after comm_fail_shared() or
+ * comm_agree_failure(), after an earlier comm_abort(), or for c NULL. A
+ * collective that failed to start on this rank alone (out of memory, a
+ * count MPI cannot take, an MPI call that failed) is this rank's failure:
+ * the others are waiting in it, and comm_abort() tells them. */
 int comm_abort(comm_t *c, int code);
 
 /* A failure every rank reached alike, from data they all gathered (the

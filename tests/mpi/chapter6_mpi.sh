@@ -21,7 +21,8 @@
 # damaged --resume, the replica check's after --fault=flip) printed whole by
 # every process, no rank blamed and no MPI_Abort; and when rank 0 cannot save,
 # every process ends at once (well within --timeout), every line printed
-# naming rank 0 and "saving", none blaming another rank.
+# naming rank 0 and "saving", none blaming another rank; so does one where
+# rank 1 fails inside a step while rank 0 has buckets in flight.
 . "$(dirname "$0")/../harness/lib.sh"
 t_need_mpirun chapter6_mpirun || exit 0
 P=$BUILD/chapter-6
@@ -82,6 +83,22 @@ t_fail np2.world_refused nonzero "--world=4: this process is one rank of a job m
     mpirun --oversubscribe -np 2 $P --backend=mpi --world=4
 t_fail np2.sim_refused nonzero "a launcher (mpirun or torchrun) started this process as one of 2" \
     mpirun --oversubscribe -np 2 $P --world=2
+
+# Rank 1 fails in step 5's forward (record 257's label is 200: the first sample of its fifth batch, with
+# --no-shuffle at 2 ranks) while rank 0 has step 5's buckets in flight: rank 0 hears it in the first
+# bucket's wait, gives the others up, frees them, and the job ends in rank 1's MPI_Abort, every line
+# naming rank 1 and its step, no rank calling MPI after freeing a bucket (tests/mpi/comm_mpi.sh checks
+# that with MPI's profiling interface), and at once: the watchdog is 60 s, the time limit 30
+bad=$T_TMP/badlabel
+{ printf '\0\0\x08\x03\0\0\x08\0\0\0\0\x1c\0\0\0\x1c'; head -c $((2048 * 784)) /dev/zero; } > "$bad-images-idx3-ubyte"
+{ printf '\0\0\x08\x01\0\0\x08\0'; head -c 257 /dev/zero; printf '\xc8'; head -c $((2048 - 258)) /dev/zero; } \
+    > "$bad-labels-idx1-ubyte"
+T_TIMEOUT=30 t_fail np2.step_failure_with_buckets_in_flight nonzero "rank 1 failed while training step 5" \
+    mpirun --oversubscribe -np 2 $P --backend=mpi --data="$bad-images-idx3-ubyte" --test-data=none --no-shuffle \
+    --batch=32 --epochs=1 --bucket-cap-mb=0.1 --first-bucket-kb=50 --timeout=60 --out="$T_TMP/mpi"
+t_lines np2.step_failure_with_buckets_in_flight_whole_lines "mpi: rank " \
+    'mpi: rank (1 failed while|0: aborting the MPI job after: rank 1 failed while) training step 5: model: sample 0 of the batch has label 200, outside 0\.\.9'
+t_said np2.step_failure_heard_by_rank_0 "mpi: rank 0: aborting the MPI job after: rank 1 failed while training step 5"
 
 # Rank 0's checkpoint fails at step 4 (over the file-size limit: ulimit -f, SIGXFSZ ignored). The watchdog is
 # 60 s and the job must end within 30: only rank 0's notice ends the others' waits. TCP between the ranks:

@@ -7,7 +7,8 @@
 # tests must instead end the job with MPI_Abort, after the waiting ranks
 # named the rank that did not come, or the collective it went to instead; a
 # rank that fails in its own code must end the others' waits at once, naming
-# itself and its phase; a rank stopped (SIGSTOP) before the job's start or
+# itself and its phase, with no MPI call on any rank after it freed the
+# buffer of a collective it gave up; a rank stopped (SIGSTOP) before the job's start or
 # after its last collective must not hold the others forever. Each of these
 # runs under a time limit far below what a hang would take.
 # Last, build/chapter-5 --backend=mpi --check must print nccl-tests' table with
@@ -57,7 +58,7 @@ else
         # learns it at once from rank 1's notice, in collective #2; #3 when rank 1 had started #2 first,
         # which then completes (any failed check in the test says where). A collective that fails to
         # start on rank 1 alone is its own failure too, told like any other.
-        for how in failed joined start-failed; do
+        for how in failed joined start-failed in-flight; do
             T_TIMEOUT=30 COMM_MPI_TEST_ABORT=$how t_run mpirun --oversubscribe -np "$np" "$prog" comm_mpi_timeout_aborts
             seq=$([ $how = joined ] && echo 3 || echo 2)
             said="rank 1 failed while saving a test file: test.bin: disk full"
@@ -67,8 +68,8 @@ else
             fi
             heard="rank 0 diagnosed: mpi: rank 0: collective #$seq (allreduce sum, 16 x float32): $said"
             if [ "$T_STATUS" = 124 ] || [ "$T_STATUS" = 137 ]; then t_failed "np$np.failure_told.$how" "timed out"
-            elif grep -q "test_comm_mpi.c:[0-9]*: " <<<"$T_OUT"; then
-                t_failed "np$np.failure_told.$how" "$(grep "test_comm_mpi.c:[0-9]*: " <<<"$T_OUT" | head -n 2)"
+            elif grep -q "test_comm_mpi.c:[0-9]*: \|called after this rank freed" <<<"$T_OUT"; then
+                t_failed "np$np.failure_told.$how" "$(grep "test_comm_mpi.c:[0-9]*: \|called after this rank freed" <<<"$T_OUT" | head -n 2)"
             elif ! grep -qF "mpi: $said" <<<"$T_OUT"; then
                 t_failed "np$np.failure_told.$how" "rank 1 did not say its failure: $(tail -n 3 <<<"$T_OUT")"
             elif ! grep -qF "$heard" <<<"$T_OUT"; then

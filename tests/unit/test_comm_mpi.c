@@ -26,6 +26,8 @@
 #include "base/hash.h"
 #ifdef HAVE_MPI
 #include "comm/mpi/comm_mpi.h"
+
+#include <mpi.h> /* the profiling interface's wrappers below; the build gives this test mpicc's flags */
 #endif
 
 #include <limits.h>
@@ -494,6 +496,10 @@ TEST(comm_mpi_fingerprint_mismatch)
  *             COMM_MAX_TIMEOUT_S, so only rank 1's notice can end their wait;
  *   joined    the same, right after rank 1 started #2: the others complete
  *             #2 (rank 1 joined it), and fail at #3, which it never started;
+ *   in-flight the same as failed, while the others have two all-reduces
+ *             posted (DDP's buckets): the first fails with rank 1's notice,
+ *             the second is given up, and both buffers are freed before
+ *             comm_close, which must then not progress MPI at all;
  *   start-failed
  *             rank 1's #2 fails to start on rank 1 alone (more elements than
  *             MPI's int counts take), "while reducing too many elements",
@@ -506,9 +512,11 @@ TEST(comm_mpi_fingerprint_mismatch)
  *             must not wait for it forever.
  * Every waiting rank times out and takes its census: the ranks that wait in
  * #2 too, and rank 1 named, as not answering (in no collective) or as
- * waiting in another one; or, for the three failures, fails at once naming
- * rank 1 and its phase. Under mpi the job then ends in MPI_Abort (or, for stop-start,
- * in the guard's exit), since MPI cannot cancel the posted call, so the job
+ * waiting in another one; or, for the four failures, fails at once naming
+ * rank 1 and its phase. Under mpi the job then ends in MPI_Abort (or, for
+ * stop-start, in the guard's exit), since MPI cannot cancel the posted
+ * call, and no rank that gave a collective up calls MPI after freeing its
+ * buffer (the guard below ends the rank that does); so the job
  * FAILS by design; only tests/mpi/comm_mpi.sh runs this, alone, and checks
  * the failure and its messages. Elsewhere it does nothing. Under nccl
  * (COMM_MPI_TEST_ABORT=1 from tests/gpu/nccl.sh: `missing`), ncclCommAbort
@@ -524,6 +532,80 @@ static void test_say(const char *fmt, ...)
     va_end(ap);
     printf("\n");
     fflush(stdout);
+}
+
+/* The MPI calls that move data, wrapped through MPI's profiling interface
+ * (PMPI_*, MPI-3.1 section 14.2), so the test sees every one the backend
+ * makes. Once this rank has given a collective up and freed its buffer
+ * (test_gave_up), none may run: MPI could write what the collective still
+ * receives into freed memory. Only MPI_Abort may end the job then. A call
+ * made anyway is said, and ends the rank with status 3. */
+static volatile sig_atomic_t test_gave_up;
+
+/* in-flight: "my two all-reduces are posted", to rank 1, which fails only
+ * then; on MPI_COMM_WORLD, which no communicator of ours is */
+#define TEST_TAG_POSTED 77
+
+static void test_no_progress(const char *call)
+{
+    if (!test_gave_up)
+        return;
+    test_say("%s called after this rank freed the buffer of a collective it gave up", call);
+    _exit(3);
+}
+
+int MPI_Test(MPI_Request *r, int *flag, MPI_Status *st)
+{
+    test_no_progress("MPI_Test");
+    return PMPI_Test(r, flag, st);
+}
+
+int MPI_Wait(MPI_Request *r, MPI_Status *st)
+{
+    test_no_progress("MPI_Wait");
+    return PMPI_Wait(r, st);
+}
+
+int MPI_Iprobe(int src, int tag, MPI_Comm comm, int *flag, MPI_Status *st)
+{
+    test_no_progress("MPI_Iprobe");
+    return PMPI_Iprobe(src, tag, comm, flag, st);
+}
+
+int MPI_Recv(void *buf, int count, MPI_Datatype type, int src, int tag, MPI_Comm comm, MPI_Status *st)
+{
+    test_no_progress("MPI_Recv");
+    return PMPI_Recv(buf, count, type, src, tag, comm, st);
+}
+
+int MPI_Send(const void *buf, int count, MPI_Datatype type, int dst, int tag, MPI_Comm comm)
+{
+    test_no_progress("MPI_Send");
+    return PMPI_Send(buf, count, type, dst, tag, comm);
+}
+
+int MPI_Isend(const void *buf, int count, MPI_Datatype type, int dst, int tag, MPI_Comm comm, MPI_Request *r)
+{
+    test_no_progress("MPI_Isend");
+    return PMPI_Isend(buf, count, type, dst, tag, comm, r);
+}
+
+int MPI_Ibarrier(MPI_Comm comm, MPI_Request *r)
+{
+    test_no_progress("MPI_Ibarrier");
+    return PMPI_Ibarrier(comm, r);
+}
+
+int MPI_Comm_free(MPI_Comm *comm)
+{
+    test_no_progress("MPI_Comm_free");
+    return PMPI_Comm_free(comm);
+}
+
+int MPI_Finalize(void)
+{
+    test_no_progress("MPI_Finalize");
+    return PMPI_Finalize();
 }
 
 /* Stops this process (SIGSTOP), as a frozen node would be, after writing
@@ -551,19 +633,31 @@ TEST(comm_mpi_timeout_aborts)
     if (mpi && me == 1 && strcmp(how, "stop-start") == 0)
         test_stop(); /* the others wait in MPI_Init_thread until the guard ends the job */
     int joined = strcmp(how, "joined") == 0, start_failed = strcmp(how, "start-failed") == 0;
-    int failed = joined || start_failed || strcmp(how, "failed") == 0;
+    int in_flight = strcmp(how, "in-flight") == 0;
+    int failed = joined || start_failed || in_flight || strcmp(how, "failed") == 0;
     comm_t *c = test_open(COMM_CHECK_NONE, failed ? COMM_MAX_TIMEOUT_S : 1.0);
     if (comm_world(c) < 2) { /* nobody to be missing */
         comm_close(c);
         return;
     }
-    struct tbuf buf = tb_new(c, 16 * 4);
+    struct tbuf buf = tb_new(c, 16 * 4), buf2 = tb_new(c, 16 * 4);
     tb_up(c, &buf);
     CHECK_OK(comm_barrier(c));
-    int rc = 0;
+    int rc = 0, gave_up = 0;
     comm_request_t *joined_req = NULL;
     if (comm_rank(c) != 1) {
-        if (mpi && strcmp(how, "pending") == 0) {
+        if (mpi && in_flight) { /* two buckets posted when rank 1's notice comes */
+            comm_request_t *req[2];
+            CHECK_OK(comm_allreduce_start(c, buf.dev, buf.dev, 16, COMM_FLOAT32, COMM_SUM, &req[0]));
+            CHECK_OK(comm_allreduce_start(c, buf2.dev, buf2.dev, 16, COMM_FLOAT32, COMM_SUM, &req[1]));
+            CHECK(MPI_Send(NULL, 0, MPI_CHAR, 1, TEST_TAG_POSTED, MPI_COMM_WORLD) == MPI_SUCCESS);
+            rc = comm_wait(req[0]);
+            char first[1024];
+            snprintf(first, sizeof first, "%s", err_msg());
+            CHECK_ERR(comm_wait(req[1]), ERR_PEER, "collective #3 (allreduce sum, 16 x float32): abandoned");
+            err_set(rc, "%s", first);
+        } else if (mpi && strcmp(how, "pending") == 0) {
+            gave_up = 1;
             comm_request_t *req[3];
             for (int k = 0; k < 3; k++)
                 CHECK_OK(comm_allreduce_start(c, buf.dev, buf.dev, 16, COMM_FLOAT32, COMM_SUM, &req[k]));
@@ -582,6 +676,9 @@ TEST(comm_mpi_timeout_aborts)
     } else if (mpi && failed) {
         if (joined)
             CHECK_OK(comm_allreduce_start(c, buf.dev, buf.dev, 16, COMM_FLOAT32, COMM_SUM, &joined_req));
+        for (int r = 0; in_flight && r < comm_world(c) - 1; r++) /* every other rank has posted both */
+            CHECK(MPI_Recv(NULL, 0, MPI_CHAR, MPI_ANY_SOURCE, TEST_TAG_POSTED, MPI_COMM_WORLD, MPI_STATUS_IGNORE) ==
+                  MPI_SUCCESS);
         if (start_failed) { /* the buffer is never touched: MPI's counts refuse it first */
             comm_set_activity(c, "reducing too many elements");
             rc = comm_allreduce(c, buf.dev, buf.dev, (size_t)INT_MAX + 1, COMM_FLOAT32, COMM_SUM);
@@ -607,6 +704,8 @@ TEST(comm_mpi_timeout_aborts)
     if (joined_req) /* rank 1's own request, after its failure: given up */
         CHECK_EQ(comm_wait(joined_req), ERR_PEER);
     tb_free(c, &buf);
+    tb_free(c, &buf2);
+    test_gave_up = mpi && (rc < 0 || gave_up); /* a collective may still be posted, its buffer freed */
     comm_close(c);
 }
 

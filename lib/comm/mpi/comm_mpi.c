@@ -48,8 +48,20 @@
  * its error and sends it to every rank on the session communicator; every
  * wait polls for it, so the others' collectives fail at once with "rank 0
  * failed while saving ...", instead of at the watchdog with rank 0 "missing".
- * The others print theirs and tell the failed rank they did; its comm_close
- * then ends the job with MPI_Abort (after a second at most).
+ * Each other rank prints its line and answers the moment it hears, inside
+ * that wait; the failed rank waits for the answers inside comm_abort (a
+ * second at most), and its comm_close ends the job with MPI_Abort.
+ *
+ * The order keeps MPI out of freed memory. MPI cannot cancel a collective,
+ * so one a rank gives up (DDP's other buckets, after the first failed) stays
+ * posted, and the caller frees its buffers before comm_close (reducer_close).
+ * MPI writes into a posted collective's buffers only when progressed, inside
+ * an MPI call. So every call a failure needs is made while the caller still
+ * holds those buffers: the answer inside the wait that heard the notice,
+ * the wait for the answers inside comm_abort, which callers make before
+ * they free. A comm_close that ends the job then calls MPI_Abort alone: the
+ * failed rank has had its answers, and a rank that answered only sleeps,
+ * giving the failed rank time to end the job first.
  *
  * Errors. Every communicator is a duplicate of MPI_COMM_WORLD with the
  * MPI_ERRORS_RETURN handler, so a failing call comes back here and is reported
@@ -286,6 +298,10 @@ void comm_mpi_session_end(int abort_job)
 #define MPI_TAG_HEARD 102  /* from a rank that heard it and said so, to the failed rank */
 #define MPI_NOTICE_BYTES 1536
 
+/* How long the failed rank waits for every other rank's answer (MPI_TAG_HEARD,
+ * or a notice of its own), and a rank that answered sends it. */
+#define MPI_NOTICE_WAIT_NS 1000000000ull
+
 /* A failure notice: the message, and the first collective the failed rank
  * never started (those before it can still complete without it). */
 struct mpi_notice {
@@ -435,15 +451,40 @@ struct mpi_comm {
     struct mpi_whereabouts here; /* this rank's answer to a census */
 };
 
+/* A failure notice just heard: this rank says why it will stop, and answers
+ * the failed rank (MPI_TAG_HEARD), which ends the job once every rank has
+ * said its line. Now, from inside a wait or a start: the buffers of every
+ * collective this rank has posted are still the caller's, so the progress
+ * the send needs cannot write into freed memory. After this rank gives up
+ * (comm_close, mpi_close), MPI is not progressed again. */
+static void mpi_answer(struct mpi_comm *mc)
+{
+    int rank = -1, done = 0;
+    MPI_Comm_rank(mc->comm, &rank);
+    fprintf(stderr, "mpi: rank %d: aborting the MPI job after: %s\n", rank, mc->failed_msg);
+    fflush(stderr);
+    MPI_Request q;
+    if (MPI_Isend(NULL, 0, MPI_CHAR, mc->failed_from, MPI_TAG_HEARD, mpi_session_comm, &q) != MPI_SUCCESS)
+        return;
+    for (uint64_t until = clock_deadline_ns(MPI_NOTICE_WAIT_NS); !done && clock_now_ns() < until;)
+        if (MPI_Test(&q, &done, MPI_STATUS_IGNORE) != MPI_SUCCESS)
+            return;
+    if (!done) /* the failed rank is stopped too: MPI_Abort takes the send back */
+        MPI_Request_free(&q);
+}
+
 /* Whether collective `seq` cannot complete because a rank that never
  * started it failed (its notice is then in mc). The collectives the failed
  * rank started go on: they complete without it, and where every rank judges
  * alike (the replica check), every rank reaches its own verdict. */
 static int mpi_heard_failure(struct mpi_comm *mc, uint64_t seq)
 {
-    if (mc->failed_from < 0 &&
-        !comm_mpi_session_heard_failure(mc->failed_msg, sizeof mc->failed_msg, &mc->failed_from, &mc->failed_seq))
-        return 0;
+    if (mc->failed_from < 0) {
+        if (!comm_mpi_session_heard_failure(mc->failed_msg, sizeof mc->failed_msg, &mc->failed_from,
+                                            &mc->failed_seq))
+            return 0;
+        mpi_answer(mc);
+    }
     return seq >= mc->failed_seq;
 }
 
@@ -710,8 +751,6 @@ static int mpi_close_barrier(comm_t *c)
 /* Up to MPI_NOTICE_WAIT_NS, until every other rank has answered this rank's
  * failure notice: said so (MPI_TAG_HEARD) or failed itself (its own notice).
  * Then MPI_Abort ends no rank before it said which rank failed. */
-#define MPI_NOTICE_WAIT_NS 1000000000ull
-
 static void mpi_wait_answers(comm_t *c)
 {
     unsigned char *answered = calloc((size_t)c->world, 1);
@@ -728,39 +767,29 @@ static void mpi_wait_answers(comm_t *c)
     free(answered);
 }
 
-/* A rank that heard another's failure: says so to it, then gives it up to
- * twice its wait to end the job, and ends it itself if it has not (it may be
- * stopped too). */
-static void mpi_answer_and_wait(int failed)
-{
-    MPI_Request q;
-    if (MPI_Isend(NULL, 0, MPI_CHAR, failed, MPI_TAG_HEARD, mpi_session_comm, &q) != MPI_SUCCESS)
-        return;
-    int done = 0;
-    for (uint64_t until = clock_deadline_ns(2 * MPI_NOTICE_WAIT_NS); clock_now_ns() < until;) {
-        if (!done && MPI_Test(&q, &done, MPI_STATUS_IGNORE) != MPI_SUCCESS)
-            return;
-        clock_sleep_ns(1000000);
-    }
-}
-
+/* When the job must end (a timeout, a failure heard or this rank's own),
+ * close calls no MPI function but MPI_Abort. A collective this rank gave up
+ * may still be posted, its buffers freed by the caller since (DDP's buckets,
+ * reducer_close), and any progress (MPI_Test, a probe, a send) could let MPI
+ * write what it still receives into them. Nothing is left to say by then: a
+ * rank that heard a failure answered when it heard it (mpi_answer), and the
+ * failed rank awaited the answers in comm_abort (mpi_abort). A rank that
+ * heard one gives the failed rank up to twice that wait to end the job,
+ * asleep, and ends it itself after (the failed rank may be stopped too). */
 static void mpi_close(comm_t *c)
 {
     struct mpi_comm *mc = c->impl;
-    char why[sizeof c->broken_msg];
-    snprintf(why, sizeof why, "%s", c->broken_msg);
     if (!mc->abort_on_close && c->timeout_s > 0 && mpi_close_barrier(c) < 0)
-        snprintf(why, sizeof why, "%s", err_msg());
-    if (mc->failed_self) {
-        mpi_wait_answers(c); /* its own error is out already: printed when it failed */
-    } else if (mc->abort_on_close) {
-        fprintf(stderr, "mpi: rank %d: aborting the MPI job after: %s\n", c->rank, why);
-        fflush(stderr);
-        if (mc->failed_from >= 0)
-            mpi_answer_and_wait(mc->failed_from);
-    } else {
+        snprintf(c->broken_msg, sizeof c->broken_msg, "%s", err_msg());
+    if (!mc->abort_on_close) {
         MPI_Comm_free(&mc->comm);
         MPI_Comm_free(&mc->census);
+    } else if (mc->failed_self) { /* its own error is out, and the answers to it are in */
+    } else if (mc->failed_from >= 0) { /* its line is out: said when it heard */
+        clock_sleep_ns(2 * MPI_NOTICE_WAIT_NS);
+    } else {
+        fprintf(stderr, "mpi: rank %d: aborting the MPI job after: %s\n", c->rank, c->broken_msg);
+        fflush(stderr);
     }
     int abort_job = mc->abort_on_close;
     free(mc);
@@ -768,7 +797,9 @@ static void mpi_close(comm_t *c)
 }
 
 /* comm_abort: this rank failed in its own code. Its own error goes out first,
- * then the notice to every rank, whose waits poll for it. */
+ * then the notice to every rank, whose waits poll for it; then it waits for
+ * their answers here, while the caller still holds the buffers of whatever
+ * it has posted (comm.h: comm_abort comes before they are freed). */
 static void mpi_abort(comm_t *c, const char *msg)
 {
     struct mpi_comm *mc = c->impl;
@@ -776,7 +807,9 @@ static void mpi_abort(comm_t *c, const char *msg)
     fflush(stderr);
     mc->abort_on_close = 1;
     mc->failed_self = comm_mpi_session_tell_failure(c->next_seq, msg) == 0;
-    if (!mc->failed_self) /* nobody was told: the others' watchdogs will name this rank */
+    if (mc->failed_self)
+        mpi_wait_answers(c);
+    else /* nobody was told: the others' watchdogs will name this rank */
         fprintf(stderr, "mpi: rank %d: %s\n", c->rank, err_msg());
 }
 
