@@ -20,9 +20,10 @@
 # (the wait, the census of 1 s, MPI_Abort and mpirun's teardown on a loaded
 # machine; MPI's own waits have a guard of at least 10 s) and says why: the
 # stopped rank named by the others' census ("rank R: did not answer"), or,
-# where no rank can name it, the guard of MPI's own waits ("MPI_Init_thread
-# did not return within 10 s": a stop before every rank joined the job; or
-# MPI_Finalize's, after the job's final barrier).
+# where no rank can name it, the guard of MPI's own waits ("rank 0 has
+# waited 10 s in MPI_Init_thread ... some rank has not come": a stop before
+# every rank joined the job; or MPI_Finalize's, after the job's final
+# barrier).
 #
 # Two cases are counted apart, not failed, because no rank of the job is
 # left when they happen, only mpirun:
@@ -147,7 +148,7 @@ for ((run = 1; run <= RUNS; run++)); do
     wait $mp
     status=$?
     [ $took -gt $worst ] && worst=$took
-    guard=$(grep -oE 'MPI_[A-Za-z_]+ did not return within [0-9]+ s' "$out" | head -n 1)
+    guard=$(grep -oE 'has waited [0-9]+ s in MPI_[A-Za-z_]+' "$out" | head -n 1)
     if [ $status = 0 ]; then
         fail "$name" "exit 0 with rank $rank stopped"
     elif grep -qE "rank $rank: did not answer within" "$out"; then

@@ -144,12 +144,20 @@ static const char *mpi_env_rank(void)
     return r ? r : "?";
 }
 
+/* What a rank that has not come to a guarded call may be doing: the job's
+ * start, or its end. A program opens its data before its communicator
+ * (chapter 6 does), so a rank still reading it is only late, not lost. */
+#define MPI_GUARD_AT_START "still starting (opening its data, on a slow disk or a loaded machine), or stopped, frozen or dead"
+#define MPI_GUARD_AT_END "still finishing its own work, or stopped, frozen or dead"
+
 /* Arms the guard before `call`, a blocking MPI call that waits for every rank
  * of the job: if it has not returned after max(timeout_s, MPI_GUARD_MIN_S),
  * the guard prints why and ends this process with status 1, and mpirun ends
  * the job (a process exited with a non-zero status), the stopped rank
- * included. timeout_s 0 (no watchdog): no guard. */
-static void mpi_guard_arm(double timeout_s, const char *call)
+ * included. The one rank known to be waiting is this one: MPI names none
+ * of the others, so the message says what a missing rank may be doing
+ * (`late`) without naming it. timeout_s 0 (no watchdog): no guard. */
+static void mpi_guard_arm(double timeout_s, const char *call, const char *late)
 {
     if (timeout_s <= 0)
         return;
@@ -157,9 +165,10 @@ static void mpi_guard_arm(double timeout_s, const char *call)
     double limit = timeout_s > MPI_GUARD_MIN_S ? timeout_s : MPI_GUARD_MIN_S;
     pthread_mutex_lock(&mpi_guard_lock);
     snprintf(mpi_guard_msg, sizeof mpi_guard_msg,
-             "mpi: rank %s: %s did not return within %g s: it waits for every rank of the job, and one has not come "
-             "(stopped, frozen or dead); ending this process, and with it the job\n",
-             mpi_env_rank(), call, limit);
+             "mpi: rank %s has waited %g s in %s (the longer of the timeout, %g s, and %g s) for every rank of the "
+             "job, and some rank has not come: %s; MPI does not say which. Ending this process, and with it the "
+             "job\n",
+             mpi_env_rank(), limit, call, timeout_s, MPI_GUARD_MIN_S, late);
     mpi_guard_deadline = clock_deadline_s(limit);
     pthread_cond_signal(&mpi_guard_cond);
     pthread_mutex_unlock(&mpi_guard_lock);
@@ -212,7 +221,7 @@ static void mpi_sum_bfloat16_fn(void *in, void *inout, int *len, MPI_Datatype *t
  * waits for every rank: under the guard). */
 static int mpi_comm_dup_returning(int rank, double timeout_s, MPI_Comm *out)
 {
-    mpi_guard_arm(timeout_s, "MPI_Comm_dup");
+    mpi_guard_arm(timeout_s, "MPI_Comm_dup", MPI_GUARD_AT_START);
     int rc = MPI_Comm_dup(MPI_COMM_WORLD, out);
     mpi_guard_disarm();
     if (rc != MPI_SUCCESS)
@@ -235,7 +244,7 @@ int comm_mpi_session_begin(double timeout_s, struct comm_mpi_place *out)
     if (!initialized) {
         /* SERIALIZED: any thread may call, one at a time (comm.h's rule) */
         int provided = 0;
-        mpi_guard_arm(timeout_s, "MPI_Init_thread");
+        mpi_guard_arm(timeout_s, "MPI_Init_thread", MPI_GUARD_AT_START);
         int rc = MPI_Init_thread(NULL, NULL, MPI_THREAD_SERIALIZED, &provided);
         mpi_guard_disarm();
         if (rc != MPI_SUCCESS)
@@ -249,7 +258,7 @@ int comm_mpi_session_begin(double timeout_s, struct comm_mpi_place *out)
      * finds it with any launcher, where OMPI_COMM_WORLD_LOCAL_RANK is Open
      * MPI's alone. */
     MPI_Comm node;
-    mpi_guard_arm(timeout_s, "MPI_Comm_split_type");
+    mpi_guard_arm(timeout_s, "MPI_Comm_split_type", MPI_GUARD_AT_START);
     int rc = MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, rank, MPI_INFO_NULL, &node);
     mpi_guard_disarm();
     if (rc != MPI_SUCCESS)
@@ -286,7 +295,7 @@ void comm_mpi_session_end(int abort_job)
     if (mpi_sum_bfloat16 != MPI_OP_NULL)
         MPI_Op_free(&mpi_sum_bfloat16);
     if (mpi_we_initialized) {
-        mpi_guard_arm(mpi_session_timeout, "MPI_Finalize");
+        mpi_guard_arm(mpi_session_timeout, "MPI_Finalize", MPI_GUARD_AT_END);
         MPI_Finalize();
         mpi_guard_disarm();
     }
