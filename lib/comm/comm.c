@@ -202,13 +202,13 @@ static int comm_check_args(const comm_t *c, const struct comm_coll_desc *d, size
     return 0;
 }
 
-/* Marks c broken by the failure err_msg() describes; `job_knows`: every
- * rank learns of it without being told (see struct comm). */
-static void comm_break(comm_t *c, int job_knows)
+/* Marks c broken by the failure `msg` describes; `job_knows`: every rank
+ * learns of it without being told (see struct comm). */
+static void comm_break(comm_t *c, int job_knows, const char *msg)
 {
     c->broken = 1;
     c->job_knows = job_knows;
-    snprintf(c->broken_msg, sizeof c->broken_msg, "%s", err_msg());
+    snprintf(c->broken_msg, sizeof c->broken_msg, "%s", msg);
 }
 
 /* The one path of every collective: checks, sequence number, dispatch, and
@@ -222,7 +222,7 @@ static int comm_start(comm_t *c, struct comm_coll_desc *d, size_t total, comm_re
     comm_request_t *r = calloc(1, sizeof *r);
     if (!r) { /* the others will wait in this collective: comm_abort must tell them */
         rc = err_set(ERR_NOMEM, "rank %d: cannot allocate a request", c->rank);
-        comm_break(c, 0);
+        comm_break(c, 0, err_msg());
         return rc;
     }
     d->seq = c->next_seq++;
@@ -240,7 +240,7 @@ static int comm_start(comm_t *c, struct comm_coll_desc *d, size_t total, comm_re
         /* This rank never started it: the number goes back, so that a comm_abort names it as the
          * first collective this rank missed, and the others waiting in it fail at once. */
         c->next_seq--;
-        comm_break(c, r->job_knows);
+        comm_break(c, r->job_knows, err_msg());
         free(r);
         return rc;
     }
@@ -266,7 +266,7 @@ int comm_wait_timed(comm_request_t *req, uint64_t *done_ns)
     if (done_ns)
         *done_ns = req->done_ns ? req->done_ns : clock_now_ns();
     if (rc < 0 && !c->broken) /* a collective that failed: every rank gets its own error from it */
-        comm_break(c, 1);
+        comm_break(c, 1, err_msg());
     free(req);
     return rc;
 }
@@ -295,9 +295,7 @@ int comm_abort(comm_t *c, int code)
     char reason[1024], msg[COMM_STORY_BYTES];
     snprintf(reason, sizeof reason, "%s", err_msg());
     comm_failure_story(c, reason, msg, sizeof msg);
-    c->broken = 1;
-    c->job_knows = 1;
-    snprintf(c->broken_msg, sizeof c->broken_msg, "%s", msg);
+    comm_break(c, 1, msg);
     if (c->ops->abort)
         c->ops->abort(c, msg);
     return err_set(code, "%s", reason); /* the backend's calls may have left messages of their own */
@@ -307,9 +305,7 @@ int comm_abort(comm_t *c, int code)
  * broken, nobody told. */
 static void comm_settle(comm_t *c, const char *msg)
 {
-    c->broken = 1;
-    c->job_knows = 1;
-    snprintf(c->broken_msg, sizeof c->broken_msg, "%s", msg);
+    comm_break(c, 1, msg);
     if (c->ops->settled)
         c->ops->settled(c, msg);
 }
