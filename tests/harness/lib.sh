@@ -14,6 +14,8 @@
 #                                           output starts with PREFIX, and every
 #                                           such line, whole, matches REGEX
 #                                           (grep -E): nothing before or after
+#   t_ere TEXT                              prints TEXT as a grep -E pattern
+#                                           matching it alone (a path in REGEX)
 #   t_skip NAME WHY                         counted as passed, says why skipped
 #   t_python_expected NAME SCRIPT DIR       the expected side of a PyTorch
 #                                           cross-check (see below)
@@ -24,6 +26,10 @@
 #                                           signal (see below)
 #   t_need_mpirun NAME                      mpirun jobs can run here, or
 #                                           NAME is skipped saying why
+#   t_idx_bad_label PREFIX N K              an IDX training set of N black
+#                                           28 x 28 images, PREFIX-images-idx3-ubyte
+#                                           and its labels, all 0 but record K's:
+#                                           200, past any 10-class model
 BUILD=${BUILD:-build}
 T_SCRIPT=$(basename "${BASH_SOURCE[1]:-$0}" .sh)
 T_TMP=$(mktemp -d "${TMPDIR:-/tmp}/ddp-sh-XXXXXX")
@@ -69,6 +75,8 @@ t_lines() {
     elif [ -n "$other" ]; then t_failed "$name" "expected every line starting '$prefix' to be /$regex/, got: $(head -n 2 <<<"$other")"
     else t_pass "$name"; fi
 }
+
+t_ere() { sed 's/[][\.*^$+?(){}|]/\\&/g' <<<"$1"; }
 
 t_fail() {
     local name=$1 want=$2 needle=$3; shift 3
@@ -161,4 +169,12 @@ t_need_mpirun() {
     elif ! grep -q 'HAVE_MPI := 1' "$BUILD/config.mk" 2>/dev/null; then
         t_skip "$1" "this build has no MPI support"; return 1
     fi
+}
+
+t_idx_bad_label() {
+    local prefix=$1 n=$2 k=$3 count
+    count=$(printf '%08x' "$n" | sed 's/../\\x&/g') # big-endian, as IDX counts are
+    { printf '\0\0\x08\x03%b\0\0\0\x1c\0\0\0\x1c' "$count"; head -c $((n * 784)) /dev/zero; } > "$prefix-images-idx3-ubyte"
+    { printf '\0\0\x08\x01%b' "$count"; head -c "$k" /dev/zero; printf '\xc8'; head -c $((n - k - 1)) /dev/zero; } \
+        > "$prefix-labels-idx1-ubyte"
 }

@@ -50,7 +50,7 @@ mkdir -p "$T_TMP/ck-edited"
 LC_ALL=C sed 's/"step":"13"/"step":"14"/' "$T_TMP/ck/checkpoint.safetensors" > "$T_TMP/ck-edited/checkpoint.safetensors"
 t_fail np2.resume_edited_alone nonzero "does not match its checksum" mpirun --oversubscribe -np 2 $P --backend=mpi \
     "${job[@]}" --resume="$T_TMP/ck-edited" --out="$T_TMP/mpi"
-re_dir=$(sed 's/[][\.*^$+?(){}|]/\\&/g' <<<"$T_TMP/ck-edited")
+re_dir=$(t_ere "$T_TMP/ck-edited")
 t_lines np2.resume_edited_alone_whole_line "chapter-6: " \
     "chapter-6: $re_dir/checkpoint\\.safetensors: metadata \"step\" \\(\"14\"\\) does not match its checksum.*"
 said_alone() { # NAME: the last job's processes blamed no rank, and none called MPI_Abort
@@ -90,9 +90,7 @@ t_fail np2.sim_refused nonzero "a launcher (mpirun or torchrun) started this pro
 # naming rank 1 and its step, no rank calling MPI after freeing a bucket (tests/mpi/comm_mpi.sh checks
 # that with MPI's profiling interface), and at once: the watchdog is 60 s, the time limit 30
 bad=$T_TMP/badlabel
-{ printf '\0\0\x08\x03\0\0\x08\0\0\0\0\x1c\0\0\0\x1c'; head -c $((2048 * 784)) /dev/zero; } > "$bad-images-idx3-ubyte"
-{ printf '\0\0\x08\x01\0\0\x08\0'; head -c 257 /dev/zero; printf '\xc8'; head -c $((2048 - 258)) /dev/zero; } \
-    > "$bad-labels-idx1-ubyte"
+t_idx_bad_label "$bad" 2048 257
 T_TIMEOUT=30 t_fail np2.step_failure_with_buckets_in_flight nonzero "rank 1 failed while training step 5" \
     mpirun --oversubscribe -np 2 $P --backend=mpi --data="$bad-images-idx3-ubyte" --test-data=none --no-shuffle \
     --batch=32 --epochs=1 --bucket-cap-mb=0.1 --first-bucket-kb=50 --timeout=60 --out="$T_TMP/mpi"

@@ -112,9 +112,7 @@ T_TIMEOUT=30 t_fail checkpoint_failure_names_rank_0_saving 1 \
 # record 257 of an IDX set whose label is 200 is rank 1's 65th sample (--no-shuffle, 4 ranks), the
 # first of its third batch, so rank 1 fails in step 3's forward, after step 2's replica check.
 bad=$T_TMP/badlabel
-{ printf '\0\0\x08\x03\0\0\x08\0\0\0\0\x1c\0\0\0\x1c'; head -c $((2048 * 784)) /dev/zero; } > "$bad-images-idx3-ubyte"
-{ printf '\0\0\x08\x01\0\0\x08\0'; head -c 257 /dev/zero; printf '\xc8'; head -c $((2048 - 258)) /dev/zero; } \
-    > "$bad-labels-idx1-ubyte"
+t_idx_bad_label "$bad" 2048 257
 t_fail step_failure_names_its_step 1 "failed while training step 3" \
     $P --data="$bad-images-idx3-ubyte" --test-data=none --no-shuffle --batch=32 --epochs=1 --out="$OUT"
 t_lines step_failure_names_its_step_whole_line "chapter-6: " \
@@ -209,7 +207,7 @@ for edit in "step 3 4" "optimizer_steps 3 4" "batch 3 4" "epoch 0 1" "world 4 2"
 done
 # every rank refuses the damaged file alike: the job's verdict, said as itself, no rank blamed for it
 t_fail resume_edited_alone 1 "does not match its checksum" $P "${S[@]}" --resume="$T_TMP/ck-edited-step"
-re_dir=$(sed 's/[][\.*^$+?(){}|]/\\&/g' <<<"$T_TMP/ck-edited-step")
+re_dir=$(t_ere "$T_TMP/ck-edited-step")
 t_lines resume_edited_alone_whole_line "chapter-6: " \
     "chapter-6: $re_dir/checkpoint\\.safetensors: metadata \"step\" \\(\"4\"\\) does not match its checksum.*"
 # a position this run does not reach: fewer --steps than the checkpoint's, an epoch past --epochs
