@@ -132,6 +132,12 @@ int checkpoint_write_file(const char *path, const struct safetensors_entry *entr
     for (size_t i = 0; i < count; i++) {
         if (!entries[i].name || strchr(entries[i].name, ' '))
             return err_set(ERR_ARG, "%s: tensor %zu needs a name without spaces", path, i);
+        /* the checksum lists each field by its name alone: a tensor named as a metadata field would be
+         * listed twice, and the reader could not tell the two entries apart */
+        for (size_t k = 0; k <= nmeta; k++)
+            if (strcmp(entries[i].name, k < nmeta ? meta[k].key : "checksum") == 0)
+                return err_set(ERR_ARG, "%s: tensor %s has the name of a metadata field: the checksum names each "
+                                        "field once", path, entries[i].name);
         cap += strlen(entries[i].name) + 18;
     }
     char *sums = malloc(cap);
@@ -241,6 +247,9 @@ static int ck_verify(const safetensors_t *st)
     uint64_t h;
     while (rc == 0 && (rc = ck_sum_next(path, &sums, &n, &len, &h)) == 1) {
         snprintf(what, sizeof what, "%.*s", (int)len, n);
+        if (strcmp(what, "checksum") == 0) /* it is in the file, but no field it covers */
+            return err_set(ERR_FORMAT, "%s: metadata \"checksum\" lists itself, which it cannot cover: damaged",
+                           path);
         if (!safetensors_meta(st, what) && !safetensors_find(st, what))
             return err_set(ERR_FORMAT, "%s: the checksum covers \"%s\", which the file does not have: it was "
                                        "taken out after the checkpoint was written", path, what);

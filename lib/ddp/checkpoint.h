@@ -125,7 +125,8 @@ int checkpoint_save(const char *dir, const model_t *m, const optim_t *o, const s
  * "checksum" entry over each of them (see the top of this file): what
  * checkpoint_save() does once it has built them, and how a test writes a
  * checkpoint whose fields it chose. Keys and names take no spaces; "checksum"
- * is not the caller's. 0, or ERR_ARG / ERR_NOMEM / ERR_IO as
+ * is not the caller's; no tensor is named as a metadata key or "checksum"
+ * (the checksum names each field once). 0, or ERR_ARG / ERR_NOMEM / ERR_IO as
  * safetensors_write. */
 int checkpoint_write_file(const char *path, const struct safetensors_entry *entries, size_t count,
                           const struct safetensors_meta *meta, size_t nmeta, unsigned fsync_flags);

@@ -5,9 +5,13 @@
  * edited in place ("step":"3" -> "4"), a tensor renamed or two tensors'
  * data swapped is refused naming the field; fields edited and checksummed
  * anew (" 3", "+3", "03", 2^64, a world of 0, optimizer_steps that is not
- * step, an unknown key) are refused naming the field and what it can be, and
- * so is a position the run does not reach (an epoch past --epochs, a step
- * that is not its epoch and batch's, a batch past the epoch's); a resume
+ * step, an unknown key, a bucket layout too long to hold) are refused naming
+ * the field and what it can be, and so is a position the run does not reach
+ * (an epoch past --epochs, a step that is not its epoch and batch's, a batch
+ * past the epoch's); the checksum's own entries are checked (a field taken
+ * out while its entry stays, an entry twice, the checksum listing itself,
+ * none at all, an entry of another form), and the writer refuses a tensor
+ * named as a metadata field, which the checksum could not tell apart; a resume
  * with another world, batch, seed, training set size, shuffle, drop_last or
  * bucket setup is refused with the reason; a checkpoint without a key is
  * refused naming the key; --init from a damaged checkpoint is refused;
@@ -500,6 +504,144 @@ TEST(checkpoint_rechecksummed_fields_are_checked)
         rewrite(file, dst, bad[i].key, bad[i].value);
         load_refused(dst, bad[i].needle);
     }
+}
+
+/* Writes dst: src's tensors and metadata without the tensor or metadata field `drop` (NULL: none), and
+ * metadata "checksum" set to `sums` (NULL: taken out), as damage or an edit by hand would leave them. */
+static void write_sums(const char *src, const char *dst, const char *drop, const char *sums)
+{
+    safetensors_t *st;
+    CHECK_OK(safetensors_open(src, &st));
+    size_t n = 0, nm = 0;
+    struct safetensors_entry e[64];
+    struct safetensors_meta meta[32];
+    CHECK(safetensors_count(st) <= 64 && safetensors_meta_count(st) <= 32);
+    for (size_t i = 0; i < safetensors_count(st); i++) {
+        const struct safetensors_tensor *t = safetensors_at(st, i);
+        if (drop && strcmp(t->name, drop) == 0)
+            continue;
+        e[n] = (struct safetensors_entry){.name = t->name, .dtype = t->dtype, .ndim = t->ndim, .data = t->data};
+        memcpy(e[n++].shape, t->shape, sizeof e[0].shape);
+    }
+    for (size_t k = 0; k < safetensors_meta_count(st); k++) {
+        const char *key = safetensors_meta_key(st, k);
+        if (strcmp(key, "checksum") == 0 ? sums != NULL : !drop || strcmp(key, drop) != 0)
+            meta[nm++] = (struct safetensors_meta){key, strcmp(key, "checksum") == 0 ? sums : safetensors_meta(st, key)};
+    }
+    CHECK_OK(safetensors_write(dst, e, n, meta, nm, 0));
+    safetensors_close(st);
+}
+
+/* The checksum's own entries: a field taken out of the file while its entry stays, an entry listed twice,
+ * the checksum listing itself, no checksum at all, and entries of another form than "NAME=<16 hex digits>"
+ * separated by single spaces: each refused, saying which. */
+TEST(checkpoint_checksum_entries_are_checked)
+{
+    char file[600], sums[4096], bad[4200];
+    saved_checkpoint(check_tmp_path("ck-sums"), file, sizeof file);
+    safetensors_t *st;
+    CHECK_OK(safetensors_open(file, &st));
+    CHECK(strlen(safetensors_meta(st, "checksum")) < sizeof sums);
+    snprintf(sums, sizeof sums, "%s", safetensors_meta(st, "checksum"));
+    safetensors_close(st);
+    const char *dst = check_tmp_path("sums.safetensors");
+    /* the file as it was, written by this helper: loads */
+    write_sums(file, dst, NULL, sums);
+    model_t *m = make_model(1, 9);
+    struct optim_config c;
+    optim_config_default(&c, OPTIM_SGD);
+    optim_t *o;
+    CHECK_OK(optim_create(&c, m, &o));
+    struct checkpoint_state got;
+    CHECK_OK(checkpoint_load(dst, m, o, &got));
+    optim_destroy(o);
+    model_destroy(m);
+    /* a metadata field, or a tensor, taken out: its entry is still in the checksum */
+    write_sums(file, dst, "seed", sums);
+    load_refused(dst, "the checksum covers \"seed\", which the file does not have: it was taken out");
+    write_sums(file, dst, "fc3.bias", sums);
+    load_refused(dst, "the checksum covers \"fc3.bias\", which the file does not have");
+    /* an entry twice: the first, the last, one in the middle */
+    const char *first_end = strchr(sums, ' '), *last = strrchr(sums, ' ') + 1, *mid = strstr(sums, " step=") + 1;
+    CHECK(first_end && mid);
+    snprintf(bad, sizeof bad, "%s %.*s", sums, (int)(first_end - sums), sums);
+    write_sums(file, dst, NULL, bad);
+    load_refused(dst, "metadata \"checksum\" lists a field twice: damaged");
+    snprintf(bad, sizeof bad, "%s %s", last, sums);
+    write_sums(file, dst, NULL, bad);
+    load_refused(dst, "metadata \"checksum\" lists a field twice");
+    snprintf(bad, sizeof bad, "%s %.21s", sums, mid); /* "step=" and its 16 digits */
+    write_sums(file, dst, NULL, bad);
+    load_refused(dst, "metadata \"checksum\" lists a field twice");
+    /* itself */
+    snprintf(bad, sizeof bad, "%s checksum=0123456789abcdef", sums);
+    write_sums(file, dst, NULL, bad);
+    load_refused(dst, "metadata \"checksum\" lists itself, which it cannot cover");
+    /* none, or an empty one */
+    write_sums(file, dst, NULL, NULL);
+    load_refused(dst, "a checkpoint without \"checksum\" in its metadata");
+    write_sums(file, dst, NULL, "");
+    load_refused(dst, "metadata \"format\" (\"" CHECKPOINT_FORMAT "\") is not covered by the checksum");
+    /* entries of another form, appended after a space: named from where the form breaks */
+    static const char *const forms[] = {
+        " step=0123456789abcde",   /* 15 hex digits */
+        " step=0123456789abcdef0", /* 17 */
+        " step=0123456789ABCDEF",  /* not as the writer writes them */
+        " step:0123456789abcdef",  /* no '=' */
+        " =0123456789abcdef",      /* no name */
+        "  step=0123456789abcdef", /* two spaces */
+    };
+    char want[160];
+    for (size_t i = 0; i < sizeof forms / sizeof forms[0]; i++) {
+        snprintf(bad, sizeof bad, "%s%s", sums, forms[i]);
+        write_sums(file, dst, NULL, bad);
+        snprintf(want, sizeof want, "metadata \"checksum\" is damaged near \"%s\"", forms[i] + 1);
+        load_refused(dst, want);
+    }
+    snprintf(bad, sizeof bad, "%s ", sums); /* a trailing space: the last entry is where it breaks */
+    write_sums(file, dst, NULL, bad);
+    snprintf(want, sizeof want, "metadata \"checksum\" is damaged near \"%.20s", last);
+    load_refused(dst, want);
+    snprintf(bad, sizeof bad, " %s", sums); /* a leading space */
+    write_sums(file, dst, NULL, bad);
+    snprintf(want, sizeof want, "metadata \"checksum\" is damaged near \" %.20s", sums);
+    load_refused(dst, want);
+}
+
+/* The writer refuses what the checksum could not name once: a tensor named as a metadata field. */
+TEST(checkpoint_writer_refuses_a_tensor_named_as_a_field)
+{
+    float x = 1;
+    struct safetensors_entry e = {.name = "step", .dtype = SAFETENSORS_F32, .data = &x};
+    struct safetensors_meta meta[] = {{"step", "3"}};
+    const char *path = check_tmp_path("clash.safetensors");
+    CHECK_ERR(checkpoint_write_file(path, &e, 1, meta, 1, 0), ERR_ARG,
+              "tensor step has the name of a metadata field");
+    e.name = "checksum";
+    CHECK_ERR(checkpoint_write_file(path, &e, 1, meta, 1, 0), ERR_ARG,
+              "tensor checksum has the name of a metadata field");
+    e.name = "steps";
+    CHECK_OK(checkpoint_write_file(path, &e, 1, meta, 1, 0));
+}
+
+/* A "buckets" layout longer than a checkpoint_state holds is refused, not cut short. */
+TEST(checkpoint_long_bucket_layout_is_refused)
+{
+    char file[600];
+    saved_checkpoint(check_tmp_path("ck-buckets"), file, sizeof file);
+    static char layout[CHECKPOINT_TEXT_MAX + 1];
+    memset(layout, 'x', CHECKPOINT_TEXT_MAX);
+    const char *dst = check_tmp_path("buckets.safetensors");
+    rewrite(file, dst, "buckets", layout);
+    char want[160];
+    snprintf(want, sizeof want, "metadata \"buckets\" is %d bytes long, more than the %d a layout takes",
+             CHECKPOINT_TEXT_MAX, CHECKPOINT_TEXT_MAX - 1);
+    load_refused(dst, want);
+    layout[CHECKPOINT_TEXT_MAX - 1] = '\0'; /* the longest that fits */
+    rewrite(file, dst, "buckets", layout);
+    struct checkpoint_state got;
+    CHECK_OK(checkpoint_read_state(dst, &got));
+    CHECK_EQ(strlen(got.buckets), CHECKPOINT_TEXT_MAX - 1);
 }
 
 /* The position against the run: 3 epochs of 16 batches per rank. */
