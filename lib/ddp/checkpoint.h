@@ -98,10 +98,11 @@ int checkpoint_save_model(const char *path, const model_t *m, unsigned fsync_fla
  *
  * What a PyTorch user has loads too, as load_state_dict would take it:
  * - nn.Sequential's names for this model's shape: modules Linear,
- *   [BatchNorm1d,] ReLU, ..., Linear, numbered from the file's lowest index
- *   (0, or 1 after a leading nn.Flatten()), so "0.weight", "2.weight",
- *   "4.weight" are fc1, fc2, fc3 (with BatchNorm1d, "1.running_mean" is
- *   bn1's and "3.weight" fc2's);
+ *   [BatchNorm1d,] ReLU, ..., Linear, the first Linear module 0, or 1 after
+ *   a leading nn.Flatten(), so "0.weight", "2.weight", "4.weight" are fc1,
+ *   fc2, fc3 (with BatchNorm1d, "1.running_mean" is bn1's and "3.weight"
+ *   fc2's); a file whose lowest module is past 1 is another model, refused
+ *   naming that tensor;
  * - F16, BF16 and F64 floats, converted to float32 as torch's
  *   .to(torch.float32) converts them (safetensors_read_f32: F64 rounded to
  *   nearest, ties to even). num_batches_tracked stays int64.

@@ -15,8 +15,9 @@
  * with another world, batch, seed, training set size, shuffle, drop_last or
  * bucket setup is refused with the reason; a checkpoint without a key is
  * refused naming the key; --init from a damaged checkpoint is refused;
- * --init reads nn.Sequential's names and still refuses another shape, a
- * missing, an extra or a foreign tensor, named as the file names it; files
+ * --init reads nn.Sequential's names (the first Linear module 0, or 1 after
+ * a Flatten) and still refuses another shape, a missing, an extra or a
+ * foreign tensor, or a numbering from 2 or past, named as the file names it; files
  * torch wrote (F16, BF16, F64) load with torch's float32 bits; and
  * a writer killed with SIGKILL in the middle of a save, at chosen bytes from
  * the first to the last (stopped there by construction, not by timing),
@@ -781,10 +782,10 @@ TEST(checkpoint_init_takes_torch_files)
     model_destroy(b);
 }
 
-/* m's state_dict under nn.Sequential's names (fc<k> is module 2(k - 1), 3(k - 1) with BatchNorm1d; bn<k>
- * the one after), float32, written to `path` without tensor `drop` and with a copy of the first under the
- * name `extra`. */
-static void sequential_file(const char *path, const model_t *m, const char *drop, const char *extra)
+/* m's state_dict under nn.Sequential's names (fc<k> is module first + 2(k - 1), first + 3(k - 1) with
+ * BatchNorm1d; bn<k> the one after), float32, written to `path` without tensor `drop` and with a copy of
+ * the first under the name `extra`. */
+static void sequential_file(const char *path, const model_t *m, int first, const char *drop, const char *extra)
 {
     struct safetensors_entry e[64];
     char names[64][64];
@@ -795,7 +796,7 @@ static void sequential_file(const char *path, const model_t *m, const char *drop
         int param = k < model_param_tensors(m);
         const struct model_tensor *t = param ? model_param(m, k) : model_buffer(m, k - model_param_tensors(m));
         const char *dot = strchr(t->name, '.');
-        int module = stride * (atoi(t->name + 2) - 1) + (t->name[0] == 'b');
+        int module = first + stride * (atoi(t->name + 2) - 1) + (t->name[0] == 'b');
         snprintf(names[n], sizeof names[n], "%d%s", module, dot);
         e[n] = (struct safetensors_entry){.name = names[n], .dtype = SAFETENSORS_F32, .ndim = t->ndim,
                                           .data = (param ? model_params_const(m) : model_buffers_const(m)) +
@@ -822,15 +823,15 @@ TEST(checkpoint_init_sequential_names_refusals)
     model_t *m = make_model(0, 9), *into = make_model(0, 9), *wide = make_model(0, 10), *bn = make_model(1, 9);
     const char *f = check_tmp_path("seq.safetensors");
     char note[256];
-    sequential_file(f, m, NULL, NULL);
+    sequential_file(f, m, 0, NULL, NULL);
     CHECK_OK(checkpoint_load_model(f, into, note, sizeof note));
     CHECK(memcmp(model_params(m), model_params(into), model_param_floats(m) * 4) == 0);
     CHECK_STR(note, "nn.Sequential names 0, 2, 4 read as fc1, fc2, fc3");
-    sequential_file(f, bn, NULL, NULL);
+    sequential_file(f, bn, 0, NULL, NULL);
     CHECK_OK(checkpoint_load_model(f, bn, note, sizeof note));
     CHECK_EQ(model_batches_tracked(bn), 3);
     CHECK_STR(note, "nn.Sequential names 0, 1, 3, 4, 6 read as fc1, bn1, fc2, bn2, fc3");
-    sequential_file(f, m, NULL, NULL);
+    sequential_file(f, m, 0, NULL, NULL);
     float keep = model_params(wide)[0];
     CHECK_ERR(checkpoint_load_model(f, wide, NULL, 0), ERR_FORMAT,
               "seq.safetensors: 0.weight has shape [9, 20], expected [10, 20]");
@@ -838,19 +839,36 @@ TEST(checkpoint_init_sequential_names_refusals)
     CHECK_ERR(checkpoint_load_model(f, bn, NULL, 0), ERR_FORMAT,
               "unexpected tensor 2.weight: not a parameter or buffer of the 20-9-6-4 with BatchNorm1d MLP as "
               "nn.Sequential names 0, 1, 3, 4, 6 read as fc1, bn1, fc2, bn2, fc3");
-    sequential_file(f, m, "4.bias", NULL);
+    sequential_file(f, m, 0, "4.bias", NULL);
     CHECK_ERR(checkpoint_load_model(f, into, NULL, 0), ERR_FORMAT, "seq.safetensors: has no tensor 4.bias");
-    sequential_file(f, m, NULL, "6.weight");
+    sequential_file(f, m, 0, NULL, "6.weight");
     CHECK_ERR(checkpoint_load_model(f, into, NULL, 0), ERR_FORMAT,
               "unexpected tensor 6.weight: not a parameter or buffer of the 20-9-6-4 MLP as nn.Sequential names "
               "0, 2, 4 read as fc1, fc2, fc3");
-    sequential_file(f, m, NULL, "fc1.weight");
+    sequential_file(f, m, 0, NULL, "fc1.weight");
     CHECK_ERR(checkpoint_load_model(f, into, NULL, 0), ERR_FORMAT, "unexpected tensor fc1.weight");
-    /* module numbers past any int: no arithmetic on them overflows (UBSan), they are named */
+    /* the first Linear is module 0, or 1 after a leading nn.Flatten(); a file numbered from 2 or past
+     * holds another layer first, and is refused naming the tensor, also past any int (UBSan) */
+    sequential_file(f, m, 1, NULL, NULL);
+    CHECK_OK(checkpoint_load_model(f, into, note, sizeof note));
+    CHECK_STR(note, "nn.Sequential names 1, 3, 5 read as fc1, fc2, fc3");
+    sequential_file(f, bn, 1, NULL, NULL);
+    CHECK_OK(checkpoint_load_model(f, bn, note, sizeof note));
+    CHECK_STR(note, "nn.Sequential names 1, 2, 4, 5, 7 read as fc1, bn1, fc2, bn2, fc3");
+    float keep_into = model_params(into)[0];
+    sequential_file(f, m, 2, NULL, NULL);
+    CHECK_ERR(checkpoint_load_model(f, into, NULL, 0), ERR_FORMAT,
+              "seq.safetensors: tensor 2.weight: read as nn.Sequential's names, this model's first Linear is module 0 "
+              "(or 1 after a leading nn.Flatten()), but the file's first module is 2");
+    sequential_file(f, bn, 7, NULL, NULL);
+    CHECK_ERR(checkpoint_load_model(f, bn, NULL, 0), ERR_FORMAT, "tensor 7.weight: read as nn.Sequential's names");
     float x = 1;
     struct safetensors_entry huge = {.name = "99999999999999999999.weight", .dtype = SAFETENSORS_F32, .data = &x};
     CHECK_OK(safetensors_write(f, &huge, 1, NULL, 0, 0));
-    CHECK_ERR(checkpoint_load_model(f, into, NULL, 0), ERR_FORMAT, "unexpected tensor 99999999999999999999.weight");
+    CHECK_ERR(checkpoint_load_model(f, into, NULL, 0), ERR_FORMAT,
+              "tensor 99999999999999999999.weight: read as nn.Sequential's names, this model's first Linear is "
+              "module 0 (or 1 after a leading nn.Flatten()), but the file's first module is 99999999999999999999");
+    CHECK(model_params(into)[0] == keep_into);
     model_destroy(m);
     model_destroy(into);
     model_destroy(wide);
