@@ -43,9 +43,11 @@ struct fault {
 };
 
 /* Parses SPEC for a world of `world` ranks into a new array (free() it).
- * NULL gives no faults. 0, or ERR_ARG with err_msg() quoting the bad
- * fault and what was expected (an empty SPEC or an empty part between
- * commas, "kill:1@2,,", is an error), or ERR_NOMEM. */
+ * NULL gives no faults. 0, or ERR_ARG with err_msg() naming the fault's form
+ * and quoting the bad fault, the piece at fault and the range it takes
+ * ("--fault=kill:R@K: rank R must be 0 to 3 (the world has 4 ranks), got '7'
+ * in 'kill:7@1'"; an empty SPEC or an empty part between commas,
+ * "kill:1@2,,", is an error too), or ERR_NOMEM. */
 int faults_parse(const char *spec, int world, struct fault **out, int *count);
 
 /* SPEC without its faults of `kind`, as a spec again, the others in their
