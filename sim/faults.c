@@ -53,6 +53,22 @@ static int fault_parse_one(char *text, const char *part, int len, int world, str
     return 0;
 }
 
+/* A flip given twice for one rank at one K would flip the same bits twice,
+ * putting them back (or, where a fault is taken once per collective, never
+ * fire): either way not the run asked for. */
+static int faults_check_flips(const struct fault *faults, int count)
+{
+    char one[64];
+    for (int i = 0; i < count; i++)
+        for (int j = i + 1; j < count; j++)
+            if (faults[i].kind == FAULT_FLIP && faults[j].kind == FAULT_FLIP && faults[i].seq == faults[j].seq &&
+                faults[i].rank == faults[j].rank)
+                return err_set(ERR_ARG, "--fault=flip:R@K: '%s' is given twice: one flip per rank and K (a second, "
+                                        "flipping the same bits, would put them back)",
+                               fault_describe(&faults[i], one, sizeof one));
+    return 0;
+}
+
 int faults_parse(const char *spec, int world, struct fault **out, int *count)
 {
     *out = NULL;
@@ -83,6 +99,8 @@ int faults_parse(const char *spec, int world, struct fault **out, int *count)
             rc = fault_parse_one(part, spec + (part - copy), (int)strlen(part), world, &faults[used]);
     }
     free(copy);
+    if (rc == 0)
+        rc = faults_check_flips(faults, used);
     if (rc < 0) {
         free(faults);
         return rc;

@@ -513,7 +513,7 @@ static int train_step(struct train_run *t, uint32_t g)
     t->steps++;
     for (int i = 0; i < c->nflips; i++) /* an injected fault: the next replica check must name it */
         if (c->flips[i].rank == t->rank && c->flips[i].step == t->step)
-            replica_flip(t->m, t->step);
+            replica_flip(t->m, t->step, t->rank);
     return 0;
 }
 

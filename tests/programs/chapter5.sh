@@ -67,6 +67,18 @@ t_fail fault_delay_needs_ms 2 "--fault=delay:R@K:MS: 'delay:1@2' has no :MS, the
     $P --fault=delay:1@2
 t_fail fault_only_delay_takes_ms 2 "--fault=kill:R@K: 'kill:1@2:5' ends with :5, but only delay takes :MS" \
     $P --fault=kill:1@2:5
+# ranks flipped at one K differ from each other, as independent faults do: two of three flipped is no
+# majority (the healthy rank 0 is not blamed), two of five are both named; one flip given twice is refused
+t_fail fault_two_flips_of_three 1 "rank 1's result differs from rank 0's (" $P --world=3 --fault=flip:1@2,flip:2@2 --check \
+    --timeout=5
+t_said fault_two_flips_of_three_no_majority "no result is shared by a majority of the 3 ranks, so none can be called \
+the wrong one"
+t_fail fault_two_flips_of_five 1 "after collective #2 (allreduce avg, 1024 x float32), ranks 1 and 3 hold results that \
+differ from the one the other 3 ranks agree on" $P --world=5 --fault=flip:1@2,flip:3@2 --check --timeout=5
+t_fail fault_one_flip_twice 2 "--fault=flip:R@K: 'flip:1@2' is given twice: one flip per rank and K" \
+    $P --fault=flip:1@2,kill:0@9,flip:1@2 --check --timeout=5
+t_fail fault_flips_at_two_ks 1 "after collective #2 (allreduce avg, 1024 x float32), rank 1's result differs from the \
+other 2 ranks'" $P --world=3 --fault=flip:1@2,flip:2@3 --check --timeout=5
 t_fail bad_demo 2 "--demo: unknown value 'meteor' (timeout, crash, uneven, mismatch, flip or all)" $P --demo=meteor
 t_fail unknown_backend 2 "--backend: unknown value 'carrier-pigeon' (sim, mpi or nccl)" $P --backend=carrier-pigeon --max-bytes=1K
 

@@ -143,6 +143,15 @@ t_fail flip_past_steps 1 "--fault=flip:2@11: this run takes optimizer steps 1 to
     $P "${L[@]}" --steps=10 --fault=flip:2@11
 t_fail flip_from_zero 2 "--fault=flip:R@K: K must be 1 to 18446744073709551615 (K counts from 1: collective K, or for \
 chapter 6's flip optimizer step K), got '0' in 'flip:0@0'" $P "${L[@]}" --fault=flip:0@0
+# ranks flipped at one step differ from each other, as independent faults do: two of three flipped is no
+# majority (the healthy rank 0 is not blamed), two of five are both named; one flip given twice is refused
+t_fail flips_of_two_of_three 1 "step 6: rank 0 and rank 1 hold different fc3.bias, first in fc3.bias[6]: " \
+    $P "${L[@]}" --world=3 --fault=flip:1@6,flip:2@6
+t_said flips_of_two_of_three_no_majority "no copy of fc3.bias is shared by a majority of the 3 ranks"
+t_fail flips_of_two_of_five 1 "step 6: ranks 1 and 2 differ from the other 3 ranks in fc3.bias, rank 1 first in \
+fc3.bias[6]: " $P "${L[@]}" --world=5 --fault=flip:1@6,flip:2@6
+t_fail flip_twice 2 "--fault=flip:R@K: 'flip:3@6' is given twice: one flip per rank and K" \
+    $P "${L[@]}" --fault=flip:3@6,flip:3@6
 
 # exact resume: stopped at step K with a checkpoint, resumed to step 40: the same bits as never stopped
 resume_case() { # NAME K FLAGS...
