@@ -308,8 +308,9 @@ static void saved_checkpoint(const char *dir, char *file, size_t len)
     model_destroy(m);
 }
 
-/* checkpoint_load of `path` into a fresh model fails with ERR_FORMAT naming `needle`, and leaves it as it was. */
-static void load_refused(const char *path, const char *needle)
+/* checkpoint_load of `path` into a fresh model (SGD): its result; *got the state, *steps the optimizer's
+ * steps after, *kept whether the model's parameters were left as they were (its first one). */
+static int load_fresh(const char *path, struct checkpoint_state *got, uint64_t *steps, int *kept)
 {
     model_t *m = make_model(1, 9);
     struct optim_config c;
@@ -317,14 +318,24 @@ static void load_refused(const char *path, const char *needle)
     optim_t *o;
     CHECK_OK(optim_create(&c, m, &o));
     float keep = model_params(m)[0];
+    int rc = checkpoint_load(path, m, o, got);
+    *steps = optim_steps(o);
+    *kept = model_params(m)[0] == keep;
+    optim_destroy(o);
+    model_destroy(m);
+    return rc;
+}
+
+/* checkpoint_load of `path` into a fresh model fails with ERR_FORMAT naming `needle`, and leaves it as it was. */
+static void load_refused(const char *path, const char *needle)
+{
     struct checkpoint_state got;
-    int rc = checkpoint_load(path, m, o, &got);
+    uint64_t steps;
+    int kept, rc = load_fresh(path, &got, &steps, &kept);
     CHECK_MSG(rc == ERR_FORMAT, "%s: expected ERR_FORMAT naming %s, got %s%s%s", path, needle, err_name(rc),
               rc ? ": " : "", rc ? err_msg() : "");
     CHECK_CONTAINS(err_msg(), needle);
-    CHECK(model_params(m)[0] == keep && optim_steps(o) == 0);
-    optim_destroy(o);
-    model_destroy(m);
+    CHECK(kept && steps == 0);
 }
 
 static char *read_whole(const char *path, size_t *size)
@@ -467,16 +478,11 @@ TEST(checkpoint_rechecksummed_fields_are_checked)
     const char *dst = check_tmp_path("resummed.safetensors");
     /* the rewrite itself keeps a loadable checkpoint */
     rewrite(file, dst, "step", "3");
-    model_t *m = make_model(1, 9);
-    struct optim_config c;
-    optim_config_default(&c, OPTIM_SGD);
-    optim_t *o;
-    CHECK_OK(optim_create(&c, m, &o));
     struct checkpoint_state got;
-    CHECK_OK(checkpoint_load(dst, m, o, &got));
-    CHECK(got.step == 3 && optim_steps(o) == 3);
-    optim_destroy(o);
-    model_destroy(m);
+    uint64_t steps;
+    int kept;
+    CHECK_OK(load_fresh(dst, &got, &steps, &kept));
+    CHECK(got.step == 3 && steps == 3);
     static const struct {
         const char *key, *value, *needle;
     } bad[] = {
@@ -548,15 +554,10 @@ TEST(checkpoint_checksum_entries_are_checked)
     const char *dst = check_tmp_path("sums.safetensors");
     /* the file as it was, written by this helper: loads */
     write_sums(file, dst, NULL, sums);
-    model_t *m = make_model(1, 9);
-    struct optim_config c;
-    optim_config_default(&c, OPTIM_SGD);
-    optim_t *o;
-    CHECK_OK(optim_create(&c, m, &o));
     struct checkpoint_state got;
-    CHECK_OK(checkpoint_load(dst, m, o, &got));
-    optim_destroy(o);
-    model_destroy(m);
+    uint64_t steps;
+    int kept;
+    CHECK_OK(load_fresh(dst, &got, &steps, &kept));
     /* a metadata field, or a tensor, taken out: its entry is still in the checksum */
     write_sums(file, dst, "seed", sums);
     load_refused(dst, "the checksum covers \"seed\", which the file does not have: it was taken out");
