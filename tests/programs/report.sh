@@ -5,9 +5,11 @@
 # without plots; then the last bench output as a table with its date and
 # machine. The page shows exactly what this run drew, each figure with its
 # caption and provenance; the files are readable by everyone whatever the
-# umask; a failed run leaves the last report as it was. Also: the page of this
-# checkout shows every figure kept beside it, each with a caption, and every
-# image and link it shows exists and is kept by the repository.
+# umask; a failed run leaves the last report as it was. Also, in this
+# checkout: every link and image of every README (the page's, and the lessons'
+# figures in notebooks-out/), each of a line, leads to a file that exists and
+# is kept by the repository; the page shows every figure kept beside it, each
+# with a caption.
 . "$(dirname "$0")/../harness/lib.sh"
 
 verdict=$(cd "$BUILD" && pwd)/tools/verdict
@@ -118,21 +120,31 @@ has says_no_bench_yet "No \`make bench\` has been run here yet"
 if grep -q "reference/" "$page"; then t_failed no_link_to_a_missing_folder "the page links to reference/"
 else t_pass no_link_to_a_missing_folder; fi
 
-# The page in this checkout: every figure kept beside it is shown with a caption, and every image and
-# relative link it has exists and is kept by git.
+# tools/readme_links.sh, which the checks below and make report read: every link of a line, each
+# resolved from its README's folder; web pages and anchors left out.
+mkdir -p "$T_TMP/links/docs"
+printf '%s\n' 'See [a](../notebooks-out/a.csv "its data") and ![b](b.svg), [the web](https://example.org), [c](#c).' \
+    '[d](../d.md#part)' > "$T_TMP/links/docs/README.md"
+t_run bash tools/readme_links.sh "$T_TMP/links"
+want=$(printf 'docs/README.md:1\tnotebooks-out/a.csv\ndocs/README.md:1\tdocs/b.svg\ndocs/README.md:2\td.md')
+if [ "$T_STATUS" = 0 ] && [ "$T_OUT" = "$want" ]; then t_pass readme_links_every_link_of_a_line
+else t_failed readme_links_every_link_of_a_line "exit $T_STATUS: $(tr '\n\t' '; ' <<<"$T_OUT")"; fi
+
+# This checkout: every README's links (the report's page, and the lessons' figures in
+# notebooks-out/) lead to files that exist and that git keeps; and the page shows every
+# figure kept beside it, with a caption.
 page=notebooks-out/README.md
 if [ ! -f "$page" ]; then
     t_failed committed_page "$page is missing (make report writes it)"
     exit 0
 fi
 kept() { ! git rev-parse --git-dir >/dev/null 2>&1 || ! git check-ignore -q --no-index "$1"; }
-problems=$(sed -n 's/.*\](\([^)#]*\)).*/\1/p' "$page" | grep -v '^[a-z]*://' | while read -r link; do
-    target=notebooks-out/$link
-    if [ ! -e "$target" ]; then echo "$link (missing)"
-    elif [ -f "$target" ] && ! kept "$target"; then echo "$link (ignored by git)"; fi
+problems=$(bash tools/readme_links.sh | while IFS=$'\t' read -r where target; do
+    if [ ! -e "$target" ]; then echo "$where: $target (missing)"
+    elif [ -f "$target" ] && ! kept "$target"; then echo "$where: $target (ignored by git)"; fi
 done)
-if [ -z "$problems" ]; then t_pass committed_page_links_exist
-else t_failed committed_page_links_exist "$(tr '\n' ' ' <<<"$problems")"; fi
+if [ -z "$problems" ]; then t_pass readme_links_exist
+else t_failed readme_links_exist "$(tr '\n' ' ' <<<"$problems")"; fi
 problems=$(for svg in notebooks-out/chapter-*/*.svg; do
     [ -f "$svg" ] || continue
     rel=${svg#notebooks-out/}
