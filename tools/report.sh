@@ -10,8 +10,10 @@
 # into a folder of its own under BUILD and moves it into notebooks-out/ only
 # when everything was drawn and every figure has its caption: the page shows
 # exactly what this run drew (a figure no chapter draws any more is gone), and
-# a run that fails leaves the last report as it was. The files are 0644,
-# readable by everyone, whatever the umask.
+# a run that fails leaves the last report as it was. A run that did not draw
+# a file a README links to in notebooks-out/chapter-N/ fails, naming both
+# (tools/readme_links.sh), rather than take it away from the lesson. The
+# files are 0644, readable by everyone, whatever the umask.
 #
 # The benchmarks' output: BUILD/bench/last-run.txt when `make bench` ran since
 # the last `make clean` (copied into notebooks-out/bench/), else the one the
@@ -155,6 +157,18 @@ fi
 if [ ${#missing_captions[@]} -gt 0 ]; then
     echo "report: every figure needs a one-sentence caption; these have none (the report is unchanged):" >&2
     printf '  %s\n' "${missing_captions[@]}" >&2
+    exit 1
+fi
+# The chapters' folders are replaced whole below: a file a lesson links to there (a figure
+# drawn from a benchmark's output the bench log lacks, say) must be in this run, or the
+# lesson would lose it.
+vanishing=()
+while IFS=$'\t' read -r where target; do
+    [[ $target == "$out"/chapter-* && $where != "$out"/* ]] || continue
+    [ -e "$stage/${target#"$out"/}" ] || vanishing+=("$where shows $target, and this run did not draw it")
+done < <(bash tools/readme_links.sh)
+if [ ${#vanishing[@]} -gt 0 ]; then
+    printf 'report: %s (its chapter'"'"'s output is above); the report is unchanged\n' "${vanishing[@]}" >&2
     exit 1
 fi
 

@@ -5,7 +5,8 @@
 # without plots; then the last bench output as a table with its date and
 # machine. The page shows exactly what this run drew, each figure with its
 # caption and provenance; the files are readable by everyone whatever the
-# umask; a failed run leaves the last report as it was. Also, in this
+# umask; a failed run leaves the last report as it was, and so does one that
+# did not draw a figure a lesson links to. Also, in this
 # checkout: every link and image of every README (the page's, and the lessons'
 # figures in notebooks-out/), each of a line, leads to a file that exists and
 # is kept by the repository; the page shows every figure kept beside it, each
@@ -20,7 +21,7 @@ tree=$T_TMP/tree
 n=$tree/notebooks-out
 mkdir -p "$tree/tools" "$tree/build/tools" "$tree/chapters/04-transfer" "$tree/chapters/05-allreduce" \
     "$tree/chapters/06-ddp" "$tree/chapters/07-none" "$n/chapter-6" "$n/bench" "$n/reference"
-cp tools/report.sh tools/plots.sh tools/bench.sh "$tree/tools/"
+cp tools/report.sh tools/plots.sh tools/bench.sh tools/readme_links.sh "$tree/tools/"
 ln -s "$verdict" "$tree/build/tools/verdict"
 for c in 04-transfer 05-allreduce 06-ddp 07-none; do echo 'int main(void) { return 0; }' > "$tree/chapters/$c/main.c"; done
 echo "# Chapter 4: pinned transfer" > "$tree/chapters/04-transfer/README.md"
@@ -79,6 +80,18 @@ if [ "$T_STATUS" = 1 ] && grep -qF "chapter-5/busbw.svg (chapters/05-allreduce/c
 then t_pass refuses_a_figure_without_caption
 else t_failed refuses_a_figure_without_caption "exit $T_STATUS: $(tail -n 3 <<<"$T_OUT")"; fi
 mv "$T_TMP/captions.txt" "$tree/chapters/05-allreduce/captions.txt"
+
+# a lesson links to a file of notebooks-out/ this run did not draw (a figure drawn from a bench
+# output that lacks its data): no report, naming the README's line and the file
+lesson=$tree/chapters/06-ddp/README.md
+cp "$lesson" "$T_TMP/lesson.md"
+echo 'Data [step-timeline.csv](../../notebooks-out/chapter-6/step-timeline.csv), ![acc](../../notebooks-out/chapter-6/accuracy.svg)' >> "$lesson"
+report
+if [ "$T_STATUS" = 1 ] && grep -qx "the report's page before" "$page" && grep -qF \
+    "chapters/06-ddp/README.md:2 shows notebooks-out/chapter-6/accuracy.svg, and this run did not draw it" <<<"$T_OUT"
+then t_pass refuses_to_take_away_a_figure_a_lesson_shows
+else t_failed refuses_to_take_away_a_figure_a_lesson_shows "exit $T_STATUS: $(tail -n 3 <<<"$T_OUT")"; fi
+cp "$T_TMP/lesson.md" "$lesson"
 
 report
 if [ "$T_STATUS" = 0 ]; then t_pass writes_the_page
