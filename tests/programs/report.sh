@@ -20,7 +20,7 @@ export PATH="$T_TMP/bin:$PATH"
 tree=$T_TMP/tree
 n=$tree/notebooks-out
 mkdir -p "$tree/tools" "$tree/build/tools" "$tree/chapters/04-transfer" "$tree/chapters/05-allreduce" \
-    "$tree/chapters/06-ddp" "$tree/chapters/07-none" "$n/chapter-6" "$n/bench" "$n/reference"
+    "$tree/chapters/06-ddp" "$tree/chapters/07-none" "$n/chapter-6" "$n/reference" # no bench/: the report makes it
 cp tools/report.sh tools/plots.sh tools/bench.sh tools/readme_links.sh "$tree/tools/"
 ln -s "$verdict" "$tree/build/tools/verdict"
 for c in 04-transfer 05-allreduce 06-ddp 07-none; do echo 'int main(void) { return 0; }' > "$tree/chapters/$c/main.c"; done
@@ -29,12 +29,13 @@ echo "# Chapter 5: all-reduce" > "$tree/chapters/05-allreduce/README.md"
 echo "# Chapter 6: full DDP" > "$tree/chapters/06-ddp/README.md"
 echo "# Chapter 7: prints only" > "$tree/chapters/07-none/README.md"
 touch "$tree/chapters/04-transfer/plot.gp" "$tree/chapters/06-ddp/plot.gp"
-# chapter 6 draws through `build/chapter-6 --plot --out=DIR`, as gnuplot writes (the umask's mode)
+# chapter 6 draws through `build/chapter-6 --plot --out=DIR`, as gnuplot writes (the umask's
+# mode), and its CSV as a program may (0600)
 cat > "$tree/build/chapter-6" <<'EOF'
 #!/bin/sh
 case "$1 $2" in "--plot --out="*) ;; *) echo "chapter-6: unexpected arguments: $*" >&2; exit 2 ;; esac
 echo '<svg/>' > "${2#--out=}/step-timeline.svg"
-echo 'step,ms' > "${2#--out=}/step-timeline.csv"
+echo 'step,ms' > "${2#--out=}/step-timeline.csv" && chmod 0600 "${2#--out=}/step-timeline.csv"
 EOF
 # chapter 5 through its own plots.sh, from the bench output it is given
 printf '%s\n' 'plot_run "$BUILD/chapter-5" "$out/busbw.svg" || return 1' \
