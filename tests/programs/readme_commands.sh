@@ -5,11 +5,16 @@
 # right above its fence (the comment does not render). Each command of such a
 # block (a line, with its `\` continuations) runs with bash from the top of a
 # scratch clone of this tree, one after another, so a block may make a file
-# that a later command reads. It must exit 0, unless its comment holds one of:
+# that a later command reads. It must exit 0 within 300 s, unless its comment
+# holds:
 #   [exit N ...]   the command must exit with status N (a grader with work left,
 #                  a failure the lesson shows on purpose)
+#   [timeout N]    it may run N seconds instead of 300 (`make demo` trains for
+#                  minutes, more on a loaded machine)
 #   [slow]         not run (minutes, or `make test` itself): a `make` line must
 #                  name targets that exist (make -n), another must name a program
+# Each PASS line ends with the command's seconds ("(118 s)"), so that the
+# time a README's commands cost in CI shows.
 # Commands that need what this machine lacks (mpirun, torchrun, a file under
 # /usr/share) are skipped and said. A shell block (```sh, ```bash) a reader is
 # not to run as written says why with `<!-- not runnable: WHY -->` above its
@@ -26,7 +31,6 @@
 # variables are unset: a command must work as root as written. Plain suite
 # only (it runs the plain build).
 . "$(dirname "$0")/../harness/lib.sh"
-T_TIMEOUT=300
 
 if [ "${SUITE:-plain}" != plain ] || [ "$BUILD" != build ]; then
     t_skip all "runs in the plain suite only, on build/"
@@ -145,11 +149,16 @@ for readme in "${readmes[@]}"; do
         fi
         why=$(cannot_run "$cmd")
         if [ -n "$why" ]; then t_skip "$name" "$why: $cmd"; continue; fi
-        want=0
+        want=0 T_TIMEOUT=300
         [[ $cmd =~ \[exit\ ([0-9]+) ]] && want=${BASH_REMATCH[1]}
+        [[ $cmd =~ \[timeout\ ([0-9]+)\] ]] && T_TIMEOUT=${BASH_REMATCH[1]}
+        started=$SECONDS
         t_run bash -c "cd '$tree' && $cmd" </dev/null
-        if [ "$T_STATUS" = "$want" ]; then t_pass "$name"
-        else t_failed "$name" "expected exit $want, got $T_STATUS from: $cmd; output: $(tail -n 4 <<<"$T_OUT")"; fi
+        took=$((SECONDS - started))
+        if [ "$T_STATUS" = "$want" ]; then t_pass "$name ($took s)"
+        elif [ "$T_STATUS" = 124 ] || [ "$T_STATUS" = 137 ]; then
+            t_failed "$name" "still running after $T_TIMEOUT s, stopped (a longer limit: [timeout N] in its comment): $cmd"
+        else t_failed "$name" "expected exit $want, got $T_STATUS after $took s from: $cmd; output: $(tail -n 4 <<<"$T_OUT")"; fi
     done < <(extract "$readme")
 done
 
