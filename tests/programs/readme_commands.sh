@@ -2,8 +2,9 @@
 # running them all leaves the repository as it was.
 #
 # A README marks a command block runnable with the line `<!-- runnable -->`
-# right above its fence (the comment does not render). Each command of such a
-# block (a line, with its `\` continuations) runs with bash from the top of a
+# right above its fence (the comment does not render; both are indented when
+# the block is part of a list item). Each command of such a block (a line,
+# with its `\` continuations) runs with bash from the top of a
 # scratch clone of this tree, one after another, so a block may make a file
 # that a later command reads. It must exit 0 within 300 s, unless its comment
 # holds:
@@ -47,7 +48,7 @@ mapfile -t readmes < <(find . -name README.md -not -path './build/*' -not -path 
 # "FILE<TAB>LINE<TAB>!UNMARKED" for a shell block with neither marker.
 extract() { # FILE
     awk -v file="$1" '
-        inblock && /^```/ { inblock = 0; next }
+        inblock && /^[[:space:]]*```/ { inblock = 0; next }
         inblock {
             if (cmd == "") { if ($0 ~ /^[[:space:]]*(#|$)/) next; start = FNR }
             line = $0
@@ -57,15 +58,15 @@ extract() { # FILE
             cmd = ""
             next
         }
-        other { if (/^```/) other = 0; next }
-        /^```/ {
+        other { if (/^[[:space:]]*```/) other = 0; next }
+        /^[[:space:]]*```/ {
             if (marker) { inblock = 1; marker = 0; next }
-            if (!notrun && /^```(sh|bash|shell|console)[[:space:]]*$/) print file "\t" FNR "\t!UNMARKED"
+            if (!notrun && /^[[:space:]]*```(sh|bash|shell|console)[[:space:]]*$/) print file "\t" FNR "\t!UNMARKED"
             other = 1; notrun = 0; next
         }
         marker || notrun { print file "\t" (marker ? marker : notrun) "\t!MARKER"; marker = notrun = 0 }
-        /^<!-- runnable -->[[:space:]]*$/ { marker = FNR; next }
-        /^<!-- not runnable: [^ ].* -->[[:space:]]*$/ { notrun = FNR; next }
+        /^[[:space:]]*<!-- runnable -->[[:space:]]*$/ { marker = FNR; next }
+        /^[[:space:]]*<!-- not runnable: [^ ].* -->[[:space:]]*$/ { notrun = FNR; next }
         END { if (marker || notrun) print file "\t" (marker ? marker : notrun) "\t!MARKER" }
     ' "$1"
 }
