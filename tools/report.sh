@@ -164,11 +164,12 @@ fi
 # The chapters' folders are replaced whole below: a file a lesson links to there (a figure
 # drawn from a benchmark's output the bench log lacks, say) must be in this run, or the
 # lesson would lose it.
+links=$(bash tools/readme_links.sh)
 vanishing=()
 while IFS=$'\t' read -r where target; do
     [[ $target == "$out"/chapter-* && $where != "$out"/* ]] || continue
     [ -e "$stage/${target#"$out"/}" ] || vanishing+=("$where shows $target, and this run did not draw it")
-done < <(bash tools/readme_links.sh)
+done <<<"$links"
 if [ ${#vanishing[@]} -gt 0 ]; then
     printf 'report: %s (its chapter'"'"'s output is above); the report is unchanged\n' "${vanishing[@]}" >&2
     exit 1
