@@ -320,13 +320,19 @@ static int sim_delay(struct sim_world *w, int rank, const struct fault *f, const
     return 0;
 }
 
-/* Flips the lowest bit of the middle element of the result. */
-static void sim_flip(const struct comm_coll_desc *d, size_t elements)
+/* Flips the lowest bits of the middle element of rank's result: rank + 1
+ * XORed into its low 16 bits (every type is 2 bytes or more), so rank 0's
+ * lowest bit. Two ranks flipped at one collective then differ from each
+ * other, as independent faults would: flipped the same, they would agree,
+ * and two of three would outvote the healthy rank. */
+static void sim_flip(const struct comm_coll_desc *d, size_t elements, int rank)
 {
     if (elements == 0)
         return;
-    size_t es = comm_dtype_size(d->dtype);
-    ((unsigned char *)d->recvbuf)[(elements / 2) * es] ^= 1;
+    unsigned char *x = (unsigned char *)d->recvbuf + (elements / 2) * comm_dtype_size(d->dtype);
+    unsigned bits = (unsigned)rank + 1;
+    x[0] ^= (unsigned char)bits; /* little-endian: the lowest byte first */
+    x[1] ^= (unsigned char)(bits >> 8);
 }
 
 /* ---- the backend ----------------------------------------------------------- */
@@ -466,7 +472,7 @@ static int sim_execute(struct sim_comm *sc, const struct comm_coll_desc *d)
             comm_reduce_divide(d->dtype, d->recvbuf, d->count, c->world);
         size_t n = sim_result_count(d, c->world);
         if (faults_take(w->faults, w->nfaults, FAULT_FLIP, rank, d->seq))
-            sim_flip(d, n);
+            sim_flip(d, n, rank);
         if (c->check == COMM_CHECK_RESULTS && d->coll != COMM_REDUCE_SCATTER) {
             struct sim_rank *me = &w->ranks[rank];
             me->result = d->recvbuf;

@@ -9,40 +9,63 @@
 #include <string.h>
 
 static const char *const fault_names[] = {"kill", "delay", "skip", "flip"};
+static const char *const fault_forms[] = {"kill:R@K", "delay:R@K:MS", "skip:R@K", "flip:R@K"};
+#define FAULT_FORM "KIND:R@K[:MS]"
+#define FAULT_K_MEANS "K counts from 1: collective K, or for chapter 6's flip optimizer step K"
 
-/* Parses one fault "kind:R@K[:MS]" (text is NUL-terminated). */
-static int fault_parse_one(char *text, int world, struct fault *f)
+/* Parses one fault "kind:R@K[:MS]" (text is NUL-terminated, and cut up
+ * here); `part` (len bytes) is the same fault as given, for messages, which
+ * name the kind's form, the piece at fault and the range it takes. */
+static int fault_parse_one(char *text, const char *part, int len, int world, struct fault *f)
 {
     char *colon = strchr(text, ':');
     char *at = colon ? strchr(colon, '@') : NULL;
     if (!colon || !at)
-        return err_set(ERR_ARG, "--fault: '%s' is not KIND:RANK@COLLECTIVE[:MS] (e.g. kill:2@3, delay:1@2:500)",
-                       text);
+        return err_set(ERR_ARG, "--fault=" FAULT_FORM ": '%.*s' is not of this form (e.g. kill:2@3, delay:1@2:500)",
+                       len, part);
     *colon = *at = '\0';
     int kind = -1;
     for (int k = 0; k < 4; k++)
         if (strcmp(text, fault_names[k]) == 0)
             kind = k;
     if (kind < 0)
-        return err_set(ERR_ARG, "--fault: unknown kind '%s' (kill, delay, skip or flip)", text);
+        return err_set(ERR_ARG, "--fault=" FAULT_FORM ": unknown kind '%s' in '%.*s' (kill, delay, skip or flip)",
+                       text, len, part);
+    const char *form = fault_forms[kind];
     char *ms = strchr(at + 1, ':');
     if (ms)
         *ms++ = '\0';
-    if ((kind == FAULT_DELAY) != (ms != NULL))
-        return err_set(ERR_ARG, "--fault: %s", kind == FAULT_DELAY ? "delay needs :MS (delay:RANK@COLLECTIVE:MS)"
-                                                                   : "only delay takes :MS");
+    if (kind == FAULT_DELAY && !ms)
+        return err_set(ERR_ARG, "--fault=%s: '%.*s' has no :MS, the delay in milliseconds", form, len, part);
+    if (kind != FAULT_DELAY && ms)
+        return err_set(ERR_ARG, "--fault=%s: '%.*s' ends with :%s, but only delay takes :MS", form, len, part, ms);
     uint64_t rank, seq, millis = 0;
-    if (cli_parse_range("fault rank", colon + 1, 0, UINT64_MAX, &rank) < 0 ||
-        cli_parse_range("fault collective", at + 1, 0, UINT64_MAX, &seq) < 0 ||
-        (ms && cli_parse_range("fault milliseconds", ms, 0, FAULT_MAX_DELAY_MS, &millis) < 0))
-        return ERR_ARG;
-    if (rank >= (uint64_t)world)
-        return err_set(ERR_ARG, "--fault: %s: rank %llu is not in a world of %d", fault_names[kind],
-                       (unsigned long long)rank, world);
-    if (seq < 1)
-        return err_set(ERR_ARG, "--fault: %s:%llu@0: K counts from 1 (the first collective, or chapter 6's first "
-                                "optimizer step for a flip)", fault_names[kind], (unsigned long long)rank);
+    if (cli_parse_range("fault", colon + 1, 0, (uint64_t)world - 1, &rank) < 0)
+        return err_set(ERR_ARG, "--fault=%s: rank R must be 0 to %d (the world has %d rank%s), got '%s' in '%.*s'",
+                       form, world - 1, world, world == 1 ? "" : "s", colon + 1, len, part);
+    if (cli_parse_range("fault", at + 1, 1, UINT64_MAX, &seq) < 0)
+        return err_set(ERR_ARG, "--fault=%s: K must be 1 to %llu (" FAULT_K_MEANS "), got '%s' in '%.*s'", form,
+                       (unsigned long long)UINT64_MAX, at + 1, len, part);
+    if (ms && cli_parse_range("fault", ms, 0, FAULT_MAX_DELAY_MS, &millis) < 0)
+        return err_set(ERR_ARG, "--fault=%s: MS must be 0 to %llu milliseconds, got '%s' in '%.*s'", form,
+                       (unsigned long long)FAULT_MAX_DELAY_MS, ms, len, part);
     *f = (struct fault){.kind = (enum fault_kind)kind, .rank = (int)rank, .seq = seq, .ms = millis};
+    return 0;
+}
+
+/* A flip given twice for one rank at one K would flip the same bits twice,
+ * putting them back (or, where a fault is taken once per collective, never
+ * fire): either way not the run asked for. */
+static int faults_check_flips(const struct fault *faults, int count)
+{
+    char one[64];
+    for (int i = 0; i < count; i++)
+        for (int j = i + 1; j < count; j++)
+            if (faults[i].kind == FAULT_FLIP && faults[j].kind == FAULT_FLIP && faults[i].seq == faults[j].seq &&
+                faults[i].rank == faults[j].rank)
+                return err_set(ERR_ARG, "--fault=flip:R@K: '%s' is given twice: one flip per rank and K (a second, "
+                                        "flipping the same bits, would put them back)",
+                               fault_describe(&faults[i], one, sizeof one));
     return 0;
 }
 
@@ -53,7 +76,7 @@ int faults_parse(const char *spec, int world, struct fault **out, int *count)
     if (!spec)
         return 0;
     if (!*spec) /* "--fault=" is a typo, not a request for no faults */
-        return err_set(ERR_ARG, "--fault: empty; give KIND:RANK@COLLECTIVE[:MS] (e.g. kill:2@3)");
+        return err_set(ERR_ARG, "--fault: empty; give " FAULT_FORM " (e.g. kill:2@3)");
     char *copy = strdup(spec);
     size_t n = 1;
     for (const char *p = spec; *p; p++)
@@ -73,9 +96,11 @@ int faults_parse(const char *spec, int world, struct fault **out, int *count)
             rc = err_set(ERR_ARG, "--fault: '%s': part %d is empty (faults are separated by single commas)", spec,
                          used + 1);
         else
-            rc = fault_parse_one(part, world, &faults[used]);
+            rc = fault_parse_one(part, spec + (part - copy), (int)strlen(part), world, &faults[used]);
     }
     free(copy);
+    if (rc == 0)
+        rc = faults_check_flips(faults, used);
     if (rc < 0) {
         free(faults);
         return rc;

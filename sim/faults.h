@@ -11,15 +11,22 @@
  *                   MS past the timeout it is the classic "NCCL timeout".
  *   skip:R@K        rank R never issues collective K (uneven batches: one
  *                   rank has a batch fewer, the classic "hangs at epoch 2").
- *   flip:R@K        after collective K, one bit of one value in rank R's
- *                   result flips (silent divergence; `--check` catches it by
- *                   comparing checksums across ranks). Chapter 6 takes its
- *                   flips out (faults_without) and flips a parameter's bit
- *                   after optimizer step K instead (lib/ddp/replica.h).
+ *   flip:R@K        after collective K, the lowest bits of one value in
+ *                   rank R's result flip: R + 1 XORed into them, so rank 0's
+ *                   lowest bit, and never two ranks alike (silent
+ *                   divergence; `--check` catches it by comparing checksums
+ *                   across ranks). Chapter 6 takes its flips out
+ *                   (faults_without) and flips a parameter's bit after
+ *                   optimizer step K instead (lib/ddp/replica.h).
  *
  * SPEC is one or more faults separated by commas: "kill:2@3,delay:1@1:50".
  * R is a rank (0 .. W-1), K a collective's sequence number (1 = the first),
- * MS milliseconds (at most FAULT_MAX_DELAY_MS). Each fault fires once.
+ * MS milliseconds (at most FAULT_MAX_DELAY_MS). Each fault fires once. A
+ * flip given twice for one rank at one K is refused: one flip per rank and K
+ * (a second would put the bits back). Flips of several ranks at one K change
+ * each rank's value differently, as independent faults would (sim/comm_sim.c,
+ * and chapter 6's replica_flip): flipped ranks never agree with each other,
+ * so they cannot outvote the healthy ones.
  */
 #ifndef DDP_FAULTS_H
 #define DDP_FAULTS_H
@@ -43,9 +50,11 @@ struct fault {
 };
 
 /* Parses SPEC for a world of `world` ranks into a new array (free() it).
- * NULL gives no faults. 0, or ERR_ARG with err_msg() quoting the bad
- * fault and what was expected (an empty SPEC or an empty part between
- * commas, "kill:1@2,,", is an error), or ERR_NOMEM. */
+ * NULL gives no faults. 0, or ERR_ARG with err_msg() naming the fault's form
+ * and quoting the bad fault, the piece at fault and the range it takes
+ * ("--fault=kill:R@K: rank R must be 0 to 3 (the world has 4 ranks), got '7'
+ * in 'kill:7@1'"; an empty SPEC, an empty part between commas, "kill:1@2,,",
+ * and one flip given twice are errors too), or ERR_NOMEM. */
 int faults_parse(const char *spec, int world, struct fault **out, int *count);
 
 /* SPEC without its faults of `kind`, as a spec again, the others in their

@@ -10,8 +10,11 @@
 # into a folder of its own under BUILD and moves it into notebooks-out/ only
 # when everything was drawn and every figure has its caption: the page shows
 # exactly what this run drew (a figure no chapter draws any more is gone), and
-# a run that fails leaves the last report as it was. The files are 0644,
-# readable by everyone, whatever the umask.
+# a run that fails leaves the last report as it was. A run that did not draw
+# a file a README links to in notebooks-out/chapter-N/ fails, naming both
+# (tools/readme_links.sh), rather than take it away from the lesson. Every
+# file it writes is 0644 and every folder 0755, readable by everyone,
+# whatever the umask.
 #
 # The benchmarks' output: BUILD/bench/last-run.txt when `make bench` ran since
 # the last `make clean` (copied into notebooks-out/bench/), else the one the
@@ -23,6 +26,7 @@ set -euo pipefail
 shopt -s nullglob
 case "${1:-}" in -h|--help) sed -n '2,/^[^#]/s/^# \{0,1\}//p' "$0"; exit 0 ;; esac
 cd "$(dirname "$0")/.."
+umask 022 # what this script and the programs it runs create: readable by everyone
 . tools/bench.sh
 out=notebooks-out
 started=$(date -u '+%Y-%m-%d %H:%M UTC')
@@ -157,8 +161,22 @@ if [ ${#missing_captions[@]} -gt 0 ]; then
     printf '  %s\n' "${missing_captions[@]}" >&2
     exit 1
 fi
+# The chapters' folders are replaced whole below: a file a lesson links to there (a figure
+# drawn from a benchmark's output the bench log lacks, say) must be in this run, or the
+# lesson would lose it.
+links=$(bash tools/readme_links.sh)
+vanishing=()
+while IFS=$'\t' read -r where target; do
+    [[ $target == "$out"/chapter-* && $where != "$out"/* ]] || continue
+    [ -e "$stage/${target#"$out"/}" ] || vanishing+=("$where shows $target, and this run did not draw it")
+done <<<"$links"
+if [ ${#vanishing[@]} -gt 0 ]; then
+    printf 'report: %s (its chapter'"'"'s output is above); the report is unchanged\n' "${vanishing[@]}" >&2
+    exit 1
+fi
 
-# Into place: the chapters' folders as drawn now, the bench output, the page.
+# Into place: the chapters' folders as drawn now, the bench output, the page; readable
+# by everyone, also what a program wrote with a mode of its own (0600, say).
 find "$stage" -type f -exec chmod 0644 {} +
 find "$stage" -type d -exec chmod 0755 {} +
 mkdir -p "$out/bench"

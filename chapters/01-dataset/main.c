@@ -203,7 +203,7 @@ static int ch1_open(const struct ch1_args *a, dataset_t **ds, uint8_t **buf, dou
     if (a->data && why)
         snprintf(why, why_len, "from --data");
     if (rc < 0)
-        return rc;
+        return a->data ? err_wrap(rc, "--data") : rc;
     uint64_t cap = dataset_info(*ds)->max_record_bytes;
     if (!(*buf = malloc(cap ? cap : 1))) {
         dataset_close(*ds);

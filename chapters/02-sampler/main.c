@@ -296,8 +296,10 @@ static int ch2_open_dataset(const struct ch2_config *cfg, const struct ch2_flags
         opt.synthetic_min_bytes = fl->min_length;
         opt.synthetic_bytes = fl->max_length;
     }
-    if (fl->data)
-        return dataset_open(fl->data, &opt, ds);
+    if (fl->data) {
+        int rc = dataset_open(fl->data, &opt, ds);
+        return rc < 0 ? err_wrap(rc, "--data") : 0;
+    }
     if (!fl->size_set && cfg->sampler != CH2_DYNAMIC) {
         char why[768];
         int rc = dataset_open_default(&opt, ds, why, sizeof why);

@@ -192,10 +192,12 @@ static int ch3_open_data(const char *data, dataset_t **ds)
         return rc;
     }
     int rc = dataset_open(data, NULL, ds);
-    if (rc == 0 && dataset_info(*ds)->length == 0) { /* nothing to batch: say so, rather than run empty steps */
+    if (rc < 0)
+        return err_wrap(rc, "--data");
+    if (dataset_info(*ds)->length == 0) { /* nothing to batch: say so, rather than run empty steps */
         dataset_close(*ds);
         *ds = NULL;
-        return err_set(ERR_ARG, "%s: the dataset has 0 records; the loader needs at least one", data);
+        return err_set(ERR_ARG, "--data: %s: the dataset has 0 records; the loader needs at least one", data);
     }
     return rc;
 }

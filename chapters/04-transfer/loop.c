@@ -46,9 +46,10 @@ static int ch4_open_data(const struct ch4_opts *o, dataset_t **ds, int say)
 {
     int rc;
     *ds = NULL;
-    if (o->data)
-        rc = dataset_open(o->data, NULL, ds);
-    else {
+    if (o->data) {
+        if ((rc = dataset_open(o->data, NULL, ds)) < 0)
+            return err_wrap(rc, "--data");
+    } else {
         char why[768];
         rc = dataset_open_default(NULL, ds, why, sizeof why);
         if (rc == 0 && say && dataset_info(*ds)->kind == DATASET_SYNTHETIC)

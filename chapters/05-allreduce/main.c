@@ -62,7 +62,7 @@ static void usage(FILE *f)
             "failures:\n"
             "  --demo=NAME|all          timeout, crash, uneven, mismatch, flip: run one story, exit 1\n"
             "  --fault=SPEC             faults on a 2-epoch training loop, e.g. kill:2@3, delay:1@2:3000,\n"
-            "                           skip:3@4, flip:1@2 (KIND:RANK@COLLECTIVE[:MS], comma-separated)\n"
+            "                           skip:3@4, flip:1@2 (KIND:R@K[:MS]: rank R, collective K from 1; comma-separated)\n"
             "launching:\n"
             "  --launch-check           ranks started torchrun-style (RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT):\n"
             "                           meet rank 0 over the TCP rendezvous and print its token; no GPU needed\n"

@@ -49,7 +49,7 @@ int ch6_open_data(const char *data, const char *test, dataset_t **train, dataset
     char why[768] = "";
     int rc = data ? dataset_open(data, NULL, train) : dataset_open_default(NULL, train, why, sizeof why);
     if (rc < 0)
-        return rc;
+        return data ? err_wrap(rc, "--data") : rc;
     int synthetic = dataset_info(*train)->kind == DATASET_SYNTHETIC;
     char beside[4096];
     const char *test_path = test;
@@ -69,7 +69,7 @@ int ch6_open_data(const char *data, const char *test, dataset_t **train, dataset
         if ((rc = dataset_open(test_path, &o, test_set)) < 0) {
             dataset_close(*train);
             *train = NULL;
-            return err_wrap(rc, "the test set");
+            return err_wrap(rc, test ? "--test-data" : "the test set");
         }
     }
     snprintf(note, note_len, "%s (%llu records)%s%s; test set: %s%s", dataset_name(*train),

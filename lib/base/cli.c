@@ -4,6 +4,7 @@
 #include "base/error.h"
 
 #include <errno.h>
+#include <float.h>
 #include <getopt.h>
 #include <math.h>
 #include <stdio.h>
@@ -52,36 +53,63 @@ int cli_parse_env(const char *name, const char *text, uint64_t min, uint64_t max
                    (unsigned long long)max); /* as a shell shows the variable */
 }
 
+/* What cli_scan_double found: a number, not a number, or one a double
+ * cannot hold. */
+enum { CLI_DOUBLE_OK = 0, CLI_DOUBLE_JUNK = -1, CLI_DOUBLE_HUGE = -2, CLI_DOUBLE_TINY = -3 };
+
 /* A finite decimal number, the whole text: digits, one leading '-', a point,
  * an exponent; strtod() alone would also take a leading space, "0x1p3",
- * "inf" and "nan". 0, or -1 (nothing set). */
+ * "inf" and "nan". strtod says ERANGE both past a double's range and below
+ * its smallest normal number: a subnormal (1e-310) is still the value
+ * written, correctly rounded, and is taken; a value that rounds to 0
+ * (1e-400) or to infinity (1e999) is not. CLI_DOUBLE_OK with *out set, or a
+ * reason (nothing set). */
 static int cli_scan_double(const char *text, double *out)
 {
     if (!text)
-        return -1;
+        return CLI_DOUBLE_JUNK;
     const char *digits = text[0] == '-' ? text + 1 : text;
     if (!((*digits >= '0' && *digits <= '9') || *digits == '.') || digits[strspn(digits, "0123456789.eE+-")])
-        return -1;
+        return CLI_DOUBLE_JUNK;
     char *end;
     errno = 0;
     double v = strtod(text, &end);
-    if (*end || errno == ERANGE || !isfinite(v)) /* ERANGE: past a double's range, or below its smallest */
-        return -1;
+    if (*end)
+        return CLI_DOUBLE_JUNK;
+    if (!isfinite(v))
+        return CLI_DOUBLE_HUGE;
+    if (errno == ERANGE && v == 0)
+        return CLI_DOUBLE_TINY;
     *out = v;
-    return 0;
+    return CLI_DOUBLE_OK;
+}
+
+/* The message for a number too close to 0 for a double: in any range it
+ * would be read as 0, which is not what was written. */
+static int cli_double_tiny(const char *flag, const char *text)
+{
+    return err_set(ERR_ARG, "--%s: '%s' is not 0, but closer to 0 than any double (the nearest is %.2g), so it "
+                            "would be read as 0", flag, text, DBL_TRUE_MIN);
 }
 
 int cli_parse_double(const char *flag, const char *text, double *out)
 {
-    if (cli_scan_double(text, out) < 0)
-        return err_set(ERR_ARG, "--%s: expected a finite number, got '%s'", flag, text ? text : "");
+    int why = cli_scan_double(text, out);
+    if (why == CLI_DOUBLE_TINY)
+        return cli_double_tiny(flag, text);
+    if (why != CLI_DOUBLE_OK)
+        return err_set(ERR_ARG, "--%s: expected a finite number%s, got '%s'", flag,
+                       why == CLI_DOUBLE_HUGE ? " (at most a double's largest, 1.8e308)" : "", text ? text : "");
     return 0;
 }
 
 int cli_parse_double_range(const char *flag, const char *text, double min, double max, double *out)
 {
     double v;
-    if (cli_scan_double(text, &v) < 0 || v < min || v > max || (text[0] == '-' && min >= 0))
+    int why = cli_scan_double(text, &v);
+    if (why == CLI_DOUBLE_TINY)
+        return cli_double_tiny(flag, text);
+    if (why != CLI_DOUBLE_OK || v < min || v > max || (text[0] == '-' && min >= 0))
         return err_set(ERR_ARG, "--%s: expected %g to %g, got '%s'", flag, min, max, text ? text : "");
     *out = v;
     return 0;

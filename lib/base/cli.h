@@ -44,7 +44,10 @@ enum { CLI_EXIT_OK = 0, CLI_EXIT_FAILED = 1, CLI_EXIT_USAGE = 2 };
 int cli_parse_range(const char *flag, const char *text, uint64_t min, uint64_t max, uint64_t *out);
 
 /* A finite decimal number ("5", "-0.25", "1e-3"; no hex, inf or nan) from
- * min to max, the same way; a '-' only where the range has negatives. */
+ * min to max, the same way; a '-' only where the range has negatives. A
+ * subnormal ("1e-310") is taken as the double nearest it; a nonzero value
+ * closer to 0 than any double ("1e-400") is refused, saying that it would be
+ * read as 0. */
 int cli_parse_double_range(const char *flag, const char *text, double min, double max, double *out);
 
 /* Any finite decimal number, for a figure with no range of its own: ERR_ARG

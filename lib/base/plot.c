@@ -94,19 +94,20 @@ static int plot_run_gnuplot(const char *script, const char *vars)
     return 0;
 }
 
-/* Appends `text` to dst as a gnuplot single-quoted string ('' inside stands for
- * one quote). 0, or ERR_ARG when it does not fit in cap. */
-static int plot_quote(char *dst, size_t cap, const char *text)
+/* Appends `text` to dst, which holds *n characters of cap: as it is, or
+ * `quoted` as the inside of a gnuplot single-quoted string ('' stands for one
+ * quote). 0, or -1 when it does not fit (dst is then cut short: not for use). */
+static int plot_append(char *dst, size_t cap, size_t *n, const char *text, int quoted)
 {
-    size_t n = strlen(dst);
     for (const char *p = text; *p; p++) {
-        if (n + 3 >= cap)
-            return ERR_ARG;
-        if (*p == '\'')
-            dst[n++] = '\'';
-        dst[n++] = *p;
+        size_t need = quoted && *p == '\'' ? 2 : 1;
+        if (*n + need >= cap)
+            return -1;
+        if (need == 2)
+            dst[(*n)++] = '\'';
+        dst[(*n)++] = *p;
     }
-    dst[n] = '\0';
+    dst[*n] = '\0';
     return 0;
 }
 
@@ -131,22 +132,26 @@ int plot_render_titled(const char *script, const char *csv, const char *out, con
     int rc = fsutil_parts_open(&parts, out, pictures, what);
     if (rc < 0)
         return rc;
+    /* gnuplot -e "csv='CSV'; out='STEM'[; title='TITLE']", every piece bounded */
+    const struct {
+        const char *text;
+        int quoted;
+    } pieces[] = {{"csv='", 0}, {csv, 1}, {"'; out='", 0}, {parts.stem.path, 1},
+                  {title ? "'; title='" : "", 0}, {title ? title : "", 1}, {"'", 0}};
     char vars[3 * PLOT_PATH_MAX];
-    snprintf(vars, sizeof vars, "csv='");
-    rc = plot_quote(vars, sizeof vars, csv);
-    if (rc == 0) {
-        strcat(vars, "'; out='");
-        rc = plot_quote(vars, sizeof vars, parts.stem.path);
-    }
-    if (rc == 0 && title) {
-        strcat(vars, "'; title='");
-        rc = plot_quote(vars, sizeof vars, title);
-    }
-    if (rc == 0 && strlen(vars) + 2 < sizeof vars)
-        strcat(vars, "'");
-    else
-        rc = err_set(ERR_ARG, "%s: output path or title too long for gnuplot", out);
-    if (rc == 0)
+    size_t n = 0;
+    int fits = 1;
+    for (size_t i = 0; fits && i < sizeof pieces / sizeof pieces[0]; i++)
+        fits = plot_append(vars, sizeof vars, &n, pieces[i].text, pieces[i].quoted) == 0;
+    if (!fits) {
+        char titled[48] = "";
+        if (title)
+            snprintf(titled, sizeof titled, ", the title %zu", strlen(title));
+        rc = err_set(ERR_ARG, "%s%s%s: too long for gnuplot's command line (%zu characters here): the CSV's path has "
+                              "%zu characters, the pictures' %zu%s, and each quote counts twice",
+                     what ? what : "", what ? ": " : "", out, sizeof vars - 1, strlen(csv), strlen(parts.stem.path),
+                     titled);
+    } else
         rc = plot_run_gnuplot(script, vars);
     return fsutil_parts_finish(&parts, rc);
 }

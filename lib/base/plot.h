@@ -65,7 +65,8 @@ int plot_csv_close(struct plot_csv *c, int rc);
  * the flag OUT came from ("--out"; NULL: none). Returns 0 when the PNG and SVG
  * were written, ERR_UNSUPPORTED when gnuplot is not installed (the CSV is
  * still there to plot elsewhere), ERR_IO when gnuplot failed (killed by a
- * file-size limit included: it says so). */
+ * file-size limit included: it says so), ERR_ARG naming `what` and OUT when
+ * the paths (and the title) do not fit the command line it gives gnuplot. */
 int plot_render(const char *script, const char *csv, const char *out, const char *what);
 
 /* plot_render, the script also given `title`: what this figure shows, for a

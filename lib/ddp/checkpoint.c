@@ -132,6 +132,12 @@ int checkpoint_write_file(const char *path, const struct safetensors_entry *entr
     for (size_t i = 0; i < count; i++) {
         if (!entries[i].name || strchr(entries[i].name, ' '))
             return err_set(ERR_ARG, "%s: tensor %zu needs a name without spaces", path, i);
+        /* the checksum lists each field by its name alone: a tensor named as a metadata field would be
+         * listed twice, and the reader could not tell the two entries apart */
+        for (size_t k = 0; k <= nmeta; k++)
+            if (strcmp(entries[i].name, k < nmeta ? meta[k].key : "checksum") == 0)
+                return err_set(ERR_ARG, "%s: tensor %s has the name of a metadata field: the checksum names each "
+                                        "field once", path, entries[i].name);
         cap += strlen(entries[i].name) + 18;
     }
     char *sums = malloc(cap);
@@ -241,6 +247,9 @@ static int ck_verify(const safetensors_t *st)
     uint64_t h;
     while (rc == 0 && (rc = ck_sum_next(path, &sums, &n, &len, &h)) == 1) {
         snprintf(what, sizeof what, "%.*s", (int)len, n);
+        if (strcmp(what, "checksum") == 0) /* it is in the file, but no field it covers */
+            return err_set(ERR_FORMAT, "%s: metadata \"checksum\" lists itself, which it cannot cover: damaged",
+                           path);
         if (!safetensors_meta(st, what) && !safetensors_find(st, what))
             return err_set(ERR_FORMAT, "%s: the checksum covers \"%s\", which the file does not have: it was "
                                        "taken out after the checkpoint was written", path, what);
@@ -279,33 +288,44 @@ static int ck_read_floats(const safetensors_t *st, int exact, const char *file, 
     return rc;
 }
 
-#define CK_MAX_MODULE 4096 /* far above this model's modules, and first + 3 x MODEL_MAX_HIDDEN fits an int */
-
 /* How a model file names the model's tensors: with the model's own names
  * (fc1.weight, bn1.running_mean), or with nn.Sequential's, "<module>.<what>",
  * whose modules are this model's layers in order, Linear, [BatchNorm1d,]
- * ReLU, ..., Linear, from the file's lowest module index (0, or 1 after a
- * leading nn.Flatten()). */
+ * ReLU, ..., Linear, the first Linear module 0, or 1 after a leading
+ * nn.Flatten() (which has no tensors). */
 struct ck_names {
     int sequential;
-    int first;  /* the first Linear's module */
+    int first;  /* the first Linear's module: 0 or 1 */
     int stride; /* modules per hidden layer: 2, or 3 with BatchNorm1d */
 };
 
-static void ck_names_of(const safetensors_t *st, const model_t *m, struct ck_names *nm)
+/* Which names st uses. A file whose lowest module is past 1 is not this
+ * model's nn.Sequential (another layer before the first Linear, or a
+ * numbering of its own): read from there, its tensors would load into the
+ * wrong layers whenever their shapes happen to fit, so it is refused naming
+ * that tensor. 0, or ERR_FORMAT. */
+static int ck_names_of(const safetensors_t *st, const model_t *m, struct ck_names *nm)
 {
-    *nm = (struct ck_names){.first = INT32_MAX, .stride = model_get_spec(m)->batchnorm ? 3 : 2};
+    *nm = (struct ck_names){.stride = model_get_spec(m)->batchnorm ? 3 : 2};
+    const char *lowest = NULL;
+    unsigned long first = 0;
     for (size_t i = 0; i < safetensors_count(st); i++) {
         const char *n = safetensors_at(st, i)->name;
         if (isdigit((unsigned char)n[0])) {
-            /* a module index past any this model has is clamped: its tensors match nothing, and are named */
-            unsigned long index = strtoul(n, NULL, 10);
-            index = index < CK_MAX_MODULE ? index : CK_MAX_MODULE;
-            nm->sequential = 1;
-            nm->first = index < (unsigned long)nm->first ? (int)index : nm->first;
+            unsigned long index = strtoul(n, NULL, 10); /* past ULONG_MAX: ULONG_MAX, refused all the same */
+            if (!lowest || index < first) {
+                lowest = n;
+                first = index;
+            }
         }
     }
-    nm->first = nm->sequential ? nm->first : 0;
+    if (lowest && first > 1)
+        return err_set(ERR_FORMAT, "%s: tensor %s: read as nn.Sequential's names, this model's first Linear is "
+                                   "module 0 (or 1 after a leading nn.Flatten()), but the file's first module is %.*s",
+                       safetensors_path(st), lowest, (int)strspn(lowest, "0123456789"), lowest);
+    nm->sequential = lowest != NULL;
+    nm->first = (int)first;
+    return 0;
 }
 
 /* The file's name of the model's tensor `ours`: itself, or in nn.Sequential's
@@ -363,10 +383,9 @@ static int ck_read(const safetensors_t *st, const model_t *m, const optim_t *o, 
         return rc;
     memcpy(s->buffers, model_buffers_const(m), model_buffer_floats(m) * sizeof(float));
     s->tracked = model_batches_tracked(m);
-    if (o)
-        *nm = (struct ck_names){0};
-    else
-        ck_names_of(st, m, nm);
+    *nm = (struct ck_names){0};
+    if (!o && (rc = ck_names_of(st, m, nm)) < 0)
+        return rc;
     if (nm->sequential) {
         memcpy(names, " as ", 4);
         ck_names_describe(nm, m, names + 4, sizeof names - 4);

@@ -98,10 +98,11 @@ int checkpoint_save_model(const char *path, const model_t *m, unsigned fsync_fla
  *
  * What a PyTorch user has loads too, as load_state_dict would take it:
  * - nn.Sequential's names for this model's shape: modules Linear,
- *   [BatchNorm1d,] ReLU, ..., Linear, numbered from the file's lowest index
- *   (0, or 1 after a leading nn.Flatten()), so "0.weight", "2.weight",
- *   "4.weight" are fc1, fc2, fc3 (with BatchNorm1d, "1.running_mean" is
- *   bn1's and "3.weight" fc2's);
+ *   [BatchNorm1d,] ReLU, ..., Linear, the first Linear module 0, or 1 after
+ *   a leading nn.Flatten(), so "0.weight", "2.weight", "4.weight" are fc1,
+ *   fc2, fc3 (with BatchNorm1d, "1.running_mean" is bn1's and "3.weight"
+ *   fc2's); a file whose lowest module is past 1 is another model, refused
+ *   naming that tensor;
  * - F16, BF16 and F64 floats, converted to float32 as torch's
  *   .to(torch.float32) converts them (safetensors_read_f32: F64 rounded to
  *   nearest, ties to even). num_batches_tracked stays int64.
@@ -125,7 +126,8 @@ int checkpoint_save(const char *dir, const model_t *m, const optim_t *o, const s
  * "checksum" entry over each of them (see the top of this file): what
  * checkpoint_save() does once it has built them, and how a test writes a
  * checkpoint whose fields it chose. Keys and names take no spaces; "checksum"
- * is not the caller's. 0, or ERR_ARG / ERR_NOMEM / ERR_IO as
+ * is not the caller's; no tensor is named as a metadata key or "checksum"
+ * (the checksum names each field once). 0, or ERR_ARG / ERR_NOMEM / ERR_IO as
  * safetensors_write. */
 int checkpoint_write_file(const char *path, const struct safetensors_entry *entries, size_t count,
                           const struct safetensors_meta *meta, size_t nmeta, unsigned fsync_flags);

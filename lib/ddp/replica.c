@@ -205,13 +205,13 @@ int replica_check(comm_t *comm, const model_t *m, uint64_t step, unsigned what)
 
 /* ---- the fault it catches ------------------------------------------------------------------ */
 
-void replica_flip(model_t *m, uint64_t step)
+void replica_flip(model_t *m, uint64_t step, int rank)
 {
     const struct model_tensor *bias = model_param(m, model_param_tensors(m) - 1);
     float *x = model_params(m) + bias->offset + step % bias->numel;
     uint32_t bits;
     memcpy(&bits, x, 4);
     int bit = (bits & 0x7f800000u) ? 22 : 30; /* a zero or subnormal: bit 22 would leave it below any rounding */
-    bits ^= 1u << bit;
+    bits ^= 1u << bit | ((uint32_t)rank & 0x3fffffu); /* the rank below bit 22: two ranks never alike */
     memcpy(x, &bits, 4);
 }

@@ -61,14 +61,18 @@ enum {
 int replica_check(comm_t *comm, const model_t *m, uint64_t step, unsigned what);
 
 /* The fault the check is there to catch, for chapter 6's --fault=flip:R@K
- * (the rank and the moment are the caller's): flips one bit of this replica,
- * a bit that always matters. The tensor is the output layer's bias (the last
- * parameter: fc3.bias in the default model), which every sample's logits add,
- * so every step reads its value and its gradient; the element is `step`
- * modulo its length; the bit is 22, the mantissa's highest, which moves the
- * value by a quarter to a half of itself (a zero or subnormal element gets
- * bit 30, the exponent's highest, instead, and becomes 2 or more: bit 22
- * would leave it below anything the step's sums notice). */
-void replica_flip(model_t *m, uint64_t step);
+ * (the moment is the caller's; `rank` is the replica's): flips one bit of
+ * this replica, a bit that always matters. The tensor is the output layer's
+ * bias (the last parameter: fc3.bias in the default model), which every
+ * sample's logits add, so every step reads its value and its gradient; the
+ * element is `step` modulo its length; the bit is 22, the mantissa's highest,
+ * which moves the value by a quarter to a half of itself (a zero or
+ * subnormal element gets bit 30, the exponent's highest, instead, and becomes
+ * 2 or more: bit 22 would leave it below anything the step's sums notice).
+ * The rank is XORed into the lowest mantissa bits too (nothing on rank 0), so
+ * that ranks flipped at one step differ from each other, as independent
+ * faults would: flipped alike, they would agree, and two of three ranks would
+ * outvote the healthy one. `rank` is below 2^22. */
+void replica_flip(model_t *m, uint64_t step, int rank);
 
 #endif

@@ -284,8 +284,8 @@ static int train_open(struct train_run *t, const struct train_config *c, comm_t 
         rc = checkpoint_load_model(c->init_path, t->m, t->init_note, sizeof t->init_note);
     else
         model_init(t->m, c->seed);
-    if (rc < 0)
-        return rc;
+    if (rc < 0) /* every refusal of the file names the flag it came from: a FIFO, a foreign file, a shape */
+        return err_wrap(rc, "--init");
     struct optim_config oc;
     uint64_t spe = c->indices ? 0 : train_steps_of(c, train_batches_of(c, sampler_len(t->s)));
     train_schedule(c, spe, &oc);
@@ -304,7 +304,7 @@ static int train_open(struct train_run *t, const struct train_config *c, comm_t 
             (rc = checkpoint_check_resume(path, saved, &now)) < 0 ||
             (rc = checkpoint_check_position(path, saved, &span)) < 0 ||
             (rc = checkpoint_load(c->resume_dir, t->m, t->o, saved)) < 0)
-            return rc;
+            return err_wrap(rc, "--resume");
         t->step = t->start_step = saved->step;
         t->start_epoch = saved->epoch;
         t->start_batch = saved->batch;
@@ -542,7 +542,7 @@ static int train_step(struct train_run *t, uint32_t g)
     t->steps++;
     for (int i = 0; i < c->nflips; i++) /* an injected fault: the next replica check must name it */
         if (c->flips[i].rank == t->rank && c->flips[i].step == t->step)
-            replica_flip(t->m, t->step);
+            replica_flip(t->m, t->step, t->rank);
     return 0;
 }
 

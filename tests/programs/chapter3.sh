@@ -17,7 +17,7 @@ t_fail epochs_need_bench 2 "--epochs does nothing without --bench" "$C3" --epoch
 t_fail plot_is_not_bench 2 "--plot does nothing with --bench" "$C3" --bench --plot
 t_fail batches_are_not_bench 2 "--batches does nothing with --bench" "$C3" --bench --batches=3
 t_fail batches_too_many 2 "--batches: expected 1 to 1073741824" "$C3" --batches=72057594037927936
-t_fail missing_data 1 "chapter-3: /nonexistent.idx" "$C3" --bench --data=/nonexistent.idx
+t_fail missing_data 1 "chapter-3: --data: /nonexistent.idx" "$C3" --bench --data=/nonexistent.idx
 # an IDX file with 0 images: refused by name, nothing to batch
 printf '\x00\x00\x08\x03\x00\x00\x00\x00\x00\x00\x00\x1c\x00\x00\x00\x1c' > "$T_TMP/empty-images-idx3-ubyte"
 T_TIMEOUT=30 t_fail empty_idx 1 "empty-images-idx3-ubyte: the dataset has 0 records" \

@@ -45,10 +45,40 @@ t_out odd_sizes_are_whole_elements "           4             1     float" \
 t_fail huge_timeout 2 "--timeout: expected 0 to 1e+06, got '1e300'" $P --timeout=1e300
 t_fail nan_timeout 2 "--timeout: expected 0 to 1e+06, got 'nan'" $P --timeout=nan
 t_fail untimed_sim 2 "--timeout=0 (no watchdog) is for --backend=mpi only" $P --timeout=0
-t_fail empty_fault 2 "--fault: empty" $P --fault=
+# every --fault error names the fault's form, the piece at fault and what it can be: R is a rank of
+# this world (--world), K counts from 1, MS is bounded
+t_fail empty_fault 2 "--fault: empty; give KIND:R@K[:MS]" $P --fault=
 t_fail empty_fault_part 2 "--fault: 'kill:1@2,,': part 2 is empty" $P --fault=kill:1@2,,
-t_fail bad_fault 2 "unknown kind 'explode'" $P --fault=explode:1@1
-t_fail fault_rank_out_of_world 2 "rank 7 is not in a world of 4" $P --fault=kill:7@1
+t_fail fault_not_the_form 2 "--fault=KIND:R@K[:MS]: 'kill12' is not of this form" $P --fault=kill12
+t_fail bad_fault 2 "--fault=KIND:R@K[:MS]: unknown kind 'explode' in 'explode:1@1' (kill, delay, skip or flip)" \
+    $P --fault=explode:1@1
+t_fail fault_rank_out_of_world 2 "--fault=kill:R@K: rank R must be 0 to 3 (the world has 4 ranks), got '7' in 'kill:7@1'" \
+    $P --fault=kill:7@1
+t_fail fault_rank_of_the_world_given 2 "--fault=skip:R@K: rank R must be 0 to 1 (the world has 2 ranks), got '2'" \
+    $P --world=2 --fault=skip:2@1
+t_fail fault_rank_junk 2 "--fault=flip:R@K: rank R must be 0 to 3 (the world has 4 ranks), got ' 1' in 'flip: 1@2'" \
+    $P "--fault=flip: 1@2"
+t_fail fault_rank_past_2_64 2 "rank R must be 0 to 3 (the world has 4 ranks), got '18446744073709551616'" \
+    $P --fault=kill:18446744073709551616@1
+t_fail fault_k_from_1 2 "--fault=kill:R@K: K must be 1 to 18446744073709551615 (K counts from 1: collective K, or for \
+chapter 6's flip optimizer step K), got '0' in 'kill:1@0'" $P --fault=kill:1@0
+t_fail fault_k_junk 2 "--fault=delay:R@K:MS: K must be 1 to 18446744073709551615" $P --fault=delay:1@x:5
+t_fail fault_delay_needs_ms 2 "--fault=delay:R@K:MS: 'delay:1@2' has no :MS, the delay in milliseconds" \
+    $P --fault=delay:1@2
+t_fail fault_only_delay_takes_ms 2 "--fault=kill:R@K: 'kill:1@2:5' ends with :5, but only delay takes :MS" \
+    $P --fault=kill:1@2:5
+# ranks flipped at one K differ from each other, as independent faults do: two of three flipped is no
+# majority (the healthy rank 0 is not blamed), two of five are both named; one flip given twice is refused
+t_fail fault_two_flips_of_three 1 "rank 1's result differs from rank 0's (" $P --world=3 --fault=flip:1@2,flip:2@2 --check \
+    --timeout=5
+t_said fault_two_flips_of_three_no_majority "no result is shared by a majority of the 3 ranks, so none can be called \
+the wrong one"
+t_fail fault_two_flips_of_five 1 "after collective #2 (allreduce avg, 1024 x float32), ranks 1 and 3 hold results that \
+differ from the one the other 3 ranks agree on" $P --world=5 --fault=flip:1@2,flip:3@2 --check --timeout=5
+t_fail fault_one_flip_twice 2 "--fault=flip:R@K: 'flip:1@2' is given twice: one flip per rank and K" \
+    $P --fault=flip:1@2,kill:0@9,flip:1@2 --check --timeout=5
+t_fail fault_flips_at_two_ks 1 "after collective #2 (allreduce avg, 1024 x float32), rank 1's result differs from the \
+other 2 ranks'" $P --world=3 --fault=flip:1@2,flip:2@3 --check --timeout=5
 t_fail bad_demo 2 "--demo: unknown value 'meteor' (timeout, crash, uneven, mismatch, flip or all)" $P --demo=meteor
 t_fail unknown_backend 2 "--backend: unknown value 'carrier-pigeon' (sim, mpi or nccl)" $P --backend=carrier-pigeon --max-bytes=1K
 
@@ -108,7 +138,8 @@ t_fail fault_delay_ends_with_the_watchdog 1 "rank 1: sleeping in an injected del
 # vanishes; one millisecond more is refused, not cut short
 t_fail fault_longest_delay_still_delays 1 "rank 1: sleeping in an injected delay of 18446744073709 ms" \
     $P --world=3 --fault=delay:1@2:18446744073709 --timeout=1
-t_fail fault_delay_past_the_longest 2 "--fault milliseconds: expected 0 to 18446744073709, got '18446744073710'" \
+t_fail fault_delay_past_the_longest 2 "--fault=delay:R@K:MS: MS must be 0 to 18446744073709 milliseconds, got \
+'18446744073710' in 'delay:1@2:18446744073710'" \
     $P --world=3 --fault=delay:1@2:18446744073710 --timeout=1
 t_out fault_flip_unchecked_goes_unnoticed "the job finished" $P --fault=flip:1@2 --timeout=1
 t_out fault_past_the_loop_is_named "note: kill:1@9 never fires: the loop runs collectives #1 .. #6" \

@@ -36,9 +36,13 @@ t_fail demo_sets_its_own_runs 2 "--world does nothing with --demo or --bench" $P
 t_fail bench_model_batch_past_its_pool 1 "bench_model: a batch of 9000" $P --bench=model --batch=9000 --data=synthetic
 t_fail torchrun_with_the_simulator 2 "a launcher (mpirun or torchrun) started this process as one of 2" env RANK=1 WORLD_SIZE=2 $P --train-size=1024 --epochs=1
 t_fail model_past_memory 1 "model: its parameters, gradients and the buffers of a batch of 32768: needs" $P --batch=32768 --hidden=65536,65536,65536 --data=synthetic --epochs=1 --world=1 --test-data=none
-t_fail fault_grammar 2 "--fault" $P --fault=explode:1@2
+t_fail fault_grammar 2 "--fault=KIND:R@K[:MS]: unknown kind 'explode' in 'explode:1@2'" $P --fault=explode:1@2
+t_fail fault_rank_of_this_world 2 "--fault=flip:R@K: rank R must be 0 to 1 (the world has 2 ranks), got '2' in 'flip:2@3'" \
+    $P --world=2 --fault=flip:2@3
 t_fail batchnorm_batch_one 2 "--batch=1 with --batchnorm" $P --batchnorm --batch=1
 t_fail momentum_is_sgds 2 "--momentum is SGD's" $P --momentum=0.5
+t_fail weight_decay_below_any_double 2 "--weight-decay: '1e-400' is not 0, but closer to 0 than any double" \
+    $P --weight-decay=1e-400
 
 # bad input at run time: one line naming the thing, exit 1, before any rank waits for another
 t_fail batch_larger_than_a_share 1 "--batch=600 is larger than each rank's share of the training set: 2048 records over 4 ranks give 512 each" \
@@ -157,7 +161,17 @@ t_fail flip_past_the_run 1 "--fault=flip:1@65: this run takes optimizer steps 1 
     $P "${L[@]}" --fault=flip:1@65
 t_fail flip_past_steps 1 "--fault=flip:2@11: this run takes optimizer steps 1 to 10" \
     $P "${L[@]}" --steps=10 --fault=flip:2@11
-t_fail flip_from_zero 2 "--fault: flip:0@0: K counts from 1" $P "${L[@]}" --fault=flip:0@0
+t_fail flip_from_zero 2 "--fault=flip:R@K: K must be 1 to 18446744073709551615 (K counts from 1: collective K, or for \
+chapter 6's flip optimizer step K), got '0' in 'flip:0@0'" $P "${L[@]}" --fault=flip:0@0
+# ranks flipped at one step differ from each other, as independent faults do: two of three flipped is no
+# majority (the healthy rank 0 is not blamed), two of five are both named; one flip given twice is refused
+t_fail flips_of_two_of_three 1 "step 6: rank 0 and rank 1 hold different fc3.bias, first in fc3.bias[6]: " \
+    $P "${L[@]}" --world=3 --fault=flip:1@6,flip:2@6
+t_said flips_of_two_of_three_no_majority "no copy of fc3.bias is shared by a majority of the 3 ranks"
+t_fail flips_of_two_of_five 1 "step 6: ranks 1 and 2 differ from the other 3 ranks in fc3.bias, rank 1 first in \
+fc3.bias[6]: " $P "${L[@]}" --world=5 --fault=flip:1@6,flip:2@6
+t_fail flip_twice 2 "--fault=flip:R@K: 'flip:3@6' is given twice: one flip per rank and K" \
+    $P "${L[@]}" --fault=flip:3@6,flip:3@6
 
 # exact resume: stopped at step K with a checkpoint, resumed to step 40: the same bits as never stopped
 resume_case() { # NAME K FLAGS...

@@ -3,7 +3,8 @@
 # that the driver itself is checked in seconds: each test runs under the
 # kernel set named in OPENBLAS_CORETYPE, a failure anywhere fails the whole,
 # a kernel set OpenBLAS does not know or this CPU cannot run is reported "not
-# run" (never a pass), and nothing run at all is a failure.
+# run" (never a pass), so is one whose tests all skipped (a skip compared
+# nothing), and nothing run at all is a failure.
 . "$(dirname "$0")/../harness/lib.sh"
 probe=$BUILD/tools/blas_probe
 K=tools/crosscheck_kernels.sh
@@ -15,6 +16,7 @@ t_fail probe_bad_flag 2 "blas_probe: unrecognized option '--bogus'" "$probe" --b
 printf 'echo "PASS stand_in.core_$OPENBLAS_CORETYPE"\n' > "$T_TMP/passes.sh"
 printf 'echo "PASS stand_in.one"; echo "FAIL stand_in.two: on purpose"\n' > "$T_TMP/fails.sh"
 printf 'exit 3\n' > "$T_TMP/crashes.sh"
+printf 'echo "PASS stand_in.torch (skipped: Debian'"'"'s python3-torch is not installed)"\n' > "$T_TMP/skips.sh"
 
 t_run env BUILD="$BUILD" KERNELS=Prescott bash $K "$T_TMP/passes.sh"
 if [ "$T_STATUS" = 0 ] && grep -qxF "[Prescott] PASS stand_in.core_Prescott" <<<"$T_OUT" &&
@@ -28,9 +30,20 @@ if [ "$T_STATUS" = 1 ] && grep -qF "[Prescott] FAIL crashes: exited 3 without na
     t_pass a_failure_fails
 else t_failed a_failure_fails "exit $T_STATUS: $(tail -n 4 <<<"$T_OUT")"; fi
 
+# a skipped test compared nothing: counted apart; a set whose tests all skipped did not run
+t_run env BUILD="$BUILD" KERNELS=Prescott bash $K "$T_TMP/passes.sh" "$T_TMP/skips.sh"
+if [ "$T_STATUS" = 0 ] && grep -qxF "  Prescott: PASS (1 passed, 1 skipped)" <<<"$T_OUT"; then
+    t_pass skips_counted_apart
+else t_failed skips_counted_apart "exit $T_STATUS: $(tail -n 4 <<<"$T_OUT")"; fi
+t_run env BUILD="$BUILD" KERNELS=Prescott bash $K "$T_TMP/skips.sh" "$T_TMP/skips.sh"
+if [ "$T_STATUS" = 1 ] && grep -qxF "  Prescott: not run: all 2 tests skipped (Debian's python3-torch is not installed)" <<<"$T_OUT" &&
+   grep -qxF "crosscheck-kernels: FAIL (no kernel set ran a test here)" <<<"$T_OUT"; then
+    t_pass all_skipped_not_run
+else t_failed all_skipped_not_run "exit $T_STATUS: $(tail -n 4 <<<"$T_OUT")"; fi
+
 t_run env BUILD="$BUILD" KERNELS=NoSuchKernels bash $K "$T_TMP/passes.sh"
 if [ "$T_STATUS" = 1 ] && grep -qF "NoSuchKernels: not run: OpenBLAS does not know it and used its" <<<"$T_OUT" &&
-   grep -qxF "crosscheck-kernels: FAIL (no kernel set could run here)" <<<"$T_OUT"; then
+   grep -qxF "crosscheck-kernels: FAIL (no kernel set ran a test here)" <<<"$T_OUT"; then
     t_pass unknown_kernel_set_not_run
 else t_failed unknown_kernel_set_not_run "exit $T_STATUS: $(tail -n 4 <<<"$T_OUT")"; fi
 

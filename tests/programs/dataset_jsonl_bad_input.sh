@@ -1,6 +1,7 @@
 # dataset_jsonl_bad_input: every bad JSONL input through build/chapter-1, the
-# way a user meets it: exit 1 with "chapter-1: <file>: <where>: <what>", never
-# a crash, and the data files never touched. Also the odd-but-valid inputs
+# way a user meets it: exit 1 with "chapter-1: --data: <file>: <where>: <what>"
+# (the flag named where opening the file refuses it), never a crash, and the
+# data files never touched. Also the odd-but-valid inputs
 # (CRLF, blank lines, no final newline) and the sidecar index's failure modes
 # (another file's index, a truncated one, a damaged one).
 . "$(dirname "$0")/../harness/lib.sh"
@@ -53,7 +54,7 @@ t_fail check_cut_with_length_field 1 "cut.jsonl: record 0 (line 1, byte offset 0
 t_out check_says_what_it_checked "all 3 records OK (each one JSON, in UTF-8)" "$ch1" --data="$d/good.jsonl" --check
 
 # Files that are not JSONL data.
-t_fail missing_file 1 "chapter-1: $d/absent.jsonl: cannot open" "$ch1" --data="$d/absent.jsonl" --check
+t_fail missing_file 1 "chapter-1: --data: $d/absent.jsonl: cannot open" "$ch1" --data="$d/absent.jsonl" --check
 t_fail directory 1 "dir.jsonl: not a regular file (a directory)" "$ch1" --data="$d/dir.jsonl" --check
 t_fail empty_file 1 "empty.jsonl: the file is empty" "$ch1" --data="$d/empty.jsonl" --check
 t_fail only_blank_lines 1 "blank.jsonl: no records" "$ch1" --data="$d/blank.jsonl" --check

@@ -18,6 +18,8 @@
 #                             calls a function main.c defines, and no two call
 #                             each other, directly or round a longer circle
 #   project_words             comments and READMEs speak of the project only
+#   layout_block_names_the_tree  README.md's Layout block names every file each
+#                             chapter folder has, every folder of lib/ and tests/
 # ROOT names the tree to check (default: this repository), so the rules can be
 # tried on a copy with a rule broken on purpose.
 . "$(dirname "$0")/../harness/lib.sh"
@@ -183,6 +185,27 @@ for dir in chapters/*/; do
     fi
 done
 verdict chapter_calls_one_way "$problems"
+
+# ---- the Layout block names the tree ----------------------------------------------------
+# README.md's map of the tree: the entry of a top-level path (its line and the indented
+# lines under it) names each file every chapter folder has (a convention the tools find by
+# name) and each folder of lib/ and tests/ (as "name/").
+layout=$(awk '/^## Layout/ { on = 1 } on && /^```/ { if (++fences == 2) exit; next } on && fences == 1' README.md)
+layout_entry() { awk -v top="$1" 'index($0, top) == 1 { on = 1; print; next } on && /^ / { print; next } { on = 0 }' <<<"$layout"; }
+problems=""
+chapter_dirs=(chapters/[0-9][0-9]-*/)
+entry=$(layout_entry chapters/)
+while read -r name; do
+    grep -qF "$name" <<<"$entry" || problems+="README.md, Layout: chapters/NN-name/ does not name $name, which every chapter has"$'\n'
+done < <(for d in "${chapter_dirs[@]}"; do ls "$d"; done | sort | uniq -c | awk -v n=${#chapter_dirs[@]} '$1 == n { print $2 }')
+for top in lib tests; do
+    entry=$(layout_entry "$top/")
+    for d in "$top"/*/; do
+        name=$(basename "$d")
+        grep -qE "(^|[ (])$name/" <<<"$entry" || problems+="README.md, Layout: $top/ does not name its folder $name/"$'\n'
+    done
+done
+verdict layout_block_names_the_tree "$problems"
 
 # ---- the project's words ----------------------------------------------------------------
 # what a reader of the project cannot look up: the tracker's numbers, the

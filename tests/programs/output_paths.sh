@@ -10,9 +10,9 @@
 # a link to a FIFO: a non-zero exit, a message naming the flag and the path,
 # the node still the same node (stat's type, device numbers and inode), no
 # temporary file beside it. An empty path is refused at parse time. Each
-# reader (--init, --resume, --data, --test-data, tensordiff's two files)
-# against a FIFO, a device and a directory: a non-zero exit within 10 s that
-# names the file. A full disk (a small tmpfs, root only) and a file-size limit
+# reader (chapter 6's --init, --resume, --data, --test-data, the other
+# chapters' --data, tensordiff's two files) against a FIFO, a device and a
+# directory: a non-zero exit within 10 s that names the flag and the file. A full disk (a small tmpfs, root only) and a file-size limit
 # (ulimit -f): an error that says which, the last good checkpoint whole, no
 # temporary file. And the temporary files a killed writer left (a pid that no
 # longer runs) are swept by the next run of each writer, and by --resume.
@@ -74,15 +74,18 @@ refused() {
     else t_pass "$name"; fi
 }
 
-# unreadable NAME NODE CMD...: CMD, reading NODE, exits non-zero within 10 s
-# with a message naming it (a FIFO opened for reading waits for a writer forever).
+# unreadable NAME FLAG NODE CMD...: CMD, reading NODE, exits non-zero within 10 s
+# with a message naming FLAG and NODE together ("--init: NODE"; FLAG "" for a
+# file given without a flag). A FIFO opened for reading waits for a writer
+# forever.
 unreadable() {
-    local name=$1 node=$2
-    shift 2
+    local name=$1 flag=$2 node=$3
+    shift 3
     T_TIMEOUT=10 t_run "$@"
     if [ "$T_STATUS" = 124 ] || [ "$T_STATUS" = 137 ]; then t_failed "$name" "hung on $node: $*"
     elif [ "$T_STATUS" = 0 ] || [ "$T_STATUS" -ge 128 ]; then t_failed "$name" "status $T_STATUS from: $*"
-    elif ! grep -qF -- "$node" <<<"$T_OUT"; then t_failed "$name" "the message does not name $node: $(tail -n 2 <<<"$T_OUT")"
+    elif ! grep -qF -- "$flag${flag:+: }$node" <<<"$T_OUT"; then
+        t_failed "$name" "the message does not name ${flag:+$flag and }$node: $(tail -n 2 <<<"$T_OUT")"
     else t_pass "$name"; fi
 }
 
@@ -170,16 +173,18 @@ for k in "${in_kinds[@]}"; do
     mkdir -p "$d/ck"
     if [ "$k" = dev-zero ]; then node=/dev/zero; else node=$d/$k; make_node "$k" "$node"; fi
     [ "$k" = dev-zero ] || make_node "$k" "$d/ck/checkpoint.safetensors"
-    unreadable "init_$k" "$node" $P6 "${S[@]}" --out="$d/out" --init="$node"
-    [ "$k" = directory ] || unreadable "resume_file_$k" "$node" $P6 "${S[@]}" --out="$d/out" --resume="$node"
-    [ "$k" = dev-zero ] || unreadable "resume_dir_$k" "$d/ck/checkpoint.safetensors" $P6 "${S[@]}" --out="$d/out" \
-        --resume="$d/ck"
-    unreadable "data_$k" "$node" $P6 --data="$node" --epochs=1 --out="$d/out"
-    unreadable "test_data_$k" "$node" $P6 "${S[@]}" --test-data="$node" --out="$d/out"
-    unreadable "chapter1_data_$k" "$node" $P1 --data="$node" --check
-    unreadable "chapter3_data_$k" "$node" $P3 --bench --data="$node"
-    unreadable "tensordiff_a_$k" "$node" $TD "$node" "$good"
-    unreadable "tensordiff_b_$k" "$node" $TD "$good" "$node"
+    unreadable "init_$k" --init "$node" $P6 "${S[@]}" --out="$d/out" --init="$node"
+    [ "$k" = directory ] || unreadable "resume_file_$k" --resume "$node" $P6 "${S[@]}" --out="$d/out" --resume="$node"
+    [ "$k" = dev-zero ] || unreadable "resume_dir_$k" --resume "$d/ck/checkpoint.safetensors" $P6 "${S[@]}" \
+        --out="$d/out" --resume="$d/ck"
+    unreadable "data_$k" --data "$node" $P6 --data="$node" --epochs=1 --out="$d/out"
+    unreadable "test_data_$k" --test-data "$node" $P6 "${S[@]}" --test-data="$node" --out="$d/out"
+    unreadable "chapter1_data_$k" --data "$node" $P1 --data="$node" --check
+    unreadable "chapter2_data_$k" --data "$node" $P2 --data="$node"
+    unreadable "chapter3_data_$k" --data "$node" $P3 --bench --data="$node"
+    unreadable "chapter4_data_$k" --data "$node" $P4 --data="$node" --out="$d/out4"
+    unreadable "tensordiff_a_$k" "" "$node" $TD "$node" "$good"
+    unreadable "tensordiff_b_$k" "" "$node" $TD "$good" "$node"
 done
 
 # ---- a file-size limit: an error that says so, the last good checkpoint kept ---------

@@ -2,14 +2,20 @@
 # running them all leaves the repository as it was.
 #
 # A README marks a command block runnable with the line `<!-- runnable -->`
-# right above its fence (the comment does not render). Each command of such a
-# block (a line, with its `\` continuations) runs with bash from the top of a
+# right above its fence (the comment does not render; both are indented when
+# the block is part of a list item). Each command of such a block (a line,
+# with its `\` continuations) runs with bash from the top of a
 # scratch clone of this tree, one after another, so a block may make a file
-# that a later command reads. It must exit 0, unless its comment holds one of:
+# that a later command reads. It must exit 0 within 300 s, unless its comment
+# holds:
 #   [exit N ...]   the command must exit with status N (a grader with work left,
 #                  a failure the lesson shows on purpose)
+#   [timeout N]    it may run N seconds instead of 300 (`make demo` trains for
+#                  minutes, more on a loaded machine)
 #   [slow]         not run (minutes, or `make test` itself): a `make` line must
 #                  name targets that exist (make -n), another must name a program
+# Each PASS line ends with the command's seconds ("(118 s)"), so that the
+# time a README's commands cost in CI shows.
 # Commands that need what this machine lacks (mpirun, torchrun, a file under
 # /usr/share) are skipped and said. A shell block (```sh, ```bash) a reader is
 # not to run as written says why with `<!-- not runnable: WHY -->` above its
@@ -26,7 +32,6 @@
 # variables are unset: a command must work as root as written. Plain suite
 # only (it runs the plain build).
 . "$(dirname "$0")/../harness/lib.sh"
-T_TIMEOUT=300
 
 if [ "${SUITE:-plain}" != plain ] || [ "$BUILD" != build ]; then
     t_skip all "runs in the plain suite only, on build/"
@@ -43,7 +48,7 @@ mapfile -t readmes < <(find . -name README.md -not -path './build/*' -not -path 
 # "FILE<TAB>LINE<TAB>!UNMARKED" for a shell block with neither marker.
 extract() { # FILE
     awk -v file="$1" '
-        inblock && /^```/ { inblock = 0; next }
+        inblock && /^[[:space:]]*```/ { inblock = 0; next }
         inblock {
             if (cmd == "") { if ($0 ~ /^[[:space:]]*(#|$)/) next; start = FNR }
             line = $0
@@ -53,15 +58,15 @@ extract() { # FILE
             cmd = ""
             next
         }
-        other { if (/^```/) other = 0; next }
-        /^```/ {
+        other { if (/^[[:space:]]*```/) other = 0; next }
+        /^[[:space:]]*```/ {
             if (marker) { inblock = 1; marker = 0; next }
-            if (!notrun && /^```(sh|bash|shell|console)[[:space:]]*$/) print file "\t" FNR "\t!UNMARKED"
+            if (!notrun && /^[[:space:]]*```(sh|bash|shell|console)[[:space:]]*$/) print file "\t" FNR "\t!UNMARKED"
             other = 1; notrun = 0; next
         }
         marker || notrun { print file "\t" (marker ? marker : notrun) "\t!MARKER"; marker = notrun = 0 }
-        /^<!-- runnable -->[[:space:]]*$/ { marker = FNR; next }
-        /^<!-- not runnable: [^ ].* -->[[:space:]]*$/ { notrun = FNR; next }
+        /^[[:space:]]*<!-- runnable -->[[:space:]]*$/ { marker = FNR; next }
+        /^[[:space:]]*<!-- not runnable: [^ ].* -->[[:space:]]*$/ { notrun = FNR; next }
         END { if (marker || notrun) print file "\t" (marker ? marker : notrun) "\t!MARKER" }
     ' "$1"
 }
@@ -145,11 +150,16 @@ for readme in "${readmes[@]}"; do
         fi
         why=$(cannot_run "$cmd")
         if [ -n "$why" ]; then t_skip "$name" "$why: $cmd"; continue; fi
-        want=0
+        want=0 T_TIMEOUT=300
         [[ $cmd =~ \[exit\ ([0-9]+) ]] && want=${BASH_REMATCH[1]}
+        [[ $cmd =~ \[timeout\ ([0-9]+)\] ]] && T_TIMEOUT=${BASH_REMATCH[1]}
+        started=$SECONDS
         t_run bash -c "cd '$tree' && $cmd" </dev/null
-        if [ "$T_STATUS" = "$want" ]; then t_pass "$name"
-        else t_failed "$name" "expected exit $want, got $T_STATUS from: $cmd; output: $(tail -n 4 <<<"$T_OUT")"; fi
+        took=$((SECONDS - started))
+        if [ "$T_STATUS" = "$want" ]; then t_pass "$name ($took s)"
+        elif [ "$T_STATUS" = 124 ] || [ "$T_STATUS" = 137 ]; then
+            t_failed "$name" "still running after $T_TIMEOUT s, stopped (a longer limit: [timeout N] in its comment): $cmd"
+        else t_failed "$name" "expected exit $want, got $T_STATUS after $took s from: $cmd; output: $(tail -n 4 <<<"$T_OUT")"; fi
     done < <(extract "$readme")
 done
 

@@ -5,9 +5,12 @@
 # without plots; then the last bench output as a table with its date and
 # machine. The page shows exactly what this run drew, each figure with its
 # caption and provenance; the files are readable by everyone whatever the
-# umask; a failed run leaves the last report as it was. Also: the page of this
-# checkout shows every figure kept beside it, each with a caption, and every
-# image and link it shows exists and is kept by the repository.
+# umask; a failed run leaves the last report as it was, and so does one that
+# did not draw a figure a lesson links to. Also, in this
+# checkout: every link and image of every README (the page's, and the lessons'
+# figures in notebooks-out/), each of a line, leads to a file that exists and
+# is kept by the repository; the page shows every figure kept beside it, each
+# with a caption.
 . "$(dirname "$0")/../harness/lib.sh"
 
 verdict=$(cd "$BUILD" && pwd)/tools/verdict
@@ -17,8 +20,8 @@ export PATH="$T_TMP/bin:$PATH"
 tree=$T_TMP/tree
 n=$tree/notebooks-out
 mkdir -p "$tree/tools" "$tree/build/tools" "$tree/chapters/04-transfer" "$tree/chapters/05-allreduce" \
-    "$tree/chapters/06-ddp" "$tree/chapters/07-none" "$n/chapter-6" "$n/bench" "$n/reference"
-cp tools/report.sh tools/plots.sh tools/bench.sh "$tree/tools/"
+    "$tree/chapters/06-ddp" "$tree/chapters/07-none" "$n/chapter-6" "$n/reference" # no bench/: the report makes it
+cp tools/report.sh tools/plots.sh tools/bench.sh tools/readme_links.sh "$tree/tools/"
 ln -s "$verdict" "$tree/build/tools/verdict"
 for c in 04-transfer 05-allreduce 06-ddp 07-none; do echo 'int main(void) { return 0; }' > "$tree/chapters/$c/main.c"; done
 echo "# Chapter 4: pinned transfer" > "$tree/chapters/04-transfer/README.md"
@@ -26,12 +29,13 @@ echo "# Chapter 5: all-reduce" > "$tree/chapters/05-allreduce/README.md"
 echo "# Chapter 6: full DDP" > "$tree/chapters/06-ddp/README.md"
 echo "# Chapter 7: prints only" > "$tree/chapters/07-none/README.md"
 touch "$tree/chapters/04-transfer/plot.gp" "$tree/chapters/06-ddp/plot.gp"
-# chapter 6 draws through `build/chapter-6 --plot --out=DIR`, as gnuplot writes (the umask's mode)
+# chapter 6 draws through `build/chapter-6 --plot --out=DIR`, as gnuplot writes (the umask's
+# mode), and its CSV as a program may (0600)
 cat > "$tree/build/chapter-6" <<'EOF'
 #!/bin/sh
 case "$1 $2" in "--plot --out="*) ;; *) echo "chapter-6: unexpected arguments: $*" >&2; exit 2 ;; esac
 echo '<svg/>' > "${2#--out=}/step-timeline.svg"
-echo 'step,ms' > "${2#--out=}/step-timeline.csv"
+echo 'step,ms' > "${2#--out=}/step-timeline.csv" && chmod 0600 "${2#--out=}/step-timeline.csv"
 EOF
 # chapter 5 through its own plots.sh, from the bench output it is given
 printf '%s\n' 'plot_run "$BUILD/chapter-5" "$out/busbw.svg" || return 1' \
@@ -78,6 +82,18 @@ then t_pass refuses_a_figure_without_caption
 else t_failed refuses_a_figure_without_caption "exit $T_STATUS: $(tail -n 3 <<<"$T_OUT")"; fi
 mv "$T_TMP/captions.txt" "$tree/chapters/05-allreduce/captions.txt"
 
+# a lesson links to a file of notebooks-out/ this run did not draw (a figure drawn from a bench
+# output that lacks its data): no report, naming the README's line and the file
+lesson=$tree/chapters/06-ddp/README.md
+cp "$lesson" "$T_TMP/lesson.md"
+echo 'Data [step-timeline.csv](../../notebooks-out/chapter-6/step-timeline.csv), ![acc](../../notebooks-out/chapter-6/accuracy.svg)' >> "$lesson"
+report
+if [ "$T_STATUS" = 1 ] && grep -qx "the report's page before" "$page" && grep -qF \
+    "chapters/06-ddp/README.md:2 shows notebooks-out/chapter-6/accuracy.svg, and this run did not draw it" <<<"$T_OUT"
+then t_pass refuses_to_take_away_a_figure_a_lesson_shows
+else t_failed refuses_to_take_away_a_figure_a_lesson_shows "exit $T_STATUS: $(tail -n 3 <<<"$T_OUT")"; fi
+cp "$T_TMP/lesson.md" "$lesson"
+
 report
 if [ "$T_STATUS" = 0 ]; then t_pass writes_the_page
 else t_failed writes_the_page "exit $T_STATUS: $(tail -n 5 <<<"$T_OUT")"; fi
@@ -118,21 +134,31 @@ has says_no_bench_yet "No \`make bench\` has been run here yet"
 if grep -q "reference/" "$page"; then t_failed no_link_to_a_missing_folder "the page links to reference/"
 else t_pass no_link_to_a_missing_folder; fi
 
-# The page in this checkout: every figure kept beside it is shown with a caption, and every image and
-# relative link it has exists and is kept by git.
+# tools/readme_links.sh, which the checks below and make report read: every link of a line, each
+# resolved from its README's folder; web pages and anchors left out.
+mkdir -p "$T_TMP/links/docs"
+printf '%s\n' 'See [a](../notebooks-out/a.csv "its data") and ![b](b.svg), [the web](https://example.org), [c](#c).' \
+    '[d](../d.md#part)' > "$T_TMP/links/docs/README.md"
+t_run bash tools/readme_links.sh "$T_TMP/links"
+want=$(printf 'docs/README.md:1\tnotebooks-out/a.csv\ndocs/README.md:1\tdocs/b.svg\ndocs/README.md:2\td.md')
+if [ "$T_STATUS" = 0 ] && [ "$T_OUT" = "$want" ]; then t_pass readme_links_every_link_of_a_line
+else t_failed readme_links_every_link_of_a_line "exit $T_STATUS: $(tr '\n\t' '; ' <<<"$T_OUT")"; fi
+
+# This checkout: every README's links (the report's page, and the lessons' figures in
+# notebooks-out/) lead to files that exist and that git keeps; and the page shows every
+# figure kept beside it, with a caption.
 page=notebooks-out/README.md
 if [ ! -f "$page" ]; then
     t_failed committed_page "$page is missing (make report writes it)"
     exit 0
 fi
 kept() { ! git rev-parse --git-dir >/dev/null 2>&1 || ! git check-ignore -q --no-index "$1"; }
-problems=$(sed -n 's/.*\](\([^)#]*\)).*/\1/p' "$page" | grep -v '^[a-z]*://' | while read -r link; do
-    target=notebooks-out/$link
-    if [ ! -e "$target" ]; then echo "$link (missing)"
-    elif [ -f "$target" ] && ! kept "$target"; then echo "$link (ignored by git)"; fi
+problems=$(bash tools/readme_links.sh | while IFS=$'\t' read -r where target; do
+    if [ ! -e "$target" ]; then echo "$where: $target (missing)"
+    elif [ -f "$target" ] && ! kept "$target"; then echo "$where: $target (ignored by git)"; fi
 done)
-if [ -z "$problems" ]; then t_pass committed_page_links_exist
-else t_failed committed_page_links_exist "$(tr '\n' ' ' <<<"$problems")"; fi
+if [ -z "$problems" ]; then t_pass readme_links_exist
+else t_failed readme_links_exist "$(tr '\n' ' ' <<<"$problems")"; fi
 problems=$(for svg in notebooks-out/chapter-*/*.svg; do
     [ -f "$svg" ] || continue
     rel=${svg#notebooks-out/}

@@ -8,7 +8,8 @@
  * flag, and left as it was, at the open and again at the rename; an input is
  * opened without ever blocking and refused unless a regular file; a file-size
  * limit is an error that says so, not a SIGXFSZ death; a CSV and the pictures
- * gnuplot writes go through temporary files the same way; sizes that cannot
+ * gnuplot writes go through temporary files the same way, and gnuplot's
+ * command line is bounded, refusing what does not fit; sizes that cannot
  * fit are refused before writing; mkdir -p makes every parent and refuses a
  * component that is not a directory; a mapped file truncated under a reader
  * is named; a child's result, message and peak RSS come back, and a child
@@ -505,6 +506,58 @@ TEST(plot_csv_is_written_whole_or_not_at_all)
     CHECK_EQ(mkfifo(path, 0600), 0);
     CHECK_ERR(plot_csv_open(&c, path, "--out"), ERR_IO, "--out: ");
     CHECK_CONTAINS(err_msg(), "fifo.csv: a FIFO, not a regular file");
+    CHECK_EQ(count_tmp(dir), 0);
+}
+
+/* plot_render hands gnuplot one command line, csv='...'; out='...'; title='...', in a buffer of its own:
+ * quotes in every piece reach gnuplot as they were, and pieces that do not fit are refused naming the
+ * flag, whatever their lengths (a CSV path of every length across the edge, where appending the title
+ * once wrote past the buffer's end). */
+TEST(plot_render_bounds_gnuplots_command_line)
+{
+    if (system("command -v gnuplot >/dev/null 2>&1") != 0)
+        CHECK_SKIP("gnuplot is not installed");
+    char dir[512], script[600], out[600], pic[700], text[256];
+    snprintf(dir, sizeof dir, "%s/render", check_tmpdir());
+    CHECK_OK(fsutil_mkdir_p(dir));
+    snprintf(script, sizeof script, "%s/echo.gp", dir);
+    FILE *f = fopen(script, "w");
+    CHECK(f != NULL);
+    fputs("set print out.'.png'\nprint title\nset print out.'.svg'\nprint csv\n", f);
+    fclose(f);
+    snprintf(out, sizeof out, "%s/picture", dir);
+    CHECK_OK(plot_render_titled(script, "it's.csv", out, "Bob's plot", "--out"));
+    snprintf(pic, sizeof pic, "%s.png", out);
+    read_text(pic, text, sizeof text);
+    CHECK_STR(text, "Bob's plot\n");
+    snprintf(pic, sizeof pic, "%s.svg", out);
+    read_text(pic, text, sizeof text);
+    CHECK_STR(text, "it's.csv\n");
+    /* the stem plot_render gives gnuplot is as long as this one, give or take a digit of its counter */
+    static const char *const suffixes[] = {".png", ".svg", NULL};
+    struct fsutil_parts parts;
+    CHECK_OK(fsutil_parts_open(&parts, out, suffixes, NULL));
+    size_t stem = strlen(parts.stem.path);
+    CHECK_EQ(fsutil_parts_finish(&parts, ERR_STATE), ERR_STATE);
+    size_t cap = 3 * PLOT_PATH_MAX, edge = cap - strlen("csv='") - strlen("'; out='") - stem;
+    char *csv = malloc(cap + 64);
+    CHECK(csv != NULL);
+    int rendered = 0, refused = 0;
+    for (size_t len = edge - 40; len <= edge + 8; len++) {
+        memset(csv, 'c', len);
+        csv[len] = '\0';
+        int rc = plot_render_titled(script, csv, out, "t", "--out");
+        CHECK_MSG(rc == 0 || rc == ERR_ARG, "a CSV path of %zu characters: %s", len, err_msg());
+        if (rc == ERR_ARG) {
+            CHECK_CONTAINS(err_msg(), "--out: ");
+            CHECK_CONTAINS(err_msg(), "picture: too long for gnuplot's command line");
+            CHECK_CONTAINS(err_msg(), ", the title 1,");
+        }
+        rendered += rc == 0;
+        refused += rc == ERR_ARG;
+    }
+    free(csv);
+    CHECK_MSG(rendered > 0 && refused > 0, "%d rendered, %d refused: the lengths missed the edge", rendered, refused);
     CHECK_EQ(count_tmp(dir), 0);
 }
 

@@ -5,14 +5,19 @@
  * edited in place ("step":"3" -> "4"), a tensor renamed or two tensors'
  * data swapped is refused naming the field; fields edited and checksummed
  * anew (" 3", "+3", "03", 2^64, a world of 0, optimizer_steps that is not
- * step, an unknown key) are refused naming the field and what it can be, and
- * so is a position the run does not reach (an epoch past --epochs, a step
- * that is not its epoch and batch's, a batch past the epoch's); a resume
+ * step, an unknown key, a bucket layout too long to hold) are refused naming
+ * the field and what it can be, and so is a position the run does not reach
+ * (an epoch past --epochs, a step that is not its epoch and batch's, a batch
+ * past the epoch's); the checksum's own entries are checked (a field taken
+ * out while its entry stays, an entry twice, the checksum listing itself,
+ * none at all, an entry of another form), and the writer refuses a tensor
+ * named as a metadata field, which the checksum could not tell apart; a resume
  * with another world, batch, seed, training set size, shuffle, drop_last or
  * bucket setup is refused with the reason; a checkpoint without a key is
  * refused naming the key; --init from a damaged checkpoint is refused;
- * --init reads nn.Sequential's names and still refuses another shape, a
- * missing, an extra or a foreign tensor, named as the file names it; files
+ * --init reads nn.Sequential's names (the first Linear module 0, or 1 after
+ * a Flatten) and still refuses another shape, a missing, an extra or a
+ * foreign tensor, or a numbering from 2 or past, named as the file names it; files
  * torch wrote (F16, BF16, F64) load with torch's float32 bits; and
  * a writer killed with SIGKILL in the middle of a save, at chosen bytes from
  * the first to the last (stopped there by construction, not by timing),
@@ -303,8 +308,9 @@ static void saved_checkpoint(const char *dir, char *file, size_t len)
     model_destroy(m);
 }
 
-/* checkpoint_load of `path` into a fresh model fails with ERR_FORMAT naming `needle`, and leaves it as it was. */
-static void load_refused(const char *path, const char *needle)
+/* checkpoint_load of `path` into a fresh model (SGD): its result; *got the state, *steps the optimizer's
+ * steps after, *kept whether the model's parameters were left as they were (its first one). */
+static int load_fresh(const char *path, struct checkpoint_state *got, uint64_t *steps, int *kept)
 {
     model_t *m = make_model(1, 9);
     struct optim_config c;
@@ -312,14 +318,24 @@ static void load_refused(const char *path, const char *needle)
     optim_t *o;
     CHECK_OK(optim_create(&c, m, &o));
     float keep = model_params(m)[0];
+    int rc = checkpoint_load(path, m, o, got);
+    *steps = optim_steps(o);
+    *kept = model_params(m)[0] == keep;
+    optim_destroy(o);
+    model_destroy(m);
+    return rc;
+}
+
+/* checkpoint_load of `path` into a fresh model fails with ERR_FORMAT naming `needle`, and leaves it as it was. */
+static void load_refused(const char *path, const char *needle)
+{
     struct checkpoint_state got;
-    int rc = checkpoint_load(path, m, o, &got);
+    uint64_t steps;
+    int kept, rc = load_fresh(path, &got, &steps, &kept);
     CHECK_MSG(rc == ERR_FORMAT, "%s: expected ERR_FORMAT naming %s, got %s%s%s", path, needle, err_name(rc),
               rc ? ": " : "", rc ? err_msg() : "");
     CHECK_CONTAINS(err_msg(), needle);
-    CHECK(model_params(m)[0] == keep && optim_steps(o) == 0);
-    optim_destroy(o);
-    model_destroy(m);
+    CHECK(kept && steps == 0);
 }
 
 static char *read_whole(const char *path, size_t *size)
@@ -462,16 +478,11 @@ TEST(checkpoint_rechecksummed_fields_are_checked)
     const char *dst = check_tmp_path("resummed.safetensors");
     /* the rewrite itself keeps a loadable checkpoint */
     rewrite(file, dst, "step", "3");
-    model_t *m = make_model(1, 9);
-    struct optim_config c;
-    optim_config_default(&c, OPTIM_SGD);
-    optim_t *o;
-    CHECK_OK(optim_create(&c, m, &o));
     struct checkpoint_state got;
-    CHECK_OK(checkpoint_load(dst, m, o, &got));
-    CHECK(got.step == 3 && optim_steps(o) == 3);
-    optim_destroy(o);
-    model_destroy(m);
+    uint64_t steps;
+    int kept;
+    CHECK_OK(load_fresh(dst, &got, &steps, &kept));
+    CHECK(got.step == 3 && steps == 3);
     static const struct {
         const char *key, *value, *needle;
     } bad[] = {
@@ -500,6 +511,139 @@ TEST(checkpoint_rechecksummed_fields_are_checked)
         rewrite(file, dst, bad[i].key, bad[i].value);
         load_refused(dst, bad[i].needle);
     }
+}
+
+/* Writes dst: src's tensors and metadata without the tensor or metadata field `drop` (NULL: none), and
+ * metadata "checksum" set to `sums` (NULL: taken out), as damage or an edit by hand would leave them. */
+static void write_sums(const char *src, const char *dst, const char *drop, const char *sums)
+{
+    safetensors_t *st;
+    CHECK_OK(safetensors_open(src, &st));
+    size_t n = 0, nm = 0;
+    struct safetensors_entry e[64];
+    struct safetensors_meta meta[32];
+    CHECK(safetensors_count(st) <= 64 && safetensors_meta_count(st) <= 32);
+    for (size_t i = 0; i < safetensors_count(st); i++) {
+        const struct safetensors_tensor *t = safetensors_at(st, i);
+        if (drop && strcmp(t->name, drop) == 0)
+            continue;
+        e[n] = (struct safetensors_entry){.name = t->name, .dtype = t->dtype, .ndim = t->ndim, .data = t->data};
+        memcpy(e[n++].shape, t->shape, sizeof e[0].shape);
+    }
+    for (size_t k = 0; k < safetensors_meta_count(st); k++) {
+        const char *key = safetensors_meta_key(st, k);
+        if (strcmp(key, "checksum") == 0 ? sums != NULL : !drop || strcmp(key, drop) != 0)
+            meta[nm++] = (struct safetensors_meta){key, strcmp(key, "checksum") == 0 ? sums : safetensors_meta(st, key)};
+    }
+    CHECK_OK(safetensors_write(dst, e, n, meta, nm, 0));
+    safetensors_close(st);
+}
+
+/* The checksum's own entries: a field taken out of the file while its entry stays, an entry listed twice,
+ * the checksum listing itself, no checksum at all, and entries of another form than "NAME=<16 hex digits>"
+ * separated by single spaces: each refused, saying which. */
+TEST(checkpoint_checksum_entries_are_checked)
+{
+    char file[600], sums[4096], bad[4200];
+    saved_checkpoint(check_tmp_path("ck-sums"), file, sizeof file);
+    safetensors_t *st;
+    CHECK_OK(safetensors_open(file, &st));
+    CHECK(strlen(safetensors_meta(st, "checksum")) < sizeof sums);
+    snprintf(sums, sizeof sums, "%s", safetensors_meta(st, "checksum"));
+    safetensors_close(st);
+    const char *dst = check_tmp_path("sums.safetensors");
+    /* the file as it was, written by this helper: loads */
+    write_sums(file, dst, NULL, sums);
+    struct checkpoint_state got;
+    uint64_t steps;
+    int kept;
+    CHECK_OK(load_fresh(dst, &got, &steps, &kept));
+    /* a metadata field, or a tensor, taken out: its entry is still in the checksum */
+    write_sums(file, dst, "seed", sums);
+    load_refused(dst, "the checksum covers \"seed\", which the file does not have: it was taken out");
+    write_sums(file, dst, "fc3.bias", sums);
+    load_refused(dst, "the checksum covers \"fc3.bias\", which the file does not have");
+    /* an entry twice: the first, the last, one in the middle */
+    const char *first_end = strchr(sums, ' '), *last = strrchr(sums, ' ') + 1, *mid = strstr(sums, " step=") + 1;
+    CHECK(first_end && mid);
+    snprintf(bad, sizeof bad, "%s %.*s", sums, (int)(first_end - sums), sums);
+    write_sums(file, dst, NULL, bad);
+    load_refused(dst, "metadata \"checksum\" lists a field twice: damaged");
+    snprintf(bad, sizeof bad, "%s %s", last, sums);
+    write_sums(file, dst, NULL, bad);
+    load_refused(dst, "metadata \"checksum\" lists a field twice");
+    snprintf(bad, sizeof bad, "%s %.21s", sums, mid); /* "step=" and its 16 digits */
+    write_sums(file, dst, NULL, bad);
+    load_refused(dst, "metadata \"checksum\" lists a field twice");
+    /* itself */
+    snprintf(bad, sizeof bad, "%s checksum=0123456789abcdef", sums);
+    write_sums(file, dst, NULL, bad);
+    load_refused(dst, "metadata \"checksum\" lists itself, which it cannot cover");
+    /* none, or an empty one */
+    write_sums(file, dst, NULL, NULL);
+    load_refused(dst, "a checkpoint without \"checksum\" in its metadata");
+    write_sums(file, dst, NULL, "");
+    load_refused(dst, "metadata \"format\" (\"" CHECKPOINT_FORMAT "\") is not covered by the checksum");
+    /* entries of another form, appended after a space: named from where the form breaks */
+    static const char *const forms[] = {
+        " step=0123456789abcde",   /* 15 hex digits */
+        " step=0123456789abcdef0", /* 17 */
+        " step=0123456789ABCDEF",  /* not as the writer writes them */
+        " step:0123456789abcdef",  /* no '=' */
+        " =0123456789abcdef",      /* no name */
+        "  step=0123456789abcdef", /* two spaces */
+    };
+    char want[160];
+    for (size_t i = 0; i < sizeof forms / sizeof forms[0]; i++) {
+        snprintf(bad, sizeof bad, "%s%s", sums, forms[i]);
+        write_sums(file, dst, NULL, bad);
+        snprintf(want, sizeof want, "metadata \"checksum\" is damaged near \"%s\"", forms[i] + 1);
+        load_refused(dst, want);
+    }
+    snprintf(bad, sizeof bad, "%s ", sums); /* a trailing space: the last entry is where it breaks */
+    write_sums(file, dst, NULL, bad);
+    snprintf(want, sizeof want, "metadata \"checksum\" is damaged near \"%.20s", last);
+    load_refused(dst, want);
+    snprintf(bad, sizeof bad, " %s", sums); /* a leading space */
+    write_sums(file, dst, NULL, bad);
+    snprintf(want, sizeof want, "metadata \"checksum\" is damaged near \" %.20s", sums);
+    load_refused(dst, want);
+}
+
+/* The writer refuses what the checksum could not name once: a tensor named as a metadata field. */
+TEST(checkpoint_writer_refuses_a_tensor_named_as_a_field)
+{
+    float x = 1;
+    struct safetensors_entry e = {.name = "step", .dtype = SAFETENSORS_F32, .data = &x};
+    struct safetensors_meta meta[] = {{"step", "3"}};
+    const char *path = check_tmp_path("clash.safetensors");
+    CHECK_ERR(checkpoint_write_file(path, &e, 1, meta, 1, 0), ERR_ARG,
+              "tensor step has the name of a metadata field");
+    e.name = "checksum";
+    CHECK_ERR(checkpoint_write_file(path, &e, 1, meta, 1, 0), ERR_ARG,
+              "tensor checksum has the name of a metadata field");
+    e.name = "steps";
+    CHECK_OK(checkpoint_write_file(path, &e, 1, meta, 1, 0));
+}
+
+/* A "buckets" layout longer than a checkpoint_state holds is refused, not cut short. */
+TEST(checkpoint_long_bucket_layout_is_refused)
+{
+    char file[600];
+    saved_checkpoint(check_tmp_path("ck-buckets"), file, sizeof file);
+    static char layout[CHECKPOINT_TEXT_MAX + 1];
+    memset(layout, 'x', CHECKPOINT_TEXT_MAX);
+    const char *dst = check_tmp_path("buckets.safetensors");
+    rewrite(file, dst, "buckets", layout);
+    char want[160];
+    snprintf(want, sizeof want, "metadata \"buckets\" is %d bytes long, more than the %d a layout takes",
+             CHECKPOINT_TEXT_MAX, CHECKPOINT_TEXT_MAX - 1);
+    load_refused(dst, want);
+    layout[CHECKPOINT_TEXT_MAX - 1] = '\0'; /* the longest that fits */
+    rewrite(file, dst, "buckets", layout);
+    struct checkpoint_state got;
+    CHECK_OK(checkpoint_read_state(dst, &got));
+    CHECK_EQ(strlen(got.buckets), CHECKPOINT_TEXT_MAX - 1);
 }
 
 /* The position against the run: 3 epochs of 16 batches per rank. */
@@ -639,10 +783,10 @@ TEST(checkpoint_init_takes_torch_files)
     model_destroy(b);
 }
 
-/* m's state_dict under nn.Sequential's names (fc<k> is module 2(k - 1), 3(k - 1) with BatchNorm1d; bn<k>
- * the one after), float32, written to `path` without tensor `drop` and with a copy of the first under the
- * name `extra`. */
-static void sequential_file(const char *path, const model_t *m, const char *drop, const char *extra)
+/* m's state_dict under nn.Sequential's names (fc<k> is module first + 2(k - 1), first + 3(k - 1) with
+ * BatchNorm1d; bn<k> the one after), float32, written to `path` without tensor `drop` and with a copy of
+ * the first under the name `extra`. */
+static void sequential_file(const char *path, const model_t *m, int first, const char *drop, const char *extra)
 {
     struct safetensors_entry e[64];
     char names[64][64];
@@ -653,7 +797,7 @@ static void sequential_file(const char *path, const model_t *m, const char *drop
         int param = k < model_param_tensors(m);
         const struct model_tensor *t = param ? model_param(m, k) : model_buffer(m, k - model_param_tensors(m));
         const char *dot = strchr(t->name, '.');
-        int module = stride * (atoi(t->name + 2) - 1) + (t->name[0] == 'b');
+        int module = first + stride * (atoi(t->name + 2) - 1) + (t->name[0] == 'b');
         snprintf(names[n], sizeof names[n], "%d%s", module, dot);
         e[n] = (struct safetensors_entry){.name = names[n], .dtype = SAFETENSORS_F32, .ndim = t->ndim,
                                           .data = (param ? model_params_const(m) : model_buffers_const(m)) +
@@ -680,15 +824,15 @@ TEST(checkpoint_init_sequential_names_refusals)
     model_t *m = make_model(0, 9), *into = make_model(0, 9), *wide = make_model(0, 10), *bn = make_model(1, 9);
     const char *f = check_tmp_path("seq.safetensors");
     char note[256];
-    sequential_file(f, m, NULL, NULL);
+    sequential_file(f, m, 0, NULL, NULL);
     CHECK_OK(checkpoint_load_model(f, into, note, sizeof note));
     CHECK(memcmp(model_params(m), model_params(into), model_param_floats(m) * 4) == 0);
     CHECK_STR(note, "nn.Sequential names 0, 2, 4 read as fc1, fc2, fc3");
-    sequential_file(f, bn, NULL, NULL);
+    sequential_file(f, bn, 0, NULL, NULL);
     CHECK_OK(checkpoint_load_model(f, bn, note, sizeof note));
     CHECK_EQ(model_batches_tracked(bn), 3);
     CHECK_STR(note, "nn.Sequential names 0, 1, 3, 4, 6 read as fc1, bn1, fc2, bn2, fc3");
-    sequential_file(f, m, NULL, NULL);
+    sequential_file(f, m, 0, NULL, NULL);
     float keep = model_params(wide)[0];
     CHECK_ERR(checkpoint_load_model(f, wide, NULL, 0), ERR_FORMAT,
               "seq.safetensors: 0.weight has shape [9, 20], expected [10, 20]");
@@ -696,19 +840,36 @@ TEST(checkpoint_init_sequential_names_refusals)
     CHECK_ERR(checkpoint_load_model(f, bn, NULL, 0), ERR_FORMAT,
               "unexpected tensor 2.weight: not a parameter or buffer of the 20-9-6-4 with BatchNorm1d MLP as "
               "nn.Sequential names 0, 1, 3, 4, 6 read as fc1, bn1, fc2, bn2, fc3");
-    sequential_file(f, m, "4.bias", NULL);
+    sequential_file(f, m, 0, "4.bias", NULL);
     CHECK_ERR(checkpoint_load_model(f, into, NULL, 0), ERR_FORMAT, "seq.safetensors: has no tensor 4.bias");
-    sequential_file(f, m, NULL, "6.weight");
+    sequential_file(f, m, 0, NULL, "6.weight");
     CHECK_ERR(checkpoint_load_model(f, into, NULL, 0), ERR_FORMAT,
               "unexpected tensor 6.weight: not a parameter or buffer of the 20-9-6-4 MLP as nn.Sequential names "
               "0, 2, 4 read as fc1, fc2, fc3");
-    sequential_file(f, m, NULL, "fc1.weight");
+    sequential_file(f, m, 0, NULL, "fc1.weight");
     CHECK_ERR(checkpoint_load_model(f, into, NULL, 0), ERR_FORMAT, "unexpected tensor fc1.weight");
-    /* module numbers past any int: no arithmetic on them overflows (UBSan), they are named */
+    /* the first Linear is module 0, or 1 after a leading nn.Flatten(); a file numbered from 2 or past
+     * holds another layer first, and is refused naming the tensor, also past any int (UBSan) */
+    sequential_file(f, m, 1, NULL, NULL);
+    CHECK_OK(checkpoint_load_model(f, into, note, sizeof note));
+    CHECK_STR(note, "nn.Sequential names 1, 3, 5 read as fc1, fc2, fc3");
+    sequential_file(f, bn, 1, NULL, NULL);
+    CHECK_OK(checkpoint_load_model(f, bn, note, sizeof note));
+    CHECK_STR(note, "nn.Sequential names 1, 2, 4, 5, 7 read as fc1, bn1, fc2, bn2, fc3");
+    float keep_into = model_params(into)[0];
+    sequential_file(f, m, 2, NULL, NULL);
+    CHECK_ERR(checkpoint_load_model(f, into, NULL, 0), ERR_FORMAT,
+              "seq.safetensors: tensor 2.weight: read as nn.Sequential's names, this model's first Linear is module 0 "
+              "(or 1 after a leading nn.Flatten()), but the file's first module is 2");
+    sequential_file(f, bn, 7, NULL, NULL);
+    CHECK_ERR(checkpoint_load_model(f, bn, NULL, 0), ERR_FORMAT, "tensor 7.weight: read as nn.Sequential's names");
     float x = 1;
     struct safetensors_entry huge = {.name = "99999999999999999999.weight", .dtype = SAFETENSORS_F32, .data = &x};
     CHECK_OK(safetensors_write(f, &huge, 1, NULL, 0, 0));
-    CHECK_ERR(checkpoint_load_model(f, into, NULL, 0), ERR_FORMAT, "unexpected tensor 99999999999999999999.weight");
+    CHECK_ERR(checkpoint_load_model(f, into, NULL, 0), ERR_FORMAT,
+              "tensor 99999999999999999999.weight: read as nn.Sequential's names, this model's first Linear is "
+              "module 0 (or 1 after a leading nn.Flatten()), but the file's first module is 99999999999999999999");
+    CHECK(model_params(into)[0] == keep_into);
     model_destroy(m);
     model_destroy(into);
     model_destroy(wide);

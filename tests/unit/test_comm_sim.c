@@ -359,7 +359,7 @@ TEST(watchdog_names_a_straggler_at_the_longest_delay)
     struct comm_world_options opt = {.world = 4, .faults = "delay:1@2:18446744073710"};
     comm_world_t *w;
     CHECK_ERR(comm_world_create("sim", &opt, &w), ERR_ARG,
-              "--fault milliseconds: expected 0 to 18446744073709, got '18446744073710'");
+              "--fault=delay:R@K:MS: MS must be 0 to 18446744073709 milliseconds, got '18446744073710'");
 }
 
 TEST(watchdog_names_the_rank_that_skipped_a_collective)
@@ -440,11 +440,11 @@ TEST(bad_arguments_and_configs)
 {
     comm_world_t *w;
     struct comm_world_options opt = {.world = 2, .faults = "kill:5@1"};
-    CHECK_ERR(comm_world_create("sim", &opt, &w), ERR_ARG, "rank 5 is not in a world of 2");
+    CHECK_ERR(comm_world_create("sim", &opt, &w), ERR_ARG, "rank R must be 0 to 1 (the world has 2 ranks), got '5'");
     opt.faults = "explode:1@1";
     CHECK_ERR(comm_world_create("sim", &opt, &w), ERR_ARG, "unknown kind 'explode'");
     opt.faults = "delay:1@1";
-    CHECK_ERR(comm_world_create("sim", &opt, &w), ERR_ARG, "delay needs :MS");
+    CHECK_ERR(comm_world_create("sim", &opt, &w), ERR_ARG, "'delay:1@1' has no :MS");
     opt.faults = NULL;
     CHECK_ERR(comm_world_create("carrier-pigeon", &opt, &w), ERR_ARG, "unknown backend 'carrier-pigeon'");
     CHECK_OK(comm_world_create("sim", &opt, &w));
@@ -494,7 +494,8 @@ TEST(faults_without_a_kind)
     free(rest);
     CHECK_OK(faults_without("flip:0@5,flip:2@1", 3, FAULT_FLIP, &rest));
     CHECK(rest == NULL);
-    CHECK_ERR(faults_without("flip:3@5", 3, FAULT_FLIP, &rest), ERR_ARG, "rank 3 is not in a world of 3");
+    CHECK_ERR(faults_without("flip:3@5", 3, FAULT_FLIP, &rest), ERR_ARG,
+              "--fault=flip:R@K: rank R must be 0 to 2 (the world has 3 ranks), got '3' in 'flip:3@5'");
     CHECK(rest == NULL);
 }
 

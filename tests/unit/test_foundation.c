@@ -71,11 +71,42 @@ TEST(cli_numbers_are_finite_decimals_in_range)
         snprintf(want, sizeof want, "--figure: expected a finite number, got '%s'", *t);
         CHECK_ERR(cli_parse_double("figure", *t, &d), ERR_ARG, want);
     }
-    static const char *const junk[] = {"nan", "inf", "-inf", "0x1p3", "1e999", "1e-400", "1.5.2", "-", ".", "e5",
+    static const char *const junk[] = {"nan", "inf", "-inf", "0x1p3", "1e999", "-1e999", "1.5.2", "-", ".", "e5",
                                        "--1", NULL};
     for (const char *const *t = junk; *t; t++) {
         CHECK_ERR(cli_parse_double_range("lr", *t, -10, 10, &d), ERR_ARG, "--lr: expected -10 to 10");
         CHECK_ERR(cli_parse_double("figure", *t, &d), ERR_ARG, "expected a finite number");
+    }
+    CHECK_ERR(cli_parse_double("figure", "1e999", &d), ERR_ARG,
+              "--figure: expected a finite number (at most a double's largest, 1.8e308), got '1e999'");
+    /* below a double's smallest normal number (strtod says ERANGE): a subnormal is the value written,
+     * correctly rounded, and taken; a value closer to 0 than any double would be read as 0, and is refused
+     * saying so, not as out of a range it is inside */
+    static const struct {
+        const char *text;
+        double value;
+    } small[] = {{"1e-310", 1e-310}, {"-1e-310", -1e-310}, {"3e-324", 4.9406564584124654e-324},
+                 {"2.2250738585072e-308", 2.2250738585072e-308}, {"0e-999", 0}};
+    for (size_t i = 0; i < sizeof small / sizeof small[0]; i++) {
+        d = 7;
+        CHECK_OK(cli_parse_double_range("x", small[i].text, -1, 1, &d));
+        CHECK_MSG(d == small[i].value, "%s read as %g", small[i].text, d);
+        d = 7;
+        CHECK_OK(cli_parse_double("figure", small[i].text, &d));
+        CHECK_MSG(d == small[i].value, "%s read as %g", small[i].text, d);
+    }
+    CHECK_OK(cli_parse_double_range("weight-decay", "1e-310", 0, 1e6, &d));
+    static const char *const tiny[] = {"1e-400", "-1e-400", "2e-324", "0.1e-323", NULL};
+    for (const char *const *t = tiny; *t; t++) {
+        char want[160];
+        snprintf(want, sizeof want, "--weight-decay: '%s' is not 0, but closer to 0 than any double (the nearest is "
+                                    "4.9e-324), so it would be read as 0", *t);
+        d = 7;
+        CHECK_ERR(cli_parse_double_range("weight-decay", *t, -1, 1e6, &d), ERR_ARG, want);
+        CHECK(d == 7);
+        snprintf(want, sizeof want, "--figure: '%s' is not 0, but closer to 0", *t);
+        CHECK_ERR(cli_parse_double("figure", *t, &d), ERR_ARG, want);
+        CHECK(d == 7);
     }
     CHECK_ERR(cli_parse_double_range("step-ms", "-1", 0, 10, &d), ERR_ARG, "--step-ms: expected 0 to 10, got '-1'");
     CHECK_ERR(cli_parse_double_range("step-ms", "-0", 0, 10, &d), ERR_ARG, "got '-0'"); /* no sign on a range >= 0 */

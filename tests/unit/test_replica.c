@@ -3,7 +3,8 @@
  * included; nobody with two ranks), every rank reporting the same; a damaged
  * copy of the check's own hashes is named as such, not taken for a drifted
  * replica; identical replicas pass; buffers are compared only when asked;
- * replica_flip changes the bit it says. */
+ * replica_flip changes the bit it says, and ranks flipped at one step differ
+ * from each other, so they never outvote the healthy ones. */
 #include "check.h"
 #include "base/error.h"
 #include "comm/comm.h"
@@ -44,7 +45,7 @@ static int drift_rank(struct launch_rank *ctx)
     if (rc == 0) {
         model_init(m, 3);
         if (d->ranks >> ctx->rank & 1 && d->flip_step) {
-            replica_flip(m, d->flip_step);
+            replica_flip(m, d->flip_step, ctx->rank);
         } else if (d->ranks >> ctx->rank & 1) {
             int p = model_param_find(m, d->what), b = model_buffer_find(m, d->what);
             float *x = p >= 0 ? model_params(m) + model_param(m, p)->offset
@@ -152,8 +153,8 @@ TEST(replica_damaged_hashes_name_the_rank_that_received_them)
     drift_all_agree(&d);
 }
 
-/* The flip: bit 22 of the output bias's element step % n, or bit 30 of a zero;
- * and the check names that rank, tensor and element. */
+/* The flip: bit 22 of the output bias's element step % n, or bit 30 of a zero, and the rank in the lowest
+ * bits (none on rank 0); and the check names that rank, tensor and element. */
 TEST(replica_flip_changes_the_bit_that_matters)
 {
     struct model_spec s = {.inputs = 20, .classes = 4, .hidden = {9, 6}, .nhidden = 2, .batchnorm = 1};
@@ -163,22 +164,38 @@ TEST(replica_flip_changes_the_bit_that_matters)
     const struct model_tensor *b = model_param(m, model_param_tensors(m) - 1);
     CHECK_STR(b->name, "fc3.bias");
     float *x = model_params(m) + b->offset;
-    for (uint64_t step = 1; step < 12; step++) {
-        size_t e = step % b->numel;
-        float before = x[e];
-        replica_flip(m, step);
-        uint32_t was, now;
-        memcpy(&was, &before, 4);
-        memcpy(&now, &x[e], 4);
-        CHECK_MSG((was ^ now) == 1u << 22, "step %llu: bits %08x -> %08x", (unsigned long long)step, was, now);
-        double moved = fabs((double)x[e] - before) / fabs((double)before);
-        CHECK_MSG(moved >= 0.25 && moved <= 1.0, "step %llu: %g -> %g", (unsigned long long)step, before, x[e]);
-        x[e] = before;
-    }
+    static const int ranks[] = {0, 1, 5, 63};
+    for (uint64_t step = 1; step < 12; step++)
+        for (size_t k = 0; k < sizeof ranks / sizeof ranks[0]; k++) {
+            size_t e = step % b->numel;
+            float before = x[e];
+            replica_flip(m, step, ranks[k]);
+            uint32_t was, now;
+            memcpy(&was, &before, 4);
+            memcpy(&now, &x[e], 4);
+            CHECK_MSG((was ^ now) == (1u << 22 | (uint32_t)ranks[k]), "step %llu, rank %d: bits %08x -> %08x",
+                      (unsigned long long)step, ranks[k], was, now);
+            double moved = fabs((double)x[e] - before) / fabs((double)before);
+            CHECK_MSG(moved >= 0.25 && moved <= 1.0, "step %llu: %g -> %g", (unsigned long long)step, before, x[e]);
+            x[e] = before;
+        }
     x[1] = 0.0f;
-    replica_flip(m, 1);
+    replica_flip(m, 1, 0);
     CHECK_MSG(x[1] == 2.0f, "a zero flipped to %g, not 2", x[1]);
     model_destroy(m);
+}
+
+/* Ranks flipped at one step differ from each other, as independent faults do: with two of three flipped no
+ * copy has a majority, and the healthy rank 0 is not blamed; with two of five both are named. */
+TEST(replica_flips_of_two_ranks_at_one_step_do_not_agree)
+{
+    struct drift d = {.world = 3, .ranks = 1u << 1 | 1u << 2, .flip_step = 7, .check = REPLICA_PARAMS};
+    CHECK_ERR(drift_run(&d), ERR_STATE, "no copy of fc3.bias is shared by a majority of the 3 ranks");
+    drift_all_agree(&d);
+    struct drift e = {.world = 5, .ranks = 1u << 1 | 1u << 3, .flip_step = 7, .check = REPLICA_PARAMS};
+    CHECK_ERR(drift_run(&e), ERR_STATE, "step 7: ranks 1 and 3 differ from the other 3 ranks in fc3.bias, rank 1 "
+                                        "first in fc3.bias[3]");
+    drift_all_agree(&e);
 }
 
 TEST(replica_check_names_a_flip)
