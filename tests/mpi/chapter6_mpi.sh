@@ -52,7 +52,7 @@ t_fail np2.resume_edited_alone nonzero "does not match its checksum" mpirun --ov
     "${job[@]}" --resume="$T_TMP/ck-edited" --out="$T_TMP/mpi"
 re_dir=$(t_ere "$T_TMP/ck-edited")
 t_lines np2.resume_edited_alone_whole_line "chapter-6: " \
-    "chapter-6: $re_dir/checkpoint\\.safetensors: metadata \"step\" \\(\"14\"\\) does not match its checksum.*"
+    "chapter-6: --resume: $re_dir/checkpoint\\.safetensors: metadata \"step\" \\(\"14\"\\) does not match its checksum.*"
 said_alone() { # NAME: the last job's processes blamed no rank, and none called MPI_Abort
     local blamed
     blamed=$(grep "MPI_ABORT was invoked\|failed while" <<<"$T_OUT" || true)

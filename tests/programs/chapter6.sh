@@ -223,7 +223,7 @@ done
 t_fail resume_edited_alone 1 "does not match its checksum" $P "${S[@]}" --resume="$T_TMP/ck-edited-step"
 re_dir=$(t_ere "$T_TMP/ck-edited-step")
 t_lines resume_edited_alone_whole_line "chapter-6: " \
-    "chapter-6: $re_dir/checkpoint\\.safetensors: metadata \"step\" \\(\"4\"\\) does not match its checksum.*"
+    "chapter-6: --resume: $re_dir/checkpoint\\.safetensors: metadata \"step\" \\(\"4\"\\) does not match its checksum.*"
 # a position this run does not reach: fewer --steps than the checkpoint's, an epoch past --epochs
 t_fail resume_past_steps 1 "the checkpoint is at step 3, past this run's --steps=2" \
     $P "${S[@]}" --resume="$T_TMP/ck-other" --steps=2
