@@ -1,16 +1,29 @@
 /* write_guard: mprotect-based write traps for in-flight copies (see write_guard.h).
  *
  * A guard is a slot of a fixed table: the guarded bytes, their pages, and a
- * state (FREE, ARMED, HIT, DROPPED) that the SIGSEGV handler changes with one
- * compare-and-swap. The handler touches only atomics, mprotect and gettid,
- * which are safe in a signal handler on Linux. A lifted guard keeps its
- * range, so a write that trapped just before the lift finds it, returns and
- * retries on the now writable page instead of being taken for a crash.
+ * state word: a kind (FREE, ARMED, TAKING, HIT, DROPPED) and how many times
+ * the slot was armed, so that a compare-and-swap on the word never takes a
+ * later guard in the same slot for the one whose range was read. The handler
+ * touches only atomics, mprotect, gettid and sched_yield, which are safe in a
+ * signal handler on Linux.
+ *
+ * Why a trap of ours is never taken for a crash. By the time the handler looks,
+ * the guard that made the page read-only may be armed still (the handler takes
+ * it: a hit, or dropped), or already taken by the end of its copy or by
+ * another thread's trap, its pages lifted or about to be. Every change to the
+ * guards (add, remove, a handler's take) counts itself in wg_changing while it
+ * runs and advances wg_epoch when it is done, and none leaves a page read-only
+ * that no armed guard covers: whoever protects a page for a guard looks at
+ * that guard again afterwards and lifts the page if it has gone. So a trap
+ * that finds no guard armed is retried while a change runs, or once when one
+ * ended since this thread's previous trap (the page is writable by then);
+ * otherwise it is no guard's, and goes to the handler installed before ours.
  */
 #include "sim/write_guard.h"
 
 #include <errno.h>
 #include <pthread.h>
+#include <sched.h>
 #include <signal.h>
 #include <stdatomic.h>
 #include <stdint.h>
@@ -19,10 +32,14 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
-enum { WG_FREE, WG_ARMED, WG_HIT, WG_DROPPED };
+enum { WG_FREE, WG_ARMED, WG_TAKING, WG_HIT, WG_DROPPED, WG_KINDS = 8 };
+
+/* A state word: kind + WG_KINDS * (times the slot was armed). */
+static int wg_kind(uint64_t word) { return (int)(word % WG_KINDS); }
+static uint64_t wg_as(uint64_t word, int kind) { return word - (uint64_t)wg_kind(word) + (uint64_t)kind; }
 
 struct write_guard {
-    _Atomic int state;
+    _Atomic uint64_t state;
     _Atomic uintptr_t lo, hi;   /* the guarded bytes */
     _Atomic uintptr_t plo, phi; /* their pages */
     _Atomic uint64_t offset;
@@ -31,12 +48,13 @@ struct write_guard {
 };
 
 static struct write_guard wg_table[WRITE_GUARD_MAX];
-static pthread_mutex_t wg_mu = PTHREAD_MUTEX_INITIALIZER;
+static pthread_mutex_t wg_mu = PTHREAD_MUTEX_INITIALIZER; /* adds and removes, one at a time */
 static pthread_once_t wg_once = PTHREAD_ONCE_INIT;
 static struct sigaction wg_previous;
 static int wg_installed;
-static int wg_next; /* round robin: a lifted guard's range stays findable as long as possible */
-static _Thread_local uintptr_t wg_retried; /* the last address this thread retried */
+static _Atomic int wg_changing;        /* changes running now */
+static _Atomic uint64_t wg_epoch;      /* changes done */
+static _Thread_local uint64_t wg_seen; /* wg_epoch at this thread's last fault */
 
 /* A fault that is not ours: hand it to whoever was there before. */
 static void wg_chain(int sig, siginfo_t *si, void *ctx)
@@ -59,37 +77,83 @@ static void wg_chain(int sig, siginfo_t *si, void *ctx)
     sigaction(sig, &dfl, NULL);
 }
 
+static void wg_change_begin(void) { atomic_fetch_add(&wg_changing, 1); }
+
+static void wg_change_end(void)
+{
+    atomic_fetch_add(&wg_epoch, 1); /* before the count drops: a fault sees one or the other */
+    atomic_fetch_sub(&wg_changing, 1);
+}
+
+/* Makes the pages [plo, phi) writable, except those they share with a guard
+ * still armed. Each page protected again for such a guard is lifted again if
+ * that guard was taken meanwhile (its taker may have lifted it before us). */
+static void wg_lift(uintptr_t plo, uintptr_t phi)
+{
+    mprotect((void *)plo, phi - plo, PROT_READ | PROT_WRITE);
+    for (int i = 0; i < WRITE_GUARD_MAX; i++) {
+        struct write_guard *o = &wg_table[i];
+        uint64_t word = atomic_load(&o->state);
+        if (wg_kind(word) != WG_ARMED)
+            continue;
+        uintptr_t a = atomic_load(&o->plo), b = atomic_load(&o->phi);
+        a = a > plo ? a : plo;
+        b = b < phi ? b : phi;
+        if (a >= b)
+            continue;
+        mprotect((void *)a, b - a, PROT_READ);
+        if (atomic_load(&o->state) != word)
+            mprotect((void *)a, b - a, PROT_READ | PROT_WRITE);
+    }
+}
+
+/* The fault at `a` lands on guard g's pages while it is armed (state `word`):
+ * takes it, a hit when `a` is one of its bytes, dropped otherwise, and lifts
+ * its pages. Returns 0 when `a` is not on its pages or another change took
+ * it first. */
+static int wg_take(struct write_guard *g, uint64_t word, uintptr_t a)
+{
+    uintptr_t plo = atomic_load(&g->plo), phi = atomic_load(&g->phi);
+    uintptr_t lo = atomic_load(&g->lo), hi = atomic_load(&g->hi);
+    if (a < plo || a >= phi)
+        return 0;
+    wg_change_begin();
+    int took = atomic_compare_exchange_strong(&g->state, &word, wg_as(word, WG_TAKING));
+    if (took) {
+        int inside = a >= lo && a < hi;
+        wg_lift(plo, phi); /* first: once remove() sees the hit, the pages are the owner's again */
+        if (inside) {      /* recorded whole before anyone can see the hit */
+            atomic_store(&g->offset, a - lo);
+            atomic_store(&g->tid, (int)syscall(SYS_gettid));
+            int *flag = atomic_load(&g->flag);
+            if (flag)
+                __atomic_store_n(flag, 1, __ATOMIC_SEQ_CST);
+        }
+        atomic_store(&g->state, wg_as(word, inside ? WG_HIT : WG_DROPPED));
+    }
+    wg_change_end();
+    return took;
+}
+
 static void wg_handler(int sig, siginfo_t *si, void *ctx)
 {
     int saved_errno = errno;
     uintptr_t a = (uintptr_t)si->si_addr;
     int ours = 0;
     if (si->si_code == SEGV_ACCERR) {
-        for (int i = 0; i < WRITE_GUARD_MAX; i++) {
-            struct write_guard *g = &wg_table[i];
-            if (atomic_load(&g->state) != WG_ARMED || a < atomic_load(&g->plo) || a >= atomic_load(&g->phi))
-                continue;
-            int armed = WG_ARMED;
-            int inside = a >= atomic_load(&g->lo) && a < atomic_load(&g->hi);
-            if (atomic_compare_exchange_strong(&g->state, &armed, inside ? WG_HIT : WG_DROPPED)) {
-                if (inside) {
-                    atomic_store(&g->offset, a - atomic_load(&g->lo));
-                    atomic_store(&g->tid, (int)syscall(SYS_gettid));
-                    int *flag = atomic_load(&g->flag);
-                    if (flag)
-                        __atomic_store_n(flag, 1, __ATOMIC_SEQ_CST);
-                }
-                uintptr_t plo = atomic_load(&g->plo);
-                mprotect((void *)plo, atomic_load(&g->phi) - plo, PROT_READ | PROT_WRITE);
-            }
-            ours = 1; /* every armed guard on this page is lifted the same way, one per fault */
-        }
-        /* A guard lifted while this fault was on its way: retry once. */
-        for (int i = 0; !ours && i < WRITE_GUARD_MAX; i++)
-            if (a >= atomic_load(&wg_table[i].plo) && a < atomic_load(&wg_table[i].phi) && wg_retried != a)
+        for (int i = 0; i < WRITE_GUARD_MAX; i++) { /* every armed guard on this page is taken, one per fault */
+            uint64_t word = atomic_load(&wg_table[i].state);
+            if (wg_kind(word) == WG_ARMED && wg_take(&wg_table[i], word, a))
                 ours = 1;
+        }
+        if (!ours && atomic_load(&wg_changing) > 0) { /* the page's guard is on its way down: wait for it */
+            syscall(SYS_sched_yield);
+            ours = 1;
+        }
+        uint64_t epoch = atomic_load(&wg_epoch);
+        ours = ours || epoch != wg_seen; /* a change done since this thread last trapped: try again */
+        wg_seen = epoch;
     }
-    wg_retried = ours ? a : 0;
     errno = saved_errno;
     if (!ours)
         wg_chain(sig, si, ctx);
@@ -108,6 +172,32 @@ static void wg_install(void)
     wg_installed = sigaction(SIGSEGV, &sa, &wg_previous) == 0;
 }
 
+/* Frees guard g (wg_mu held), lifting its pages if it was still armed, and
+ * fills *out with what happened. A hit being recorded is waited for. */
+static void wg_free(struct write_guard *g, struct write_guard_hit *out)
+{
+    wg_change_begin();
+    uint64_t word = atomic_load(&g->state);
+    for (;;) {
+        if (wg_kind(word) == WG_TAKING) { /* a handler is lifting its pages: a moment */
+            sched_yield();
+            word = atomic_load(&g->state);
+        } else if (wg_kind(word) != WG_ARMED || atomic_compare_exchange_strong(&g->state, &word, wg_as(word, WG_FREE))) {
+            break;
+        }
+    }
+    memset(out, 0, sizeof *out);
+    if (wg_kind(word) == WG_ARMED) {
+        wg_lift(atomic_load(&g->plo), atomic_load(&g->phi));
+    } else {
+        out->hit = wg_kind(word) == WG_HIT;
+        out->dropped = wg_kind(word) == WG_DROPPED;
+        out->offset = out->hit ? atomic_load(&g->offset) : 0;
+        out->tid = out->hit ? atomic_load(&g->tid) : 0;
+        atomic_store(&g->state, wg_as(word, WG_FREE));
+    }
+    wg_change_end();
+}
 
 int write_guard_add(const void *ptr, uint64_t bytes, int *flag)
 {
@@ -118,14 +208,12 @@ int write_guard_add(const void *ptr, uint64_t bytes, int *flag)
     uintptr_t plo = lo & ~(page - 1), phi = (hi + page - 1) & ~(page - 1);
     pthread_mutex_lock(&wg_mu);
     int id = -1;
-    for (int k = 0; k < WRITE_GUARD_MAX && id < 0; k++) {
-        int i = (wg_next + k) % WRITE_GUARD_MAX;
-        if (atomic_load(&wg_table[i].state) == WG_FREE)
+    for (int i = 0; i < WRITE_GUARD_MAX && id < 0; i++)
+        if (wg_kind(atomic_load(&wg_table[i].state)) == WG_FREE)
             id = i;
-    }
     if (id >= 0) {
         struct write_guard *g = &wg_table[id];
-        wg_next = (id + 1) % WRITE_GUARD_MAX;
+        wg_change_begin();
         atomic_store(&g->lo, lo);
         atomic_store(&g->hi, hi);
         atomic_store(&g->plo, plo);
@@ -133,9 +221,15 @@ int write_guard_add(const void *ptr, uint64_t bytes, int *flag)
         atomic_store(&g->offset, 0);
         atomic_store(&g->tid, 0);
         atomic_store(&g->flag, flag);
-        atomic_store(&g->state, WG_ARMED); /* before the pages trap, so a trap always finds it */
-        if (mprotect((void *)plo, phi - plo, PROT_READ) != 0) {
-            atomic_store(&g->state, WG_FREE);
+        uint64_t word = wg_as(atomic_load(&g->state) + WG_KINDS, WG_ARMED);
+        atomic_store(&g->state, word); /* before the pages trap, so a trap always finds it */
+        int protected = mprotect((void *)plo, phi - plo, PROT_READ) == 0;
+        if (protected && atomic_load(&g->state) != word) /* a write on a page it shares took it meanwhile */
+            wg_lift(plo, phi);
+        wg_change_end();
+        if (!protected) {
+            struct write_guard_hit ignored;
+            wg_free(g, &ignored);
             id = -1;
         }
     }
@@ -143,50 +237,22 @@ int write_guard_add(const void *ptr, uint64_t bytes, int *flag)
     return id;
 }
 
-static void wg_read(const struct write_guard *g, int state, struct write_guard_hit *out)
+void write_guard_peek(int id, struct write_guard_hit *out)
 {
+    const struct write_guard *g = &wg_table[id];
+    uint64_t word = atomic_load(&g->state);
     memset(out, 0, sizeof *out);
-    out->hit = state == WG_HIT;
-    out->dropped = state == WG_DROPPED;
+    out->hit = wg_kind(word) == WG_HIT;
+    out->dropped = wg_kind(word) == WG_DROPPED;
     if (out->hit) {
         out->offset = atomic_load(&g->offset);
         out->tid = atomic_load(&g->tid);
     }
 }
 
-void write_guard_peek(int id, struct write_guard_hit *out)
-{
-    const struct write_guard *g = &wg_table[id];
-    wg_read(g, atomic_load(&g->state), out);
-}
-
 void write_guard_remove(int id, struct write_guard_hit *out)
 {
-    struct write_guard *g = &wg_table[id];
     pthread_mutex_lock(&wg_mu);
-    int state = WG_ARMED;
-    uintptr_t plo = atomic_load(&g->plo), phi = atomic_load(&g->phi);
-    if (atomic_compare_exchange_strong(&g->state, &state, WG_FREE)) {
-        mprotect((void *)plo, phi - plo, PROT_READ | PROT_WRITE);
-        /* Pages this guard shared with another that is still up must stay protected. */
-        for (int i = 0; i < WRITE_GUARD_MAX; i++) {
-            struct write_guard *o = &wg_table[i];
-            if (atomic_load(&o->state) != WG_ARMED)
-                continue;
-            uintptr_t a = atomic_load(&o->plo) > plo ? atomic_load(&o->plo) : plo;
-            uintptr_t b = atomic_load(&o->phi) < phi ? atomic_load(&o->phi) : phi;
-            if (a < b) {
-                mprotect((void *)a, b - a, PROT_READ);
-                /* a write that hit o in between has lifted o's protection (the handler moves o off
-                 * ARMED before its own mprotect): lift it again, or the page stays read-only unguarded */
-                if (atomic_load(&o->state) != WG_ARMED)
-                    mprotect((void *)a, b - a, PROT_READ | PROT_WRITE);
-            }
-        }
-        wg_read(g, WG_ARMED, out);
-    } else {
-        wg_read(g, state, out);
-        atomic_store(&g->state, WG_FREE);
-    }
+    wg_free(&wg_table[id], out);
     pthread_mutex_unlock(&wg_mu);
 }

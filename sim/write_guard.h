@@ -13,8 +13,9 @@
  * What it cannot see: a write by the kernel on the program's behalf (read(2)
  * into the buffer fails with EFAULT instead of trapping), and writes to bytes
  * outside the copy that share a page with it (the guard is then dropped, not
- * reported). The handler chains to the one installed before it for every
- * fault that is not a guard's.
+ * reported). A write that traps just as its copy ends, the guard coming down,
+ * goes on unreported. The handler chains to the one installed before it for
+ * every fault that is not a guard's.
  *
  * Read write_guard_add() first.
  */

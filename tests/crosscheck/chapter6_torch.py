@@ -13,7 +13,12 @@
         WORLD ranks of BATCH), step-K.safetensors after K steps, INIT its
         initial parameters; for each K whose next checkpoint is there, one
         step from K's state on the union of the ranks' batches of step K
-        (step_reference.py): the averaged gradient and the update it made
+        (step_reference.py): the averaged gradient, the envelope it was
+        allowed (bounded), and the update it made
+    chapter6_torch.py power INIT DIR WORLD BATCH MOMENTUM SEED
+        the same checkpoints, our gradient made wrong on purpose (a factor
+        1 + 5e-4): the check must refuse it in every tensor, with the
+        envelope as it is and widened
     chapter6_torch.py run INIT OURS WORLD BATCH STEPS LR SEED
         trains from INIT on the union of the ranks' batches for STEPS steps
         of plain SGD (no momentum), in float64, and compares the result with
@@ -41,6 +46,7 @@ flip stays small and is not carried on: plain SGD at lr 0.01
 (RUN_TOLERANCE says how small).
 """
 import gzip
+import itertools
 import struct
 import sys
 from pathlib import Path
@@ -49,8 +55,8 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from ddp_torch import MLP, read_safetensors, write_safetensors  # noqa: E402
-from step_reference import (EDGE_SIGMAS, GRAD_TOLERANCE, U, forward, gradient_errors, reference_step,  # noqa: E402
-                            reference_update, within)
+from step_reference import (EDGE_SIGMAS, GRAD_TOLERANCE, U, envelope_cover, envelope_refusals,  # noqa: E402
+                            forward, gradient_errors, reference_step, reference_update, within)
 
 FASHION = Path("/usr/share/datasets/fashion-mnist")
 # The whole run (plain SGD, lr 0.01, 30 steps), against PyTorch in float64,
@@ -62,6 +68,13 @@ FASHION = Path("/usr/share/datasets/fashion-mnist")
 # average that is a sum moves the run by 1e-1, one rank's gradient instead of
 # the average by 7e-3 to 6e-2.
 RUN_TOLERANCE = 2e-3
+# power(): the check must refuse a gradient off by 5e-4 of itself (five times
+# GRAD_TOLERANCE) with the envelope as it is and widened to 300 sigmas, over
+# the run's first POWER_STEPS steps: there the widened envelope, were it not
+# bounded, would hide it in fc1 at every step.
+WRONG_AVERAGE = 5e-4
+WIDE_SIGMAS = 300
+POWER_STEPS = 7
 M64 = (1 << 64) - 1
 
 
@@ -165,13 +178,14 @@ def union_batches(n, world, batch, seed, steps):
     return [[i for r in range(world) for i in shares[r][s * batch:(s + 1) * batch]] for s in range(steps)]
 
 
-def steps(init, folder, world, batch, lr, momentum, seed):
-    """One step at a time along our run, from the checkpoints it left. Our
-    gradient is not in a checkpoint: with momentum mu and dampening 0 our
+def step_records(init, folder, world, batch, momentum, seed, edge_sigmas=EDGE_SIGMAS):
+    """One step at a time along our run, from the checkpoints it left: for
+    each K whose next checkpoint is there, (K, our state, PyTorch's step from
+    it with the envelope of the units within edge_sigmas of their edge, our
+    gradient, what deriving it cost, our optimizer state, our state after).
+    Our gradient is not in a checkpoint: with momentum mu and dampening 0 our
     buffer went from M to M' = mu M + g (float32, two roundings), so g is M' -
-    mu M, known to within u (|M'| + |mu M|), which the check allows on top.
-    The update is checked on the parameters (the buffer after the step is
-    where our gradient was read from, so it checks nothing more)."""
+    mu M, known to within u (|M'| + |mu M|), which the check allows on top."""
     torch.set_num_threads(1)
     saved = sorted(int(p.stem[len("step-"):]) for p in Path(folder).glob("step-*.safetensors"))
     todo = [k for k in [0] + saved if k + 1 in saved]
@@ -179,16 +193,13 @@ def steps(init, folder, world, batch, lr, momentum, seed):
     batches = union_batches(len(data), world, batch, seed, max(todo) + 1)
     first, _ = read_safetensors(init)
     mu32 = torch.tensor(momentum, dtype=torch.float32).item()
-    hyper = {"lr": lr, "momentum": momentum, "dampening": 0.0, "nesterov": False, "weight_decay": 0.0}
     names = list(first)
-    worst_grad = worst_update = 0.0
-    edges, touched, bad_grad, bad_update = 0, [], [], []
     for k in todo:
         before = read_safetensors(Path(folder) / f"step-{k}.safetensors")[0] if k else first
         after = read_safetensors(Path(folder) / f"step-{k + 1}.safetensors")[0]
         x, y = data.get(batches[k])
         state = {n: before[n] for n in names}
-        ref = reference_step(state, x, y)
+        ref = reference_step(state, x, y, edge_sigmas=edge_sigmas)
         buf = {n: after[f"optimizer.{n}.momentum_buffer"].double() for n in names}
         if k == 0:  # the buffer starts as the first gradient
             grad, slack, opt_state = buf, None, {}
@@ -197,32 +208,85 @@ def steps(init, folder, world, batch, lr, momentum, seed):
             grad = {n: buf[n] - mu32 * old[n] for n in names}
             slack = {n: U * (buf[n].abs() + (mu32 * old[n]).abs()) for n in names}
             opt_state = {n: {"momentum_buffer": old[n]} for n in names}
+        yield k, state, ref, grad, slack, opt_state, after
+
+
+def steps(init, folder, world, batch, lr, momentum, seed):
+    """Each step of our run from its checkpoint (step_records): the averaged
+    gradient, the envelope it was allowed (its bounds over the run:
+    envelope_refusals), and the update it made. The update is checked on the
+    parameters (the buffer after the step is where our gradient was read
+    from, so it checks nothing more)."""
+    hyper = {"lr": lr, "momentum": momentum, "dampening": 0.0, "nesterov": False, "weight_decay": 0.0}
+    worst_grad = worst_update = 0.0
+    edges, covers, bad_grad, bad_update = 0, {}, [], []
+    for k, state, ref, grad, slack, opt_state, after in step_records(init, folder, world, batch, momentum, seed):
         errors = gradient_errors(grad, ref, slack)
         new, bounds = reference_update("sgd", hyper, state, grad, opt_state, k)
-        update = max(within(after[n], new[n]["param"], bounds[n]["param"]) for n in names)
+        update = max(within(after[n], new[n]["param"], bounds[n]["param"]) for n in grad)
         edges += len(ref.forward.edges)
-        scale = {n: max(g.abs().max().item(), 1e-300) for n, g in ref.grad.items()}
-        touched += [(ref.envelope[n] > GRAD_TOLERANCE * scale[n]).double().mean().item() for n in names]
+        covers[k] = envelope_cover(ref, slack)
         if max(errors.values()) > GRAD_TOLERANCE:
             bad_grad.append(f"{k} ({', '.join(n for n, e in errors.items() if e > GRAD_TOLERANCE)})")
         if update > 1:
             bad_update.append(str(k))
         worst_grad, worst_update = max(worst_grad, max(errors.values())), max(worst_update, update)
-    what = f"{len(todo)}_steps_from_our_states"
+    refused = envelope_refusals(covers)
+    what = f"{len(covers)}_steps_from_our_states"
     if bad_grad:
         print(f"FAIL chapter6_torch.{what}.gradient: at steps {', '.join(bad_grad)}: largest difference "
               f"{worst_grad:.2e} of the tensor's largest element beyond the envelope of the ReLU units on their "
               f"edge, tolerance {GRAD_TOLERANCE:g}")
+    for n, why in refused.items():
+        print(f"FAIL chapter6_torch.{what}.envelope: {n}: the envelope of the ReLU units on their edge is too wide "
+              f"to check it: {'; '.join(why.values())}")
     if bad_update:
         print(f"FAIL chapter6_torch.{what}.update: at steps {', '.join(bad_update)}: the parameters after the "
               f"step are up to {worst_update:.3g} times the float32 error bound away from torch.optim.SGD's "
               "step from the same state and gradient")
-    if not bad_grad and not bad_update:
-        print(f"PASS chapter6_torch.{what} (steps {', '.join(map(str, todo))})")
+    if not bad_grad and not refused and not bad_update:
+        print(f"PASS chapter6_torch.{what} (steps {', '.join(map(str, covers))})")
+    share, at, name = max((c[n][0], k, n) for k, c in covers.items() for n in c)
     print(f"   (gradient: largest difference {worst_grad:.2e} of the tensor's largest element beyond the envelope "
-          f"of {edges} ReLU units on their edge, which spread over {100 * sum(touched) / len(touched):.0f}% of "
-          f"the elements on average; update: {worst_update:.2f} of its float32 error bound)")
-    return len(bad_grad) + len(bad_update)
+          f"of {edges} ReLU units on their edge, which covers at most {100 * share:.0f}% of a tensor ({name} at "
+          f"step {at}); update: {worst_update:.2f} of its float32 error bound)")
+    return len(bad_grad) + len(refused) + len(bad_update)
+
+
+def power(init, folder, world, batch, momentum, seed):
+    """The gradient check's own test, on the same checkpoints: our gradient
+    off by a factor 1 + WRONG_AVERAGE (an average whose divisor is off by
+    that much) must be refused in every tensor, by the comparison or by the
+    envelope's bounds, with the envelope of EDGE_SIGMAS and widened to
+    WIDE_SIGMAS, where it swallows most of fc1: there each bound must refuse
+    on its own every tensor the comparison let through."""
+    failed = 0
+    for sigmas in (EDGE_SIGMAS, WIDE_SIGMAS):
+        caught, covers = set(), {}
+        records = step_records(init, folder, world, batch, momentum, seed, sigmas)
+        for k, _, ref, grad, slack, _, _ in itertools.islice(records, POWER_STEPS):
+            errors = gradient_errors({n: g * (1 + WRONG_AVERAGE) for n, g in grad.items()}, ref, slack)
+            caught |= {n for n, e in errors.items() if e > GRAD_TOLERANCE}
+            covers[k] = envelope_cover(ref, slack)
+        refused = envelope_refusals(covers)
+        missed = [n for n in covers[k] if n not in caught and n not in refused]
+        both = {"share", "hidden"}  # each bound must refuse on its own what the comparison let through
+        one_bound = [n for n in covers[k] if n not in caught and n in refused and set(refused[n]) != both]
+        what = f"chapter6_torch.wrong_average_refused_at_{sigmas:g}_sigmas"
+        if missed:
+            failed += 1
+            print(f"FAIL {what}: our gradient off by a factor 1 + {WRONG_AVERAGE:g} passed for "
+                  f"{', '.join(missed)} over {len(covers)} steps, the envelope of the units within {sigmas:g} "
+                  "sigmas of their edge allowed")
+        elif one_bound:
+            failed += 1
+            print(f"FAIL {what}: the comparison let our gradient off by a factor 1 + {WRONG_AVERAGE:g} through for "
+                  f"{', '.join(one_bound)}, and only the {' and '.join(refused[one_bound[0]])} bound refused the "
+                  f"envelope of {one_bound[0]}: each bound must refuse it on its own")
+        else:
+            print(f"PASS {what} (our gradient off by a factor 1 + {WRONG_AVERAGE:g}, over {len(covers)} steps: "
+                  f"{len(caught)} tensors beyond the envelope, {len(refused)} with their envelope refused)")
+    return failed
 
 
 def run(init, ours, world, batch, steps_, lr, seed):
@@ -261,6 +325,8 @@ def main():
         sys.exit(1 if evaluate(a[2], int(a[3])) else 0)
     elif cmd == "steps" and len(a) == 9:
         sys.exit(1 if steps(a[2], a[3], int(a[4]), int(a[5]), float(a[6]), float(a[7]), int(a[8])) else 0)
+    elif cmd == "power" and len(a) == 8:
+        sys.exit(1 if power(a[2], a[3], int(a[4]), int(a[5]), float(a[6]), int(a[7])) else 0)
     elif cmd == "run" and len(a) == 9:
         sys.exit(1 if run(a[2], a[3], int(a[4]), int(a[5]), int(a[6]), float(a[7]), int(a[8])) else 0)
     else:

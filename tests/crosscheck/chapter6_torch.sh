@@ -13,7 +13,11 @@
 #     every one of its first 20 steps and around steps 200 and 600
 #     (--checkpoint, --resume: exact): from each state, torch computes the
 #     step on the union of the 4 ranks' batches in float64, and our averaged
-#     gradient and the update it made must agree (step_reference.py's bounds);
+#     gradient and the update it made must agree (step_reference.py's bounds,
+#     the allowance for ReLU units on their edge bounded too);
+#   - on the same states, the gradient check's own power: our gradient off by
+#     a factor 1 + 5e-4 is refused in every tensor, with the edge allowance as
+#     it is and widened to 300 sigmas, where it would swallow most of fc1;
 #   - a whole 30-step run of plain SGD at lr 0.01, where the trajectories are
 #     stable, ends where torch's float64 run ends, to 2e-3 of each tensor's
 #     largest element (measured: 6e-7);
@@ -63,6 +67,7 @@ for k in $(seq 1 20) 200 201 600 601; do
 done
 if [ "$T_STATUS" = 0 ]; then
     torch_side steps_from_our_states steps "$T_TMP/init.safetensors" "$T_TMP/ck" 4 16 0.05 0.9 3
+    torch_side wrong_average_refused power "$T_TMP/init.safetensors" "$T_TMP/ck" 4 16 0.9 3
 fi
 
 # 3. a whole run where the trajectories are stable
