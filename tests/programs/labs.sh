@@ -3,7 +3,8 @@
 # For each labs/NN-name/: the committed learner file equals the one generated
 # from the reference; the reference scores full marks; the untouched skeleton
 # loses points; and each exercise region, stubbed on its own, loses points,
-# which proves that every region is actually tested by the grader.
+# which proves that every region is actually tested by the grader. Those two
+# are graded with --fail-fast: the first lost test proves it.
 #
 # Then the stored wrong solutions: every tests/labs/mutants/NN-what.mutant
 # (format: labs/labgen.awk) must lose points in lab NN's grader. One PASS or
@@ -41,9 +42,11 @@ for dir in labs/[0-9][0-9]-*/; do
     n=$(lab_number "$(basename "$dir" | cut -d- -f1)")
     probe_n=$n
     t_ok "lab-$n.reference_full_marks" make -s BUILD="$BUILD" lab-"$n" IMPL=ref
-    t_fail "lab-$n.skeleton_loses_points" nonzero "FAIL (0/" make -s BUILD="$BUILD" lab-"$n" IMPL=skeleton
+    t_fail "lab-$n.skeleton_loses_points" nonzero "FAIL (0/" \
+        make -s BUILD="$BUILD" lab-"$n" IMPL=skeleton GRADE_FLAGS=--fail-fast
     for region in $(bash labs/lab.sh --regions "$n"); do
-        t_fail "lab-$n.region_${region}_is_tested" nonzero "FAIL (0/" make -s BUILD="$BUILD" lab-"$n" IMPL="only:$region"
+        t_fail "lab-$n.region_${region}_is_tested" nonzero "FAIL (0/" \
+            make -s BUILD="$BUILD" lab-"$n" IMPL="only:$region" GRADE_FLAGS=--fail-fast
     done
     bash labs/lab.sh --reference-mutant "$n" > "$T_TMP/reference.mutant"
     mutant_verdict "$n" "$T_TMP/reference.mutant"
