@@ -14,6 +14,8 @@
 # one per test. The check itself is checked: a mutant that is the reference in
 # disguise must be reported as surviving, one that does not build must not
 # count as caught, and one naming a region the lab lacks must be refused.
+# Last, what every grade of a lab shares, built once, must follow the
+# compiler flags and the library it was built from.
 . "$(dirname "$0")/../harness/lib.sh"
 [ "${SUITE:-plain}" = plain ] || exit 0
 
@@ -94,3 +96,14 @@ for file in tests/labs/mutants/*.mutant; do
     *) t_failed "lab-$n.mutant_$name" "$DETAIL" ;;
     esac
 done
+
+# What every grade of a lab shares is built once (labs/lab.mk), so it must be
+# rebuilt when what it is built from changes: spoil it, dated before the
+# change (other compiler flags; a library rebuilt after the stripped copy was
+# made), and the next grade must still score full marks.
+shared=$BUILD/labs/lab-$probe_n/shared
+spoil() { printf 'spoilt\n' > "$1" && touch -d "@$(($2 - 1))" "$1"; } # FILE SECONDS: spoilt, dated a second before
+spoil "$shared/grade.o" "$(date +%s)" && printf 'other flags\n' > "$BUILD/labs/flags"
+t_ok lab_shared_parts_follow_the_flags make -s BUILD="$BUILD" lab-"$probe_n" IMPL=ref GRADE_FLAGS=--fail-fast
+spoil "$shared/libbase.a" "$(stat -c %Y "$BUILD/libddp.a")"
+t_ok lab_shared_parts_follow_the_library make -s BUILD="$BUILD" lab-"$probe_n" IMPL=ref GRADE_FLAGS=--fail-fast
