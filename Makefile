@@ -185,7 +185,7 @@ demo-chapters: all
 	@for n in $(CHAPTERS); do echo "==== chapter $$n ===="; ./$(BUILD)/chapter-$$n || exit 1; done
 test-gpu: all ## the GPU paths, on a machine with an NVIDIA GPU
 	@bash tests/run --suite=gpu
-stress: all ## the long checks make test leaves out (tests/stress/): fifty mpirun jobs with a rank stopped under load
+stress: tests ## the long checks make test leaves out (tests/stress/): fifty mpirun jobs with a rank stopped under load, torch.randperm's switch at its real size
 	@for s in tests/stress/*.sh; do BUILD=$(BUILD) bash $$s || exit 1; done
 # What notebooks-out/ keeps (the report and what it shows, reference/): the same list as .gitignore's.
 NOTEBOOKS_KEPT := README.md reference/* bench/last-run.txt chapter-*/*.svg chapter-*/*.csv chapter-*/provenance.txt

@@ -98,17 +98,24 @@ for f in $(learner_files "$dir"); do
     esac
 done
 
-# The library without the modules under test, so the two never collide: the
-# archive itself, less their members (basenames are unique in lib/ and sim/).
-base="$out/libbase.a"
-cp "$BUILD/libddp.a" "$base"
-ar d "$base" "${excluded[@]}"
-
 # Learner files are works in progress: unused helpers are not an error there.
-lenient="-Wno-unused-function -Wno-unused-parameter -Wno-unused-variable -Wno-unused-but-set-variable"
+warn="-Wall -Wextra -Werror -Wno-unused-function -Wno-unused-parameter -Wno-unused-variable -Wno-unused-but-set-variable"
+
+# What does not depend on the learner's file (the tests, the harness, the
+# library less the modules under test) is built once and kept up to date by
+# labs/lab.mk; the lock keeps two grades at once from building it together.
+# Its flags file changes only with the flags, so that new flags rebuild it.
+mkdir -p "$BUILD/labs"
+flags="${CC:-cc} ${CPPFLAGS:-} ${CFLAGS:-} $warn"
+[ "$(cat "$BUILD/labs/flags" 2>/dev/null)" = "$flags" ] || printf '%s\n' "$flags" > "$BUILD/labs/flags"
+shared="$BUILD/labs/lab-$n/shared"
+env -u MAKEFLAGS -u MFLAGS -u MAKELEVEL flock "$BUILD/labs/build.lock" \
+    make -s --no-print-directory -f labs/lab.mk BUILD="$BUILD" LAB_DIR="$dir" SHARED="$shared" \
+    EXCLUDED="${excluded[*]}" FLAGS_FILE="$BUILD/labs/flags" CC="${CC:-cc}" CPPFLAGS="${CPPFLAGS:-}" \
+    CFLAGS="${CFLAGS:-}" LAB_WARN="$warn"
 # shellcheck disable=SC2086
-${CC:-cc} ${CPPFLAGS:-} -Ilabs -Itests/harness -I"$dir" ${CFLAGS:-} -Wall -Wextra -Werror $lenient ${LDFLAGS:-} \
-    -o "$out/grade" "$dir/grade.c" "${srcs[@]}" labs/grader.c tests/harness/isolate.c tests/harness/heap.c \
-    "$base" ${LDLIBS:-}
+${CC:-cc} ${CPPFLAGS:-} -Ilabs -Itests/harness -I"$dir" ${CFLAGS:-} $warn ${LDFLAGS:-} \
+    -o "$out/grade" "$shared/grade.o" "${srcs[@]}" "$BUILD"/labs/harness/{grader,isolate,heap}.o \
+    "$shared/libbase.a" ${LDLIBS:-}
 echo "lab $n ($dir), implementation: $impl"
 exec "$out/grade" "$@"

@@ -130,15 +130,21 @@ static void memory_bound_out_of_order(void) { grade_memory_bound(1); }
 /* With the trainer taking nothing, the workers fill the whole ring: every
  * slot ends READY (the loader counts them from the slots' states), and its
  * count of busy slots (loader_stats' max_busy_slots, kept by slot_set()) must
- * say all of them. Then every batch is taken, and every slot of the ring
- * must have held one. Two epochs: the busy count carries over. The wait for
- * the ring to fill has a deadline only to turn a hang into a failure. */
+ * say all of them. The wait ends as soon as the ring cannot change any more
+ * without the trainer: every worker found nothing to claim and none is
+ * filling (loader_stats' idle_workers and filling_slots, which the loader
+ * keeps outside the exercise regions), so a ring that stops short, or a
+ * claim that fails, is reported at once; the deadline only turns workers
+ * that never settle into a failure. Then every batch is taken: each from a
+ * slot of the ring, and every slot must have held one. Two epochs: the busy
+ * count carries over. */
 static void grade_ring_fills(int out_of_order)
 {
     const char *mode = out_of_order ? "out of order" : "in order";
     const uint64_t n = 200, bs = 4, nb = n / bs;
+    const uint32_t workers = 3;
     dataset_t *ds = fixture_dataset(n, 24, 24);
-    struct loader_options opt = fixture_options(3, (uint32_t)bs, NULL);
+    struct loader_options opt = fixture_options(workers, (uint32_t)bs, NULL);
     opt.out_of_order = out_of_order;
     loader_t *L;
     CHECK_OK(loader_open(ds, &opt, &L));
@@ -149,11 +155,18 @@ static void grade_ring_fills(int out_of_order)
         CHECK_OK(loader_start_epoch(L, &e));
         struct loader_stats st;
         uint64_t deadline = clock_now_ns() + 10000000000ull;
-        for (loader_stats(L, &st); st.ready_slots < st.slots && clock_now_ns() < deadline; loader_stats(L, &st))
+        int settled;
+        for (;;) {
+            loader_stats(L, &st);
+            settled = st.idle_workers == workers && st.filling_slots == 0;
+            if (st.ready_slots == st.slots || settled || clock_now_ns() >= deadline)
+                break;
             clock_sleep_ns(1000000);
+        }
         CHECK_MSG(st.ready_slots == st.slots, "%s, epoch %llu: with the trainer taking nothing, the workers filled "
-                  "%u of the ring's %u slots in 10 s: a free slot is never claimed", mode, (unsigned long long)epoch,
-                  st.ready_slots, st.slots);
+                  "%u of the ring's %u slots %s: a free slot is never claimed, or a claim failed", mode,
+                  (unsigned long long)epoch, st.ready_slots, st.slots,
+                  settled ? "and then found nothing more to claim" : "and were still busy 10 s later");
         CHECK_MSG(st.max_busy_slots == st.slots, "%s, epoch %llu: all %u slots of the ring are READY, but the loader "
                   "counted at most %u busy at once: a slot's state changed without slot_set(), which keeps that "
                   "count", mode, (unsigned long long)epoch, st.slots, st.max_busy_slots);
@@ -163,7 +176,9 @@ static void grade_ring_fills(int out_of_order)
         uint64_t got = 0;
         int rc;
         while ((rc = loader_next(L, &b)) == 1) {
-            used[b->slot < st.slots ? b->slot : 0] = 1;
+            CHECK_MSG(b->slot < st.slots, "%s, epoch %llu: batch %llu came from slot %u, past the ring's %u slots", mode,
+                      (unsigned long long)epoch, (unsigned long long)b->number, b->slot, st.slots);
+            used[b->slot] = 1;
             fixture_check_batch(ds, b, idx, b->number * bs);
             loader_release(L, b);
             got++;

@@ -112,6 +112,10 @@ struct loader {
     _Atomic int stopping;
     uint32_t filling;        /* slots in FILLING */
     uint32_t busy;           /* slots not FREE */
+    /* Workers blocked on work_cv, and how many of them were woken and have
+     * not run yet: the others do nothing until the trainer frees a slot or
+     * starts an epoch (loader_stats' idle_workers). */
+    uint32_t waiting, wakes_due;
 
     /* Statistics of the epoch. */
     uint64_t start_ns, last_ns, wait_ns, max_wait_ns;
@@ -133,6 +137,20 @@ static void slot_set(struct loader *L, struct loader_slot *s, enum slot_state st
     else if (s->state == SLOT_FILLING)
         L->filling--;
     s->state = state;
+}
+
+/* Wakes one waiting worker, or all of them, counting the wakes until each
+ * woken worker has run. mu held. */
+static void loader_wake_workers(struct loader *L, int all)
+{
+    if (all) {
+        L->wakes_due = L->waiting;
+        pthread_cond_broadcast(&L->work_cv);
+    } else {
+        if (L->wakes_due < L->waiting)
+            L->wakes_due++;
+        pthread_cond_signal(&L->work_cv);
+    }
 }
 
 static const char *worker_name(int worker, char buf[32])
@@ -356,8 +374,13 @@ static void *loader_worker_main(void *arg)
         uint64_t batch = 0;
         uint32_t s = 0;
         int rc = 0;
-        while (!L->closing && !(L->running && !L->fatal && (rc = loader_claim(L, &batch, &s)) != 0))
+        while (!L->closing && !(L->running && !L->fatal && (rc = loader_claim(L, &batch, &s)) != 0)) {
+            L->waiting++;
             pthread_cond_wait(&L->work_cv, &L->mu);
+            L->waiting--;
+            if (L->wakes_due > 0)
+                L->wakes_due--;
+        }
         if (L->closing)
             break;
         if (rc < 0)
@@ -576,7 +599,7 @@ void loader_close(loader_t *L)
     pthread_mutex_lock(&L->mu);
     loader_abandon_locked(L);
     L->closing = 1;
-    pthread_cond_broadcast(&L->work_cv);
+    loader_wake_workers(L, 1);
     pthread_mutex_unlock(&L->mu);
     for (uint32_t i = 0; i < L->nworkers; i++)
         pthread_join(L->workers[i].thread, NULL);
@@ -692,7 +715,7 @@ int loader_start_epoch(loader_t *L, const struct loader_epoch *e)
         L->wait_ns = L->max_wait_ns = 0;
         L->got_batches = L->got_samples = L->got_bytes = 0;
         L->max_busy = L->busy;
-        pthread_cond_broadcast(&L->work_cv);
+        loader_wake_workers(L, 1);
     }
     pthread_mutex_unlock(&L->mu);
     return rc;
@@ -847,7 +870,7 @@ void loader_release(loader_t *L, struct loader_batch *b)
     pthread_mutex_lock(&L->mu);
     assert(b->slot < L->nslots && &L->slots[b->slot].view == b && L->slots[b->slot].state == SLOT_HELD);
     slot_set(L, &L->slots[b->slot], SLOT_FREE);
-    pthread_cond_signal(&L->work_cv);
+    loader_wake_workers(L, 0);
     pthread_mutex_unlock(&L->mu);
 }
 
@@ -873,6 +896,8 @@ void loader_stats(loader_t *L, struct loader_stats *st)
         .memory_bytes = (uint64_t)L->nslots * L->alloc_bytes,
         .max_busy_slots = L->max_busy,
         .ready_slots = ready,
+        .filling_slots = L->filling,
+        .idle_workers = L->waiting - L->wakes_due,
     };
     pthread_mutex_unlock(&L->mu);
 }

@@ -154,6 +154,11 @@ struct loader_stats {
     uint64_t memory_bytes;   /* slots × slot_bytes: all the batch memory the loader holds */
     uint32_t max_busy_slots; /* the most slots filling, ready or held at once (≤ slots) */
     uint32_t ready_slots;    /* now: finished batches waiting for loader_next() (the prefetched depth) */
+    uint32_t filling_slots;  /* now: slots a worker is collating into */
+    uint32_t idle_workers;   /* now: workers waiting for work that nothing has woken (they found no batch
+                              * they may claim). All of them, with no slot filling: the ring stays as it is
+                              * until the trainer releases a batch or starts an epoch, so a test that waits
+                              * for the ring to fill can stop waiting */
 };
 
 /* Allocates the ring and starts the workers. `ds` must outlive the loader.

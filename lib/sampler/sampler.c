@@ -158,6 +158,13 @@ SAMPLER_INLINE void sampler_shuffle(void *r, uint64_t n, rng_t *g, const int wid
     }
 }
 
+enum sampler_randperm sampler_pick_randperm(uint64_t n, enum sampler_randperm algo)
+{
+    if (algo == SAMPLER_RANDPERM_AUTO)
+        return n >= SAMPLER_RANDPERM_THRESHOLD ? SAMPLER_RANDPERM_INSIDE_OUT : SAMPLER_RANDPERM_SWAP;
+    return algo;
+}
+
 int sampler_randperm(uint64_t n, uint64_t seed, enum sampler_randperm algo, sampler_seq_t *out)
 {
     int rc = sampler_seq_alloc(out, n, n ? n - 1 : 0);
@@ -165,7 +172,7 @@ int sampler_randperm(uint64_t n, uint64_t seed, enum sampler_randperm algo, samp
         return rc;
     rng_t g;
     rng_seed(&g, seed);
-    int inside_out = algo == SAMPLER_RANDPERM_INSIDE_OUT || (algo == SAMPLER_RANDPERM_AUTO && n >= SAMPLER_RANDPERM_THRESHOLD);
+    int inside_out = sampler_pick_randperm(n, algo) == SAMPLER_RANDPERM_INSIDE_OUT;
     if (n == 0)
         return 0;
     if (inside_out && out->u32)

@@ -64,6 +64,10 @@ void sampler_seq_free(sampler_seq_t *s);
  * (entries 32-bit when n <= 2^32). Returns 0, or ERR_NOMEM naming n. */
 int sampler_randperm(uint64_t n, uint64_t seed, enum sampler_randperm algo, sampler_seq_t *out);
 
+/* The algorithm sampler_randperm runs for n: SAMPLER_RANDPERM_SWAP or
+ * SAMPLER_RANDPERM_INSIDE_OUT, AUTO decided by SAMPLER_RANDPERM_THRESHOLD. */
+enum sampler_randperm sampler_pick_randperm(uint64_t n, enum sampler_randperm algo);
+
 struct sampler_options {
     uint64_t size;    /* len(dataset) */
     uint32_t world;   /* num_replicas, >= 1 */

@@ -138,12 +138,16 @@ t_said banner_sim_share "each rank: 512 samples, 16 batches of 32"
 t_said summary_sim_samples "2 steps, 192 samples in"
 # the replica check is real: a bit flipped in a rank's parameters after step K is named at step K, with the
 # rank the majority disagrees with (rank 0 too), the tensor and the element (fc3.bias[K mod 10]); at any K
+# (the table of ranks and steps in the plain suite; under a sanitizer, where it costs a minute, its two
+# ends: the first step on rank 0, the last on rank 3)
 L=(--train-size=2048 --epochs=4 --batch=32 --test-data=none --out="$OUT")   # 64 steps
-for k in 1 5 7 10 12 20 50 64; do
-    for r in 0 3; do
-        t_fail "replica_check_names_flip_${r}_at_$k" 1 \
-            "step $k: rank $r differs from the other 3 ranks in fc3.bias[$((k % 10))]: " $P "${L[@]}" --fault=flip:$r@$k
-    done
+if [ "${SUITE:-plain}" = plain ]; then
+    flips=(); for k in 1 5 7 10 12 20 50 64; do flips+=("0@$k" "3@$k"); done
+else flips=(0@1 3@64); fi
+for flip in "${flips[@]}"; do
+    r=${flip%@*} k=${flip#*@}
+    t_fail "replica_check_names_flip_${r}_at_$k" 1 \
+        "step $k: rank $r differs from the other 3 ranks in fc3.bias[$((k % 10))]: " $P "${L[@]}" --fault=flip:$flip
 done
 # The replica check's verdict is every rank's, so it is the job's: the whole line is the verdict, no
 # rank blamed for it ("rank 1 failed while training step 6: ..." or "rank 1: ..." before it)

@@ -3,7 +3,8 @@
 # For each labs/NN-name/: the committed learner file equals the one generated
 # from the reference; the reference scores full marks; the untouched skeleton
 # loses points; and each exercise region, stubbed on its own, loses points,
-# which proves that every region is actually tested by the grader.
+# which proves that every region is actually tested by the grader. Those two
+# are graded with --fail-fast: the first lost test proves it.
 #
 # Then the stored wrong solutions: every tests/labs/mutants/NN-what.mutant
 # (format: labs/labgen.awk) must lose points in lab NN's grader. One PASS or
@@ -13,6 +14,8 @@
 # one per test. The check itself is checked: a mutant that is the reference in
 # disguise must be reported as surviving, one that does not build must not
 # count as caught, and one naming a region the lab lacks must be refused.
+# Last, what every grade of a lab shares, built once, must follow the
+# compiler flags and the library it was built from.
 . "$(dirname "$0")/../harness/lib.sh"
 [ "${SUITE:-plain}" = plain ] || exit 0
 
@@ -41,9 +44,11 @@ for dir in labs/[0-9][0-9]-*/; do
     n=$(lab_number "$(basename "$dir" | cut -d- -f1)")
     probe_n=$n
     t_ok "lab-$n.reference_full_marks" make -s BUILD="$BUILD" lab-"$n" IMPL=ref
-    t_fail "lab-$n.skeleton_loses_points" nonzero "FAIL (0/" make -s BUILD="$BUILD" lab-"$n" IMPL=skeleton
+    t_fail "lab-$n.skeleton_loses_points" nonzero "FAIL (0/" \
+        make -s BUILD="$BUILD" lab-"$n" IMPL=skeleton GRADE_FLAGS=--fail-fast
     for region in $(bash labs/lab.sh --regions "$n"); do
-        t_fail "lab-$n.region_${region}_is_tested" nonzero "FAIL (0/" make -s BUILD="$BUILD" lab-"$n" IMPL="only:$region"
+        t_fail "lab-$n.region_${region}_is_tested" nonzero "FAIL (0/" \
+            make -s BUILD="$BUILD" lab-"$n" IMPL="only:$region" GRADE_FLAGS=--fail-fast
     done
     bash labs/lab.sh --reference-mutant "$n" > "$T_TMP/reference.mutant"
     mutant_verdict "$n" "$T_TMP/reference.mutant"
@@ -91,3 +96,14 @@ for file in tests/labs/mutants/*.mutant; do
     *) t_failed "lab-$n.mutant_$name" "$DETAIL" ;;
     esac
 done
+
+# What every grade of a lab shares is built once (labs/lab.mk), so it must be
+# rebuilt when what it is built from changes: spoil it, dated before the
+# change (other compiler flags; a library rebuilt after the stripped copy was
+# made), and the next grade must still score full marks.
+shared=$BUILD/labs/lab-$probe_n/shared
+spoil() { printf 'spoilt\n' > "$1" && touch -d "@$(($2 - 1))" "$1"; } # FILE SECONDS: spoilt, dated a second before
+spoil "$shared/grade.o" "$(date +%s)" && printf 'other flags\n' > "$BUILD/labs/flags"
+t_ok lab_shared_parts_follow_the_flags make -s BUILD="$BUILD" lab-"$probe_n" IMPL=ref GRADE_FLAGS=--fail-fast
+spoil "$shared/libbase.a" "$(stat -c %Y "$BUILD/libddp.a")"
+t_ok lab_shared_parts_follow_the_library make -s BUILD="$BUILD" lab-"$probe_n" IMPL=ref GRADE_FLAGS=--fail-fast

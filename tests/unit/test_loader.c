@@ -560,6 +560,68 @@ static int collate_label_sum(void *user, struct loader_job *job)
     return 0;
 }
 
+/* Batch 6 waits on a gate: the first batch a release lets the workers claim
+ * when the trainer took nothing before (prefetch 2, 3 workers: 6 slots). */
+static atomic_int settle_gate_open;
+
+static int settle_gate_transform(void *user, const struct loader_sample *s, void *data, uint64_t bytes)
+{
+    (void)user, (void)data, (void)bytes;
+    while (s->batch == 6 && !atomic_load(&settle_gate_open) && !loader_stopping(s->loader))
+        clock_sleep_ns(100000);
+    return 0;
+}
+
+static void wait_until_settled(loader_t *L, uint32_t workers, struct loader_stats *st)
+{
+    for (loader_stats(L, st); st->idle_workers != workers || st->filling_slots != 0; loader_stats(L, st))
+        clock_sleep_ns(1000000);
+}
+
+/* The loader says when the ring has settled (every worker idle, none
+ * filling), so a test can wait for that instead of for a clock: with the
+ * trainer taking nothing it settles with every slot READY; taking a batch
+ * wakes nobody; a release wakes one worker, and from that moment until it
+ * has collated the next batch (held at the gate) the ring is not settled,
+ * however soon the trainer asks. */
+TEST(idle_workers_say_when_the_ring_has_settled)
+{
+    const uint32_t workers = 3;
+    dataset_t *ds = fixture_dataset(200, 24, 24);
+    uint64_t *idx = fixture_shuffled(200, 7);
+    for (int out_of_order = 0; out_of_order < 2; out_of_order++) {
+        atomic_store(&settle_gate_open, 0);
+        struct loader_options opt = fixture_options(workers, 4, settle_gate_transform);
+        opt.out_of_order = out_of_order;
+        loader_t *L;
+        CHECK_OK(loader_open(ds, &opt, &L));
+        struct loader_epoch e = {.epoch = 0, .indices = index_stream_of_array(&(struct index_array){idx, 200}),
+                                 .batch_size = 4};
+        CHECK_OK(loader_start_epoch(L, &e));
+        struct loader_stats st;
+        wait_until_settled(L, workers, &st);
+        CHECK_EQ(st.slots, 6);
+        CHECK_EQ(st.ready_slots, st.slots);
+        struct loader_batch *b;
+        CHECK_EQ(loader_next(L, &b), 1);
+        CHECK_EQ_U64(b->number, 0);
+        loader_stats(L, &st);
+        CHECK_EQ(st.idle_workers, workers);
+        CHECK_EQ(st.ready_slots, 5);
+        loader_release(L, b);
+        loader_stats(L, &st);
+        CHECK_MSG(st.idle_workers < workers || st.filling_slots > 0,
+                  "settled (%u idle workers, none filling) while the worker a release woke has not collated batch 6",
+                  st.idle_workers);
+        atomic_store(&settle_gate_open, 1);
+        wait_until_settled(L, workers, &st);
+        CHECK_EQ(st.ready_slots, st.slots);
+        loader_close(L);
+    }
+    free(idx);
+    dataset_close(ds);
+}
+
 TEST(custom_collate_and_holding_every_slot)
 {
     dataset_t *ds = fixture_dataset(64, 24, 24);

@@ -165,9 +165,25 @@ TEST(sampler_randperm_inside_out_equals_plain_loop)
     free(want);
 }
 
+/* PyTorch's switch (randperm_cpu, from 2.6 on): the swap below n =
+ * UINT32_MAX / 20, inside-out from there; the forced choices whatever n. */
+TEST(sampler_randperm_auto_switches_at_the_threshold)
+{
+    CHECK_EQ_U64(SAMPLER_RANDPERM_THRESHOLD, 214748364);
+    CHECK_EQ(sampler_pick_randperm(0, SAMPLER_RANDPERM_AUTO), SAMPLER_RANDPERM_SWAP);
+    CHECK_EQ(sampler_pick_randperm(SAMPLER_RANDPERM_THRESHOLD - 1, SAMPLER_RANDPERM_AUTO), SAMPLER_RANDPERM_SWAP);
+    CHECK_EQ(sampler_pick_randperm(SAMPLER_RANDPERM_THRESHOLD, SAMPLER_RANDPERM_AUTO), SAMPLER_RANDPERM_INSIDE_OUT);
+    CHECK_EQ(sampler_pick_randperm(UINT64_MAX, SAMPLER_RANDPERM_AUTO), SAMPLER_RANDPERM_INSIDE_OUT);
+    CHECK_EQ(sampler_pick_randperm(UINT64_MAX, SAMPLER_RANDPERM_SWAP), SAMPLER_RANDPERM_SWAP);
+    CHECK_EQ(sampler_pick_randperm(1, SAMPLER_RANDPERM_INSIDE_OUT), SAMPLER_RANDPERM_INSIDE_OUT);
+}
+
 /* The real switch: n = UINT32_MAX / 20 takes the inside-out branch under
- * SAMPLER_RANDPERM_AUTO (860 MB of 32-bit entries, about 20 s). Too slow and
- * too big under the sanitizers, which test the same kernels on small n above. */
+ * SAMPLER_RANDPERM_AUTO (860 MB of 32-bit entries, half a minute): the test
+ * above checks the choice, this one that sampler_randperm follows it at the
+ * real size. `make stress` runs it (tests/stress/randperm_threshold.sh sets
+ * DDP_STRESS). Too big under the sanitizers, which test the same kernels on
+ * small n above. */
 #if !defined(__SANITIZE_ADDRESS__) && !defined(__SANITIZE_THREAD__)
 /* A digest of a permutation that depends on every entry and its place. */
 static uint64_t digest(const uint32_t *r, uint64_t n)
@@ -180,6 +196,8 @@ static uint64_t digest(const uint32_t *r, uint64_t n)
 
 TEST(sampler_randperm_large_n_branch)
 {
+    if (!getenv("DDP_STRESS"))
+        CHECK_SKIP("860 MB and half a minute: make stress runs it");
     const uint64_t n = SAMPLER_RANDPERM_THRESHOLD;
     sampler_seq_t p;
     CHECK_OK(sampler_randperm(n, 3, SAMPLER_RANDPERM_AUTO, &p));
