@@ -17,6 +17,7 @@
 #include "base/clock.h"
 #include "base/error.h"
 #include "base/units.h"
+#include "sim/device_exec.h"
 #include "sim/device_race.h"
 #include "sim/write_guard.h"
 
@@ -57,6 +58,8 @@ struct dsim_op {
     double seconds;
     void (*fn)(void *arg);
     void *arg;
+    struct device_op math; /* a device operation (has_math), run by device_exec */
+    int has_math;
     char what[192]; /* for messages: "copy #12 (H2D of 9.60 MiB from pinned 'slot 1' ..., batch 5)" */
 };
 
@@ -121,6 +124,8 @@ struct dsim {
     uint8_t *bounce;
     struct dsim_op *bounce_op[2];
     uint64_t copy_number, kernel_number;
+    int inline_busy;          /* the host is running a compute operation itself (dsim_run) */
+    uint64_t gemm_ns, gemm_calls;
     int broken;
     int broken_code;
     char broken_msg[1536];
@@ -301,7 +306,9 @@ static void *dsim_engine_main(void *arg)
         struct dsim_op *op = e->head;
         if (!op && d->stop)
             break;
-        if (!op || (op->prev && !op->prev->done)) { /* FIFO: the head waits, and everything behind it */
+        if (!op || (op->prev && !op->prev->done) || (e == &d->eng[DSIM_ENGINE_COMPUTE] && d->inline_busy)) {
+            /* FIFO: the head waits, and everything behind it; the compute engine also waits for an
+             * operation the host is running inline */
             pthread_cond_wait(&d->work, &d->mu);
             continue;
         }
@@ -310,11 +317,15 @@ static void *dsim_engine_main(void *arg)
         double duration = op->kind == DSIM_COPY ? link_copy_seconds(&d->link, op->bytes) : op->seconds;
         pthread_mutex_unlock(&d->mu);
         uint64_t cpu0 = clock_thread_cpu_ns(), t0 = clock_now_ns();
+        uint64_t gemm = 0;
         if (op->kind == DSIM_COPY)
             memcpy(op->dst, op->src, op->bytes); /* the data really arrives */
+        else if (op->has_math)
+            gemm = device_exec(&op->math);
         else if (op->fn)
             op->fn(op->arg);
-        if (op->kind == DSIM_KERNEL && op->fn) /* real work takes the device's time too ... */
+        int worked = op->kind == DSIM_KERNEL && (op->fn || op->has_math);
+        if (worked) /* real work takes the device's time too ... */
             duration += (double)(clock_now_ns() - t0) * 1e-9;
         uint64_t cpu = clock_thread_cpu_ns() - cpu0;
         pthread_mutex_lock(&d->mu);
@@ -327,7 +338,9 @@ static void *dsim_engine_main(void *arg)
             pthread_mutex_lock(&d->mu);
         }
         double end = start + duration;
-        if (op->kind == DSIM_KERNEL && op->fn && end < dsim_now(d)) /* ... and work that waited for the host, as */
+        d->gemm_ns += gemm;
+        d->gemm_calls += op->has_math && op->math.kind == DEVICE_OP_GEMM;
+        if (worked && end < dsim_now(d)) /* ... and work that waited for the host, as */
             end = dsim_now(d);                                       /* a gate does, ended when it really did */
         dsim_pace(e, end);
         double late = dsim_now(d) - end;
@@ -865,43 +878,113 @@ static int dsim_copy(device_t *dev, void *dst, const void *src, uint64_t bytes, 
 
 /* ---- kernels ------------------------------------------------------------------------ */
 
+/* Checks a compute operation's spans with the detector and puts it on s
+ * (mu held): the operation, its stream's reference taken, or NULL with the
+ * error in *rc. */
+static struct dsim_op *dsim_issue_compute(struct dsim *d, struct dsim_stream *s, const char *name, int64_t batch,
+                                          const struct device_span *reads, uint32_t nreads,
+                                          const struct device_span *writes, uint32_t nwrites, int *rc)
+{
+    char what[192], tag[32] = "";
+    if (batch >= 0)
+        snprintf(tag, sizeof tag, " (batch %lld)", (long long)batch);
+    snprintf(what, sizeof what, "kernel #%llu '%s'%s", (unsigned long long)(d->kernel_number + 1), name, tag);
+    struct race_clock clock = dsim_next_clock(d, s);
+    *rc = dsim_enter(d);
+    for (uint32_t i = 0; *rc == 0 && i < nreads + nwrites; i++) {
+        int write = i >= nreads;
+        const struct device_span *sp = write ? &writes[i - nreads] : &reads[i];
+        struct dsim_devbuf *b;
+        char where[96];
+        snprintf(where, sizeof where, "kernel '%s' %s span %u", name, write ? "write" : "read",
+                 write ? i - nreads : i);
+        *rc = dsim_find_dev(d, sp->ptr, sp->bytes, where, &b);
+        if (*rc == 0)
+            *rc = dsim_access(d, b, sp->ptr, sp->bytes, write, s, &clock, what);
+    }
+    struct dsim_op *op = *rc == 0 ? dsim_op_new(d, DSIM_KERNEL) : NULL;
+    if (*rc == 0 && !op)
+        *rc = ERR_NOMEM;
+    if (op) {
+        d->kernel_number++;
+        snprintf(op->what, sizeof op->what, "%s", what);
+        dsim_issue(d, s, op);
+    }
+    return op;
+}
+
 static int dsim_launch(device_stream_t *pub, const struct device_kernel *k)
 {
     struct dsim *d = dsim_of(pub->dev);
-    struct dsim_stream *s = pub->impl;
     pthread_mutex_lock(&d->mu);
-    int rc = dsim_enter(d);
-    char what[192], tag[32] = "";
-    if (k->batch >= 0)
-        snprintf(tag, sizeof tag, " (batch %lld)", (long long)k->batch);
-    snprintf(what, sizeof what, "kernel #%llu '%s'%s", (unsigned long long)(d->kernel_number + 1),
-             k->name ? k->name : "kernel", tag);
-    struct race_clock clock = dsim_next_clock(d, s);
-    for (uint32_t i = 0; rc == 0 && i < k->nreads + k->nwrites; i++) {
-        int write = i >= k->nreads;
-        const struct device_span *sp = write ? &k->writes[i - k->nreads] : &k->reads[i];
-        struct dsim_devbuf *b;
-        char where[96];
-        snprintf(where, sizeof where, "kernel '%s' %s span %u", k->name ? k->name : "kernel",
-                 write ? "write" : "read", write ? i - k->nreads : i);
-        rc = dsim_find_dev(d, sp->ptr, sp->bytes, where, &b);
-        if (rc == 0)
-            rc = dsim_access(d, b, sp->ptr, sp->bytes, write, s, &clock, what);
-    }
-    struct dsim_op *op = rc == 0 ? dsim_op_new(d, DSIM_KERNEL) : NULL;
-    if (rc == 0 && !op)
-        rc = ERR_NOMEM;
-    if (rc == 0) {
-        d->kernel_number++;
+    int rc;
+    struct dsim_op *op = dsim_issue_compute(d, pub->impl, k->name ? k->name : "kernel", k->batch, k->reads,
+                                            k->nreads, k->writes, k->nwrites, &rc);
+    if (op) {
         op->seconds = k->seconds;
         op->fn = k->fn;
         op->arg = k->arg;
-        snprintf(op->what, sizeof op->what, "%s", what);
-        dsim_issue(d, s, op);
         dsim_enqueue(d, DSIM_ENGINE_COMPUTE, op);
     }
     pthread_mutex_unlock(&d->mu);
     return rc;
+}
+
+/* Finishes a compute operation the host ran itself (mu held): the engine's
+ * bookkeeping, without the pacing (it took what it took). */
+static void dsim_complete_inline(struct dsim *d, struct dsim_op *op, double start, double duration)
+{
+    struct dsim_engine *e = &d->eng[DSIM_ENGINE_COMPUTE];
+    double end = dsim_max(start + duration, dsim_now(d));
+    op->end_m = end;
+    op->done = 1;
+    e->free_m = end;
+    e->busy_m += duration;
+    dsim_op_unref(op->prev);
+    op->prev = NULL;
+    d->inline_busy = 0;
+    dsim_settle(d);
+    pthread_cond_broadcast(&d->changed);
+    pthread_cond_broadcast(&d->work);
+    dsim_op_unref(op);
+}
+
+/* A device operation (transfer/device_ops.h). When nothing is ahead of it,
+ * neither on its stream nor on the compute engine, the host runs it at once
+ * on its own thread: the order is the same as the engine's, and a step of
+ * small kernels does not pay a thread's wake-up for each. Otherwise it
+ * queues on the compute engine behind what it must follow. */
+static int dsim_run(device_stream_t *pub, const struct device_op *dop)
+{
+    struct dsim *d = dsim_of(pub->dev);
+    pthread_mutex_lock(&d->mu);
+    int rc;
+    struct dsim_op *op = dsim_issue_compute(d, pub->impl, dop->name, dop->batch, dop->reads, dop->nreads,
+                                            dop->writes, dop->nwrites, &rc);
+    if (!op) {
+        pthread_mutex_unlock(&d->mu);
+        return rc;
+    }
+    op->math = *dop;
+    op->has_math = 1;
+    struct dsim_engine *e = &d->eng[DSIM_ENGINE_COMPUTE];
+    if (e->head || d->inline_busy || (op->prev && !op->prev->done)) {
+        dsim_enqueue(d, DSIM_ENGINE_COMPUTE, op);
+        pthread_mutex_unlock(&d->mu);
+        return 0;
+    }
+    d->inline_busy = 1;
+    dsim_op_ref(op);
+    double start = dsim_max(op->issue_m, e->free_m);
+    pthread_mutex_unlock(&d->mu);
+    uint64_t t0 = clock_now_ns(), gemm = device_exec(&op->math);
+    double duration = (double)(clock_now_ns() - t0) * 1e-9;
+    pthread_mutex_lock(&d->mu);
+    d->gemm_ns += gemm;
+    d->gemm_calls += op->math.kind == DEVICE_OP_GEMM;
+    dsim_complete_inline(d, op, start, duration);
+    pthread_mutex_unlock(&d->mu);
+    return 0;
 }
 
 /* ---- events ------------------------------------------------------------------------- */
@@ -1073,6 +1156,8 @@ static void dsim_stats(device_t *dev, struct device_stats *out)
     out->late_ops = d->late_ops;
     out->guarded_copies = d->guarded;
     out->pin_refused = d->pin_refused;
+    out->gemm_calls = d->gemm_calls;
+    out->gemm_s = (double)d->gemm_ns * 1e-9;
     pthread_mutex_unlock(&d->mu);
 }
 
@@ -1137,6 +1222,7 @@ static int dsim_open(device_t *dev, const struct device_config *cfg)
     d->pub = dev;
     d->link = cfg->link;
     d->origin_ns = clock_now_ns();
+    device_exec_one_blas_thread();
     pthread_mutex_init(&d->mu, NULL);
     pthread_mutex_init(&d->staging, NULL);
     pthread_condattr_t attr;
@@ -1206,6 +1292,7 @@ const struct device_backend_ops device_backend_sim = {
     .copy_async = dsim_copy_async,
     .copy = dsim_copy,
     .launch = dsim_launch,
+    .run = dsim_run,
     .event_create = dsim_event_create,
     .event_destroy = dsim_event_destroy,
     .event_record = dsim_event_record,

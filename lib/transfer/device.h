@@ -117,6 +117,8 @@ struct device_stats {
     uint64_t late_ops;             /* sim: how many operations did */
     uint64_t guarded_copies;       /* sim: copies whose pinned source was write-protected */
     uint64_t pin_refused;          /* sim: pinned allocations the OS would not lock (RLIMIT_MEMLOCK) */
+    uint64_t gemm_calls;           /* sim: matrix products run (device_sgemm) ... */
+    double gemm_s;                 /* ... and the wall time spent inside cblas_sgemm */
 };
 
 /* Fills the defaults: backend NULL (auto), ordinal -1, the LINK_DEFAULT link,

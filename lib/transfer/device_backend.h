@@ -18,6 +18,7 @@
 #define DDP_DEVICE_BACKEND_H
 
 #include "transfer/device.h"
+#include "transfer/device_ops.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -69,6 +70,8 @@ struct device_backend_ops {
                       int64_t batch);
     int (*copy)(device_t *d, void *dst, const void *src, uint64_t bytes, enum device_dir dir);
     int (*launch)(device_stream_t *s, const struct device_kernel *k);
+    /* A device operation (transfer/device_ops.h), its spans derived by the front. */
+    int (*run)(device_stream_t *s, const struct device_op *op);
 
     int (*event_create)(device_event_t *e); /* e->dev is set; sets e->impl */
     void (*event_destroy)(device_event_t *e);

@@ -523,6 +523,7 @@ extern "C" const struct device_backend_ops device_backend_cuda = {
     cu_copy_async,
     cu_copy,
     cu_launch,
+    NULL, /* run: the device operations are not built for the GPU yet */
     cu_event_create,
     cu_event_destroy,
     cu_event_record,

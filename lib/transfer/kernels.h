@@ -1,0 +1,365 @@
+/* kernels: the per-element bodies of every kernel the device runs for
+ * chapter 6's model, optimizer and reducer, written once for both compilers.
+ *
+ * Where it sits: under the device operations (transfer/device_ops.h). The
+ * simulated device (sim/device_sim.c) runs a kernel as a loop over its
+ * elements, for i in 0..n, calling the body; the GPU (lib/transfer/cuda/
+ * device_cuda.cu, built by nvcc with -fmad=false so that no multiply-add is
+ * fused behind the source's back) runs one thread per element calling the
+ * same body. The arithmetic a GPU runs is therefore the arithmetic `make
+ * test` checks here, operation for operation; what may still differ is the
+ * math library's exp, log and sqrt in double (glibc against CUDA's, each
+ * within an ulp or two) and the matrix products (OpenBLAS against cuBLAS sum
+ * in different orders): tests/gpu states those tolerances.
+ *
+ * Each kernel is a struct of arguments and a body kernel_NAME(args, i); the
+ * list KERNEL_LIST names them all, so that each backend turns the list into
+ * its loops or its CUDA kernels without naming one kernel twice. "Element"
+ * is whatever one thread does: one float for element-wise kernels, one row
+ * (a feature over the batch) for the sums, one sample for the loss, the
+ * whole batch (n = 1) for the ordered sum of the losses, which must add in
+ * one order to give one result.
+ *
+ * Layouts are the model's (lib/ddp/model.c): activations feature-major,
+ * [features x batch], so row j, column b is x[j * batch + b].
+ *
+ * Doubles: the sums over a batch (BatchNorm's statistics, the bias gradient,
+ * the loss) accumulate in double, as PyTorch's CPU kernels do; so do they on
+ * a GPU (slower, and still the same order, hence the same bits).
+ */
+#ifndef DDP_KERNELS_H
+#define DDP_KERNELS_H
+
+#include "base/half.h"
+#include "base/kernel_fn.h"
+
+#include <math.h>
+#include <stdint.h>
+
+/* ---- input ------------------------------------------------------------------------------ */
+
+/* dst[i] = src[i] / 255: torchvision's ToTensor (a byte tensor's .float().div(255),
+ * one correctly rounded division). n = the batch's bytes. */
+struct kernel_bytes_to_float {
+    float *dst;
+    const uint8_t *src;
+};
+KERNEL_FN void kernel_bytes_to_float(const struct kernel_bytes_to_float *a, uint64_t i)
+{
+    a->dst[i] = (float)a->src[i] / 255.0f;
+}
+
+/* ---- forward ----------------------------------------------------------------------------- */
+
+/* z[j, b] = bias[j]: Z starts as the bias in every column and the product
+ * adds onto it (beta = 1), as torch's addmm copies the bias into its output
+ * first. n = rows x cols. */
+struct kernel_bias_rows {
+    float *z;
+    const float *bias;
+    uint32_t cols;
+};
+KERNEL_FN void kernel_bias_rows(const struct kernel_bias_rows *a, uint64_t i) { a->z[i] = a->bias[i / a->cols]; }
+
+/* ReLU in place. n = elements. */
+struct kernel_relu {
+    float *z;
+};
+KERNEL_FN void kernel_relu(const struct kernel_relu *a, uint64_t i) { a->z[i] = a->z[i] > 0.0f ? a->z[i] : 0.0f; }
+
+/* BatchNorm1d's statistics of feature j (n = features). TRAIN: the batch's
+ * mean and biased variance normalise; the running statistics move by
+ * `momentum` towards the mean and the unbiased variance, all in double as
+ * PyTorch's CPU kernel accumulates (batch_norm_cpu_collect_stats and
+ * update_stats in aten's Normalization.cpp). EVAL: the running statistics
+ * normalise, untouched. Either way mean[j] and invstd[j] are what
+ * kernel_bn_relu applies, rounded to float. */
+struct kernel_bn_stats {
+    const float *z;
+    float *running_mean, *running_var;
+    float *mean, *invstd;
+    uint32_t batch;
+    int train;
+    double momentum, eps;
+};
+KERNEL_FN void kernel_bn_stats(const struct kernel_bn_stats *a, uint64_t j)
+{
+    const float *z = a->z + j * a->batch;
+    double mean, invstd;
+    if (a->train) {
+        double sum = 0, sq = 0;
+        for (uint32_t b = 0; b < a->batch; b++)
+            sum += z[b];
+        mean = sum / a->batch;
+        for (uint32_t b = 0; b < a->batch; b++)
+            sq += (z[b] - mean) * (z[b] - mean);
+        invstd = 1.0 / sqrt(sq / a->batch + a->eps);
+        a->running_mean[j] = (float)(a->momentum * mean + (1 - a->momentum) * a->running_mean[j]);
+        a->running_var[j] = (float)(a->momentum * (sq / (a->batch - 1)) + (1 - a->momentum) * a->running_var[j]);
+    } else {
+        mean = a->running_mean[j];
+        invstd = 1.0 / sqrt((double)a->running_var[j] + a->eps);
+    }
+    a->mean[j] = (float)mean;
+    a->invstd[j] = (float)invstd;
+}
+
+/* BatchNorm1d's normalisation and affine map, then ReLU, in place, keeping
+ * xhat = (z - mean) invstd for backward. n = features x batch. */
+struct kernel_bn_relu {
+    float *z, *xhat;
+    const float *mean, *invstd, *gamma, *beta;
+    uint32_t batch;
+};
+KERNEL_FN void kernel_bn_relu(const struct kernel_bn_relu *a, uint64_t i)
+{
+    uint64_t j = i / a->batch;
+    float x = (a->z[i] - a->mean[j]) * a->invstd[j];
+    float y = x * a->gamma[j] + a->beta[j];
+    a->xhat[i] = x;
+    a->z[i] = y > 0.0f ? y : 0.0f;
+}
+
+/* ---- the loss ------------------------------------------------------------------------------ */
+
+/* Sample b's softmax cross-entropy (n = batch): log-sum-exp around the
+ * largest logit, in double; the loss, whether the first largest logit is the
+ * label (torch.argmax's choice), and the gradient of scale x mean loss with
+ * respect to the logits, scale (softmax - onehot) / B, into dz (NULL:
+ * evaluation, no gradient). A label outside 0..classes-1 gives correct[b] =
+ * -1 and nothing else, for kernel_loss_sum to report. */
+struct kernel_softmax_xent {
+    const float *z;
+    float *dz;
+    const int64_t *labels;
+    double *loss;
+    int32_t *correct;
+    uint32_t batch, classes;
+    double grad_scale; /* scale / batch */
+};
+KERNEL_FN void kernel_softmax_xent(const struct kernel_softmax_xent *a, uint64_t b)
+{
+    const float *z = a->z;
+    uint64_t B = a->batch;
+    int64_t y = a->labels[b];
+    if (y < 0 || y >= (int64_t)a->classes) {
+        a->correct[b] = -1;
+        return;
+    }
+    uint32_t best = 0;
+    for (uint32_t c = 1; c < a->classes; c++)
+        if (z[c * B + b] > z[best * B + b])
+            best = c;
+    double top = z[best * B + b], sum = 0;
+    for (uint32_t c = 0; c < a->classes; c++)
+        sum += exp(z[c * B + b] - top);
+    double lse = top + log(sum);
+    a->loss[b] = lse - z[(uint64_t)y * B + b];
+    a->correct[b] = best == (uint32_t)y;
+    if (a->dz)
+        for (uint32_t c = 0; c < a->classes; c++)
+            a->dz[c * B + b] = (float)((exp(z[c * B + b] - lse) - (c == (uint32_t)y)) * a->grad_scale);
+}
+
+/* What the host copies back after a loss: the losses summed in sample order,
+ * the correct count, and the first sample with a bad label (-1: none). */
+struct kernel_loss_result {
+    double loss_sum;
+    int64_t correct;
+    int64_t bad_sample, bad_label;
+};
+
+/* One thread (n = 1): the batch's losses summed in sample order, so the sum
+ * is one number on every device. */
+struct kernel_loss_sum {
+    const double *loss;
+    const int32_t *correct;
+    const int64_t *labels;
+    uint32_t batch;
+    struct kernel_loss_result *out;
+};
+KERNEL_FN void kernel_loss_sum(const struct kernel_loss_sum *a, uint64_t i)
+{
+    (void)i;
+    struct kernel_loss_result r = {0, 0, -1, 0};
+    for (uint32_t b = 0; b < a->batch; b++) {
+        if (a->correct[b] < 0) {
+            r.bad_sample = b;
+            r.bad_label = a->labels[b];
+            break;
+        }
+        r.loss_sum += a->loss[b];
+        r.correct += a->correct[b];
+    }
+    *a->out = r;
+}
+
+/* ---- backward ------------------------------------------------------------------------------- */
+
+/* Through ReLU: the gradient passes where the activation is positive (it is
+ * exactly 0 where ReLU cut). n = elements. */
+struct kernel_relu_backward {
+    float *d;
+    const float *act;
+};
+KERNEL_FN void kernel_relu_backward(const struct kernel_relu_backward *a, uint64_t i)
+{
+    a->d[i] = a->act[i] > 0.0f ? a->d[i] : 0.0f;
+}
+
+/* dst[j] (+)= the sum of row j of d [rows x batch], summed in double: the
+ * bias gradient. n = rows. */
+struct kernel_row_sum {
+    float *dst;
+    const float *d;
+    uint32_t batch;
+    int accumulate;
+};
+KERNEL_FN void kernel_row_sum(const struct kernel_row_sum *a, uint64_t j)
+{
+    const float *row = a->d + j * a->batch;
+    double s = 0;
+    for (uint32_t b = 0; b < a->batch; b++)
+        s += row[b];
+    a->dst[j] = a->accumulate ? a->dst[j] + (float)s : (float)s;
+}
+
+/* BatchNorm1d's backward for feature j (n = features), in place on dY:
+ *     dgamma = sum dY xhat,  dbeta = sum dY   (double, then float)
+ *     dZ = gamma invstd / B (B dY - dbeta - xhat dgamma). */
+struct kernel_bn_backward {
+    float *d;
+    const float *xhat, *gamma, *invstd;
+    float *dgamma, *dbeta;
+    uint32_t batch;
+    int accumulate;
+};
+KERNEL_FN void kernel_bn_backward(const struct kernel_bn_backward *a, uint64_t j)
+{
+    float *dy = a->d + j * a->batch;
+    const float *xh = a->xhat + j * a->batch;
+    double sb = 0, sg = 0;
+    for (uint32_t b = 0; b < a->batch; b++) {
+        sb += dy[b];
+        sg += (double)dy[b] * xh[b];
+    }
+    float inv_b = 1.0f / (float)a->batch, bf = (float)a->batch;
+    float fb = (float)sb, fg = (float)sg, k = a->gamma[j] * a->invstd[j] * inv_b;
+    for (uint32_t b = 0; b < a->batch; b++)
+        dy[b] = k * (bf * dy[b] - fb - xh[b] * fg);
+    a->dbeta[j] = a->accumulate ? a->dbeta[j] + fb : fb;
+    a->dgamma[j] = a->accumulate ? a->dgamma[j] + fg : fg;
+}
+
+/* ---- the optimizer (lib/ddp/optim.h has the rules and their sources) ----------------------- */
+
+/* SGD on one element: weight decay, momentum (the buffer starts as the
+ * gradient on the first step), Nesterov, each operation rounded once in the
+ * order written. buf NULL: no momentum. n = the tensor's elements. */
+struct kernel_sgd {
+    float *p;
+    const float *g;
+    float *buf;
+    float lr, momentum, weight_decay, one_minus_dampening;
+    int nesterov, first;
+};
+KERNEL_FN void kernel_sgd(const struct kernel_sgd *a, uint64_t i)
+{
+    float d = a->g[i];
+    if (a->weight_decay != 0)
+        d = d + a->weight_decay * a->p[i];
+    if (a->buf) {
+        float b = a->first ? d : a->momentum * a->buf[i] + a->one_minus_dampening * d;
+        a->buf[i] = b;
+        d = a->nesterov ? d + a->momentum * b : b;
+    }
+    a->p[i] = a->p[i] - a->lr * d;
+}
+
+/* Adam on one element; the scalars (step size lr / (1 - beta1^t) and
+ * sqrt(1 - beta2^t)) come from the host, computed in double as Python does. */
+struct kernel_adam {
+    float *p;
+    const float *g;
+    float *m1, *m2;
+    float beta1, beta2, one_minus_beta1, one_minus_beta2, weight_decay, eps, step_size, bc2_sqrt;
+};
+KERNEL_FN void kernel_adam(const struct kernel_adam *a, uint64_t i)
+{
+    float d = a->g[i];
+    if (a->weight_decay != 0)
+        d = d + a->weight_decay * a->p[i];
+    float m = a->beta1 * a->m1[i] + a->one_minus_beta1 * d;
+    float v = a->beta2 * a->m2[i] + a->one_minus_beta2 * d * d;
+    a->m1[i] = m;
+    a->m2[i] = v;
+    float denom = sqrtf(v) / a->bc2_sqrt + a->eps;
+    a->p[i] = a->p[i] + (-a->step_size * m) / denom; /* torch's addcdiv_: p + value * m / denom */
+}
+
+/* ---- the reducer ------------------------------------------------------------------------------- */
+
+/* x[i] = x[i] / w: the sum of W ranks' gradients made their average. */
+struct kernel_divide {
+    float *x;
+    float w;
+};
+KERNEL_FN void kernel_divide(const struct kernel_divide *a, uint64_t i) { a->x[i] = a->x[i] / a->w; }
+
+/* PyTorch's fp16_compress_hook (bf16_compress_hook): the gradient rounded to
+ * 16 bits, then divided by W there, h = 16(16(g) / w), before the sum, so
+ * that the sum cannot overflow float16's 65504. */
+struct kernel_pack16 {
+    uint16_t *h;
+    const float *g;
+    float w;
+    int bf16;
+};
+KERNEL_FN void kernel_pack16(const struct kernel_pack16 *a, uint64_t i)
+{
+    if (a->bf16)
+        a->h[i] = half_bf16_from_float(half_bf16_to_float(half_bf16_from_float(a->g[i])) / a->w);
+    else
+        a->h[i] = half_from_float(half_to_float(half_from_float(a->g[i])) / a->w);
+}
+
+/* The all-reduced 16-bit values widened back into the gradient. */
+struct kernel_unpack16 {
+    float *g;
+    const uint16_t *h;
+    int bf16;
+};
+KERNEL_FN void kernel_unpack16(const struct kernel_unpack16 *a, uint64_t i)
+{
+    a->g[i] = a->bf16 ? half_bf16_to_float(a->h[i]) : half_to_float(a->h[i]);
+}
+
+/* Every kernel, for the backends' loops and launches: X(name). */
+#define KERNEL_LIST(X)                                                                                                 \
+    X(bytes_to_float)                                                                                                  \
+    X(bias_rows)                                                                                                       \
+    X(relu)                                                                                                            \
+    X(bn_stats)                                                                                                        \
+    X(bn_relu)                                                                                                         \
+    X(softmax_xent)                                                                                                    \
+    X(loss_sum)                                                                                                        \
+    X(relu_backward)                                                                                                   \
+    X(row_sum)                                                                                                         \
+    X(bn_backward)                                                                                                     \
+    X(sgd)                                                                                                             \
+    X(adam)                                                                                                            \
+    X(divide)                                                                                                          \
+    X(pack16)                                                                                                          \
+    X(unpack16)
+
+#define KERNEL_ID(name) KERNEL_##name,
+enum kernel_id { KERNEL_LIST(KERNEL_ID) KERNEL_COUNT };
+#undef KERNEL_ID
+
+#define KERNEL_ARGS(name) struct kernel_##name name;
+union kernel_args {
+    KERNEL_LIST(KERNEL_ARGS)
+};
+#undef KERNEL_ARGS
+
+#endif
