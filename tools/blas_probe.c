@@ -16,6 +16,7 @@
 #include "base/cli.h"
 #include "base/error.h"
 #include "ddp/model.h"
+#include "transfer/device.h"
 
 #include <getopt.h>
 #include <stdio.h>
@@ -50,10 +51,15 @@ int main(int argc, char **argv)
     printf("%s: %s\n", PROBE_PROG, model_blas_describe(blas, sizeof blas));
     fflush(stdout); /* said before the step that may die */
     struct model_spec spec = {.inputs = 784, .classes = 10, .hidden = {256, 128}, .nhidden = 2};
-    model_t *m;
-    if (model_create(&spec, PROBE_BATCH, &m) < 0)
+    struct device_config dc;
+    device_config_default(&dc);
+    dc.backend = "sim"; /* the CPU's BLAS is what is probed */
+    device_t *dev = NULL;
+    device_stream_t *s = NULL;
+    model_t *m = NULL;
+    if (device_open(&dc, &dev) < 0 || device_stream_create(dev, "compute", &s) < 0 ||
+        model_create(&spec, PROBE_BATCH, s, &m) < 0 || model_init(m, 0) < 0)
         return cli_error(PROBE_PROG);
-    model_init(m, 0);
     uint8_t bytes[PROBE_BATCH * 784];
     int64_t labels[PROBE_BATCH];
     for (int i = 0; i < PROBE_BATCH * 784; i++)
@@ -61,14 +67,18 @@ int main(int argc, char **argv)
     for (int b = 0; b < PROBE_BATCH; b++)
         labels[b] = b % 10;
     struct model_loss loss;
-    int rc = model_input_from_bytes(m, bytes, PROBE_BATCH);
+    int rc = model_upload_batch(m, bytes, NULL, labels, PROBE_BATCH);
     if (rc == 0)
         rc = model_forward(m, PROBE_BATCH, MODEL_TRAIN);
     if (rc == 0)
-        rc = model_loss(m, labels, PROBE_BATCH, 1.0f, &loss);
+        rc = model_loss(m, PROBE_BATCH, 1.0f, &loss);
     if (rc == 0)
         rc = model_backward(m, PROBE_BATCH, 0, NULL, NULL);
+    if (rc == 0)
+        rc = model_sync(m);
     model_destroy(m);
+    device_stream_destroy(s);
+    device_close(dev);
     if (rc < 0)
         return cli_error(PROBE_PROG);
     printf("%s: one training step ran (loss %.4f)\n", PROBE_PROG, loss.loss);

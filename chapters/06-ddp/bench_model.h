@@ -11,9 +11,10 @@ struct bench_model_options {
     int nbatches;
     double seconds;  /* timed per repetition and batch size */
     int repeats;     /* repetitions; the best counts */
+    const char *device; /* "sim" (the CPU figure), "cuda", or NULL: a GPU when found */
 };
 
-/* Defaults: batches 32, 64, 256; 0.4 s; 5 repetitions. */
+/* Defaults: batches 32, 64, 256; 0.4 s; 5 repetitions; the simulated device. */
 void bench_model_defaults(struct bench_model_options *o);
 
 /* Trains the default MLP (784-256-128-10, SGD lr 0.01 momentum 0.9, random

@@ -62,15 +62,49 @@ static void ck_counter_name(const char *buffer, char *out, size_t len)
         snprintf(out, len, "%.*s.num_batches_tracked", (int)(dot - buffer), buffer);
 }
 
+/* What a file holds, copied off the device: the parameters, the buffers and
+ * the optimizer's state arrays (o NULL: none). */
+struct ck_host {
+    float *params, *buffers, *state[2];
+};
+
+static void ck_host_free(struct ck_host *h)
+{
+    free(h->params);
+    free(h->buffers);
+    free(h->state[0]);
+    free(h->state[1]);
+}
+
+static int ck_host_read(struct ck_host *h, const model_t *m, const optim_t *o)
+{
+    size_t np = model_param_floats(m) ? model_param_floats(m) : 1, nb = model_buffer_floats(m) ? model_buffer_floats(m) : 1;
+    int nstate = o ? optim_state_count(o) : 0;
+    memset(h, 0, sizeof *h);
+    int rc = (h->params = malloc(np * sizeof(float))) && (h->buffers = malloc(nb * sizeof(float)))
+                 ? 0 : err_set(ERR_NOMEM, "checkpoint: out of memory for the model's copy");
+    for (int k = 0; rc == 0 && k < nstate; k++)
+        if (!(h->state[k] = malloc(np * sizeof(float))))
+            rc = err_set(ERR_NOMEM, "checkpoint: out of memory for the optimizer's copy");
+    if (rc == 0)
+        rc = model_read(m, MODEL_PARAMS, 0, model_param_floats(m), h->params);
+    if (rc == 0)
+        rc = model_read(m, MODEL_BUFFERS, 0, model_buffer_floats(m), h->buffers);
+    for (int k = 0; rc == 0 && k < nstate; k++)
+        rc = optim_state_read(o, k, h->state[k]);
+    if (rc < 0)
+        ck_host_free(h);
+    return rc;
+}
+
 /* The state_dict: parameters, buffers, one num_batches_tracked per BatchNorm. */
-static void ck_add_model(struct ck_list *l, const model_t *m, const int64_t *tracked)
+static void ck_add_model(struct ck_list *l, const model_t *m, const struct ck_host *h, const int64_t *tracked)
 {
     for (int t = 0; t < model_param_tensors(m); t++)
-        ck_add(l, model_param(m, t)->name, SAFETENSORS_F32, model_param(m, t),
-               model_params_const(m) + model_param(m, t)->offset);
+        ck_add(l, model_param(m, t)->name, SAFETENSORS_F32, model_param(m, t), h->params + model_param(m, t)->offset);
     for (int b = 0; b < model_buffer_tensors(m); b++) {
         const struct model_tensor *bt = model_buffer(m, b);
-        ck_add(l, bt->name, SAFETENSORS_F32, bt, model_buffers_const(m) + bt->offset);
+        ck_add(l, bt->name, SAFETENSORS_F32, bt, h->buffers + bt->offset);
         char counter[2 * MODEL_NAME_MAX];
         ck_counter_name(bt->name, counter, sizeof counter);
         if (counter[0])
@@ -83,15 +117,21 @@ static size_t ck_model_entries(const model_t *m) { return (size_t)model_param_te
 int checkpoint_save_model(const char *path, const model_t *m, unsigned fsync_flags)
 {
     struct ck_list l;
+    struct ck_host h;
     int64_t tracked = model_batches_tracked(m);
-    int rc = ck_list_init(&l, ck_model_entries(m));
+    int rc = ck_host_read(&h, m, NULL);
     if (rc < 0)
         return rc;
-    ck_add_model(&l, m, &tracked);
+    if ((rc = ck_list_init(&l, ck_model_entries(m))) < 0) {
+        ck_host_free(&h);
+        return rc;
+    }
+    ck_add_model(&l, m, &h, &tracked);
     char spec[128];
     struct safetensors_meta meta[] = {{"format", "pt"}, {"model", model_spec_describe(model_get_spec(m), spec, sizeof spec)}};
     rc = safetensors_write(path, l.e, l.n, meta, 2, fsync_flags);
     ck_list_free(&l);
+    ck_host_free(&h);
     return rc;
 }
 
@@ -381,7 +421,8 @@ static int ck_read(const safetensors_t *st, const model_t *m, const optim_t *o, 
             rc = err_set(ERR_NOMEM, "%s: out of memory", path);
     if (rc < 0)
         return rc;
-    memcpy(s->buffers, model_buffers_const(m), model_buffer_floats(m) * sizeof(float));
+    if ((rc = model_read(m, MODEL_BUFFERS, 0, model_buffer_floats(m), s->buffers)) < 0) /* kept where a file has none */
+        return rc;
     s->tracked = model_batches_tracked(m);
     *nm = (struct ck_names){0};
     if (!o && (rc = ck_names_of(st, m, nm)) < 0)
@@ -456,6 +497,17 @@ static void ck_note(const struct ck_names *names, unsigned converted, const mode
                                                                        : ", rounding to nearest even");
 }
 
+/* What was read, onto the device. */
+static int ck_write_model(model_t *m, const struct ck_scratch *s)
+{
+    int rc = model_write(m, MODEL_PARAMS, 0, model_param_floats(m), s->params);
+    if (rc == 0)
+        rc = model_write(m, MODEL_BUFFERS, 0, model_buffer_floats(m), s->buffers);
+    if (rc == 0)
+        model_set_batches_tracked(m, s->tracked);
+    return rc;
+}
+
 int checkpoint_load_model(const char *path, model_t *m, char *note, size_t note_len)
 {
     safetensors_t *st;
@@ -471,11 +523,8 @@ int checkpoint_load_model(const char *path, model_t *m, char *note, size_t note_
     struct ck_scratch s;
     struct ck_names names;
     rc = ck_read(st, m, NULL, 0, &s, &names);
-    if (rc == 0) {
-        memcpy(model_params(m), s.params, model_param_floats(m) * sizeof(float));
-        memcpy(model_buffers(m), s.buffers, model_buffer_floats(m) * sizeof(float));
-        model_set_batches_tracked(m, s.tracked);
-    }
+    if (rc == 0)
+        rc = ck_write_model(m, &s);
     if (rc == 0 && note && note_len)
         ck_note(&names, s.converted, m, note, note_len);
     ck_scratch_free(&s);
@@ -516,17 +565,22 @@ int checkpoint_save(const char *dir, const model_t *m, const optim_t *o, const s
     if (rc < 0)
         return rc;
     struct ck_list l;
+    struct ck_host h;
     int nstate = optim_state_count(o);
     int64_t tracked = model_batches_tracked(m);
-    if ((rc = ck_list_init(&l, ck_model_entries(m) + (size_t)nstate * (size_t)model_param_tensors(m))) < 0)
+    if ((rc = ck_host_read(&h, m, o)) < 0)
         return rc;
-    ck_add_model(&l, m, &tracked);
+    if ((rc = ck_list_init(&l, ck_model_entries(m) + (size_t)nstate * (size_t)model_param_tensors(m))) < 0) {
+        ck_host_free(&h);
+        return rc;
+    }
+    ck_add_model(&l, m, &h, &tracked);
     for (int t = 0; t < model_param_tensors(m); t++)
         for (int k = 0; k < nstate; k++) {
             char name[2 * MODEL_NAME_MAX];
             const struct model_tensor *pt = model_param(m, t);
             snprintf(name, sizeof name, "optimizer.%s.%s", pt->name, optim_state_name(o, k));
-            ck_add(&l, name, SAFETENSORS_F32, pt, optim_state((optim_t *)o, k) + pt->offset);
+            ck_add(&l, name, SAFETENSORS_F32, pt, h.state[k] + pt->offset);
         }
     char spec[128], opt[512], num[12][24];
     const uint64_t nums[12] = {s->step, s->epoch, s->batch, s->seed, (uint64_t)s->world, (uint64_t)s->batch_size,
@@ -558,6 +612,7 @@ int checkpoint_save(const char *dir, const model_t *m, const optim_t *o, const s
     };
     rc = checkpoint_write_file(path, l.e, l.n, meta, sizeof meta / sizeof meta[0], FSUTIL_DURABLE);
     ck_list_free(&l);
+    ck_host_free(&h);
     return rc;
 }
 
@@ -711,14 +766,12 @@ int checkpoint_load(const char *path, model_t *m, optim_t *o, struct checkpoint_
     struct ck_names names;
     if (rc == 0)
         rc = ck_read(st, m, o, 1, &scratch, &names);
-    if (rc == 0) {
-        memcpy(model_params(m), scratch.params, model_param_floats(m) * sizeof(float));
-        memcpy(model_buffers(m), scratch.buffers, model_buffer_floats(m) * sizeof(float));
-        model_set_batches_tracked(m, scratch.tracked);
-        for (int k = 0; k < optim_state_count(o); k++)
-            memcpy(optim_state(o, k), scratch.state[k], model_param_floats(m) * sizeof(float));
+    if (rc == 0)
+        rc = ck_write_model(m, &scratch);
+    for (int k = 0; rc == 0 && k < optim_state_count(o); k++)
+        rc = optim_state_write(o, k, scratch.state[k]);
+    if (rc == 0)
         optim_set_steps(o, s->step); /* "optimizer_steps", which ck_read_state found equal */
-    }
     ck_scratch_free(&scratch);
     safetensors_close(st);
     return rc;

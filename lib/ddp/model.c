@@ -1,7 +1,7 @@
 /* model: the MLP's tables, PyTorch's initialisation, forward, loss and
- * backward (see model.h). Read model_create() for the memory layout, then
- * model_forward() and model_backward(), which mirror each other layer by
- * layer.
+ * backward as device operations (see model.h). Read model_create() for the
+ * memory layout, then model_forward() and model_backward(), which mirror each
+ * other layer by layer.
  *
  * Shapes, with B the batch and activations feature-major ([features x B],
  * row j holds feature j of every sample):
@@ -12,20 +12,20 @@
  *   logits       Z of the last layer                   [classes x B]
  *
  * Backward keeps two scratch buffers, dA and dZ of the current layer, and
- * overwrites them going down.
+ * overwrites them going down. Every buffer is device memory; the host keeps
+ * only shapes, offsets and the few bytes a loss copies back.
  */
 #include "ddp/model.h"
 
 #include "base/cli.h"
-#include "base/clock.h"
 #include "base/error.h"
 #include "base/mem.h"
 #include "base/rng.h"
+#include "transfer/device_ops.h"
 
-#include <cblas.h> /* OpenBLAS's; it includes <complex.h>, so no identifier here may be called I */
+#include <cblas.h> /* model_blas_describe: which OpenBLAS the simulated device runs */
 #include <limits.h>
 #include <math.h>
-#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -37,7 +37,8 @@ struct model_layer {
     int running_mean, running_var; /* buffer indices, -1 without BatchNorm */
     float *z;               /* [out x max_batch]: Z, then (hidden layers) the activation A */
     float *xhat;            /* BatchNorm: (Z - mean) * invstd, [out x max_batch] */
-    float *mean, *invstd;   /* BatchNorm, TRAIN: the batch's statistics, [out] */
+    float *mean, *invstd;   /* BatchNorm: the statistics the last forward applied, [out] */
+    char name[3][24];       /* "fc1 forward", "fc1 backward (dW)", "fc1 backward (dA)": operation names */
 };
 
 struct model {
@@ -48,16 +49,24 @@ struct model {
     struct model_tensor buffers[2 * MODEL_MAX_HIDDEN];
     int nparams, nbuffers;
     size_t param_floats, buffer_floats;
+    device_t *dev;
+    device_stream_t *s;
+    /* device memory */
     float *param, *grad, *buffer; /* the flat buffers */
-    size_t grad_off[MODEL_MAX_TENSORS];
     float *input;                 /* [max_batch x inputs] */
+    uint8_t *bytes;               /* [max_batch x inputs]: a batch uploaded from the host */
+    int64_t *labels;              /* [max_batch] */
     float *scratch[2];            /* backward: [max_width x max_batch] each */
+    double *sample_loss;          /* [max_batch] */
+    int32_t *sample_correct;      /* [max_batch] */
+    struct kernel_loss_result *loss_out;
+    /* host */
+    size_t grad_off[MODEL_MAX_TENSORS];
     int64_t batches_tracked;
     int fwd_batch;                /* batch of the last forward, 0 before any */
     enum model_mode fwd_mode;
     int loss_batch;               /* batch model_loss prepared scratch[0] for, 0 if none */
-    int timing;
-    struct model_timing t;
+    struct device_stats timing_base;
 };
 
 /* ---- the spec ----------------------------------------------------------------------------- */
@@ -125,26 +134,22 @@ static void model_add_tensor(struct model_tensor *t, size_t *floats, const char 
     *floats += t->numel;
 }
 
-/* 64-byte aligned (a cache line, and AVX-512's vector), zeroed. */
-static float *model_alloc(size_t floats)
+/* Device memory of `count` elements of `size` bytes, zeroed on the model's
+ * stream; NULL with the error set when the device has none. */
+static void *model_alloc(model_t *m, size_t count, size_t size, const char *name, int *rc)
 {
     void *p = NULL;
-    size_t bytes = (floats ? floats : 1) * sizeof(float);
-    bytes = (bytes + 63) & ~(size_t)63;
-    if (posix_memalign(&p, 64, bytes) != 0)
+    if (*rc < 0)
         return NULL;
-    memset(p, 0, bytes);
+    uint64_t bytes = (uint64_t)(count ? count : 1) * size;
+    if ((*rc = device_malloc(m->dev, bytes, name, &p)) == 0 && (*rc = device_memset_async(m->s, p, 0, bytes)) < 0) {
+        device_free(m->dev, p);
+        p = NULL;
+    }
     return p;
 }
 
-/* One BLAS thread for the whole process, set once: every rank thread runs its
- * own products, and openblas_set_num_threads is not safe to call from several
- * threads at once. */
-static pthread_once_t model_blas_once = PTHREAD_ONCE_INIT;
-
-static void model_blas_one_thread(void) { openblas_set_num_threads(1); }
-
-int model_create(const struct model_spec *spec, int max_batch, model_t **out)
+int model_create(const struct model_spec *spec, int max_batch, device_stream_t *stream, model_t **out)
 {
     *out = NULL;
     int rc = model_spec_check(spec);
@@ -159,12 +164,17 @@ int model_create(const struct model_spec *spec, int max_batch, model_t **out)
     m->max_batch = max_batch;
     m->nlayers = spec->nhidden + 1;
     m->max_width = spec->inputs;
+    m->s = stream;
+    m->dev = device_stream_device(stream);
     for (int l = 0; l < m->nlayers; l++) {
         struct model_layer *L = &m->layers[l];
         L->in = l == 0 ? spec->inputs : spec->hidden[l - 1];
         L->out = l == spec->nhidden ? spec->classes : spec->hidden[l];
         if (L->out > m->max_width)
             m->max_width = L->out;
+        snprintf(L->name[0], sizeof L->name[0], "fc%d forward", l + 1);
+        snprintf(L->name[1], sizeof L->name[1], "fc%d backward (dW)", l + 1);
+        snprintf(L->name[2], sizeof L->name[2], "fc%d backward (dA)", l + 1);
         L->weight = m->nparams;
         model_add_tensor(&m->params[m->nparams++], &m->param_floats, "fc", l + 1, "weight", L->out, L->in);
         L->bias = m->nparams;
@@ -184,34 +194,46 @@ int model_create(const struct model_spec *spec, int max_batch, model_t **out)
     for (int t = 0; t < m->nparams; t++)
         m->grad_off[t] = m->params[t].offset;
     size_t act = (size_t)m->max_width * (size_t)max_batch;
-    /* every buffer below, in floats: sized from flags (--batch, --hidden), so checked before any is touched */
-    uint64_t floats = 2 * (uint64_t)m->param_floats + m->buffer_floats + (uint64_t)spec->inputs * (uint64_t)max_batch +
-                      2 * (uint64_t)act;
+    /* every buffer below, in floats: sized from flags (--batch, --hidden), so checked before any is made */
+    uint64_t floats = 2 * (uint64_t)m->param_floats + m->buffer_floats + 2 * (uint64_t)spec->inputs * (uint64_t)max_batch +
+                      2 * (uint64_t)act + 4 * (uint64_t)max_batch;
     for (int l = 0; l < m->nlayers; l++)
         floats += (uint64_t)m->layers[l].out * (uint64_t)max_batch * (m->layers[l].bn_weight >= 0 ? 2 : 1);
     char what[96];
     snprintf(what, sizeof what, "model: its parameters, gradients and the buffers of a batch of %d", max_batch);
     rc = mem_check_array(what, floats, sizeof(float), &(size_t){0});
+    size_t in = (size_t)spec->inputs * (size_t)max_batch;
+    m->param = model_alloc(m, m->param_floats, sizeof(float), "parameters", &rc);
+    m->grad = model_alloc(m, m->param_floats, sizeof(float), "gradients", &rc);
+    m->buffer = model_alloc(m, m->buffer_floats, sizeof(float), "BatchNorm buffers", &rc);
+    m->input = model_alloc(m, in, sizeof(float), "input", &rc);
+    m->bytes = model_alloc(m, in, 1, "input bytes", &rc);
+    m->labels = model_alloc(m, (size_t)max_batch, sizeof(int64_t), "labels", &rc);
+    m->scratch[0] = model_alloc(m, act, sizeof(float), "backward scratch 0", &rc);
+    m->scratch[1] = model_alloc(m, act, sizeof(float), "backward scratch 1", &rc);
+    m->sample_loss = model_alloc(m, (size_t)max_batch, sizeof(double), "losses", &rc);
+    m->sample_correct = model_alloc(m, (size_t)max_batch, sizeof(int32_t), "correct", &rc);
+    m->loss_out = model_alloc(m, 1, sizeof(struct kernel_loss_result), "loss", &rc);
+    for (int l = 0; l < m->nlayers; l++) {
+        struct model_layer *L = &m->layers[l];
+        char name[48];
+        size_t n = (size_t)L->out * (size_t)max_batch;
+        snprintf(name, sizeof name, "fc%d activations", l + 1);
+        L->z = model_alloc(m, n, sizeof(float), name, &rc);
+        if (L->bn_weight >= 0) {
+            snprintf(name, sizeof name, "bn%d xhat", l + 1);
+            L->xhat = model_alloc(m, n, sizeof(float), name, &rc);
+            snprintf(name, sizeof name, "bn%d mean", l + 1);
+            L->mean = model_alloc(m, (size_t)L->out, sizeof(float), name, &rc);
+            snprintf(name, sizeof name, "bn%d invstd", l + 1);
+            L->invstd = model_alloc(m, (size_t)L->out, sizeof(float), name, &rc);
+        }
+    }
     if (rc < 0) {
         model_destroy(m);
-        return rc;
+        return rc == ERR_NOMEM ? err_wrap(rc, "model: a batch of %d", max_batch) : rc;
     }
-    int ok = (m->param = model_alloc(m->param_floats)) && (m->grad = model_alloc(m->param_floats)) &&
-             (m->buffer = model_alloc(m->buffer_floats)) &&
-             (m->input = model_alloc((size_t)spec->inputs * (size_t)max_batch)) &&
-             (m->scratch[0] = model_alloc(act)) && (m->scratch[1] = model_alloc(act));
-    for (int l = 0; ok && l < m->nlayers; l++) {
-        struct model_layer *L = &m->layers[l];
-        ok = (L->z = model_alloc((size_t)L->out * (size_t)max_batch)) != NULL;
-        if (ok && L->bn_weight >= 0)
-            ok = (L->xhat = model_alloc((size_t)L->out * (size_t)max_batch)) && (L->mean = model_alloc((size_t)L->out)) &&
-                 (L->invstd = model_alloc((size_t)L->out));
-    }
-    if (!ok) {
-        model_destroy(m);
-        return err_set(ERR_NOMEM, "model: out of memory for a batch of %d", max_batch);
-    }
-    pthread_once(&model_blas_once, model_blas_one_thread);
+    device_stats(m->dev, &m->timing_base);
     *out = m;
     return 0;
 }
@@ -220,22 +242,64 @@ void model_destroy(model_t *m)
 {
     if (!m)
         return;
+    device_stream_synchronize(m->s);
     for (int l = 0; l < m->nlayers; l++) {
-        free(m->layers[l].z);
-        free(m->layers[l].xhat);
-        free(m->layers[l].mean);
-        free(m->layers[l].invstd);
+        device_free(m->dev, m->layers[l].z);
+        device_free(m->dev, m->layers[l].xhat);
+        device_free(m->dev, m->layers[l].mean);
+        device_free(m->dev, m->layers[l].invstd);
     }
-    free(m->param);
-    free(m->grad);
-    free(m->buffer);
-    free(m->input);
-    free(m->scratch[0]);
-    free(m->scratch[1]);
+    void *bufs[] = {m->param, m->grad, m->buffer, m->input, m->bytes, m->labels, m->scratch[0], m->scratch[1],
+                    m->sample_loss, m->sample_correct, m->loss_out};
+    for (size_t i = 0; i < sizeof bufs / sizeof *bufs; i++)
+        device_free(m->dev, bufs[i]);
     free(m);
 }
 
 const struct model_spec *model_get_spec(const model_t *m) { return &m->spec; }
+device_stream_t *model_stream(const model_t *m) { return m->s; }
+
+/* ---- the host's view -------------------------------------------------------------------- */
+
+int model_sync(const model_t *m) { return device_stream_synchronize(m->s); }
+
+static float *model_part(const model_t *m, enum model_part part, size_t *floats)
+{
+    *floats = part == MODEL_BUFFERS ? m->buffer_floats : m->param_floats;
+    return part == MODEL_PARAMS ? m->param : part == MODEL_GRADS ? m->grad : m->buffer;
+}
+
+static int model_span(const model_t *m, enum model_part part, size_t offset, size_t count, float **at)
+{
+    size_t floats;
+    float *base = model_part(m, part, &floats);
+    if (offset > floats || count > floats - offset)
+        return err_set(ERR_RANGE, "model: floats %zu to %zu of a part of %zu", offset, offset + count, floats);
+    *at = base + offset;
+    return 0;
+}
+
+int model_read(const model_t *m, enum model_part part, size_t offset, size_t count, float *host)
+{
+    float *at = NULL;
+    int rc = model_span(m, part, offset, count, &at);
+    if (rc == 0 && count)
+        rc = model_sync(m);
+    if (rc == 0 && count)
+        rc = device_copy(m->dev, host, at, count * sizeof(float), DEVICE_D2H);
+    return rc;
+}
+
+int model_write(model_t *m, enum model_part part, size_t offset, size_t count, const float *host)
+{
+    float *at = NULL;
+    int rc = model_span(m, part, offset, count, &at);
+    if (rc == 0 && count)
+        rc = model_sync(m);
+    if (rc == 0 && count)
+        rc = device_copy(m->dev, at, host, count * sizeof(float), DEVICE_H2D);
+    return rc;
+}
 
 /* ---- initialisation ------------------------------------------------------------------------ */
 
@@ -254,8 +318,16 @@ static void model_uniform(rng_t *g, float *dst, size_t n, double bound)
     }
 }
 
-void model_init(model_t *m, uint64_t seed)
+int model_init(model_t *m, uint64_t seed)
 {
+    /* drawn on the host, as torch draws on the CPU, then copied to the device */
+    float *param = calloc(m->param_floats ? m->param_floats : 1, sizeof *param);
+    float *buffer = calloc(m->buffer_floats ? m->buffer_floats : 1, sizeof *buffer);
+    if (!param || !buffer) {
+        free(param);
+        free(buffer);
+        return err_set(ERR_NOMEM, "model: out of memory for the initial parameters");
+    }
     rng_t g;
     rng_seed(&g, seed);
     for (int l = 0; l < m->nlayers; l++) {
@@ -266,12 +338,12 @@ void model_init(model_t *m, uint64_t seed)
          * does; then the bias, U(-1/sqrt(fan_in), 1/sqrt(fan_in)). */
         double a = sqrt(5.0), gain = sqrt(2.0 / (1.0 + a * a));
         double wbound = sqrt(3.0) * (gain / sqrt((double)L->in)), bbound = 1.0 / sqrt((double)L->in);
-        model_uniform(&g, m->param + m->params[L->weight].offset, m->params[L->weight].numel, wbound);
-        model_uniform(&g, m->param + m->params[L->bias].offset, m->params[L->bias].numel, bbound);
+        model_uniform(&g, param + m->params[L->weight].offset, m->params[L->weight].numel, wbound);
+        model_uniform(&g, param + m->params[L->bias].offset, m->params[L->bias].numel, bbound);
         if (L->bn_weight >= 0) {
-            float *w = m->param + m->params[L->bn_weight].offset, *b = m->param + m->params[L->bn_bias].offset;
-            float *rm = m->buffer + m->buffers[L->running_mean].offset;
-            float *rv = m->buffer + m->buffers[L->running_var].offset;
+            float *w = param + m->params[L->bn_weight].offset, *b = param + m->params[L->bn_bias].offset;
+            float *rm = buffer + m->buffers[L->running_mean].offset;
+            float *rv = buffer + m->buffers[L->running_var].offset;
             for (int j = 0; j < L->out; j++) {
                 w[j] = 1.0f;
                 b[j] = 0.0f;
@@ -281,6 +353,12 @@ void model_init(model_t *m, uint64_t seed)
         }
     }
     m->batches_tracked = 0;
+    int rc = model_write(m, MODEL_PARAMS, 0, m->param_floats, param);
+    if (rc == 0)
+        rc = model_write(m, MODEL_BUFFERS, 0, m->buffer_floats, buffer);
+    free(param);
+    free(buffer);
+    return rc;
 }
 
 /* ---- tables ---------------------------------------------------------------------------------- */
@@ -289,7 +367,6 @@ int model_param_tensors(const model_t *m) { return m->nparams; }
 const struct model_tensor *model_param(const model_t *m, int t) { return &m->params[t]; }
 size_t model_param_floats(const model_t *m) { return m->param_floats; }
 float *model_params(model_t *m) { return m->param; }
-const float *model_params_const(const model_t *m) { return m->param; }
 float *model_grads(model_t *m) { return m->grad; }
 float *model_grad(model_t *m, int t) { return m->grad + m->grad_off[t]; }
 size_t model_grad_offset(const model_t *m, int t) { return m->grad_off[t]; }
@@ -297,10 +374,10 @@ int model_buffer_tensors(const model_t *m) { return m->nbuffers; }
 const struct model_tensor *model_buffer(const model_t *m, int b) { return &m->buffers[b]; }
 size_t model_buffer_floats(const model_t *m) { return m->buffer_floats; }
 float *model_buffers(model_t *m) { return m->buffer; }
-const float *model_buffers_const(const model_t *m) { return m->buffer; }
 int64_t model_batches_tracked(const model_t *m) { return m->batches_tracked; }
 void model_set_batches_tracked(model_t *m, int64_t n) { m->batches_tracked = n; }
 float *model_input(model_t *m) { return m->input; }
+int64_t *model_labels(model_t *m) { return m->labels; }
 
 static int model_find(const struct model_tensor *t, int n, const char *name)
 {
@@ -334,128 +411,128 @@ int model_set_grad_layout(model_t *m, const size_t *offsets)
                            offsets[t] < end ? "inside the gradient before it" : "leaving a gap after the one before it");
         end += m->params[t].numel;
     }
-    float *moved = model_alloc(m->param_floats);
-    if (!moved)
-        return err_set(ERR_NOMEM, "gradient layout: out of memory");
-    for (int t = 0; t < m->nparams; t++) {
-        memcpy(moved + offsets[t], m->grad + m->grad_off[t], m->params[t].numel * sizeof(float));
-        m->grad_off[t] = offsets[t];
+    /* the gradients move into a new buffer, tensor by tensor, on the device */
+    int rc = 0;
+    float *moved = model_alloc(m, m->param_floats, sizeof(float), "gradients", &rc);
+    for (int t = 0; rc == 0 && t < m->nparams; t++)
+        rc = device_copy_d2d_async(m->s, moved + offsets[t], m->grad + m->grad_off[t], m->params[t].numel * sizeof(float));
+    if (rc == 0)
+        rc = model_sync(m);
+    if (rc < 0) {
+        device_free(m->dev, moved);
+        return rc;
     }
-    free(m->grad);
+    for (int t = 0; t < m->nparams; t++)
+        m->grad_off[t] = offsets[t];
+    device_free(m->dev, m->grad);
     m->grad = moved;
     return 0;
 }
 
-/* ---- the matrix products ------------------------------------------------------------------------- */
+/* ---- the operations ------------------------------------------------------------------------------- */
 
-/* C = A B (+ C when beta = 1), row-major, as cblas_sgemm; timed when asked. */
-static void model_gemm(model_t *m, enum CBLAS_TRANSPOSE ta, enum CBLAS_TRANSPOSE tb, int rows, int cols, int depth,
-                       const float *a, int lda, const float *b, int ldb, float beta, float *c, int ldc)
+/* C = op(A) op(B) + beta C for row-major matrices, as cblas_sgemm(CblasRowMajor, ...) takes them,
+ * issued as the column-major product of the transposes, C^T = op(B)^T op(A)^T: exactly the call
+ * OpenBLAS's row-major interface makes inside, and the one cuBLAS takes. */
+static int model_gemm(model_t *m, const char *name, enum device_transpose ta, enum device_transpose tb, int rows,
+                      int cols, int depth, const float *a, int lda, const float *b, int ldb, float beta, float *c,
+                      int ldc)
 {
-    uint64_t t0 = m->timing ? clock_now_ns() : 0;
-    cblas_sgemm(CblasRowMajor, ta, tb, rows, cols, depth, 1.0f, a, lda, b, ldb, beta, c, ldc);
-    if (m->timing) {
-        m->t.gemm_ns += clock_now_ns() - t0;
-        m->t.gemm_calls++;
-    }
+    struct device_gemm g = {.transa = tb, .transb = ta, .m = cols, .n = rows, .k = depth, .alpha = 1.0f, .a = b,
+                            .lda = ldb, .b = a, .ldb = lda, .beta = beta, .c = c, .ldc = ldc};
+    return device_sgemm(m->s, &g, name, -1);
+}
+
+static int model_kernel(model_t *m, enum kernel_id id, uint64_t n, const union kernel_args *args)
+{
+    return device_kernel(m->s, id, n, args, NULL, -1);
+}
+
+static int model_check_batch(const model_t *m, int batch)
+{
+    if (batch < 1 || batch > m->max_batch)
+        return err_set(ERR_ARG, "model: batch of %d samples (this model takes 1 to %d)", batch, m->max_batch);
+    return 0;
+}
+
+/* ---- input ------------------------------------------------------------------------------------------ */
+
+int model_take_batch(model_t *m, const uint8_t *bytes, const int64_t *labels, int batch, int64_t number)
+{
+    int rc = model_check_batch(m, batch);
+    size_t n = (size_t)batch * (size_t)m->spec.inputs;
+    union kernel_args a = {.bytes_to_float = {.dst = m->input, .src = bytes}};
+    if (rc == 0)
+        rc = device_kernel(m->s, KERNEL_bytes_to_float, n, &a, "input", number);
+    if (rc == 0 && labels && labels != m->labels)
+        rc = device_copy_d2d_async(m->s, m->labels, labels, (size_t)batch * sizeof *labels);
+    return rc;
+}
+
+int model_upload_batch(model_t *m, const uint8_t *bytes, const float *input, const int64_t *labels, int batch)
+{
+    int rc = model_check_batch(m, batch);
+    size_t n = (size_t)batch * (size_t)m->spec.inputs;
+    if (rc == 0)
+        rc = model_sync(m); /* the buffers below may still be read by the last step */
+    if (rc == 0 && labels)
+        rc = device_copy(m->dev, m->labels, labels, (size_t)batch * sizeof *labels, DEVICE_H2D);
+    if (rc == 0 && !bytes)
+        return device_copy(m->dev, m->input, input, n * sizeof(float), DEVICE_H2D);
+    if (rc == 0)
+        rc = device_copy(m->dev, m->bytes, bytes, n, DEVICE_H2D);
+    return rc == 0 ? model_take_batch(m, m->bytes, NULL, batch, -1) : rc;
 }
 
 /* ---- forward -------------------------------------------------------------------------------------- */
 
-/* byte / 255 for every byte value: the same correctly rounded quotients as
- * dividing, without a division per pixel. */
-static float model_byte_quotient[256];
-static pthread_once_t model_quotients_once = PTHREAD_ONCE_INIT;
-
-static void model_quotients_init(void)
+/* Hidden layer L's output: BatchNorm1d (statistics, then normalise) and
+ * ReLU, or ReLU alone, in place on Z. */
+static int model_activate(model_t *m, struct model_layer *L, int batch, enum model_mode mode)
 {
-    for (int v = 0; v < 256; v++)
-        model_byte_quotient[v] = (float)v / 255.0f;
-}
-
-int model_input_from_bytes(model_t *m, const uint8_t *bytes, int batch)
-{
-    if (batch < 1 || batch > m->max_batch)
-        return err_set(ERR_ARG, "model: batch of %d samples (this model takes 1 to %d)", batch, m->max_batch);
-    pthread_once(&model_quotients_once, model_quotients_init);
-    size_t n = (size_t)batch * (size_t)m->spec.inputs;
-    for (size_t i = 0; i < n; i++)
-        m->input[i] = model_byte_quotient[bytes[i]];
-    return 0;
-}
-
-/* BatchNorm1d then ReLU on layer L's Z (rows of B), in place, keeping xhat
- * for backward. TRAIN: the batch's mean and biased variance normalise; the
- * running statistics move by momentum 0.1 towards the mean and the unbiased
- * variance, all in double as PyTorch's CPU kernel accumulates
- * (batch_norm_cpu_collect_stats / update_stats in aten's Normalization.cpp). */
-static void model_bn_relu(model_t *m, struct model_layer *L, int batch, enum model_mode mode)
-{
-    const float *gamma = m->param + m->params[L->bn_weight].offset, *beta = m->param + m->params[L->bn_bias].offset;
-    float *rm = m->buffer + m->buffers[L->running_mean].offset, *rv = m->buffer + m->buffers[L->running_var].offset;
-    for (int j = 0; j < L->out; j++) {
-        float *z = L->z + (size_t)j * (size_t)batch, *xh = L->xhat + (size_t)j * (size_t)batch;
-        double mean, invstd;
-        if (mode == MODEL_TRAIN) {
-            double sum = 0, sq = 0;
-            for (int b = 0; b < batch; b++)
-                sum += z[b];
-            mean = sum / batch;
-            for (int b = 0; b < batch; b++)
-                sq += (z[b] - mean) * (z[b] - mean);
-            invstd = 1.0 / sqrt(sq / batch + MODEL_BN_EPS);
-            rm[j] = (float)(MODEL_BN_MOMENTUM * mean + (1 - MODEL_BN_MOMENTUM) * rm[j]);
-            rv[j] = (float)(MODEL_BN_MOMENTUM * (sq / (batch - 1)) + (1 - MODEL_BN_MOMENTUM) * rv[j]);
-            L->mean[j] = (float)mean;
-            L->invstd[j] = (float)invstd;
-        } else {
-            mean = rm[j];
-            invstd = 1.0 / sqrt((double)rv[j] + MODEL_BN_EPS);
-        }
-        float fm = (float)mean, fi = (float)invstd, g = gamma[j], sh = beta[j];
-        for (int b = 0; b < batch; b++) {
-            float x = (z[b] - fm) * fi;
-            float y = x * g + sh;
-            xh[b] = x;
-            z[b] = y > 0.0f ? y : 0.0f;
-        }
-    }
+    uint64_t n = (uint64_t)L->out * (uint64_t)batch;
+    if (L->bn_weight < 0)
+        return model_kernel(m, KERNEL_relu, n, &(union kernel_args){.relu = {.z = L->z}});
+    union kernel_args st = {.bn_stats = {.z = L->z, .running_mean = m->buffer + m->buffers[L->running_mean].offset,
+                                         .running_var = m->buffer + m->buffers[L->running_var].offset,
+                                         .mean = L->mean, .invstd = L->invstd, .batch = (uint32_t)batch,
+                                         .train = mode == MODEL_TRAIN, .momentum = MODEL_BN_MOMENTUM,
+                                         .eps = MODEL_BN_EPS}};
+    union kernel_args ap = {.bn_relu = {.z = L->z, .xhat = L->xhat, .mean = L->mean, .invstd = L->invstd,
+                                        .gamma = m->param + m->params[L->bn_weight].offset,
+                                        .beta = m->param + m->params[L->bn_bias].offset, .batch = (uint32_t)batch}};
+    int rc = model_kernel(m, KERNEL_bn_stats, (uint64_t)L->out, &st);
+    return rc ? rc : model_kernel(m, KERNEL_bn_relu, n, &ap);
 }
 
 int model_forward(model_t *m, int batch, enum model_mode mode)
 {
-    if (batch < 1 || batch > m->max_batch)
-        return err_set(ERR_ARG, "model: batch of %d samples (this model takes 1 to %d)", batch, m->max_batch);
+    int rc = model_check_batch(m, batch);
+    if (rc < 0)
+        return rc;
     if (mode == MODEL_TRAIN && m->spec.batchnorm && batch == 1)
         return err_set(ERR_ARG, "model: BatchNorm1d in training mode needs more than 1 value per channel (a batch "
                                 "of 1 has none to normalise against), as PyTorch says");
     m->fwd_batch = 0;
     m->loss_batch = 0;
-    for (int l = 0; l < m->nlayers; l++) {
+    for (int l = 0; rc == 0 && l < m->nlayers; l++) {
         struct model_layer *L = &m->layers[l];
         const float *w = m->param + m->params[L->weight].offset, *bias = m->param + m->params[L->bias].offset;
         /* Z starts as the bias in every column and the product adds onto it
          * (beta = 1), as torch's addmm copies the bias into its output first. */
-        for (int j = 0; j < L->out; j++) {
-            float *row = L->z + (size_t)j * (size_t)batch;
-            for (int b = 0; b < batch; b++)
-                row[b] = bias[j];
-        }
-        if (l == 0) /* Z [out x B] = W [out x in] . X^T, X batch-major [B x in] */
-            model_gemm(m, CblasNoTrans, CblasTrans, L->out, batch, L->in, w, L->in, m->input, L->in, 1.0f, L->z, batch);
-        else /* Z = W . A, A feature-major [in x B] */
-            model_gemm(m, CblasNoTrans, CblasNoTrans, L->out, batch, L->in, w, L->in, m->layers[l - 1].z, batch, 1.0f,
-                       L->z, batch);
-        if (l == m->nlayers - 1)
-            break; /* the logits */
-        if (L->bn_weight >= 0) {
-            model_bn_relu(m, L, batch, mode);
-        } else {
-            size_t n = (size_t)L->out * (size_t)batch;
-            for (size_t i = 0; i < n; i++)
-                L->z[i] = L->z[i] > 0.0f ? L->z[i] : 0.0f;
-        }
+        union kernel_args b = {.bias_rows = {.z = L->z, .bias = bias, .cols = (uint32_t)batch}};
+        rc = model_kernel(m, KERNEL_bias_rows, (uint64_t)L->out * (uint64_t)batch, &b);
+        if (rc == 0 && l == 0) /* Z [out x B] = W [out x in] . X^T, X batch-major [B x in] */
+            rc = model_gemm(m, L->name[0], DEVICE_OP_N, DEVICE_OP_T, L->out, batch, L->in, w, L->in, m->input, L->in,
+                            1.0f, L->z, batch);
+        else if (rc == 0) /* Z = W . A, A feature-major [in x B] */
+            rc = model_gemm(m, L->name[0], DEVICE_OP_N, DEVICE_OP_N, L->out, batch, L->in, w, L->in,
+                            m->layers[l - 1].z, batch, 1.0f, L->z, batch);
+        if (rc == 0 && l < m->nlayers - 1) /* the last layer's Z are the logits */
+            rc = model_activate(m, L, batch, mode);
     }
+    if (rc < 0)
+        return rc;
     if (mode == MODEL_TRAIN && m->spec.batchnorm)
         m->batches_tracked++;
     m->fwd_batch = batch;
@@ -463,96 +540,73 @@ int model_forward(model_t *m, int batch, enum model_mode mode)
     return 0;
 }
 
+/* One float of device memory, copied to the host once the stream is done; NaN when the copy fails. */
+static float model_peek(const model_t *m, const float *at)
+{
+    float v = NAN;
+    if (model_sync(m) == 0 && device_copy(m->dev, &v, at, sizeof v, DEVICE_D2H) < 0)
+        v = NAN;
+    return v;
+}
+
 float model_logit(const model_t *m, int b, int c)
 {
-    return m->layers[m->nlayers - 1].z[(size_t)c * (size_t)m->fwd_batch + (size_t)b];
+    return model_peek(m, m->layers[m->nlayers - 1].z + (size_t)c * (size_t)m->fwd_batch + (size_t)b);
 }
 
 float model_activation(const model_t *m, int l, int b, int j)
 {
-    return m->layers[l].z[(size_t)j * (size_t)m->fwd_batch + (size_t)b];
+    return model_peek(m, m->layers[l].z + (size_t)j * (size_t)m->fwd_batch + (size_t)b);
 }
 
-int model_loss(model_t *m, const int64_t *labels, int batch, float scale, struct model_loss *out)
+int model_loss(model_t *m, int batch, float scale, struct model_loss *out)
 {
     if (m->fwd_batch == 0 || batch != m->fwd_batch)
         return err_set(ERR_STATE, "model: loss of a batch of %d, but the last forward %s", batch,
                        m->fwd_batch ? "had another size" : "did not run or failed");
-    int classes = m->spec.classes;
-    const float *z = m->layers[m->nlayers - 1].z;
-    float *dz = m->scratch[0];
-    double total = 0, g = (double)scale / batch;
-    int correct = 0;
-    for (int b = 0; b < batch; b++) {
-        if (labels[b] < 0 || labels[b] >= classes)
-            return err_set(ERR_RANGE, "model: sample %d of the batch has label %lld, outside 0..%d", b,
-                           (long long)labels[b], classes - 1);
-        /* log-sum-exp around the largest logit, in double */
-        int best = 0;
-        for (int c = 1; c < classes; c++)
-            if (z[(size_t)c * batch + b] > z[(size_t)best * batch + b])
-                best = c;
-        double top = z[(size_t)best * batch + b], sum = 0;
-        for (int c = 0; c < classes; c++)
-            sum += exp(z[(size_t)c * batch + b] - top);
-        double lse = top + log(sum);
-        int y = (int)labels[b];
-        total += lse - z[(size_t)y * batch + b];
-        correct += best == y;
-        for (int c = 0; c < classes; c++) /* d(scale x mean loss)/dz = scale (softmax - onehot) / B */
-            dz[(size_t)c * batch + b] = (float)((exp(z[(size_t)c * batch + b] - lse) - (c == y)) * g);
-    }
-    out->loss = total / batch;
-    out->correct = correct;
+    union kernel_args x = {.softmax_xent = {.z = m->layers[m->nlayers - 1].z, .dz = m->scratch[0], .labels = m->labels,
+                                            .loss = m->sample_loss, .correct = m->sample_correct,
+                                            .batch = (uint32_t)batch, .classes = (uint32_t)m->spec.classes,
+                                            .grad_scale = (double)scale / batch}};
+    union kernel_args s = {.loss_sum = {.loss = m->sample_loss, .correct = m->sample_correct, .labels = m->labels,
+                                        .batch = (uint32_t)batch, .out = m->loss_out}};
+    struct kernel_loss_result r;
+    int rc = model_kernel(m, KERNEL_softmax_xent, (uint64_t)batch, &x);
+    if (rc == 0)
+        rc = model_kernel(m, KERNEL_loss_sum, 1, &s);
+    if (rc == 0) /* the loss.item() of every step: the host waits for the forward here */
+        rc = model_sync(m);
+    if (rc == 0)
+        rc = device_copy(m->dev, &r, m->loss_out, sizeof r, DEVICE_D2H);
+    if (rc < 0)
+        return rc;
+    if (r.bad_sample >= 0)
+        return err_set(ERR_RANGE, "model: sample %lld of the batch has label %lld, outside 0..%d",
+                       (long long)r.bad_sample, (long long)r.bad_label, m->spec.classes - 1);
+    out->loss = r.loss_sum / batch;
+    out->correct = (int)r.correct;
     m->loss_batch = batch;
     return 0;
 }
 
 /* ---- backward ------------------------------------------------------------------------------------- */
 
-/* dst[j] (+)= sum over the row j of d [rows x B], summed in double. */
-static void model_row_sums(float *dst, const float *d, int rows, int batch, int accumulate)
-{
-    for (int j = 0; j < rows; j++) {
-        const float *row = d + (size_t)j * (size_t)batch;
-        double s = 0;
-        for (int b = 0; b < batch; b++)
-            s += row[b];
-        dst[j] = accumulate ? dst[j] + (float)s : (float)s;
-    }
-}
-
 /* From dA (gradient with respect to layer L's activation, in place) to dZ:
- * through ReLU (the activation is 0 exactly where ReLU cut), then through
- * BatchNorm when there is one, whose parameter gradients come out on the way:
- *     dgamma = sum dY xhat,  dbeta = sum dY,
- *     dZ = gamma invstd / B (B dY - dbeta - xhat dgamma). */
+ * through ReLU, then through BatchNorm when there is one, whose parameter
+ * gradients come out on the way (kernels.h has the formulas). */
 static int model_relu_bn_backward(model_t *m, struct model_layer *L, float *d, int batch, int accumulate,
                                   model_ready_fn ready, void *arg)
 {
-    size_t n = (size_t)L->out * (size_t)batch;
-    for (size_t i = 0; i < n; i++)
-        d[i] = L->z[i] > 0.0f ? d[i] : 0.0f;
-    if (L->bn_weight < 0)
-        return 0;
-    const float *gamma = m->param + m->params[L->bn_weight].offset;
-    float *dgamma = model_grad(m, L->bn_weight), *dbeta = model_grad(m, L->bn_bias);
-    float inv_b = 1.0f / (float)batch;
-    for (int j = 0; j < L->out; j++) {
-        float *dy = d + (size_t)j * (size_t)batch;
-        const float *xh = L->xhat + (size_t)j * (size_t)batch;
-        double sb = 0, sg = 0;
-        for (int b = 0; b < batch; b++) {
-            sb += dy[b];
-            sg += (double)dy[b] * xh[b];
-        }
-        float fb = (float)sb, fg = (float)sg, k = gamma[j] * L->invstd[j] * inv_b, bf = (float)batch;
-        for (int b = 0; b < batch; b++)
-            dy[b] = k * (bf * dy[b] - fb - xh[b] * fg);
-        dbeta[j] = accumulate ? dbeta[j] + fb : fb;
-        dgamma[j] = accumulate ? dgamma[j] + fg : fg;
-    }
-    int rc;
+    union kernel_args r = {.relu_backward = {.d = d, .act = L->z}};
+    int rc = model_kernel(m, KERNEL_relu_backward, (uint64_t)L->out * (uint64_t)batch, &r);
+    if (rc < 0 || L->bn_weight < 0)
+        return rc;
+    union kernel_args bn = {.bn_backward = {.d = d, .xhat = L->xhat, .gamma = m->param + m->params[L->bn_weight].offset,
+                                            .invstd = L->invstd, .dgamma = model_grad(m, L->bn_weight),
+                                            .dbeta = model_grad(m, L->bn_bias), .batch = (uint32_t)batch,
+                                            .accumulate = accumulate}};
+    if ((rc = model_kernel(m, KERNEL_bn_backward, (uint64_t)L->out, &bn)) < 0)
+        return rc;
     if (ready && ((rc = ready(arg, L->bn_bias)) < 0 || (rc = ready(arg, L->bn_weight)) < 0))
         return rc;
     return 0;
@@ -567,24 +621,28 @@ int model_backward(model_t *m, int batch, int accumulate, model_ready_fn ready, 
     float *dz = m->scratch[0], *da = m->scratch[1];
     for (int l = m->nlayers - 1; l >= 0; l--) {
         struct model_layer *L = &m->layers[l];
-        int rc;
+        int rc = 0;
         if (l < m->nlayers - 1 && (rc = model_relu_bn_backward(m, L, dz, batch, accumulate, ready, arg)) < 0)
             return rc;
-        model_row_sums(model_grad(m, L->bias), dz, L->out, batch, accumulate);
+        union kernel_args rs = {.row_sum = {.dst = model_grad(m, L->bias), .d = dz, .batch = (uint32_t)batch,
+                                            .accumulate = accumulate}};
+        rc = model_kernel(m, KERNEL_row_sum, (uint64_t)L->out, &rs);
         float beta = accumulate ? 1.0f : 0.0f;
-        if (l == 0) /* dW [out x in] = dZ [out x B] . X [B x in] */
-            model_gemm(m, CblasNoTrans, CblasNoTrans, L->out, L->in, batch, dz, batch, m->input, L->in, beta,
-                       model_grad(m, L->weight), L->in);
-        else /* dW = dZ . A^T, A feature-major [in x B] */
-            model_gemm(m, CblasNoTrans, CblasTrans, L->out, L->in, batch, dz, batch, m->layers[l - 1].z, batch, beta,
-                       model_grad(m, L->weight), L->in);
-        if (l > 0) { /* dA [in x B] = W^T [in x out] . dZ [out x B]; the input needs no gradient */
-            model_gemm(m, CblasTrans, CblasNoTrans, L->in, batch, L->out, m->param + m->params[L->weight].offset,
-                       L->in, dz, batch, 0.0f, da, batch);
+        if (rc == 0 && l == 0) /* dW [out x in] = dZ [out x B] . X [B x in] */
+            rc = model_gemm(m, L->name[1], DEVICE_OP_N, DEVICE_OP_N, L->out, L->in, batch, dz, batch, m->input, L->in,
+                            beta, model_grad(m, L->weight), L->in);
+        else if (rc == 0) /* dW = dZ . A^T, A feature-major [in x B] */
+            rc = model_gemm(m, L->name[1], DEVICE_OP_N, DEVICE_OP_T, L->out, L->in, batch, dz, batch,
+                            m->layers[l - 1].z, batch, beta, model_grad(m, L->weight), L->in);
+        if (rc == 0 && l > 0) { /* dA [in x B] = W^T [in x out] . dZ [out x B]; the input needs no gradient */
+            rc = model_gemm(m, L->name[2], DEVICE_OP_T, DEVICE_OP_N, L->in, batch, L->out,
+                            m->param + m->params[L->weight].offset, L->in, dz, batch, 0.0f, da, batch);
             float *t = dz;
             dz = da;
             da = t;
         }
+        if (rc < 0)
+            return rc;
         /* Ready once the layer is done, as in PyTorch, where a Linear's
          * weight and bias gradients are accumulated after its whole backward
          * node ran: from here on nothing reads this layer's parameters. */
@@ -596,9 +654,15 @@ int model_backward(model_t *m, int batch, int accumulate, model_ready_fn ready, 
 
 /* ---- measurement ------------------------------------------------------------------------------------ */
 
-void model_timing_enable(model_t *m, int on) { m->timing = on; }
-void model_timing_reset(model_t *m) { memset(&m->t, 0, sizeof m->t); }
-struct model_timing model_timing_get(const model_t *m) { return m->t; }
+void model_timing_reset(model_t *m) { device_stats(m->dev, &m->timing_base); }
+
+struct model_timing model_timing_get(const model_t *m)
+{
+    struct device_stats now;
+    device_stats(m->dev, &now);
+    return (struct model_timing){.gemm_ns = (uint64_t)((now.gemm_s - m->timing_base.gemm_s) * 1e9),
+                                 .gemm_calls = now.gemm_calls - m->timing_base.gemm_calls};
+}
 
 const char *model_blas_describe(char *buf, size_t len)
 {

@@ -1,17 +1,27 @@
 /* model: the multilayer perceptron chapter 6 trains on every rank, its
- * parameters in one flat buffer and its gradients in another (as llm.c
- * does), forward, softmax cross-entropy and backward on the CPU.
+ * parameters in one flat device buffer and its gradients in another (as
+ * llm.c does), forward, softmax cross-entropy and backward as device
+ * operations (transfer/device_ops.h) on one stream.
  *
  * Where it sits: after the loader and the copy engine have delivered a batch
- * (chapters 3 and 4), before the reducer (lib/ddp/reducer.h) averages the
- * gradients across ranks and the optimizer (lib/ddp/optim.h) steps. Read
- * model_create(), then the data flow of one step:
+ * to the device (chapters 3 and 4), before the reducer (lib/ddp/reducer.h)
+ * averages the gradients across ranks and the optimizer (lib/ddp/optim.h)
+ * steps. Read model_create(), then the data flow of one step:
  *
- *     model_input_from_bytes(m, images, B);          bytes / 255, as torchvision's ToTensor
+ *     model_take_batch(m, bytes, labels, B, k);      on the device: bytes / 255, as torchvision's ToTensor
  *     model_forward(m, B, MODEL_TRAIN);
- *     model_loss(m, labels, B, 1.0f, &loss);         mean cross-entropy, and d loss / d logits
+ *     model_loss(m, B, 1.0f, &loss);                 mean cross-entropy, and d loss / d logits
  *     model_backward(m, B, 0, ready, arg);           layer by layer, last first: ready(arg, t)
  *                                                    as each parameter's gradient is final
+ *
+ * One code path, any device. Every number of the model lives in device
+ * memory and every computation on it is a device operation issued on the
+ * model's stream: a matrix product (cuBLAS on a GPU, CBLAS on the simulated
+ * device, with the same column-major arguments) or a kernel whose body
+ * nvcc and gcc both compile (transfer/kernels.h). The host sees the numbers
+ * only through copies: model_read / model_write (checkpoints, --init,
+ * --save, the replica check) and the loss's few bytes. Nothing here knows
+ * which device it runs on.
  *
  * The network is PyTorch's
  *
@@ -32,24 +42,28 @@
  * .grad a view into its bucket. Always reach a gradient through
  * model_grad(m, t).
  *
- * Numerics. Matrix products are CBLAS sgemm calls (OpenBLAS, one thread:
- * model_create sets it, since BLAS threads on top of rank threads thrash a
- * small machine). Activations are kept feature-major, [features x batch]:
- * with a batch of 32 to 64, OpenBLAS runs the products 20 to 40 % faster that
- * way than batch-major (measured on an AVX-512 Xeon, OpenBLAS 0.3.21). Every
- * other loop runs in a fixed order, so a run is bit-reproducible on one
- * machine with one OpenBLAS kernel set (OPENBLAS_CORETYPE); different CPUs
- * may pick different kernels and round differently, and a pre-activation
- * within rounding of 0 then goes to the other side of ReLU. Against PyTorch
- * the results agree to float32 tolerance, not bit for bit: the products sum
- * in different orders, and torch fuses some multiply-adds (see
- * tests/crosscheck/step_reference.py).
+ * Numerics. A row-major product C = op(A) op(B) is issued as the
+ * column-major product C^T = op(B)^T op(A)^T, which is exactly what
+ * OpenBLAS's row-major interface does inside (interface/gemm.c swaps the
+ * operands), so the simulated device runs the same BLAS kernel on the same
+ * operands as a row-major cblas_sgemm, bit for bit. Activations are kept
+ * feature-major, [features x batch]: with a batch of 32 to 64, OpenBLAS runs
+ * the products 20 to 40 % faster that way than batch-major (measured on an
+ * AVX-512 Xeon, OpenBLAS 0.3.21). Every kernel runs its element in a fixed
+ * order, so a run is bit-reproducible on one machine with one OpenBLAS kernel
+ * set (OPENBLAS_CORETYPE); different CPUs may pick different kernels and
+ * round differently, and a pre-activation within rounding of 0 then goes to
+ * the other side of ReLU. Against PyTorch the results agree to float32
+ * tolerance, not bit for bit: the products sum in different orders, and
+ * torch fuses some multiply-adds (see tests/crosscheck/step_reference.py).
  *
  * Threads: a model_t belongs to one rank thread; different ranks' models run
- * concurrently.
+ * concurrently, each on its own device (or stream).
  */
 #ifndef DDP_MODEL_H
 #define DDP_MODEL_H
+
+#include "transfer/device.h"
 
 #include <stddef.h>
 #include <stdint.h>
@@ -111,17 +125,24 @@ struct model_loss {
     int correct;  /* samples whose largest logit is their label (the first largest, as torch.argmax) */
 };
 
-/* What the last steps spent in matrix products (model_timing_enable). */
+/* What the matrix products took since model_timing_reset (the simulated
+ * device times them; a GPU leaves 0). */
 struct model_timing {
     uint64_t gemm_ns;  /* wall time inside cblas_sgemm */
     uint64_t gemm_calls;
 };
 
-/* Creates a model of `spec` for batches of 1..max_batch samples, parameters
- * zero (call model_init or load them), and sets OpenBLAS to one thread.
- * Returns 0, ERR_ARG (bad spec or batch, err_msg() names it) or ERR_NOMEM. */
-int model_create(const struct model_spec *spec, int max_batch, model_t **out);
+/* Creates a model of `spec` for batches of 1..max_batch samples in the
+ * memory of `stream`'s device, every operation on `stream` (the compute
+ * stream), parameters zero (call model_init or load them). Returns 0,
+ * ERR_ARG (bad spec or batch, err_msg() names it) or ERR_NOMEM (naming the
+ * size the device would not give). */
+int model_create(const struct model_spec *spec, int max_batch, device_stream_t *stream, model_t **out);
+/* Waits for the model's stream, then frees its device memory. */
 void model_destroy(model_t *m);
+
+/* The stream every operation of the model runs on. */
+device_stream_t *model_stream(const model_t *m);
 
 const struct model_spec *model_get_spec(const model_t *m);
 
@@ -130,16 +151,19 @@ const struct model_spec *model_get_spec(const model_t *m);
  * gives: each Linear's weight U(-b, b) with b = 1/sqrt(in) (kaiming_uniform_
  * with a = sqrt(5)) then its bias U(-1/sqrt(in), 1/sqrt(in)), in layer order,
  * from one MT19937 stream (lib/base/rng.h); BatchNorm weight 1, bias 0,
- * running mean 0, variance 1, num_batches_tracked 0. Never fails. */
-void model_init(model_t *m, uint64_t seed);
+ * running mean 0, variance 1, num_batches_tracked 0; drawn on the host and
+ * copied to the device. 0, or ERR_NOMEM, or the device's error. */
+int model_init(model_t *m, uint64_t seed);
 
 /* ---- parameters, gradients, buffers -------------------------------------- */
+
+/* Pointers below are device memory: pass them to device operations, or read
+ * and write them through model_read / model_write. */
 
 int model_param_tensors(const model_t *m);                    /* how many parameters */
 const struct model_tensor *model_param(const model_t *m, int t);
 size_t model_param_floats(const model_t *m);                  /* total floats: 235146 by default */
 float *model_params(model_t *m);
-const float *model_params_const(const model_t *m);
 /* Index of the parameter or buffer called `name`, or -1. */
 int model_param_find(const model_t *m, const char *name);
 int model_buffer_find(const model_t *m, const char *name);
@@ -157,22 +181,43 @@ int model_buffer_tensors(const model_t *m);                   /* running_mean an
 const struct model_tensor *model_buffer(const model_t *m, int b);
 size_t model_buffer_floats(const model_t *m);
 float *model_buffers(model_t *m);
-const float *model_buffers_const(const model_t *m);
 /* bn*.num_batches_tracked: one counter for all the model's BatchNorm1d
  * layers, which always see the same batches. */
 int64_t model_batches_tracked(const model_t *m);
 void model_set_batches_tracked(model_t *m, int64_t n);
 
+/* ---- the host's view: copies -------------------------------------------------- */
+
+enum model_part { MODEL_PARAMS, MODEL_GRADS, MODEL_BUFFERS };
+
+/* Copies `count` floats of a part from float `offset` on, after everything
+ * the model's stream was given: host <- device (model_read), device <- host
+ * (model_write, ordered before what the stream is given next). 0, ERR_RANGE
+ * past the part's end, or the device's error. */
+int model_read(const model_t *m, enum model_part part, size_t offset, size_t count, float *host);
+int model_write(model_t *m, enum model_part part, size_t offset, size_t count, const float *host);
+
+/* Waits for everything issued on the model's stream. */
+int model_sync(const model_t *m);
+
 /* ---- one step --------------------------------------------------------------- */
 
-/* The input buffer, max_batch x inputs floats, batch-major (sample b's
- * features at [b * inputs]): fill it directly, or with model_input_from_bytes. */
+/* The input buffer on the device, max_batch x inputs floats, batch-major
+ * (sample b's features at [b * inputs]), and the labels, max_batch int64. */
 float *model_input(model_t *m);
+int64_t *model_labels(model_t *m);
 
-/* input[i] = bytes[i] / 255 for batch x inputs bytes (torchvision's ToTensor:
- * byte tensor .float().div(255), one correctly rounded division). 0, or ERR_ARG
- * for a batch outside 1..max_batch. */
-int model_input_from_bytes(model_t *m, const uint8_t *bytes, int batch);
+/* A batch already on the device (the prefetcher's copy): input[i] =
+ * bytes[i] / 255 for batch x inputs bytes (torchvision's ToTensor: byte
+ * tensor .float().div(255), one correctly rounded division), and the labels
+ * copied beside it, both on the model's stream; `number` names the batch in
+ * messages. 0, or ERR_ARG for a batch outside 1..max_batch. */
+int model_take_batch(model_t *m, const uint8_t *bytes, const int64_t *labels, int batch, int64_t number);
+
+/* A batch from host memory (evaluation, tests): copied to the device, then
+ * as model_take_batch. bytes NULL: `input` (batch x inputs floats) is the
+ * input itself. labels may be NULL (the model's labels stay). */
+int model_upload_batch(model_t *m, const uint8_t *bytes, const float *input, const int64_t *labels, int batch);
 
 /* Forward on the first `batch` samples of the input buffer. TRAIN: BatchNorm
  * normalises with the batch's statistics (biased variance) and updates its
@@ -191,13 +236,13 @@ float model_logit(const model_t *m, int b, int c);
  * cross-check reads them (tests/unit/test_torch_cases.c). */
 float model_activation(const model_t *m, int l, int b, int j);
 
-/* Mean softmax cross-entropy of the last forward against labels[0..batch),
- * and the gradient of scale x loss with respect to the logits, which the next
+/* Mean softmax cross-entropy of the last forward against the model's labels
+ * (the batch's), and the gradient of scale x loss with respect to the logits, which the next
  * model_backward starts from (scale 1 for a plain step; 1/K to average K
  * accumulated micro-batches, as dividing the loss by K does in PyTorch).
  * 0, or ERR_RANGE naming the sample whose label is outside 0..classes-1;
  * ERR_STATE if no forward ran with this batch. */
-int model_loss(model_t *m, const int64_t *labels, int batch, float scale, struct model_loss *out);
+int model_loss(model_t *m, int batch, float scale, struct model_loss *out);
 
 /* Backward through the last forward (TRAIN) from the loss gradient. With
  * accumulate = 0 the gradients are overwritten; with 1 they are added to what
@@ -214,9 +259,7 @@ int model_backward(model_t *m, int batch, int accumulate, model_ready_fn ready, 
 
 /* ---- measurement -------------------------------------------------------------- */
 
-/* Times every sgemm call (wall clock) into the model's model_timing; off by
- * default. model_timing_reset zeroes the counters. */
-void model_timing_enable(model_t *m, int on);
+/* model_timing_reset zeroes the counters. */
 void model_timing_reset(model_t *m);
 struct model_timing model_timing_get(const model_t *m);
 

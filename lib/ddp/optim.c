@@ -1,23 +1,22 @@
 /* optim: SGD and Adam with PyTorch's rules, and the schedules (see optim.h).
- * One loop per parameter tensor, since parameters and gradients may be laid
- * out differently (the reducer's bucket views); the common SGD case (momentum,
- * no weight decay, no dampening, no Nesterov) has its own branch-free loop,
- * which the compiler vectorizes. */
+ * One kernel per parameter tensor (transfer/kernels.h: kernel_sgd,
+ * kernel_adam), on the model's stream, since parameters and gradients may be
+ * laid out differently (the reducer's bucket views); the state lives in
+ * device memory beside the parameters. */
 #include "ddp/optim.h"
 
 #include "base/error.h"
+#include "transfer/device_ops.h"
 
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
-#if defined(__SSE__)
-#include <xmmintrin.h>
-#endif
 
 struct optim {
     struct optim_config c;
     size_t floats;
-    float *state[2]; /* SGD: momentum buffer; Adam: exp_avg, exp_avg_sq */
+    device_t *dev;
+    float *state[2]; /* device memory. SGD: momentum buffer; Adam: exp_avg, exp_avg_sq */
     int nstate;
     uint64_t steps;
 };
@@ -102,14 +101,19 @@ int optim_create(const struct optim_config *c, const model_t *m, optim_t **out)
     optim_t *o = calloc(1, sizeof *o);
     if (!o)
         return err_set(ERR_NOMEM, "optimizer: out of memory");
+    rc = 0;
     o->c = *c;
     o->floats = model_param_floats(m);
+    o->dev = device_stream_device(model_stream(m));
     o->nstate = c->kind == OPTIM_ADAM ? 2 : c->momentum != 0 ? 1 : 0;
-    for (int k = 0; k < o->nstate; k++)
-        if (!(o->state[k] = calloc(o->floats ? o->floats : 1, sizeof(float)))) {
-            optim_destroy(o);
-            return err_set(ERR_NOMEM, "optimizer: out of memory for its state");
-        }
+    uint64_t bytes = (o->floats ? o->floats : 1) * sizeof(float);
+    for (int k = 0; rc == 0 && k < o->nstate; k++)
+        if ((rc = device_malloc(o->dev, bytes, optim_state_name(o, k), (void **)&o->state[k])) == 0)
+            rc = device_memset_async(model_stream(m), o->state[k], 0, bytes);
+    if (rc < 0) {
+        optim_destroy(o);
+        return err_wrap(rc, "optimizer: its state");
+    }
     *out = o;
     return 0;
 }
@@ -118,8 +122,8 @@ void optim_destroy(optim_t *o)
 {
     if (!o)
         return;
-    free(o->state[0]);
-    free(o->state[1]);
+    device_free(o->dev, o->state[0]);
+    device_free(o->dev, o->state[1]);
     free(o);
 }
 
@@ -148,91 +152,56 @@ double optim_lr_at(const optim_t *o, uint64_t t)
     }
 }
 
-/* SGD on one tensor of n elements. */
-static void optim_sgd(const struct optim_config *c, float *restrict p, const float *restrict g, float *restrict buf,
-                      size_t n, float lr, int first)
+/* The kernel's arguments for tensor t at step `step` (0-based) and rate lr. */
+static void optim_args(const optim_t *o, model_t *m, int t, double lr, uint64_t step, union kernel_args *a)
 {
-    float mu = (float)c->momentum, wd = (float)c->weight_decay, damp = (float)(1 - c->dampening);
-    if (buf && !first && wd == 0 && c->dampening == 0 && !c->nesterov) {
-        for (size_t i = 0; i < n; i++) { /* the common case, branch-free */
-            float b = mu * buf[i] + g[i];
-            buf[i] = b;
-            p[i] = p[i] - lr * b;
-        }
+    const struct optim_config *c = &o->c;
+    const struct model_tensor *pt = model_param(m, t);
+    float *p = model_params(m) + pt->offset;
+    const float *g = model_grad(m, t);
+    if (c->kind == OPTIM_SGD) {
+        a->sgd = (struct kernel_sgd){.p = p, .g = g, .buf = o->nstate ? o->state[0] + pt->offset : NULL,
+                                     .lr = (float)lr, .momentum = (float)c->momentum,
+                                     .weight_decay = (float)c->weight_decay,
+                                     .one_minus_dampening = (float)(1 - c->dampening), .nesterov = c->nesterov,
+                                     .first = step == 0};
         return;
     }
-    for (size_t i = 0; i < n; i++) {
-        float d = g[i];
-        if (wd != 0)
-            d = d + wd * p[i];
-        if (buf) {
-            float b = first ? d : mu * buf[i] + damp * d;
-            buf[i] = b;
-            d = c->nesterov ? d + mu * b : b;
-        }
-        p[i] = p[i] - lr * d;
-    }
+    double t1 = (double)(step + 1); /* Adam counts steps from 1 */
+    double bc1 = 1 - pow(c->beta1, t1), bc2 = 1 - pow(c->beta2, t1);
+    a->adam = (struct kernel_adam){.p = p, .g = g, .m1 = o->state[0] + pt->offset, .m2 = o->state[1] + pt->offset,
+                                   .beta1 = (float)c->beta1, .beta2 = (float)c->beta2,
+                                   .one_minus_beta1 = (float)(1 - c->beta1), .one_minus_beta2 = (float)(1 - c->beta2),
+                                   .weight_decay = (float)c->weight_decay, .eps = (float)c->eps,
+                                   .step_size = (float)(lr / bc1), .bc2_sqrt = (float)sqrt(bc2)};
 }
 
-/* Adam's moments of a gradient that stays 0 (a pixel that is black in every
- * image) decay by beta1 and beta2 each step: after about 800 steps m is
- * subnormal, and it never reaches 0 (0.9 times the smallest subnormal rounds
- * back to it). x86 computes on subnormals in microcode: measured here, the
- * step of the 784-256-128-10 MLP went from 0.8 ms to 3 ms within three
- * epochs. So Adam's step runs with flush-to-zero and denormals-are-zero
- * (MXCSR), as PyTorch's torch.set_flush_denormal(True) does for a whole
- * program; the rest of the program keeps IEEE subnormals. What it changes:
- * moments below 1.2e-38 become 0, and the updates they would have made are
- * below 1e-29 of lr; every rank flushes alike, so the replicas stay equal. */
-#if defined(__SSE__)
-static unsigned optim_flush_subnormals(void)
-{
-    unsigned saved = _mm_getcsr();
-    _mm_setcsr(saved | 0x8040u); /* FTZ (bit 15) and DAZ (bit 6) */
-    return saved;
-}
-static void optim_restore_subnormals(unsigned saved) { _mm_setcsr(saved); }
-#else
-static unsigned optim_flush_subnormals(void) { return 0; }
-static void optim_restore_subnormals(unsigned saved) { (void)saved; }
-#endif
-
-/* Adam on one tensor of n elements, step t (1-based). */
-static void optim_adam(const struct optim_config *c, float *restrict p, const float *restrict g, float *restrict m1,
-                       float *restrict m2, size_t n, double lr, uint64_t t)
-{
-    float b1 = (float)c->beta1, b2 = (float)c->beta2, wd = (float)c->weight_decay;
-    float one_b1 = (float)(1 - c->beta1), one_b2 = (float)(1 - c->beta2), eps = (float)c->eps;
-    double bc1 = 1 - pow(c->beta1, (double)t), bc2 = 1 - pow(c->beta2, (double)t);
-    float step_size = (float)(lr / bc1), bc2_sqrt = (float)sqrt(bc2);
-    for (size_t i = 0; i < n; i++) {
-        float d = g[i];
-        if (wd != 0)
-            d = d + wd * p[i];
-        float a = b1 * m1[i] + one_b1 * d;
-        float v = b2 * m2[i] + one_b2 * d * d;
-        m1[i] = a;
-        m2[i] = v;
-        float denom = sqrtf(v) / bc2_sqrt + eps;
-        p[i] = p[i] + (-step_size * a) / denom; /* torch's addcdiv_: p + value * m / denom */
-    }
-}
-
-void optim_step(optim_t *o, model_t *m)
+int optim_step(optim_t *o, model_t *m)
 {
     double lr = optim_lr_at(o, o->steps);
-    float *param = model_params(m);
-    unsigned fp = o->c.kind == OPTIM_ADAM ? optim_flush_subnormals() : 0;
-    for (int t = 0; t < model_param_tensors(m); t++) {
-        const struct model_tensor *pt = model_param(m, t);
-        float *p = param + pt->offset;
-        const float *g = model_grad(m, t);
+    int rc = 0;
+    for (int t = 0; rc == 0 && t < model_param_tensors(m); t++) {
+        union kernel_args a;
+        optim_args(o, m, t, lr, o->steps, &a);
+        uint64_t n = model_param(m, t)->numel;
         if (o->c.kind == OPTIM_SGD)
-            optim_sgd(&o->c, p, g, o->nstate ? o->state[0] + pt->offset : NULL, pt->numel, (float)lr, o->steps == 0);
-        else
-            optim_adam(&o->c, p, g, o->state[0] + pt->offset, o->state[1] + pt->offset, pt->numel, lr, o->steps + 1);
+            rc = device_kernel(model_stream(m), KERNEL_sgd, n, &a, "SGD step", -1);
+        else /* subnormal moments flushed on the CPU, where they cost microcode (sim/device_exec.c) */
+            rc = device_kernel_flushing(model_stream(m), KERNEL_adam, n, &a, "Adam step", -1);
     }
-    if (o->c.kind == OPTIM_ADAM)
-        optim_restore_subnormals(fp);
-    o->steps++;
+    if (rc == 0)
+        o->steps++;
+    return rc;
+}
+
+int optim_state_read(const optim_t *o, int k, float *host)
+{
+    int rc = device_synchronize(o->dev);
+    return rc ? rc : device_copy(o->dev, host, o->state[k], o->floats * sizeof(float), DEVICE_D2H);
+}
+
+int optim_state_write(optim_t *o, int k, const float *host)
+{
+    int rc = device_synchronize(o->dev);
+    return rc ? rc : device_copy(o->dev, o->state[k], host, o->floats * sizeof(float), DEVICE_H2D);
 }

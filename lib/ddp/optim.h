@@ -19,7 +19,8 @@
  *     p = p - lr / (1 - beta1^t) m / (sqrt(v) / sqrt(1 - beta2^t) + eps)
  * Scalars (lr, momentum, the bias corrections) are computed in double, as
  * Python computes them, then used in float32, as torch casts them. Each
- * operation rounds once, in the order written: torch's AVX2 kernels fuse some
+ * operation rounds once, in the order written (transfer/kernels.h holds the
+ * bodies the device runs): torch's AVX2 kernels fuse some
  * of these multiply-adds (add_ with alpha is one FMA), so results agree with
  * PyTorch to float32 tolerance rather than bit for bit.
  *
@@ -88,9 +89,9 @@ double optim_lr_at(const optim_t *o, uint64_t t);
 
 /* One step: every parameter of m moves by the rule above, reading its
  * gradient through model_grad() (whatever the gradient layout), at the
- * learning rate of the current step; then the step count advances. Never
- * fails for an optimizer created for m. */
-void optim_step(optim_t *o, model_t *m);
+ * learning rate of the current step, one kernel per tensor on the model's
+ * stream; then the step count advances. 0, or the device's error. */
+int optim_step(optim_t *o, model_t *m);
 
 /* Steps taken so far. */
 uint64_t optim_steps(const optim_t *o);
@@ -99,10 +100,14 @@ uint64_t optim_steps(const optim_t *o);
  * Per-element state in the parameter layout (model_param(m, t)->offset),
  * named as PyTorch's optimizer state_dict names it: SGD with momentum has
  * "momentum_buffer", Adam "exp_avg" and "exp_avg_sq", SGD without momentum
- * none. Restoring = writing the arrays and optim_set_steps(). */
+ * none. It is device memory (optim_state), which the host reads and writes
+ * whole through copies, after everything the device was given: restoring =
+ * optim_state_write of each array and optim_set_steps(). */
 int optim_state_count(const optim_t *o);
 const char *optim_state_name(const optim_t *o, int k);
 float *optim_state(optim_t *o, int k);
+int optim_state_read(const optim_t *o, int k, float *host);
+int optim_state_write(optim_t *o, int k, const float *host);
 void optim_set_steps(optim_t *o, uint64_t steps);
 
 #endif

@@ -6,7 +6,7 @@
 #include "ddp/reducer_impl.h"
 
 #include "base/error.h"
-#include "base/half.h"
+#include "transfer/device_ops.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -43,9 +43,10 @@ int reducer_compress_parse(const char *flag, const char *text, enum reducer_comp
 
 static void reducer_free_buckets(reducer_t *r)
 {
+    device_t *dev = device_stream_device(model_stream(r->model));
     for (int b = 0; b < r->nbuckets; b++) {
         free(r->buckets[b].params);
-        free(r->buckets[b].half);
+        device_free(dev, r->buckets[b].half);
     }
     free(r->buckets);
     r->buckets = NULL;
@@ -57,6 +58,7 @@ static void reducer_free_buckets(reducer_t *r)
  * out in that order so each bucket is one slice. 0, ERR_NOMEM. */
 static int reducer_set_buckets(reducer_t *r, const int *params, const int *start, int ngroups, const size_t *limits)
 {
+    device_t *dev = device_stream_device(model_stream(r->model));
     struct reducer_bucket *nb = calloc((size_t)ngroups, sizeof *nb);
     size_t *offsets = calloc((size_t)r->nparams, sizeof *offsets);
     int rc = nb && offsets ? 0 : err_set(ERR_NOMEM, "reducer: out of memory for %d buckets", ngroups);
@@ -77,8 +79,9 @@ static int reducer_set_buckets(reducer_t *r, const int *params, const int *start
             off += model_param(r->model, p)->numel;
         }
         bk->count = off - bk->offset;
-        if (r->cfg.compress != REDUCER_COMPRESS_NONE && !(bk->half = malloc((bk->count ? bk->count : 1) * 2)))
-            rc = err_set(ERR_NOMEM, "reducer: out of memory for bucket %d's 16-bit copy", g);
+        if (r->cfg.compress != REDUCER_COMPRESS_NONE &&
+            (rc = device_malloc(dev, (bk->count ? bk->count : 1) * 2, "a bucket's 16-bit copy", (void **)&bk->half)) < 0)
+            break;
     }
     if (rc == 0)
         rc = model_set_grad_layout(r->model, offsets);
@@ -86,7 +89,7 @@ static int reducer_set_buckets(reducer_t *r, const int *params, const int *start
     if (rc < 0) {
         for (int g = 0; nb && g < ngroups; g++) {
             free(nb[g].params);
-            free(nb[g].half);
+            device_free(dev, nb[g].half);
         }
         free(nb);
         return rc;
@@ -286,7 +289,9 @@ int reducer_open(const struct reducer_config *cfg, comm_t *comm, model_t *m, red
         rc = err_set(ERR_NOMEM, "reducer: out of memory");
     if (rc == 0)
         rc = reducer_check_shapes(r);
-    /* _sync_module_states: rank 0's parameters and buffers everywhere */
+    /* _sync_module_states: rank 0's parameters and buffers everywhere, once the device wrote them */
+    if (rc == 0)
+        rc = model_sync(m);
     if (rc == 0)
         rc = comm_broadcast(comm, model_params(m), model_param_floats(m), COMM_FLOAT32, 0);
     if (rc == 0 && model_buffer_floats(m) > 0)
@@ -351,9 +356,11 @@ int reducer_prepare_forward(reducer_t *r, int grad_enabled)
         r->rebuild_due = 0;
         r->stats.rebuilt = 1;
     }
-    if (r->cfg.broadcast_buffers && model_buffer_floats(r->model) > 0)
-        return comm_broadcast(r->comm, model_buffers(r->model), model_buffer_floats(r->model), COMM_FLOAT32, 0);
-    return 0;
+    if (!r->cfg.broadcast_buffers || model_buffer_floats(r->model) == 0)
+        return 0;
+    if ((rc = model_sync(r->model)) < 0) /* the last forward's running statistics, written */
+        return rc;
+    return comm_broadcast(r->comm, model_buffers(r->model), model_buffer_floats(r->model), COMM_FLOAT32, 0);
 }
 
 void reducer_set_sync(reducer_t *r, int sync) { r->sync = sync != 0; }
@@ -376,29 +383,35 @@ int reducer_backward(reducer_t *r, int batch, int accumulate)
 
 /* ---- the all-reduce's two ends ------------------------------------------------------------ */
 
+/* A kernel of the reducer's on the model's stream; a failure is kept for
+ * reducer_finish to report (the lab's calls have no error to return). */
+static void reducer_kernel(reducer_t *r, enum kernel_id id, uint64_t n, const union kernel_args *a, const char *name)
+{
+    int rc = n ? device_kernel(model_stream(r->model), id, n, a, name, -1) : 0;
+    if (rc < 0 && r->device_rc == 0)
+        r->device_rc = rc;
+}
+
 void reducer_bucket_compress(reducer_t *r, struct reducer_bucket *bk)
 {
-    const float *g = model_grads(r->model) + bk->offset;
-    float w = (float)r->world;
-    if (r->cfg.compress == REDUCER_COMPRESS_FP16)
-        for (size_t i = 0; i < bk->count; i++)
-            bk->half[i] = half_from_float(half_to_float(half_from_float(g[i])) / w);
-    else
-        for (size_t i = 0; i < bk->count; i++)
-            bk->half[i] = half_bf16_from_float(half_bf16_to_float(half_bf16_from_float(g[i])) / w);
+    union kernel_args a = {.pack16 = {.h = bk->half, .g = model_grads(r->model) + bk->offset, .w = (float)r->world,
+                                      .bf16 = r->cfg.compress == REDUCER_COMPRESS_BF16}};
+    reducer_kernel(r, KERNEL_pack16, bk->count, &a, "compress a bucket");
+    int rc = model_sync(r->model); /* the communicator reads it next */
+    if (rc < 0 && r->device_rc == 0)
+        r->device_rc = rc;
 }
 
 void reducer_bucket_average(reducer_t *r, struct reducer_bucket *bk)
 {
     float *g = model_grads(r->model) + bk->offset;
-    if (r->cfg.compress == REDUCER_COMPRESS_FP16) {
-        half_to_floats(g, bk->half, bk->count);
-    } else if (r->cfg.compress == REDUCER_COMPRESS_BF16) {
-        half_bf16_to_floats(g, bk->half, bk->count);
+    union kernel_args a;
+    if (r->cfg.compress == REDUCER_COMPRESS_NONE) {
+        a.divide = (struct kernel_divide){.x = g, .w = (float)r->world};
+        reducer_kernel(r, KERNEL_divide, bk->count, &a, "average a bucket");
     } else {
-        float w = (float)r->world;
-        for (size_t i = 0; i < bk->count; i++)
-            g[i] = g[i] / w;
+        a.unpack16 = (struct kernel_unpack16){.g = g, .h = bk->half, .bf16 = r->cfg.compress == REDUCER_COMPRESS_BF16};
+        reducer_kernel(r, KERNEL_unpack16, bk->count, &a, "widen a bucket");
     }
 }
 

@@ -14,7 +14,7 @@ struct reducer_bucket {
     size_t limit;         /* the size limit it was built under, bytes */
     int pending;          /* gradients of this bucket not yet ready in this backward */
     comm_request_t *req;  /* its all-reduce, from launch until finish waited for it */
-    uint16_t *half;       /* compression: the 16-bit copy that is all-reduced */
+    uint16_t *half;       /* compression: the 16-bit copy that is all-reduced (device memory) */
     uint64_t seq, ready_ns, launch_ns, complete_ns, done_ns;
 };
 
@@ -35,6 +35,7 @@ struct reducer {
     int nready;
     int rebuild_due;         /* ready_order is complete and the buckets were not rebuilt yet */
     struct reducer_stats stats;
+    int device_rc;           /* the first error of a kernel the reducer issued in this backward, 0: none */
 };
 
 /* Starts bucket b's all-reduce (reducer_ready.c, lab region "launch"). */

@@ -39,12 +39,31 @@ static int replica_wanted(const model_t *m, int t, unsigned what)
     return t < model_param_tensors(m) ? (what & REPLICA_PARAMS) != 0 : (what & REPLICA_BUFFERS) != 0;
 }
 
-static const struct model_tensor *replica_tensor(const model_t *m, int t, const float **data)
+/* Tensor t and its values in `host`, the replica copied off the device:
+ * the parameters, then the buffers. */
+static const struct model_tensor *replica_tensor(const model_t *m, const float *host, int t, const float **data)
 {
     int np = model_param_tensors(m);
     const struct model_tensor *mt = t < np ? model_param(m, t) : model_buffer(m, t - np);
-    *data = (t < np ? model_params_const(m) : model_buffers_const(m)) + mt->offset;
+    *data = host + (t < np ? 0 : model_param_floats(m)) + mt->offset;
     return mt;
+}
+
+/* The replica in host memory, parameters then buffers (malloc'd into *out):
+ * the device's numbers reach the host only through copies. */
+static int replica_download(const model_t *m, float **out)
+{
+    size_t np = model_param_floats(m), nb = model_buffer_floats(m);
+    float *host = malloc((np + nb ? np + nb : 1) * sizeof *host);
+    int rc = host ? model_read(m, MODEL_PARAMS, 0, np, host) : err_set(ERR_NOMEM, "replica check: out of memory");
+    if (rc == 0)
+        rc = model_read(m, MODEL_BUFFERS, 0, nb, host + np);
+    if (rc < 0) {
+        free(host);
+        host = NULL;
+    }
+    *out = host;
+    return rc;
 }
 
 /* ---- the votes: comm_checks_vote over the gathered tables ---------------------------------- */
@@ -84,11 +103,12 @@ static const char *replica_element_name(const struct model_tensor *mt, size_t e,
  * each rank finds its first element that differs from it, those are shared,
  * and every rank words the same verdict about the first odd rank's. Always
  * returns ERR_STATE (or a comm error). */
-static int replica_locate(comm_t *comm, const model_t *m, uint64_t step, int t, const struct comm_checks_verdict *v)
+static int replica_locate(comm_t *comm, const model_t *m, const float *host, uint64_t step, int t,
+                          const struct comm_checks_verdict *v)
 {
     int W = comm_world(comm), rank = comm_rank(comm);
     const float *mine;
-    const struct model_tensor *mt = replica_tensor(m, t, &mine);
+    const struct model_tensor *mt = replica_tensor(m, host, t, &mine);
     float *ref = malloc((mt->numel ? mt->numel : 1) * sizeof *ref);
     int64_t *found = calloc((size_t)W * 2, sizeof *found);
     if (!ref || !found) {
@@ -166,10 +186,11 @@ int replica_check(comm_t *comm, const model_t *m, uint64_t step, unsigned what)
     int W = comm_world(comm), nt = replica_tensors(m);
     uint64_t *mine = malloc((size_t)nt * sizeof *mine), *all = malloc((size_t)nt * (size_t)W * sizeof *all),
              *tables = malloc((size_t)W * sizeof *tables);
-    int rc = mine && all && tables ? 0 : err_set(ERR_NOMEM, "replica check: out of memory");
+    float *host = NULL;
+    int rc = mine && all && tables ? replica_download(m, &host) : err_set(ERR_NOMEM, "replica check: out of memory");
     for (int t = 0; rc == 0 && t < nt; t++) {
         const float *data;
-        const struct model_tensor *mt = replica_tensor(m, t, &data);
+        const struct model_tensor *mt = replica_tensor(m, host, t, &data);
         mine[t] = replica_wanted(m, t, what) ? replica_hash(data, mt->numel) : 0;
     }
     if (rc == 0)
@@ -195,8 +216,9 @@ int replica_check(comm_t *comm, const model_t *m, uint64_t step, unsigned what)
         struct replica_column col = {all, nt, t};
         comm_checks_vote(&col, W, replica_same_tensor, &v);
         if (v.odd >= 0)
-            rc = replica_locate(comm, m, step, t, &v);
+            rc = replica_locate(comm, m, host, step, t, &v);
     }
+    free(host);
     free(mine);
     free(all);
     free(tables);
@@ -205,13 +227,18 @@ int replica_check(comm_t *comm, const model_t *m, uint64_t step, unsigned what)
 
 /* ---- the fault it catches ------------------------------------------------------------------ */
 
-void replica_flip(model_t *m, uint64_t step, int rank)
+int replica_flip(model_t *m, uint64_t step, int rank)
 {
     const struct model_tensor *bias = model_param(m, model_param_tensors(m) - 1);
-    float *x = model_params(m) + bias->offset + step % bias->numel;
+    size_t at = bias->offset + step % bias->numel;
+    float x;
+    int rc = model_read(m, MODEL_PARAMS, at, 1, &x); /* the element travels to the host and back */
+    if (rc < 0)
+        return rc;
     uint32_t bits;
-    memcpy(&bits, x, 4);
+    memcpy(&bits, &x, 4);
     int bit = (bits & 0x7f800000u) ? 22 : 30; /* a zero or subnormal: bit 22 would leave it below any rounding */
     bits ^= 1u << bit | ((uint32_t)rank & 0x3fffffu); /* the rank below bit 22: two ranks never alike */
-    memcpy(x, &bits, 4);
+    memcpy(&x, &bits, 4);
+    return model_write(m, MODEL_PARAMS, at, 1, &x);
 }

@@ -16,7 +16,8 @@
  * the buffers after reducer_prepare_forward(); chapter 6 does both in one call
  * at the start of every step (the parameters are still the last step's).
  *
- * How: each rank hashes each parameter and buffer tensor (64 bits each) and
+ * How: each rank copies its replica to the host and hashes each parameter
+ * and buffer tensor there (64 bits each), and
  * the hashes are all-gathered; then each rank's hash of the table it received
  * is all-gathered too, so that every rank knows it decides from the same table
  * (a rank whose copy differed would otherwise take its own branch: locate
@@ -72,7 +73,8 @@ int replica_check(comm_t *comm, const model_t *m, uint64_t step, unsigned what);
  * The rank is XORed into the lowest mantissa bits too (nothing on rank 0), so
  * that ranks flipped at one step differ from each other, as independent
  * faults would: flipped alike, they would agree, and two of three ranks would
- * outvote the healthy one. `rank` is below 2^22. */
-void replica_flip(model_t *m, uint64_t step, int rank);
+ * outvote the healthy one. `rank` is below 2^22. The element is copied to
+ * the host, flipped and copied back. 0, or the device's error. */
+int replica_flip(model_t *m, uint64_t step, int rank);
 
 #endif

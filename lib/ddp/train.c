@@ -46,15 +46,6 @@ void train_config_default(struct train_config *c)
     c->pool_bytes = 64u << 20;
 }
 
-/* What the input kernel needs: the batch on the device, where it goes. */
-struct train_input {
-    model_t *m;
-    const uint8_t *data;
-    const int64_t *labels;
-    int64_t *dst_labels;
-    int count;
-};
-
 struct train_run {
     const struct train_config *c;
     const struct train_hooks *hooks;
@@ -67,11 +58,10 @@ struct train_run {
     pinned_pool_t *pool;
     loader_t *L;
     device_stream_t *compute;
-    device_event_t *input_done;
     prefetch_t *pf;
     sampler_t *s;
     struct augment_hflip flip;
-    int64_t *labels;        /* the current batch's labels, host */
+    int64_t *labels;        /* an evaluation batch's labels, host */
     uint64_t *epoch_idx;    /* this epoch's indices, from its first batch on */
     timeline_t *tl;
     uint64_t records;       /* training records in use */
@@ -190,13 +180,12 @@ static void train_close(struct train_run *t)
 {
     prefetch_close(t->pf);
     loader_close(t->L);
-    device_event_destroy(t->input_done);
-    device_stream_destroy(t->compute);
-    pinned_pool_destroy(t->pool);
-    device_close(t->dev);
     reducer_close(t->r);
     optim_destroy(t->o);
     model_destroy(t->m);
+    device_stream_destroy(t->compute);
+    pinned_pool_destroy(t->pool);
+    device_close(t->dev);
     sampler_destroy(t->s);
     timeline_destroy(t->tl);
     free(t->labels);
@@ -277,13 +266,25 @@ static int train_open(struct train_run *t, const struct train_config *c, comm_t 
     if ((rc = sampler_create(&so, &t->s)) < 0)
         return rc;
 
+    /* the device the model lives on, and its compute stream */
+    struct device_config dc;
+    device_config_default(&dc);
+    dc.backend = c->device;
+    dc.link = c->link;
+    char devname[48];
+    snprintf(devname, sizeof devname, "rank %d's device", t->rank);
+    dc.name = devname;
+    if ((rc = device_open(&dc, &t->dev)) < 0)
+        return err_wrap(rc, "--device=%s", c->device ? c->device : "auto");
+    if ((rc = device_stream_create(t->dev, "compute", &t->compute)) < 0)
+        return rc;
     uint32_t max_batch = c->batch > c->eval_batch ? c->batch : c->eval_batch;
-    if ((rc = model_create(&c->spec, (int)max_batch, &t->m)) < 0)
+    if ((rc = model_create(&c->spec, (int)max_batch, t->compute, &t->m)) < 0)
         return rc;
     if (c->init_path)
         rc = checkpoint_load_model(c->init_path, t->m, t->init_note, sizeof t->init_note);
-    else
-        model_init(t->m, c->seed);
+    else if ((rc = model_init(t->m, c->seed)) < 0)
+        return rc;
     if (rc < 0) /* every refusal of the file names the flag it came from: a FIFO, a foreign file, a shape */
         return err_wrap(rc, "--init");
     struct optim_config oc;
@@ -317,16 +318,8 @@ static int train_open(struct train_run *t, const struct train_config *c, comm_t 
     if ((rc = train_check_flips(c, t->world, t->start_step, spe)) < 0)
         return rc;
 
-    /* the data path: a device, its pinned pool, the loader's ring in it, the prefetcher */
-    struct device_config dc;
-    device_config_default(&dc);
-    dc.backend = "sim";
-    dc.link = c->link;
-    char devname[48];
-    snprintf(devname, sizeof devname, "rank %d's device", t->rank);
-    dc.name = devname;
-    if ((rc = device_open(&dc, &t->dev)) < 0 ||
-        (rc = pinned_pool_create(t->dev, c->pool_bytes, DEVICE_HOST_PINNED, &t->pool)) < 0)
+    /* the data path: the device's pinned pool, the loader's ring in it, the prefetcher */
+    if ((rc = pinned_pool_create(t->dev, c->pool_bytes, DEVICE_HOST_PINNED, &t->pool)) < 0)
         return rc;
     struct loader_options lo;
     loader_options_default(&lo);
@@ -345,9 +338,7 @@ static int train_open(struct train_run *t, const struct train_config *c, comm_t 
         lo.transform = augment_hflip;
         lo.transform_user = &t->flip;
     }
-    if ((rc = loader_open(c->train_set, &lo, &t->L)) < 0 ||
-        (rc = device_stream_create(t->dev, "compute", &t->compute)) < 0 ||
-        (rc = device_event_create(t->dev, &t->input_done)) < 0)
+    if ((rc = loader_open(c->train_set, &lo, &t->L)) < 0)
         return rc;
     struct prefetch_options po = {.depth = 2, .max_bytes = (uint64_t)c->batch * (uint64_t)c->spec.inputs,
                                   .max_batch = c->batch, .compute = t->compute};
@@ -403,16 +394,7 @@ static int train_check_replicas(struct train_run *t, unsigned what)
     return rc == ERR_STATE ? comm_fail_shared(t->comm, rc) : rc;
 }
 
-/* The kernel on the compute stream that reads the batch on the device: bytes
- * to the model's floats, labels to the host. */
-static void train_input_kernel(void *arg)
-{
-    struct train_input *in = arg;
-    model_input_from_bytes(in->m, in->data, in->count);
-    memcpy(in->dst_labels, in->labels, (size_t)in->count * sizeof *in->dst_labels);
-}
-
-/* Takes the next batch through the prefetcher and gets it into the model.
+/* Takes the next batch through the prefetcher and gives it to the model.
  * 1 and *count, or ERR_STATE when the epoch ended early, or an error. */
 static int train_fetch(struct train_run *t, int *count)
 {
@@ -426,22 +408,14 @@ static int train_fetch(struct train_run *t, int *count)
         return err_set(ERR_STATE, "rank %d: the loader's epoch ended before the step's batches", t->rank);
     if (rc < 0)
         return rc;
-    struct train_input in = {.m = t->m, .data = b->data, .labels = b->labels, .dst_labels = t->labels,
-                             .count = (int)b->count};
-    struct device_span reads[2] = {{b->data, b->bytes}, {b->labels, b->count * sizeof(int64_t)}};
-    struct device_kernel k = {.name = "input", .batch = (int64_t)b->number, .fn = train_input_kernel, .arg = &in,
-                              .reads = reads, .nreads = 2};
-    rc = device_launch(t->compute, &k);
-    if (rc == 0)
-        rc = device_event_record(t->input_done, t->compute);
-    int rr = prefetch_release(t->pf, b); /* queued: the buffer may be refilled once the kernel is done */
+    /* on the compute stream, which the prefetcher made wait for the batch's copy */
+    rc = model_take_batch(t->m, b->data, b->labels, (int)b->count, (int64_t)b->number);
+    *count = (int)b->count;
+    int rr = prefetch_release(t->pf, b); /* queued: the buffer may be refilled once the compute stream is past it */
     rc = rc ? rc : rr;
-    if (rc == 0)
-        rc = device_event_synchronize(t->input_done);
     uint64_t t2 = clock_now_ns();
     t->t.copy += train_s(t1, t2);
     timeline_add(t->tl, TIMELINE_COPY, t->step, t1, t2);
-    *count = (int)in.count;
     return rc < 0 ? rc : 1;
 }
 
@@ -520,7 +494,7 @@ static int train_step(struct train_run *t, uint32_t g)
         struct model_loss loss;
         rc = model_forward(t->m, n, MODEL_TRAIN);
         if (rc == 0)
-            rc = model_loss(t->m, t->labels, n, 1.0f / (float)g, &loss);
+            rc = model_loss(t->m, n, 1.0f / (float)g, &loss);
         uint64_t f1 = clock_now_ns();
         t->t.forward += train_s(f0, f1);
         timeline_add(t->tl, TIMELINE_FORWARD, t->step, f0, f1);
@@ -534,16 +508,18 @@ static int train_step(struct train_run *t, uint32_t g)
     if (rc < 0)
         return rc;
     uint64_t o0 = clock_now_ns();
-    optim_step(t->o, t->m);
+    rc = optim_step(t->o, t->m);
     uint64_t o1 = clock_now_ns();
     t->t.optim += train_s(o0, o1);
     timeline_add(t->tl, TIMELINE_OPTIM, t->step, o0, o1);
+    if (rc < 0)
+        return rc;
     t->step++;
     t->steps++;
-    for (int i = 0; i < c->nflips; i++) /* an injected fault: the next replica check must name it */
+    for (int i = 0; rc == 0 && i < c->nflips; i++) /* an injected fault: the next replica check must name it */
         if (c->flips[i].rank == t->rank && c->flips[i].step == t->step)
-            replica_flip(t->m, t->step, t->rank);
-    return 0;
+            rc = replica_flip(t->m, t->step, t->rank);
+    return rc;
 }
 
 /* Rank 0 writes a checkpoint: the position is `batch` batches into `epoch`. */
@@ -646,12 +622,12 @@ static int train_evaluate(struct train_run *t, uint64_t *correct, uint64_t *coun
         for (uint32_t i = 0; rc == 0 && i < k; i++)
             t->labels[i] = recs[i].label;
         if (rc == 0)
-            rc = model_input_from_bytes(t->m, bytes, (int)k);
+            rc = model_upload_batch(t->m, bytes, NULL, t->labels, (int)k);
         if (rc == 0)
             rc = model_forward(t->m, (int)k, MODEL_EVAL);
         struct model_loss l;
         if (rc == 0)
-            rc = model_loss(t->m, t->labels, (int)k, 1.0f, &l);
+            rc = model_loss(t->m, (int)k, 1.0f, &l);
         if (rc == 0) {
             *correct += (uint64_t)l.correct;
             *count += k;

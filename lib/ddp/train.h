@@ -124,8 +124,9 @@ struct train_config {
     const char *save_path;       /* the final parameters, a model file */
     double save_stall_s;         /* rank 0 stays this long longer in each checkpoint save: slow storage */
 
-    /* the device (simulated: the model runs on the CPU) */
-    struct link_profile link;
+    /* the device: "sim", "cuda", or NULL (cuda when a GPU is found, else sim) */
+    const char *device;
+    struct link_profile link;    /* sim: the modelled link */
     uint64_t pool_bytes;         /* each rank's pinned pool */
 
     /* the timeline: bars of the first trace_steps steps this invocation takes (0: none); rank 0 gets every
