@@ -114,6 +114,19 @@ int backend_table_device(const char *name, const struct device_backend_ops **out
     return rc;
 }
 
+int backend_table_device_usable(const char *name, const char **chosen)
+{
+    const struct device_backend_ops *ops;
+    int rc = backend_table_device(name, &ops);
+    if (rc < 0)
+        return rc;
+    *chosen = ops->name;
+    if (ops->probe && !ops->probe())
+        return err_set(ERR_UNSUPPORTED, "device: %s: no GPU found on this machine (the driver sees none, or "
+                                        "CUDA_VISIBLE_DEVICES hides them)", ops->name);
+    return 0;
+}
+
 /* ---- every table's names, for --help and flag parsing -------------------------- */
 
 static const char *backend_comm_names[BACKEND_COMM_ROWS + 1];

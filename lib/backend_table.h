@@ -47,6 +47,12 @@ const char *const *backend_table_comm_names(void);
  * one on this machine (a GPU), else the simulator. */
 int backend_table_device(const char *name, const struct device_backend_ops **out);
 
+/* The device backend `name` can open here: built, and (for a real device)
+ * its probe finds one. NULL: the default's name. 0 with *chosen set (the
+ * default's name for NULL), ERR_UNSUPPORTED ("cuda: no NVIDIA GPU found",
+ * or this build lacks it), ERR_ARG. */
+int backend_table_device_usable(const char *name, const char **chosen);
+
 /* Every device backend's name, built or not, NULL-terminated, in the order
  * --help lists them ("sim", "cuda"). */
 const char *const *backend_table_device_names(void);

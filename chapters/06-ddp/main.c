@@ -62,7 +62,11 @@ static void ch6_usage(FILE *f)
             "\n"
             "ranks:\n"
             "  --backend=sim|mpi|nccl  sim: ranks are threads (default); mpi: one process per rank under mpirun;\n"
-            "                          nccl is refused: it needs the model on the GPU, which is not written yet\n"
+            "                          nccl: one process per GPU under torchrun or mpirun (needs --device=cuda)\n"
+            "  --device=sim|cuda       where the model computes: the simulated device (CBLAS and loops on the\n"
+            "                          CPU, every step's streams checked), or this rank's GPU (cuBLAS and CUDA\n"
+            "                          kernels; LOCAL_RANK or mpirun's local rank picks it). Default: cuda with\n"
+            "                          --backend=nccl, sim with --backend=sim, else cuda when a GPU is found\n"
             "  --world=W               simulated ranks, 1 to 64 (default 4)\n"
             "  --timeout=SECONDS       a collective's watchdog, 0.01 to 1e6 (default 30)\n"
             "data:\n"
@@ -99,6 +103,10 @@ static void ch6_usage(FILE *f)
             "  --eval=all-ranks|rank0-wrapped|rank0-unwrapped|none   who evaluates after each epoch, and through\n"
             "                          what (default all-ranks: each its share, through the DDP wrapper)\n"
             "  --check                 compare every rank's parameters bit for bit every step (always on in sim)\n"
+            "  --drop-event=copy|bucket-ready|bucket-done   leave one event out of every step's schedule (the\n"
+            "                          batch's copy before compute, a bucket's gradients before its all-reduce,\n"
+            "                          the all-reduce before the optimizer): the simulated device's detector\n"
+            "                          names the buffer, the streams and the batch (on a GPU: a rare wrong number)\n"
             "  --fault=SPEC            inject faults. flip:R@K: right after optimizer step K a bit flips in\n"
             "                          rank R's parameters (bit 22 of the output layer's bias, element K mod 10),\n"
             "                          and the replica check names the step, rank, tensor and element; sim only:\n"
@@ -125,11 +133,15 @@ enum {
     O_WORKERS, O_AUGMENT, O_EPOCHS, O_STEPS, O_HIDDEN, O_BATCHNORM, O_OPTIMIZER, O_LR, O_MOMENTUM, O_WD, O_SCHEDULE,
     O_INIT, O_SAVE, O_BUCKET_CAP, O_FIRST_BUCKET, O_NO_OVERLAP, O_ACCUMULATE, O_COMPRESS, O_BROADCAST, O_EVAL,
     O_CHECK, O_CHECKPOINT, O_CHECKPOINT_EVERY, O_RESUME, O_TRACE, O_TRACE_STEPS, O_OUT, O_PLOT, O_DEMO, O_BENCH,
-    O_FAULT,
+    O_FAULT, O_DEVICE, O_DROP_EVENT,
 };
+
+static const char *const ch6_devices[] = {"sim", "cuda", NULL};
+static const char *const ch6_events[] = {"copy", "bucket-ready", "bucket-done", NULL};
 
 static const struct option ch6_longopts[] = {
     {"backend", required_argument, 0, O_BACKEND},       {"world", required_argument, 0, O_WORLD},
+    {"device", required_argument, 0, O_DEVICE},         {"drop-event", required_argument, 0, O_DROP_EVENT},
     {"timeout", required_argument, 0, O_TIMEOUT},       {"data", required_argument, 0, O_DATA},
     {"test-data", required_argument, 0, O_TEST},        {"train-size", required_argument, 0, O_TRAIN_SIZE},
     {"batch", required_argument, 0, O_BATCH},           {"drop-last", no_argument, 0, O_DROP_LAST},
@@ -178,6 +190,21 @@ static int ch6_parse(int argc, char **argv, struct ch6_cli *cli)
         case O_BACKEND:
             if ((rc = cli_parse_choice("backend", optarg, backend_table_comm_names(), &choice)) == 0)
                 run->backend = backend_table_comm_names()[choice];
+            break;
+        case O_DEVICE:
+            if ((rc = cli_parse_choice("device", optarg, ch6_devices, &choice)) == 0)
+                c->device = ch6_devices[choice];
+            break;
+        case O_DROP_EVENT:
+            if ((rc = cli_parse_choice("drop-event", optarg, ch6_events, &choice)) == 0) {
+                c->unordered_input = choice == 0;
+                if (choice == 0) { /* a congested link: the copy still in flight when compute reads the batch,
+                                    * as the bug needs to show (a copy the host saw finish orders it anyway) */
+                    snprintf(c->link.title, sizeof c->link.title, "a congested link (100 KB/s)");
+                    c->link.bandwidth_bps = c->link.limit_bps = 100e3;
+                }
+                c->reducer.unordered = choice == 1 ? REDUCER_UNORDERED_READY : choice == 2 ? REDUCER_UNORDERED_REDUCED : 0;
+            }
             break;
         case O_WORLD:
             rc = cli_parse_range("world", optarg, 1, 64, &v);
@@ -279,6 +306,36 @@ static int ch6_parse(int argc, char **argv, struct ch6_cli *cli)
 }
 
 /* The flags together. 0, or ERR_ARG naming the flag. */
+/* Which device the model computes on, and the pairs of --device and
+ * --backend that cannot work, refused before any rank starts. */
+static int ch6_choose_device(struct ch6_run *run, int drop_event)
+{
+    struct train_config *c = &run->train;
+    int nccl = strcmp(run->backend, "nccl") == 0, threads = strcmp(run->backend, "sim") == 0;
+    const char *want = c->device ? c->device : nccl ? "cuda" : threads ? "sim" : NULL, *chosen;
+    int rc = backend_table_device_usable(want, &chosen);
+    if (rc < 0)
+        return err_wrap(ERR_ARG, "--device=%s%s", want ? want : "cuda",
+                        c->device ? "" : nccl ? " (what --backend=nccl needs)" : "");
+    c->device = chosen;
+    if (nccl && strcmp(chosen, "cuda") != 0)
+        return err_set(ERR_ARG, "--backend=nccl with --device=%s: NCCL all-reduces GPU memory, and the simulated "
+                                "device keeps the model in host memory: use --device=cuda, or --backend=sim or mpi",
+                       chosen);
+    if (threads && strcmp(chosen, "cuda") == 0)
+        return err_set(ERR_ARG, "--backend=sim with --device=cuda: the simulated ranks are threads whose "
+                                "communicator adds host memory, not GPU memory: on GPUs use --backend=nccl (one "
+                                "process per GPU, under torchrun or mpirun)");
+    if (strcmp(run->backend, "mpi") == 0 && strcmp(chosen, "cuda") == 0)
+        return err_set(ERR_ARG, "--backend=mpi with --device=cuda: the MPI backend adds host memory, and the "
+                                "reducer does not stage its buckets through pinned host memory yet: use "
+                                "--backend=nccl on GPUs, or --device=sim");
+    if (drop_event && strcmp(chosen, "sim") != 0)
+        return err_set(ERR_ARG, "--drop-event: only the simulated device's detector names the hazard it makes; on "
+                                "a GPU it is a rare wrong number: add --device=sim");
+    return 0;
+}
+
 static int ch6_validate(struct ch6_cli *cli)
 {
     struct ch6_run *run = &cli->run;
@@ -302,10 +359,8 @@ static int ch6_validate(struct ch6_cli *cli)
                                    "--test-data, --seed, --out and, for --bench, --batch apply)")) < 0)
             return rc;
     }
-    if (strcmp(run->backend, "nccl") == 0)
-        return err_set(ERR_ARG, "--backend=nccl: chapter 6's model runs on the CPU (OpenBLAS), and NCCL all-reduces "
-                                "GPU memory: it needs the model on the GPU (cuBLAS), which is not written yet. Use "
-                                "--backend=sim, or --backend=mpi under mpirun");
+    if ((rc = ch6_choose_device(run, cli_given_has(g, O_DROP_EVENT))) < 0)
+        return rc;
     int threads = launch_threads(run->backend);
     if (threads < 0)
         return threads;

@@ -66,6 +66,7 @@ struct model {
     int fwd_batch;                /* batch of the last forward, 0 before any */
     enum model_mode fwd_mode;
     int loss_batch;               /* batch model_loss prepared scratch[0] for, 0 if none */
+    int64_t batch_number;         /* the batch model_take_batch gave, for messages; -1: none */
     struct device_stats timing_base;
 };
 
@@ -231,9 +232,10 @@ int model_create(const struct model_spec *spec, int max_batch, device_stream_t *
     }
     if (rc < 0) {
         model_destroy(m);
-        return rc == ERR_NOMEM ? err_wrap(rc, "model: a batch of %d", max_batch) : rc;
+        return rc;
     }
     device_stats(m->dev, &m->timing_base);
+    m->batch_number = -1;
     *out = m;
     return 0;
 }
@@ -257,6 +259,7 @@ void model_destroy(model_t *m)
 }
 
 const struct model_spec *model_get_spec(const model_t *m) { return &m->spec; }
+int64_t model_batch_number(const model_t *m) { return m->batch_number; }
 device_stream_t *model_stream(const model_t *m) { return m->s; }
 
 /* ---- the host's view -------------------------------------------------------------------- */
@@ -440,12 +443,12 @@ static int model_gemm(model_t *m, const char *name, enum device_transpose ta, en
 {
     struct device_gemm g = {.transa = tb, .transb = ta, .m = cols, .n = rows, .k = depth, .alpha = 1.0f, .a = b,
                             .lda = ldb, .b = a, .ldb = lda, .beta = beta, .c = c, .ldc = ldc};
-    return device_sgemm(m->s, &g, name, -1);
+    return device_sgemm(m->s, &g, name, m->batch_number);
 }
 
 static int model_kernel(model_t *m, enum kernel_id id, uint64_t n, const union kernel_args *args)
 {
-    return device_kernel(m->s, id, n, args, NULL, -1);
+    return device_kernel(m->s, id, n, args, NULL, m->batch_number);
 }
 
 static int model_check_batch(const model_t *m, int batch)
@@ -462,6 +465,7 @@ int model_take_batch(model_t *m, const uint8_t *bytes, const int64_t *labels, in
     int rc = model_check_batch(m, batch);
     size_t n = (size_t)batch * (size_t)m->spec.inputs;
     union kernel_args a = {.bytes_to_float = {.dst = m->input, .src = bytes}};
+    m->batch_number = number;
     if (rc == 0)
         rc = device_kernel(m->s, KERNEL_bytes_to_float, n, &a, "input", number);
     if (rc == 0 && labels && labels != m->labels)

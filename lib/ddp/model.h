@@ -144,6 +144,10 @@ void model_destroy(model_t *m);
 /* The stream every operation of the model runs on. */
 device_stream_t *model_stream(const model_t *m);
 
+/* The batch the last model_take_batch gave (its number names it in the
+ * device's messages), -1 after a batch from the host. */
+int64_t model_batch_number(const model_t *m);
+
 const struct model_spec *model_get_spec(const model_t *m);
 
 /* PyTorch's default initialisation, bit for bit what

@@ -283,10 +283,18 @@ int reducer_open(const struct reducer_config *cfg, comm_t *comm, model_t *m, red
     int rc = 0;
     r->bucket_of = calloc((size_t)r->nparams, sizeof *r->bucket_of);
     r->marked = calloc((size_t)r->nparams, 1);
+    r->ready = calloc((size_t)r->nparams, sizeof *r->ready);
+    r->reduced = calloc((size_t)r->nparams, sizeof *r->reduced);
     if (cfg->rebuild_buckets)
         r->ready_order = calloc((size_t)r->nparams, sizeof *r->ready_order);
-    if (!r->bucket_of || !r->marked || (cfg->rebuild_buckets && !r->ready_order))
+    if (!r->bucket_of || !r->marked || !r->ready || !r->reduced || (cfg->rebuild_buckets && !r->ready_order))
         rc = err_set(ERR_NOMEM, "reducer: out of memory");
+    device_t *dev = device_stream_device(model_stream(m));
+    if (rc == 0)
+        rc = device_stream_create(dev, "communication", &r->comm_stream);
+    for (int b = 0; rc == 0 && b < r->nparams; b++)
+        if ((rc = device_event_create(dev, &r->ready[b])) == 0)
+            rc = device_event_create(dev, &r->reduced[b]);
     if (rc == 0)
         rc = reducer_check_shapes(r);
     /* _sync_module_states: rank 0's parameters and buffers everywhere, once the device wrote them */
@@ -313,7 +321,16 @@ void reducer_close(reducer_t *r)
     for (int b = 0; b < r->nbuckets; b++) /* a failed step may leave some in flight */
         if (r->buckets[b].req)
             comm_wait(r->buckets[b].req);
+    if (r->comm_stream)
+        device_stream_synchronize(r->comm_stream);
     reducer_free_buckets(r);
+    for (int b = 0; b < r->nparams && r->ready; b++)
+        device_event_destroy(r->ready[b]);
+    for (int b = 0; b < r->nparams && r->reduced; b++)
+        device_event_destroy(r->reduced[b]);
+    device_stream_destroy(r->comm_stream);
+    free(r->ready);
+    free(r->reduced);
     free(r->bucket_of);
     free(r->marked);
     free(r->ready_order);
@@ -383,13 +400,59 @@ int reducer_backward(reducer_t *r, int batch, int accumulate)
 
 /* ---- the all-reduce's two ends ------------------------------------------------------------ */
 
+static void reducer_keep_error(reducer_t *r, int rc)
+{
+    if (rc < 0 && r->device_rc == 0)
+        r->device_rc = rc;
+}
+
 /* A kernel of the reducer's on the model's stream; a failure is kept for
  * reducer_finish to report (the lab's calls have no error to return). */
 static void reducer_kernel(reducer_t *r, enum kernel_id id, uint64_t n, const union kernel_args *a, const char *name)
 {
-    int rc = n ? device_kernel(model_stream(r->model), id, n, a, name, -1) : 0;
-    if (rc < 0 && r->device_rc == 0)
-        r->device_rc = rc;
+    if (n)
+        reducer_keep_error(r, device_kernel(model_stream(r->model), id, n, a, name, model_batch_number(r->model)));
+}
+
+/* ---- the streams and events of an all-reduce --------------------------------------------- */
+
+/* The memory bucket bk's all-reduce reads and writes. */
+static struct device_span reducer_comm_span(const reducer_t *r, struct reducer_bucket *bk)
+{
+    if (r->cfg.compress != REDUCER_COMPRESS_NONE)
+        return (struct device_span){bk->half, bk->count * sizeof(uint16_t)};
+    return (struct device_span){model_grads(r->model) + bk->offset, bk->count * sizeof(float)};
+}
+
+static int reducer_bucket_index(const reducer_t *r, const struct reducer_bucket *bk)
+{
+    return (int)(bk - r->buckets);
+}
+
+int reducer_comm_begin(reducer_t *r, struct reducer_bucket *bk)
+{
+    int b = reducer_bucket_index(r, bk);
+    struct device_span span = reducer_comm_span(r, bk);
+    int rc = device_event_record(r->ready[b], model_stream(r->model));
+    if (rc == 0 && !(r->cfg.unordered & REDUCER_UNORDERED_READY))
+        rc = device_stream_wait_event(r->comm_stream, r->ready[b]);
+    if (rc == 0) /* marked before the host's wait below, which would order it whatever the events say */
+        rc = device_mark_access(r->comm_stream, "all-reduce", model_batch_number(r->model), &span, &span);
+    if (rc == 0)
+        rc = device_event_synchronize(r->ready[b]);
+    return rc;
+}
+
+int reducer_comm_end(reducer_t *r, struct reducer_bucket *bk)
+{
+    int b = reducer_bucket_index(r, bk);
+    struct device_span span = reducer_comm_span(r, bk);
+    int rc = device_mark_access(r->comm_stream, "all-reduce result", model_batch_number(r->model), NULL, &span);
+    if (rc == 0)
+        rc = device_event_record(r->reduced[b], r->comm_stream);
+    if (rc == 0 && !(r->cfg.unordered & REDUCER_UNORDERED_REDUCED))
+        rc = device_stream_wait_event(model_stream(r->model), r->reduced[b]);
+    return rc;
 }
 
 void reducer_bucket_compress(reducer_t *r, struct reducer_bucket *bk)
@@ -397,9 +460,7 @@ void reducer_bucket_compress(reducer_t *r, struct reducer_bucket *bk)
     union kernel_args a = {.pack16 = {.h = bk->half, .g = model_grads(r->model) + bk->offset, .w = (float)r->world,
                                       .bf16 = r->cfg.compress == REDUCER_COMPRESS_BF16}};
     reducer_kernel(r, KERNEL_pack16, bk->count, &a, "compress a bucket");
-    int rc = model_sync(r->model); /* the communicator reads it next */
-    if (rc < 0 && r->device_rc == 0)
-        r->device_rc = rc;
+    reducer_keep_error(r, reducer_comm_begin(r, bk)); /* the communicator reads the 16-bit copy next */
 }
 
 void reducer_bucket_average(reducer_t *r, struct reducer_bucket *bk)

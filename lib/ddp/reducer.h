@@ -58,8 +58,18 @@
  *   num_batches_tracked is not broadcast: every rank counts the same training
  *   forwards, and it only matters for momentum=None, which we do not have.
  *
- * Memory: the model's buffers are host memory, so the communicator must be a
- * host-memory backend (sim, mpi); NCCL needs the model on the GPU.
+ * Streams and events, as PyTorch's reducer runs them with NCCL. The
+ * gradients are written on the compute stream (the model's); the all-reduces
+ * run on a communication stream of the reducer's. When a bucket's last
+ * gradient is ready an event is recorded on the compute stream and the
+ * communication stream waits for it; when the all-reduce is done an event is
+ * recorded on the communication stream and the compute stream waits for it
+ * before the average (and the optimizer after it) reads the bucket. A
+ * communicator the host drives (the simulator's, MPI) starts once the host
+ * has seen the ready event, and its work is marked on the communication
+ * stream (device_mark_access), so the simulated device's detector checks
+ * both events every step: leave one out (reducer_config.unordered) and it
+ * names the bucket's buffer, both streams and the operation.
  *
  * One step (reducer_backward() does the middle three calls):
  *
@@ -88,12 +98,20 @@
 
 enum reducer_compress { REDUCER_COMPRESS_NONE, REDUCER_COMPRESS_FP16, REDUCER_COMPRESS_BF16 };
 
+/* Faults, to watch the simulated device's detector name them: an event the
+ * reducer leaves out of its schedule. */
+enum {
+    REDUCER_UNORDERED_READY = 1,   /* the all-reduce does not wait for its bucket's gradients */
+    REDUCER_UNORDERED_REDUCED = 2, /* the compute stream does not wait for the all-reduce */
+};
+
 struct reducer_config {
     size_t first_bucket_bytes; /* REDUCER_FIRST_BUCKET_BYTES */
     size_t bucket_cap_bytes;   /* REDUCER_BUCKET_CAP_BYTES */
     int broadcast_buffers;     /* 1, as PyTorch */
     int rebuild_buckets;       /* 1: rebuild once after the first iteration, as PyTorch */
     enum reducer_compress compress;
+    unsigned unordered;        /* REDUCER_UNORDERED_*: 0, always, but to break the schedule on purpose */
 };
 
 void reducer_config_default(struct reducer_config *c);

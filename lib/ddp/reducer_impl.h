@@ -36,7 +36,19 @@ struct reducer {
     int rebuild_due;         /* ready_order is complete and the buckets were not rebuilt yet */
     struct reducer_stats stats;
     int device_rc;           /* the first error of a kernel the reducer issued in this backward, 0: none */
+    device_stream_t *comm_stream; /* where the all-reduces are ordered */
+    device_event_t **ready, **reduced; /* per bucket (nparams of each: the most buckets there can be) */
 };
+
+/* Before bucket bk's all-reduce, once what it sums (the gradient slice, or
+ * the 16-bit copy) is written on the compute stream: the ready event, the
+ * communication stream's wait and the all-reduce's mark on it, then the
+ * host's wait, since the host starts the communicator next. */
+int reducer_comm_begin(reducer_t *r, struct reducer_bucket *bk);
+
+/* After bucket bk's all-reduce completed: its result marked on the
+ * communication stream, the reduced event, the compute stream's wait. */
+int reducer_comm_end(reducer_t *r, struct reducer_bucket *bk);
 
 /* Starts bucket b's all-reduce (reducer_ready.c, lab region "launch"). */
 int reducer_bucket_launch(reducer_t *r, int b);

@@ -341,7 +341,7 @@ static int train_open(struct train_run *t, const struct train_config *c, comm_t 
     if ((rc = loader_open(c->train_set, &lo, &t->L)) < 0)
         return rc;
     struct prefetch_options po = {.depth = 2, .max_bytes = (uint64_t)c->batch * (uint64_t)c->spec.inputs,
-                                  .max_batch = c->batch, .compute = t->compute};
+                                  .max_batch = c->batch, .compute = t->compute, .unordered = c->unordered_input};
     if ((rc = prefetch_open(t->dev, t->L, &po, &t->pf)) < 0)
         return rc;
     t->labels = malloc((size_t)max_batch * sizeof *t->labels);
@@ -444,8 +444,14 @@ static int train_backward(struct train_run *t, int n, uint32_t k, uint32_t g)
     /* without overlap, every gradient is marked ready only now, in the order backward made them */
     for (int p = model_param_tensors(t->m) - 1; rc == 0 && !c->overlap && p >= 0; p--)
         rc = reducer_mark_ready(t->r, p);
-    int fr = reducer_finish(t->r); /* waits for what started even after an error */
-    rc = rc ? rc : fr;
+    if (rc < 0) { /* wait for what did start, and keep the first error's message */
+        char msg[1024];
+        snprintf(msg, sizeof msg, "%s", err_msg());
+        reducer_finish(t->r);
+        err_set(rc, "%s", msg);
+    } else {
+        rc = reducer_finish(t->r);
+    }
     uint64_t t2 = clock_now_ns();
     t->t.comm += train_s(t1, t2);
     if (k + 1 == g)

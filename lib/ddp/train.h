@@ -116,6 +116,8 @@ struct train_config {
     const struct train_flip *flips; /* bits to flip in a replica, each in a step the run takes; NULL: none */
     int nflips;
     enum train_eval eval;
+    int unordered_input;         /* a fault for the detector to name: the compute stream reads each batch
+                                  * without waiting for its copy (the reducer's own: reducer.unordered) */
 
     /* files */
     const char *checkpoint_dir;  /* NULL: none */

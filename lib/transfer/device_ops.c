@@ -232,3 +232,14 @@ int device_copy_d2d_async(device_stream_t *s, void *dst, const void *src, uint64
     device_op_write(&op, dst, bytes);
     return device_op_run(s, &op);
 }
+
+int device_mark_access(device_stream_t *s, const char *name, int64_t batch, const struct device_span *reads,
+                       const struct device_span *writes)
+{
+    struct device_op op = {.kind = DEVICE_OP_ACCESS, .name = name, .batch = batch};
+    if (reads)
+        device_op_read(&op, reads->ptr, reads->bytes);
+    if (writes)
+        device_op_write(&op, writes->ptr, writes->bytes);
+    return device_op_run(s, &op);
+}

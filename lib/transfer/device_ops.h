@@ -65,7 +65,7 @@ struct device_gemm {
 
 /* One operation as a backend receives it: the front (device_ops.c) has
  * checked its arguments and derived the memory it reads and writes. */
-enum device_op_kind { DEVICE_OP_GEMM, DEVICE_OP_KERNEL, DEVICE_OP_MEMSET, DEVICE_OP_COPY_D2D };
+enum device_op_kind { DEVICE_OP_GEMM, DEVICE_OP_KERNEL, DEVICE_OP_MEMSET, DEVICE_OP_COPY_D2D, DEVICE_OP_ACCESS };
 
 struct device_op {
     enum device_op_kind kind;
@@ -99,6 +99,15 @@ int device_kernel_flushing(device_stream_t *s, enum kernel_id id, uint64_t n, co
                            const char *name, int64_t batch);
 
 int device_memset_async(device_stream_t *s, void *dst, int value, uint64_t bytes);
+
+/* Work done outside the device on device memory, placed in stream order: it
+ * computes nothing, and declares the memory that work reads (`reads`) and
+ * writes (`writes`, each a span or NULL). A collective that the host drives
+ * (the simulator's communicator, MPI) marks its bucket on the communication
+ * stream this way, so that the detector checks the events between that
+ * stream and the compute stream as it checks a GPU's NCCL kernels. */
+int device_mark_access(device_stream_t *s, const char *name, int64_t batch, const struct device_span *reads,
+                       const struct device_span *writes);
 int device_copy_d2d_async(device_stream_t *s, void *dst, const void *src, uint64_t bytes);
 
 /* "bias_rows", for messages and tests. */

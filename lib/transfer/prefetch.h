@@ -51,6 +51,8 @@ struct prefetch_options {
     uint32_t max_batch;       /* samples in the largest batch (the loader's max_batch); required */
     device_stream_t *compute; /* the trainer's stream; required */
     pinned_pool_t *pin_pool;  /* non-NULL: stage every batch through pinned memory from this pool (PyTorch's way) */
+    int unordered;            /* a fault, to watch the simulated device's detector catch it: batches are handed
+                               * over without the compute stream waiting for their copies */
 };
 
 /* One batch on the device, valid until prefetch_release(). */

@@ -29,7 +29,6 @@ t_out help "--checkpoint-every=N" $P --help
 t_fail bad_flag 2 "chapter-6: unrecognized option '--frobnicate'" $P --frobnicate
 t_fail hidden_zero 2 "--hidden: expected a comma-separated list of 1 to 65536, got '0'" $P --hidden=0
 t_fail hidden_junk 2 "--hidden: expected a comma-separated list of 1 to 65536, got '1,,2' (an empty value)" $P --hidden=1,,2
-t_fail nccl_is_refused 2 "--backend=nccl: chapter 6's model runs on the CPU" $P --backend=nccl
 t_fail checkpoint_every_needs_a_directory 2 "--checkpoint-every needs --checkpoint=DIR" $P --checkpoint-every=5
 t_fail init_and_resume 2 "--init and --resume both give the starting parameters" $P --init=a --resume=b
 t_fail demo_sets_its_own_runs 2 "--world does nothing with --demo or --bench" $P --demo=uneven --world=8
@@ -371,4 +370,29 @@ else
         then t_pass demos_timelines_titled
         else t_failed demos_timelines_titled "titles: $(grep 'of every rank' <<<"$titles" | tr '\n' ' ')"; fi
     fi
+fi
+
+# The three events of a step, each left out in turn (--drop-event): the simulated device's detector
+# names the operation, the buffer, both streams and the batch, on the first step.
+D=(--data=synthetic --train-size=512 --steps=3 --batch=32 --world=2 --test-data=none --out="$OUT")
+t_fail drop_event_copy 1 "'input' (batch 0) on stream 'compute' reads device buffer 'batch buffer 0', which copy #" \
+    $P "${D[@]}" --drop-event=copy
+t_fail drop_event_bucket_ready 1 "'all-reduce' (batch 0) on stream 'communication' reads device buffer 'gradients', which kernel #" \
+    $P "${D[@]}" --drop-event=bucket-ready
+t_fail drop_event_bucket_done 1 "'average a bucket' (batch 0) on stream 'compute' reads device buffer 'gradients', which kernel #" \
+    $P "${D[@]}" --drop-event=bucket-done
+t_fail drop_event_bucket_ready_fp16 1 "on stream 'communication' reads device buffer 'a bucket's 16-bit copy'" \
+    $P "${D[@]}" --drop-event=bucket-ready --compress=fp16
+t_fail drop_event_bucket_done_bf16 1 "'widen a bucket' (batch 0) on stream 'compute' reads device buffer 'a bucket's 16-bit copy'" \
+    $P "${D[@]}" --drop-event=bucket-done --compress=bf16
+t_ok events_kept $P "${D[@]}" --compress=fp16 --accumulate=2
+# where the model computes: refusals in one line, naming the flag
+t_fail nccl_on_the_simulated_device 2 "--backend=nccl with --device=sim: NCCL all-reduces GPU memory" \
+    $P "${D[@]}" --backend=nccl --device=sim
+t_fail device_unknown 2 "--device: unknown value 'tpu' (sim or cuda)" $P "${D[@]}" --device=tpu
+if ! nvidia-smi -L 2>/dev/null | grep -q '^GPU '; then
+    t_fail device_cuda_without_a_gpu 2 "--device=cuda: device: cuda: " $P "${D[@]}" --device=cuda
+    t_fail nccl_without_a_gpu 2 "--device=cuda (what --backend=nccl needs): device: cuda: " $P "${D[@]}" --backend=nccl
+else
+    t_skip device_cuda_without_a_gpu "this machine has a GPU (tests/gpu/chapter6.sh runs it)"
 fi
