@@ -125,6 +125,7 @@ struct dsim {
     struct dsim_op *bounce_op[2];
     uint64_t copy_number, kernel_number;
     int inline_busy;          /* the host is running a compute operation itself (dsim_run) */
+    int changed_waiters;      /* threads waiting on `changed` */
     uint64_t gemm_ns, gemm_calls;
     int broken;
     int broken_code;
@@ -270,11 +271,20 @@ static struct dsim_op *dsim_op_new(struct dsim *d, enum dsim_kind kind)
     return op;
 }
 
+/* Waits (mu held) for the next completion, counted, so that an operation
+ * the host ran itself wakes nobody when nobody waits. */
+static void dsim_wait_changed(struct dsim *d)
+{
+    d->changed_waiters++;
+    pthread_cond_wait(&d->changed, &d->mu);
+    d->changed_waiters--;
+}
+
 /* Waits (mu held) until op completed or the device broke. */
 static int dsim_wait_op(struct dsim *d, struct dsim_op *op)
 {
     while (op && !op->done && !d->broken) {
-        pthread_cond_wait(&d->changed, &d->mu);
+        dsim_wait_changed(d);
         int rc = dsim_enter(d);
         if (rc)
             return rc;
@@ -393,6 +403,25 @@ static int dsim_find_dev(struct dsim *d, const void *ptr, uint64_t bytes, const 
                    ptr);
 }
 
+/* dsim_find_dev for span `index` of a kernel's reads or writes, the message
+ * written only when the span is wrong (this runs for every span of every
+ * operation). */
+static int dsim_find_span(struct dsim *d, const struct device_span *sp, const char *kernel, int write, uint32_t index,
+                          struct dsim_devbuf **out)
+{
+    const uint8_t *p = sp->ptr;
+    for (int i = 0; i < d->ndev; i++) {
+        struct dsim_devbuf *b = &d->dev[i];
+        if (p >= b->base && p < b->base + b->bytes && sp->bytes <= (uint64_t)(b->base + b->bytes - p)) {
+            *out = b;
+            return 0;
+        }
+    }
+    char where[96];
+    snprintf(where, sizeof where, "kernel '%s' %s span %u", kernel, write ? "write" : "read", index);
+    return dsim_find_dev(d, sp->ptr, sp->bytes, where, out);
+}
+
 static struct dsim_hostbuf *dsim_find_host(struct dsim *d, const void *ptr)
 {
     const uint8_t *p = ptr;
@@ -420,7 +449,7 @@ static int dsim_grow(void **arr, int *cap, int n, size_t elem)
 static void dsim_drain(struct dsim *d)
 {
     while (d->eng[0].head || d->eng[1].head || d->eng[2].head || d->waits)
-        pthread_cond_wait(&d->changed, &d->mu);
+        dsim_wait_changed(d);
 }
 
 static int dsim_mem_alloc(device_t *dev, uint64_t bytes, const char *name, void **out)
@@ -638,7 +667,7 @@ static int dsim_stream_create(device_stream_t *pub)
 static void dsim_stream_free(struct dsim *d, struct dsim_stream *s)
 {
     while (s->last && !s->last->done)
-        pthread_cond_wait(&d->changed, &d->mu);
+        dsim_wait_changed(d);
     race_clock_join(&d->host, &s->clock);
     dsim_op_unref(s->last);
     d->streams[s->id] = NULL;
@@ -655,6 +684,15 @@ static void dsim_stream_destroy(device_stream_t *pub)
 
 /* ---- copies --------------------------------------------------------------------------- */
 
+/* dst = src, cut to len - 1 characters: snprintf's result, without its cost
+ * (the detector copies two names for every span of every operation). */
+static void dsim_copy_text(char *dst, const char *src, size_t len)
+{
+    size_t n = strnlen(src, len - 1);
+    memcpy(dst, src, n);
+    dst[n] = '\0';
+}
+
 /* The detector's ordering check of one operation's access to device memory
  * (mu held): 0, or the hazard (the device breaks). */
 static int dsim_access(struct dsim *d, struct dsim_devbuf *b, const void *ptr, uint64_t bytes, int write,
@@ -663,8 +701,8 @@ static int dsim_access(struct dsim *d, struct dsim_devbuf *b, const void *ptr, u
     struct race_access a = {.lo = (uint64_t)((const uint8_t *)ptr - b->base), .write = write, .stream = s->id,
                             .seq = clock->t[s->id]};
     a.hi = a.lo + bytes;
-    snprintf(a.what, sizeof a.what, "%s", what);
-    snprintf(a.stream_name, sizeof a.stream_name, "%s", s->name);
+    dsim_copy_text(a.what, what, sizeof a.what);
+    dsim_copy_text(a.stream_name, s->name, sizeof a.stream_name);
     char msg[1024];
     int rc = race_buffer_access(&b->race, b->name, &a, clock, msg, sizeof msg);
     if (rc == 1)
@@ -895,10 +933,7 @@ static struct dsim_op *dsim_issue_compute(struct dsim *d, struct dsim_stream *s,
         int write = i >= nreads;
         const struct device_span *sp = write ? &writes[i - nreads] : &reads[i];
         struct dsim_devbuf *b;
-        char where[96];
-        snprintf(where, sizeof where, "kernel '%s' %s span %u", name, write ? "write" : "read",
-                 write ? i - nreads : i);
-        *rc = dsim_find_dev(d, sp->ptr, sp->bytes, where, &b);
+        *rc = dsim_find_span(d, sp, name, write, write ? i - nreads : i, &b);
         if (*rc == 0)
             *rc = dsim_access(d, b, sp->ptr, sp->bytes, write, s, &clock, what);
     }
@@ -944,8 +979,10 @@ static void dsim_complete_inline(struct dsim *d, struct dsim_op *op, double star
     op->prev = NULL;
     d->inline_busy = 0;
     dsim_settle(d);
-    pthread_cond_broadcast(&d->changed);
-    pthread_cond_broadcast(&d->work);
+    if (d->changed_waiters)
+        pthread_cond_broadcast(&d->changed);
+    if (e->head || d->eng[DSIM_ENGINE_H2D].head || d->eng[DSIM_ENGINE_D2H].head) /* an engine may wait for us */
+        pthread_cond_broadcast(&d->work);
     dsim_op_unref(op);
 }
 
