@@ -54,6 +54,11 @@ ifeq ($(HAVE_CUDA),1)
   CPPFLAGS += -DHAVE_CUDA=1
   NVCC := $(CUDA_HOME)/bin/nvcc
   NVCCFLAGS ?= -O2 -g -std=c++17 -Xcompiler -Wall,-Wextra,-Werror
+  # The GPU runs the arithmetic `make test` checks (lib/transfer/kernels.h):
+  # no multiply-add fused behind the source's back, subnormals kept, float
+  # division and square root correctly rounded. The last three are nvcc's
+  # defaults, written out so that no NVCCFLAGS can drop them unseen.
+  NVCC_IEEE := -fmad=false -ftz=false -prec-div=true -prec-sqrt=true
   GPU_SRCS := $(shell find lib -name '*.cu' | sort)
   ifeq ($(HAVE_NCCL),1)
     CPPFLAGS += -DHAVE_NCCL=1
@@ -62,7 +67,7 @@ ifeq ($(HAVE_CUDA),1)
     GPU_SRCS := $(filter-out lib/comm/nccl/%,$(GPU_SRCS))
   endif
   GPU_OBJS := $(patsubst %.cu,$(BUILD)/obj/%.o,$(GPU_SRCS))
-  GPU_LDLIBS += -L$(CUDA_LIBDIR) -Wl,-rpath,$(CUDA_LIBDIR) -lcudart -lstdc++
+  GPU_LDLIBS += -L$(CUDA_LIBDIR) -Wl,-rpath,$(CUDA_LIBDIR) -lcublas -lcudart -lstdc++
   LDLIBS += $(GPU_LDLIBS)
 endif
 
@@ -93,7 +98,7 @@ endif
 $(BUILD)/obj/sim/device_exec.o: CFLAGS += -ftree-vectorize -fvect-cost-model=dynamic -funswitch-loops
 $(BUILD)/obj/%.o: %.cu $(BUILD)/config.mk
 	@mkdir -p $(@D)
-	$(NVCC) $(CPPFLAGS) $(NVCCFLAGS) -MD -MF $(@:.o=.d) -c -o $@ $<
+	$(NVCC) $(CPPFLAGS) $(NVCCFLAGS) $(NVCC_IEEE) -MD -MF $(@:.o=.d) -c -o $@ $<
 $(LIB): $(LIB_OBJS)
 	@rm -f $@; ar rcs $@ $^
 

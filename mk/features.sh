@@ -48,14 +48,17 @@ have_cuda=0; have_nccl=0
 if [ -n "$cuda_home" ]; then
     cuda_lib=$(first_dir_with libcudart.so "$cuda_home/lib64" "$cuda_home/lib")
 fi
-if [ -n "$cuda_lib" ] && [ -e "$cuda_home/include/cuda_runtime.h" ]; then
+# The device operations' matrix products are cuBLAS's: a toolkit without it
+# builds no GPU code rather than failing to link.
+if [ -n "$cuda_lib" ] && [ -e "$cuda_home/include/cuda_runtime.h" ] &&
+   [ -e "$cuda_lib/libcublas.so" ] && [ -e "$cuda_home/include/cublas_v2.h" ]; then
     have_cuda=1
     say cuda "found: $("$nvcc" --version | tail -n 1) in $cuda_home"
     nccl_lib=$(first_dir_with libnccl.so "$cuda_home/lib64" "$cuda_home/lib")
     if [ -n "$nccl_lib" ] && [ -e "$cuda_home/include/nccl.h" ]; then have_nccl=1; say nccl "found in $nccl_lib"
     else say nccl "not found in $cuda_home/lib64 or lib: --backend=nccl is off"; fi
 elif [ -n "$cuda_home" ]; then
-    say cuda "nvcc found, but no libcudart.so and cuda_runtime.h in $cuda_home: GPU code is not built"
+    say cuda "nvcc found, but not libcudart.so, libcublas.so, cuda_runtime.h and cublas_v2.h all in $cuda_home: GPU code is not built"
     say nccl "not found (needs CUDA): --backend=nccl is off"
     cuda_home=""
 else

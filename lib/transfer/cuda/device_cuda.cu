@@ -3,9 +3,11 @@
  * Read in this order: cu_open (which GPU, its link), the copies (one
  * cudaMemcpyAsync each; from pageable memory the driver stages and blocks),
  * cu_launch (a spin kernel for the modelled compute, cudaLaunchHostFunc for
- * real host work in stream order), then the events. Every CUDA call goes
- * through cu_check, which turns a failure into a sticky error naming the GPU
- * and the call, as the CUDA runtime's own sticky errors are.
+ * real host work in stream order), cu_run (the device operations: cuBLAS's
+ * sgemm and the kernels of transfer/kernels.h), then the events. Every CUDA
+ * and cuBLAS call goes through CU_CHECK or cu_blas_fail, which turn a failure
+ * into a sticky error naming the GPU and the call, as the CUDA runtime's own
+ * sticky errors are.
  */
 #include "transfer/cuda/device_cuda.h"
 
@@ -14,6 +16,7 @@ extern "C" { /* the core's C headers without C++ guards of their own */
 #include "base/error.h"
 }
 
+#include <cublas_v2.h>
 #include <cuda_runtime.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -34,6 +37,14 @@ struct cu_device {
     struct cu_hostbuf *host;
     int nhost, caphost;
     uint64_t staged_copies, staged_bytes;
+    /* cuBLAS: one handle per device, made on the first product. A handle's
+     * stream is its state (cublasSetStream), so setting it and issuing the
+     * product hold blas_mu: two host threads on one device stay apart.
+     * cuBLAS gives the same bits run after run while one stream at a time
+     * runs its products (concurrent streams may get other workspaces, hence
+     * other algorithms): a training step issues them on its compute stream. */
+    pthread_mutex_t blas_mu;
+    cublasHandle_t blas;
     int broken;
     char broken_msg[1024];
 };
@@ -45,19 +56,30 @@ struct cu_event {
 
 static struct cu_device *cu_of(const device_t *d) { return (struct cu_device *)d->impl; }
 
-/* A failed CUDA call: the device breaks with a message naming the call. */
-static int cu_fail(device_t *d, cudaError_t e, const char *call)
+/* A failed call: the device breaks with a message naming the call and the
+ * library's name and words for its error. */
+static int cu_break(device_t *d, const char *call, const char *error, const char *why)
 {
     struct cu_device *c = cu_of(d);
     pthread_mutex_lock(&c->mu);
     if (!c->broken) {
         c->broken = 1;
         snprintf(c->broken_msg, sizeof c->broken_msg, "%s (GPU %d): %s failed: %s (%s)", d->name, c->ordinal, call,
-                 cudaGetErrorName(e), cudaGetErrorString(e));
+                 error, why);
     }
     int rc = err_set(ERR_IO, "%s", c->broken_msg);
     pthread_mutex_unlock(&c->mu);
     return rc;
+}
+
+static int cu_fail(device_t *d, cudaError_t e, const char *call)
+{
+    return cu_break(d, call, cudaGetErrorName(e), cudaGetErrorString(e));
+}
+
+static int cu_blas_fail(device_t *d, cublasStatus_t e, const char *call)
+{
+    return cu_break(d, call, cublasGetStatusName(e), cublasGetStatusString(e));
 }
 
 #define CU_CHECK(d, call)                          \
@@ -111,6 +133,7 @@ static int cu_open(device_t *d, const struct device_config *cfg)
         return err_set(ERR_NOMEM, "%s: out of memory", d->name);
     c->ordinal = ordinal;
     pthread_mutex_init(&c->mu, NULL);
+    pthread_mutex_init(&c->blas_mu, NULL);
     d->impl = c;
     cudaDeviceProp prop;
     e = cudaSetDevice(ordinal);
@@ -119,6 +142,7 @@ static int cu_open(device_t *d, const struct device_config *cfg)
     if (e != cudaSuccess) {
         int rc = err_set(ERR_IO, "%s: GPU %d: %s", d->name, ordinal, cudaGetErrorString(e));
         pthread_mutex_destroy(&c->mu);
+        pthread_mutex_destroy(&c->blas_mu);
         free(c);
         d->impl = NULL;
         return rc;
@@ -149,7 +173,10 @@ static void cu_close(device_t *d)
             cudaFreeHost(c->host[i].ptr);
     }
     free(c->host);
+    if (c->blas)
+        cublasDestroy(c->blas);
     pthread_mutex_destroy(&c->mu);
+    pthread_mutex_destroy(&c->blas_mu);
     free(c);
 }
 
@@ -385,6 +412,118 @@ static int cu_launch(device_stream_t *s, const struct device_kernel *k)
     return 0;
 }
 
+/* ---- the device operations (transfer/device_ops.h) ---------------------------------- */
+
+/* The handle, made once (blas_mu held). Float32 stays float32:
+ * CUBLAS_DEFAULT_MATH keeps at least the precision asked for, so no TF32
+ * tensor-core products (CUBLAS_TF32_TENSOR_OP_MATH) and no BF16x9 emulation
+ * (CUBLAS_FP32_EMULATED_BF16X9_MATH), which must be asked for by name; it is
+ * also what PyTorch sets when TF32 is off, its default for matmul. alpha and
+ * beta are host floats (CUBLAS_POINTER_MODE_HOST). */
+static int cu_blas_handle(device_t *d, cublasHandle_t *out)
+{
+    struct cu_device *c = cu_of(d);
+    if (!c->blas) {
+        cublasHandle_t h;
+        cublasStatus_t e = cublasCreate(&h);
+        if (e != CUBLAS_STATUS_SUCCESS)
+            return cu_blas_fail(d, e, "cublasCreate");
+        e = cublasSetMathMode(h, CUBLAS_DEFAULT_MATH);
+        if (e == CUBLAS_STATUS_SUCCESS)
+            e = cublasSetPointerMode(h, CUBLAS_POINTER_MODE_HOST);
+        if (e != CUBLAS_STATUS_SUCCESS) {
+            cublasDestroy(h);
+            return cu_blas_fail(d, e, "cublasSetMathMode/cublasSetPointerMode");
+        }
+        c->blas = h;
+    }
+    *out = c->blas;
+    return 0;
+}
+
+static cublasOperation_t cu_blas_op(enum device_transpose t) { return t == DEVICE_OP_T ? CUBLAS_OP_T : CUBLAS_OP_N; }
+
+/* The product with exactly the arguments device_gemm holds: they are
+ * cuBLAS's own, which the simulated device passes to CBLAS's column-major
+ * call. */
+static int cu_gemm(device_t *d, cudaStream_t st, const struct device_op *op)
+{
+    struct cu_device *c = cu_of(d);
+    const struct device_gemm *g = &op->gemm;
+    char call[160];
+    snprintf(call, sizeof call, "cublasSgemm '%.100s'", op->name);
+    pthread_mutex_lock(&c->blas_mu);
+    cublasHandle_t h = NULL;
+    int rc = cu_blas_handle(d, &h);
+    cublasStatus_t e = CUBLAS_STATUS_SUCCESS;
+    if (rc == 0)
+        e = cublasSetStream(h, st);
+    if (rc == 0 && e == CUBLAS_STATUS_SUCCESS)
+        e = cublasSgemm(h, cu_blas_op(g->transa), cu_blas_op(g->transb), g->m, g->n, g->k, &g->alpha, g->a, g->lda,
+                        g->b, g->ldb, &g->beta, g->c, g->ldc);
+    pthread_mutex_unlock(&c->blas_mu);
+    if (rc == 0 && e != CUBLAS_STATUS_SUCCESS)
+        rc = cu_blas_fail(d, e, call);
+    return rc;
+}
+
+/* Every kernel of KERNEL_LIST as a CUDA kernel: a grid-stride loop calling
+ * the body both compilers build (nvcc with -fmad=false: see kernels.h), its
+ * arguments passed by value as kernel parameters. */
+#define CU_KERNEL(name)                                                                                                \
+    __global__ void cu_kernel_##name(struct kernel_##name a, uint64_t n)                                               \
+    {                                                                                                                  \
+        uint64_t stride = (uint64_t)gridDim.x * blockDim.x;                                                            \
+        for (uint64_t i = (uint64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += stride)                         \
+            kernel_##name(&a, i);                                                                                      \
+    }
+KERNEL_LIST(CU_KERNEL)
+#undef CU_KERNEL
+
+/* 256 threads a block; at most 1024 blocks, about one full wave on a large
+ * GPU (an H100 holds 132 x 2048 threads at once): a longer tensor loops. */
+static const unsigned cu_threads = 256, cu_max_blocks = 1024;
+
+static int cu_kernel(device_t *d, cudaStream_t st, const struct device_op *op)
+{
+    uint64_t want = (op->n + cu_threads - 1) / cu_threads;
+    unsigned blocks = want < cu_max_blocks ? (unsigned)want : cu_max_blocks;
+#define CU_LAUNCH(name)                                                                                                \
+    case KERNEL_##name: cu_kernel_##name<<<blocks, cu_threads, 0, st>>>(op->args.name, op->n); break;
+    switch (op->kernel) {
+        KERNEL_LIST(CU_LAUNCH)
+    case KERNEL_COUNT: return err_set(ERR_ARG, "%s: kernel %d does not exist", d->name, (int)op->kernel);
+    }
+#undef CU_LAUNCH
+    cudaError_t e = cudaGetLastError();
+    if (e != cudaSuccess) {
+        char call[160];
+        snprintf(call, sizeof call, "the launch of kernel '%.100s'", op->name);
+        return cu_fail(d, e, call);
+    }
+    return 0;
+}
+
+/* A device operation on s's stream, in stream order. A GPU computes on
+ * subnormals at full speed, so op->flush_subnormals (a CPU's concern) is
+ * not applied here. */
+static int cu_run(device_stream_t *s, const struct device_op *op)
+{
+    int rc = cu_enter(s->dev);
+    if (rc)
+        return rc;
+    cudaStream_t st = (cudaStream_t)s->impl;
+    switch (op->kind) {
+    case DEVICE_OP_GEMM: return cu_gemm(s->dev, st, op);
+    case DEVICE_OP_KERNEL: return cu_kernel(s->dev, st, op);
+    case DEVICE_OP_MEMSET: CU_CHECK(s->dev, cudaMemsetAsync(op->dst, op->value, op->bytes, st)); return 0;
+    case DEVICE_OP_COPY_D2D:
+        CU_CHECK(s->dev, cudaMemcpyAsync(op->dst, op->src, op->bytes, cudaMemcpyDeviceToDevice, st));
+        return 0;
+    }
+    return err_set(ERR_ARG, "%s: device operation '%s' of unknown kind %d", s->dev->name, op->name, (int)op->kind);
+}
+
 /* ---- events -------------------------------------------------------------------------- */
 
 static int cu_event_create(device_event_t *e)
@@ -523,7 +662,7 @@ extern "C" const struct device_backend_ops device_backend_cuda = {
     cu_copy_async,
     cu_copy,
     cu_launch,
-    NULL, /* run: the device operations are not built for the GPU yet */
+    cu_run,
     cu_event_create,
     cu_event_destroy,
     cu_event_record,

@@ -7,9 +7,12 @@
  * cudaHostAlloc (pinned, write-combined), cudaHostRegister, non-blocking
  * streams, cudaMemcpyAsync, events with timing; a kernel is a spin kernel of
  * the requested duration (read on the GPU's global timer) followed by its
- * host function through cudaLaunchHostFunc. The GPU is $LOCAL_RANK (or
- * device_config.ordinal, or 0); its link is the generation and width sysfs
- * reports for it.
+ * host function through cudaLaunchHostFunc. The device operations
+ * (transfer/device_ops.h) are cublasSgemm on the stream (one cuBLAS handle
+ * per device, float32 kept float32), one CUDA kernel per body of
+ * transfer/kernels.h, cudaMemsetAsync and cudaMemcpyAsync device to device.
+ * The GPU is $LOCAL_RANK (or device_config.ordinal, or 0); its link is the
+ * generation and width sysfs reports for it.
  *
  * There is no detector here: that is what the simulator is for.
  *
