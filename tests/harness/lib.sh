@@ -159,10 +159,10 @@ t_signals_leave_no_tmp() {
 
 # t_need_mpirun NAME: returns 0 when this suite and build can run mpirun jobs
 # (and lets mpirun start as root, as tests/run does); else says why NAME is
-# skipped and returns 1.
+# skipped and returns 1. The gpu suite tests the plain build, MPI and all.
 t_need_mpirun() {
     if [ "$(id -u)" = 0 ]; then export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1; fi
-    if [ "${SUITE:-plain}" != plain ]; then
+    if [ "${SUITE:-plain}" != plain ] && [ "$SUITE" != gpu ]; then
         t_skip "$1" "the $SUITE suite is built without MPI"; return 1
     elif ! command -v mpirun > /dev/null 2>&1; then
         t_skip "$1" "mpirun is not installed (apt-get install openmpi-bin libopenmpi-dev)"; return 1
