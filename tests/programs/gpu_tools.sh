@@ -3,7 +3,13 @@
 #   versions     build/tools/gpu_versions asks chapter 6's own GPU libraries
 #                their versions (CUDA's runtime and NCCL, where the build has
 #                them; "not linked" where it does not), and names a library
-#                it cannot load.
+#                it cannot load;
+#   gpu_skips    each script of tests/gpu/ (make test-gpu) says it skips and
+#                why, every line of it a skip: none runs, fails or passes
+#                silently without a GPU;
+#   bench_gpu    chapter 6's GPU benchmarks say "not run: no GPU", one
+#                verdict per target;
+#   reference    tools/gpu_reference.sh stops at once, writing nothing.
 . "$(dirname "$0")/../harness/lib.sh"
 V=$BUILD/tools/gpu_versions
 
@@ -22,3 +28,29 @@ else
 fi
 t_fail versions.bad_library 1 "gpu_versions: $T_TMP/none.so: cannot load it" "$V" "$T_TMP/none.so"
 t_fail versions.bad_flag 2 "gpu_versions: unrecognized option '--bogus'" "$V" --bogus
+
+if nvidia-smi -L 2>/dev/null | grep -q '^GPU '; then
+    t_skip without_a_gpu "this machine has a GPU: make test-gpu runs tests/gpu/, tools/gpu_reference.sh records"
+    exit 0
+fi
+for s in tests/gpu/*.sh; do
+    name=gpu_skips.$(basename "$s" .sh)
+    t_run env BUILD="$BUILD" SUITE=gpu bash "$s"
+    said=$(grep -E '^(PASS|FAIL) ' <<<"$T_OUT" || true)
+    other=$(grep -vE '^PASS [^ ]+ \(skipped: .+\)$' <<<"$said" || true)
+    if [ "$T_STATUS" != 0 ]; then t_failed "$name" "exit $T_STATUS: $(tail -n 3 <<<"$T_OUT")"
+    elif [ -z "$said" ]; then t_failed "$name" "said nothing: $(tail -n 3 <<<"$T_OUT")"
+    elif [ -n "$other" ]; then t_failed "$name" "without a GPU, not a skip: $(head -n 2 <<<"$other")"
+    else t_pass "$name"; fi
+done
+
+t_run env BUILD="$BUILD" chapters/06-ddp/bench_gpu.sh
+if [ "$T_STATUS" != 0 ]; then t_failed bench_gpu "exit $T_STATUS: $(tail -n 3 <<<"$T_OUT")"
+elif [ "$(grep -c '^bench: ' <<<"$T_OUT")" != 4 ]; then t_failed bench_gpu "expected 4 verdicts: $T_OUT"
+else t_lines bench_gpu.not_run "bench: " 'bench: GPU [^|]+ \| [^|]+ \| target [<>]= [0-9.]+ \| not run: no GPU'; fi
+
+t_fail reference.no_gpu 1 "gpu_reference: no NVIDIA GPU visible (nvidia-smi lists none): nothing to record" \
+    tools/gpu_reference.sh --out="$T_TMP/ref"
+if [ -e "$T_TMP/ref" ] || compgen -G "$T_TMP/ref.tmp-*" > /dev/null; then
+    t_failed reference.writes_nothing "left: $(ls -d "$T_TMP"/ref*)"
+else t_pass reference.writes_nothing; fi
