@@ -61,46 +61,48 @@ static void *gpu_versions_find_symbol(const char *name, const char **file)
     return sym;
 }
 
-/* "LABEL: TEXT (FILE)", or the label's "not linked" line when `sym` is NULL. */
-static void gpu_versions_print_line(const char *label, const void *sym, const char *text, const char *file)
+/* "LABEL: TEXT (FILE)", or the label's "not linked" line when no library has it. */
+static void gpu_versions_print_line(const char *label, int found, const char *text, const char *file)
 {
-    if (!sym)
+    if (!found)
         printf("%s: not linked\n", label);
     else
         printf("%s: %s (%s)\n", label, text, file);
 }
 
+/* Calls the entry point `name`, an int (*)(int *), into *v. Returns 1 when it
+ * answered, 0 when no loaded library has it, ERR_IO naming it and its library
+ * when it failed. */
+static int gpu_versions_ask(const char *name, int *v, const char **file)
+{
+    void *sym = gpu_versions_find_symbol(name, file);
+    if (!sym)
+        return 0;
+    gpu_versions_int_fn fn;
+    memcpy(&fn, &sym, sizeof fn);
+    int rc = fn(v);
+    return rc == 0 ? 1 : err_set(ERR_IO, "%s (%s) failed: it returned %d", name, *file, rc);
+}
+
 /* The CUDA runtime's version and the driver's, as the runtime reports them:
- * 1000 * major + 10 * minor. */
+ * 1000 * major + 10 * minor; 0 for the driver when none is loaded. */
 static int gpu_versions_print_cuda(void)
 {
     const char *file;
-    void *sym = gpu_versions_find_symbol("cudaRuntimeGetVersion", &file);
     char text[64] = "";
-    int v = 0;
-    if (sym) {
-        gpu_versions_int_fn fn;
-        memcpy(&fn, &sym, sizeof fn);
-        int rc = fn(&v);
-        if (rc != 0)
-            return err_set(ERR_IO, "cudaRuntimeGetVersion (%s) failed: CUDA error %d", file, rc);
-        snprintf(text, sizeof text, "%d.%d", v / 1000, v % 1000 / 10);
-    }
-    gpu_versions_print_line("cuda runtime", sym, text, file);
+    int v = 0, found = gpu_versions_ask("cudaRuntimeGetVersion", &v, &file);
+    if (found < 0)
+        return found;
+    snprintf(text, sizeof text, "%d.%d", v / 1000, v % 1000 / 10);
+    gpu_versions_print_line("cuda runtime", found, text, file);
 
-    sym = gpu_versions_find_symbol("cudaDriverGetVersion", &file);
-    if (sym) {
-        gpu_versions_int_fn fn;
-        memcpy(&fn, &sym, sizeof fn);
-        int rc = fn(&v);
-        if (rc != 0)
-            return err_set(ERR_IO, "cudaDriverGetVersion (%s) failed: CUDA error %d", file, rc);
-        if (v == 0) /* the runtime's answer when no driver is loaded */
-            snprintf(text, sizeof text, "none loaded (no NVIDIA driver on this machine)");
-        else
-            snprintf(text, sizeof text, "CUDA %d.%d, as the runtime reports it", v / 1000, v % 1000 / 10);
-    }
-    gpu_versions_print_line("cuda driver", sym, text, file);
+    if ((found = gpu_versions_ask("cudaDriverGetVersion", &v, &file)) < 0)
+        return found;
+    if (v == 0)
+        snprintf(text, sizeof text, "none loaded (no NVIDIA driver on this machine)");
+    else
+        snprintf(text, sizeof text, "CUDA %d.%d, as the runtime reports it", v / 1000, v % 1000 / 10);
+    gpu_versions_print_line("cuda driver", found, text, file);
     return 0;
 }
 
@@ -116,11 +118,11 @@ static int gpu_versions_print_cublas(void)
         for (int i = 0; i < 3; i++) {
             int rc = fn(GPU_VERSIONS_MAJOR + i, &part[i]);
             if (rc != 0)
-                return err_set(ERR_IO, "cublasGetProperty(%d) (%s) failed: cuBLAS status %d", i, file, rc);
+                return err_set(ERR_IO, "cublasGetProperty(%d) (%s) failed: it returned %d", i, file, rc);
         }
         snprintf(text, sizeof text, "%d.%d.%d", part[0], part[1], part[2]);
     }
-    gpu_versions_print_line("cublas", sym, text, file);
+    gpu_versions_print_line("cublas", sym != NULL, text, file);
     return 0;
 }
 
@@ -129,19 +131,14 @@ static int gpu_versions_print_cublas(void)
 static int gpu_versions_print_nccl(void)
 {
     const char *file;
-    void *sym = gpu_versions_find_symbol("ncclGetVersion", &file);
     char text[64] = "";
-    if (sym) {
-        gpu_versions_int_fn fn;
-        memcpy(&fn, &sym, sizeof fn);
-        int v = 0, rc = fn(&v);
-        if (rc != 0)
-            return err_set(ERR_IO, "ncclGetVersion (%s) failed: NCCL result %d", file, rc);
-        int major = v >= 10000 ? v / 10000 : v / 1000;
-        int rest = v >= 10000 ? v % 10000 : v % 1000;
-        snprintf(text, sizeof text, "%d.%d.%d", major, rest / 100, rest % 100);
-    }
-    gpu_versions_print_line("nccl", sym, text, file);
+    int v = 0, found = gpu_versions_ask("ncclGetVersion", &v, &file);
+    if (found < 0)
+        return found;
+    int major = v >= 10000 ? v / 10000 : v / 1000;
+    int rest = v >= 10000 ? v % 10000 : v % 1000;
+    snprintf(text, sizeof text, "%d.%d.%d", major, rest / 100, rest % 100);
+    gpu_versions_print_line("nccl", found, text, file);
     return 0;
 }
 
