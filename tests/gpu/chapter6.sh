@@ -30,15 +30,8 @@ P=$BUILD/chapter-6
 TD=$BUILD/tools/tensordiff
 FASHION=/usr/share/datasets/fashion-mnist
 
-if ! grep -q 'HAVE_CUDA := 1' "$BUILD/config.mk" 2>/dev/null; then
-    t_skip all "this build has no CUDA (the toolkit was not found at build time)"
-    exit 0
-fi
-ngpu=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU ' || true)
-if [ "${ngpu:-0}" -lt 1 ]; then
-    t_skip all "no NVIDIA GPU visible (nvidia-smi -L lists none)"
-    exit 0
-fi
+t_need_gpu all || exit 0
+ngpu=$T_NGPU
 if ! "$P" --help 2>/dev/null | grep -q -- '--device='; then
     t_failed device_flag "$P --help names no --device: chapter 6 has no GPU path in this build"
     exit 0

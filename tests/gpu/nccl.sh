@@ -20,14 +20,8 @@ if [ "$(id -u)" = 0 ]; then export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_RO
 prog=$BUILD/chapter-5
 table=(--backend=nccl --check --min-bytes=4 --max-bytes=64M --step-factor=4 --iters=5 --warmup=2)
 
-ngpu=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU ' || true)
-if ! grep -q 'HAVE_NCCL := 1' "$BUILD/config.mk" 2>/dev/null; then
-    t_skip nccl "this build has no NCCL (CUDA and NCCL were not found at build time)"
-    exit 0
-elif [ "${ngpu:-0}" -lt 1 ]; then
-    t_skip nccl "no NVIDIA GPU visible (nvidia-smi -L lists none)"
-    exit 0
-fi
+t_need_gpu nccl nccl || exit 0
+ngpu=$T_NGPU
 
 one_gpu="this machine has 1 GPU: NCCL wants one per rank, and a world of 1 only copies"
 t_out threads.world1_is_a_copy "only a copy" "$prog" "${table[@]}" --world=1
