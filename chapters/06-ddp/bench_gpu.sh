@@ -77,15 +77,14 @@ ours() {
 py=$(torch_python --cuda || true)
 declare -A model_sps
 for b in $batches; do
-    if ! ours "$tmp/ours" "$b"; then
+    if [ -z "$py" ]; then
+        bench_not_run "$(model_what "$b")" "$model_peer" ">=1.0" "no python3 here has a torch that sees the GPU"
+        continue
+    elif ! ours "$tmp/ours" "$b"; then
         bench_not_run "$(model_what "$b")" "$model_peer" ">=1.0" "$(cat "$tmp/why")"
         continue
     fi
     model_sps[$b]=$(field samples_per_s < "$tmp/ours")
-    if [ -z "$py" ]; then
-        bench_not_run "$(model_what "$b")" "$model_peer" ">=1.0" "no python3 here has a torch that sees the GPU"
-        continue
-    fi
     theirs=$("$py" chapters/06-ddp/bench_model.py --device=cuda --batch="$b" "${torch_flags[@]}" 2>"$tmp/torch.err") || {
         echo "bench_model.py --device=cuda failed: $(tail -n 3 "$tmp/torch.err")" >&2; exit 1; }
     tsps=$(field samples_per_s <<<"$theirs")
