@@ -9,7 +9,8 @@
 #                silently without a GPU;
 #   bench_gpu    chapter 6's GPU benchmarks say "not run: no GPU", one
 #                verdict per target;
-#   reference    tools/gpu_reference.sh stops at once, writing nothing.
+#   reference    tools/gpu_reference.sh stops at once, writing nothing;
+# and the gpu suite's mpirun jobs are not skipped where mpirun can run.
 . "$(dirname "$0")/../harness/lib.sh"
 V=$BUILD/tools/gpu_versions
 
@@ -28,6 +29,11 @@ else
 fi
 t_fail versions.bad_library 1 "gpu_versions: $T_TMP/none.so: cannot load it" "$V" "$T_TMP/none.so"
 t_fail versions.bad_flag 2 "gpu_versions: unrecognized option '--bogus'" "$V" --bogus
+
+# the gpu suite tests the plain build, MPI and all: its mpirun jobs run where mpirun is
+if command -v mpirun > /dev/null 2>&1 && grep -q 'HAVE_MPI := 1' "$BUILD/config.mk"; then
+    t_ok mpirun_in_the_gpu_suite env BUILD="$BUILD" SUITE=gpu bash -c '. tests/harness/lib.sh; t_need_mpirun x'
+fi
 
 if nvidia-smi -L 2>/dev/null | grep -q '^GPU '; then
     t_skip without_a_gpu "this machine has a GPU: make test-gpu runs tests/gpu/, tools/gpu_reference.sh records"
