@@ -14,19 +14,14 @@
 # Written without a GPU at hand: see the chapter's
 # chapters/05-allreduce/README.md ("What has NOT been run") for what has run where.
 . "$(dirname "$0")/../harness/lib.sh"
+. tools/torch_python.sh
 
 if [ "$(id -u)" = 0 ]; then export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1; fi
 prog=$BUILD/chapter-5
 table=(--backend=nccl --check --min-bytes=4 --max-bytes=64M --step-factor=4 --iters=5 --warmup=2)
 
-ngpu=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU ' || true)
-if ! grep -q 'HAVE_NCCL := 1' "$BUILD/config.mk" 2>/dev/null; then
-    t_skip nccl "this build has no NCCL (CUDA and NCCL were not found at build time)"
-    exit 0
-elif [ "${ngpu:-0}" -lt 1 ]; then
-    t_skip nccl "no NVIDIA GPU visible (nvidia-smi -L lists none)"
-    exit 0
-fi
+t_need_gpu nccl nccl || exit 0
+ngpu=$T_NGPU
 
 one_gpu="this machine has 1 GPU: NCCL wants one per rank, and a world of 1 only copies"
 t_out threads.world1_is_a_copy "only a copy" "$prog" "${table[@]}" --world=1
@@ -65,13 +60,13 @@ else t_failed torchrun.world$ngpu "exit $status; rank 0 said: $(tail -n 5 "$T_TM
 
 # the same under a real torchrun, when this machine has torch (its agent holds
 # MASTER_PORT: the rendezvous must step aside, see lib/comm/rendezvous.h)
-if /usr/bin/python3 -c 'import torch.distributed.run' >/dev/null 2>&1; then
+if py=$(torch_python); then
     # --redirects/--tee for a local rank that does not exist: see tests/mpi/launch_torchrun.sh
-    t_out torchrun.real.world$ngpu ": 0 OK" /usr/bin/python3 -m torch.distributed.run --no_python \
+    t_out torchrun.real.world$ngpu ": 0 OK" "$py" -m torch.distributed.run --no_python \
         --redirects=9:1 --tee=9:1 \
         --nproc_per_node="$ngpu" --master_port=$((port + 2)) "$prog" "${table[@]}"
 else
-    t_skip torchrun.real "no torch on this machine's /usr/bin/python3"
+    t_skip torchrun.real "no python3 here imports torch"
 fi
 
 # a rank that never comes: rank 0 of 2 alone waits at the rendezvous, then says who is missing

@@ -8,15 +8,7 @@
 . "$(dirname "$0")/../harness/lib.sh"
 P=$BUILD/chapter-4
 
-if ! grep -q 'HAVE_CUDA := 1' "$BUILD/config.mk" 2>/dev/null; then
-    t_skip transfer "this build has no CUDA (the toolkit was not found at build time)"
-    exit 0
-fi
-ngpu=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU ' || true)
-if [ "${ngpu:-0}" -lt 1 ]; then
-    t_skip transfer "no NVIDIA GPU visible (nvidia-smi -L lists none)"
-    exit 0
-fi
+t_need_gpu transfer || exit 0
 
 for t in test_device test_pinned_pool; do # their own PASS/FAIL lines, one per test
     DEVICE_TEST_BACKEND=cuda timeout -k 5 "$T_TIMEOUT" "$BUILD/tests/unit/$t" 2>&1 | sed "s/^\(PASS\|FAIL\) $t\./\1 $T_SCRIPT.$t./"

@@ -26,6 +26,9 @@
 #                                           signal (see below)
 #   t_need_mpirun NAME                      mpirun jobs can run here, or
 #                                           NAME is skipped saying why
+#   t_need_gpu NAME [nccl]                  this build has CUDA (and NCCL)
+#                                           and a GPU is visible, T_NGPU of
+#                                           them; or NAME is skipped saying why
 #   t_idx_bad_label PREFIX N K              an IDX training set of N black
 #                                           28 x 28 images, PREFIX-images-idx3-ubyte
 #                                           and its labels, all 0 but record K's:
@@ -159,15 +162,29 @@ t_signals_leave_no_tmp() {
 
 # t_need_mpirun NAME: returns 0 when this suite and build can run mpirun jobs
 # (and lets mpirun start as root, as tests/run does); else says why NAME is
-# skipped and returns 1.
+# skipped and returns 1. The gpu suite tests the plain build, MPI and all.
 t_need_mpirun() {
     if [ "$(id -u)" = 0 ]; then export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1; fi
-    if [ "${SUITE:-plain}" != plain ]; then
+    if [ "${SUITE:-plain}" != plain ] && [ "$SUITE" != gpu ]; then
         t_skip "$1" "the $SUITE suite is built without MPI"; return 1
     elif ! command -v mpirun > /dev/null 2>&1; then
         t_skip "$1" "mpirun is not installed (apt-get install openmpi-bin libopenmpi-dev)"; return 1
     elif ! grep -q 'HAVE_MPI := 1' "$BUILD/config.mk" 2>/dev/null; then
         t_skip "$1" "this build has no MPI support"; return 1
+    fi
+}
+
+# t_need_gpu NAME [nccl]: returns 0, with T_NGPU set to how many GPUs
+# nvidia-smi lists, when this build has CUDA (and NCCL, when asked) and there
+# is a GPU; else says why NAME is skipped and returns 1.
+t_need_gpu() {
+    T_NGPU=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU ' || true)
+    if ! grep -q 'HAVE_CUDA := 1' "$BUILD/config.mk" 2>/dev/null; then
+        t_skip "$1" "this build has no CUDA (the toolkit was not found at build time)"; return 1
+    elif [ "${2:-}" = nccl ] && ! grep -q 'HAVE_NCCL := 1' "$BUILD/config.mk" 2>/dev/null; then
+        t_skip "$1" "this build has no NCCL (it was not found beside CUDA at build time)"; return 1
+    elif [ "${T_NGPU:-0}" -lt 1 ]; then
+        t_skip "$1" "no NVIDIA GPU visible (nvidia-smi -L lists none)"; return 1
     fi
 }
 
