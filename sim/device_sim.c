@@ -81,6 +81,7 @@ struct dsim_engine {
     struct dsim *d;
     pthread_t thread;
     pthread_cond_t sleep; /* pacing: waits here until an operation's modelled end */
+    pthread_cond_t wake;  /* idle: waits here for its queue's head to be able to start */
     int tid;
     struct dsim_op *head, *tail;
     double free_m, busy_m;
@@ -108,7 +109,6 @@ struct dsim {
     uint64_t origin_ns;
     pthread_mutex_t mu;
     pthread_cond_t changed; /* an operation completed, or the device broke */
-    pthread_cond_t work;    /* an engine has something new */
     struct dsim_engine eng[DSIM_ENGINES];
     int stop;
     struct dsim_op *waits; /* pending DSIM_WAIT operations */
@@ -256,7 +256,16 @@ static void dsim_enqueue(struct dsim *d, int engine, struct dsim_op *op)
     else
         e->head = op;
     e->tail = op;
-    pthread_cond_broadcast(&d->work);
+    pthread_cond_signal(&e->wake);
+}
+
+/* Wakes the engines whose queue has a head (mu held): it may be able to
+ * start now. An idle engine sleeps through what does not concern it. */
+static void dsim_wake_engines(struct dsim *d)
+{
+    for (int i = 0; i < DSIM_ENGINES; i++)
+        if (d->eng[i].head)
+            pthread_cond_signal(&d->eng[i].wake);
 }
 
 static struct dsim_op *dsim_op_new(struct dsim *d, enum dsim_kind kind)
@@ -319,7 +328,7 @@ static void *dsim_engine_main(void *arg)
         if (!op || (op->prev && !op->prev->done) || (e == &d->eng[DSIM_ENGINE_COMPUTE] && d->inline_busy)) {
             /* FIFO: the head waits, and everything behind it; the compute engine also waits for an
              * operation the host is running inline */
-            pthread_cond_wait(&d->work, &d->mu);
+            pthread_cond_wait(&e->wake, &d->mu);
             continue;
         }
         /* Device time: the model alone decides when it starts and ends. */
@@ -376,7 +385,7 @@ static void *dsim_engine_main(void *arg)
         }
         dsim_settle(d);
         pthread_cond_broadcast(&d->changed);
-        pthread_cond_broadcast(&d->work); /* another engine's head may wait on this one */
+        dsim_wake_engines(d); /* another engine's head may wait on this one */
         dsim_op_unref(op);
     }
     pthread_mutex_unlock(&d->mu);
@@ -981,8 +990,7 @@ static void dsim_complete_inline(struct dsim *d, struct dsim_op *op, double star
     dsim_settle(d);
     if (d->changed_waiters)
         pthread_cond_broadcast(&d->changed);
-    if (e->head || d->eng[DSIM_ENGINE_H2D].head || d->eng[DSIM_ENGINE_D2H].head) /* an engine may wait for us */
-        pthread_cond_broadcast(&d->work);
+    dsim_wake_engines(d); /* an engine's head may wait for us */
     dsim_op_unref(op);
 }
 
@@ -1230,7 +1238,8 @@ static void dsim_free(struct dsim *d)
     for (int i = 0; i < DSIM_ENGINES; i++)
         pthread_cond_destroy(&d->eng[i].sleep);
     pthread_cond_destroy(&d->changed);
-    pthread_cond_destroy(&d->work);
+    for (int i = 0; i < DSIM_ENGINES; i++)
+        pthread_cond_destroy(&d->eng[i].wake);
     pthread_mutex_destroy(&d->staging);
     pthread_mutex_destroy(&d->mu);
     free(d);
@@ -1240,9 +1249,10 @@ static void dsim_stop(struct dsim *d, int started)
 {
     pthread_mutex_lock(&d->mu);
     d->stop = 1;
-    pthread_cond_broadcast(&d->work);
-    for (int i = 0; i < DSIM_ENGINES; i++)
+    for (int i = 0; i < DSIM_ENGINES; i++) {
+        pthread_cond_broadcast(&d->eng[i].wake);
         pthread_cond_broadcast(&d->eng[i].sleep);
+    }
     pthread_mutex_unlock(&d->mu);
     for (int i = 0; i < started; i++)
         pthread_join(d->eng[i].thread, NULL);
@@ -1266,7 +1276,8 @@ static int dsim_open(device_t *dev, const struct device_config *cfg)
     pthread_condattr_init(&attr);
     pthread_condattr_setclock(&attr, CLOCK_MONOTONIC);
     pthread_cond_init(&d->changed, NULL);
-    pthread_cond_init(&d->work, NULL);
+    for (int i = 0; i < DSIM_ENGINES; i++)
+        pthread_cond_init(&d->eng[i].wake, NULL);
     for (int i = 0; i < DSIM_ENGINES; i++) {
         d->eng[i].d = d;
         pthread_cond_init(&d->eng[i].sleep, &attr);
