@@ -168,6 +168,7 @@ int ch6_bench(const struct ch6_run *base, const char *name, int quick)
     bench_model_defaults(&o);
     o.batches[0] = (int)base->train.batch;
     o.nbatches = 1;
+    o.device = base->train.device;
     if (quick) {
         o.seconds = 0.02;
         o.repeats = 1;

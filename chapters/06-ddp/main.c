@@ -353,11 +353,22 @@ static int ch6_validate(struct ch6_cli *cli)
                                         O_LR, O_MOMENTUM, O_WD, O_SCHEDULE, O_INIT, O_SAVE, O_BUCKET_CAP,
                                         O_FIRST_BUCKET, O_NO_OVERLAP, O_ACCUMULATE, O_COMPRESS, O_BROADCAST, O_EVAL,
                                         O_CHECK, O_CHECKPOINT, O_CHECKPOINT_EVERY, O_RESUME, O_TRACE, O_TRACE_STEPS,
-                                        O_PLOT, O_TIMEOUT, O_FAULT, 0};
+                                        O_PLOT, O_TIMEOUT, O_FAULT, O_DROP_EVENT, 0};
         if ((rc = cli_refuse_given(g, ch6_longopts, run_flags,
                                    "does nothing with --demo or --bench (each sets up its own runs; --data, "
-                                   "--test-data, --seed, --out and, for --bench, --batch apply)")) < 0)
+                                   "--test-data, --seed, --out and, for --bench, --batch apply, and --device for "
+                                   "--bench=model)")) < 0)
             return rc;
+        if (cli_given_has(g, O_DEVICE) && !(cli->bench && strcmp(cli->bench, "model") == 0))
+            return err_set(ERR_ARG, "--device: the demos and --bench=%s run on the simulated device; --device "
+                                    "chooses where --bench=model times the model", cli->bench ? cli->bench : "...");
+    }
+    if (cli->bench && strcmp(cli->bench, "model") == 0) { /* one model, no ranks: any device */
+        const char *chosen;
+        if ((rc = backend_table_device_usable(c->device ? c->device : "sim", &chosen)) < 0)
+            return err_wrap(ERR_ARG, "--device=%s", c->device);
+        c->device = chosen;
+        return 0;
     }
     if ((rc = ch6_choose_device(run, cli_given_has(g, O_DROP_EVENT))) < 0)
         return rc;
