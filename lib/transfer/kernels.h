@@ -10,7 +10,8 @@
  * test` checks here, operation for operation; what may still differ is the
  * math library's exp, log and sqrt in double (glibc against CUDA's, each
  * within an ulp or two) and the matrix products (OpenBLAS against cuBLAS sum
- * in different orders): tests/gpu states those tolerances.
+ * in different orders): tests/unit/test_device_ops.c states those
+ * tolerances, and runs on a GPU under make test-gpu.
  *
  * Each kernel is a struct of arguments and a body kernel_NAME(args, i); the
  * list KERNEL_LIST names them all, so that each backend turns the list into
