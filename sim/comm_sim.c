@@ -644,6 +644,7 @@ static void sim_abort(comm_t *c, const char *msg)
 
 const struct comm_backend_ops comm_backend_sim = {
     .name = "sim",
+    .device_memory = 1, /* the stand-in for NCCL: the simulated device's memory, which the host can read */
     .activity = sim_activity,
     .abort = sim_abort,
     .world_abort = sim_world_abort,

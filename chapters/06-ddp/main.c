@@ -326,10 +326,6 @@ static int ch6_choose_device(struct ch6_run *run, int drop_event)
         return err_set(ERR_ARG, "--backend=sim with --device=cuda: the simulated ranks are threads whose "
                                 "communicator adds host memory, not GPU memory: on GPUs use --backend=nccl (one "
                                 "process per GPU, under torchrun or mpirun)");
-    if (strcmp(run->backend, "mpi") == 0 && strcmp(chosen, "cuda") == 0)
-        return err_set(ERR_ARG, "--backend=mpi with --device=cuda: the MPI backend adds host memory, and the "
-                                "reducer does not stage its buckets through pinned host memory yet: use "
-                                "--backend=nccl on GPUs, or --device=sim");
     if (drop_event && strcmp(chosen, "sim") != 0)
         return err_set(ERR_ARG, "--drop-event: only the simulated device's detector names the hazard it makes; on "
                                 "a GPU it is a rare wrong number: add --device=sim");

@@ -135,6 +135,7 @@ void comm_close(comm_t *c)
 int comm_rank(const comm_t *c) { return c->rank; }
 int comm_world(const comm_t *c) { return c->world; }
 const char *comm_backend_name(const comm_t *c) { return c->ops->name; }
+int comm_reads_device_memory(const comm_t *c) { return c->ops->mem_alloc != NULL || c->ops->device_memory; }
 uint64_t comm_next_seq(const comm_t *c) { return c->next_seq; }
 
 /* ---- buffers -------------------------------------------------------------- */

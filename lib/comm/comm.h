@@ -220,6 +220,10 @@ void comm_close(comm_t *c);
 int comm_rank(const comm_t *c);
 int comm_world(const comm_t *c);
 const char *comm_backend_name(const comm_t *c);
+/* 1 when the collectives read device memory directly (NCCL on a GPU, the
+ * simulator's communicator on the simulated device); 0 when they take host
+ * memory only (MPI), and a device's buffers must be staged through it. */
+int comm_reads_device_memory(const comm_t *c);
 
 /* The sequence number the next collective will get (1 for the first). */
 uint64_t comm_next_seq(const comm_t *c);

@@ -152,6 +152,12 @@ struct comm_backend_ops {
      * rank) is what the job's report says. NULL where each process prints
      * its own (mpi, nccl); sim: the world's diagnosis. */
     void (*settled)(comm_t *c, const char *msg);
+
+    /* The collectives read a device's memory directly: NCCL the GPU's (it
+     * has mem_alloc, and counts as such without this), the simulator's the
+     * simulated device's, which is host memory. 0: host memory only (MPI),
+     * so a device buffer must be staged through host memory. */
+    int device_memory;
 };
 
 /* Every comm_world_t starts with this, so the front can find its backend.

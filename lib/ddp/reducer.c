@@ -180,6 +180,24 @@ static int reducer_buckets_from_order(reducer_t *r, const int *order)
     return rc;
 }
 
+/* A broadcast from rank 0 of `count` floats of the model's device memory at
+ * dev, once the model's stream has written them: in place, or through the
+ * pinned staging memory for a host-memory communicator. */
+static int reducer_broadcast_floats(reducer_t *r, float *dev, size_t count)
+{
+    device_t *d = device_stream_device(model_stream(r->model));
+    int rc = model_sync(r->model);
+    if (rc < 0 || count == 0)
+        return rc;
+    if (!r->staging)
+        return comm_broadcast(r->comm, dev, count, COMM_FLOAT32, 0);
+    if ((rc = device_stream_synchronize(r->comm_stream)) == 0 && /* its last copies out of staging are done */
+        (rc = device_copy(d, r->staging, dev, count * sizeof(float), DEVICE_D2H)) == 0 &&
+        (rc = comm_broadcast(r->comm, r->staging, count, COMM_FLOAT32, 0)) == 0)
+        rc = device_copy(d, dev, r->staging, count * sizeof(float), DEVICE_H2D);
+    return rc;
+}
+
 /* ---- open: the shape check and the broadcasts -------------------------------------------- */
 
 /* What each rank tells the others about one parameter (int64 words, so one
@@ -297,13 +315,16 @@ int reducer_open(const struct reducer_config *cfg, comm_t *comm, model_t *m, red
             rc = device_event_create(dev, &r->reduced[b]);
     if (rc == 0)
         rc = reducer_check_shapes(r);
-    /* _sync_module_states: rank 0's parameters and buffers everywhere, once the device wrote them */
+    size_t most = model_param_floats(m) > model_buffer_floats(m) ? model_param_floats(m) : model_buffer_floats(m);
+    if (rc == 0 && !comm_reads_device_memory(comm) && /* MPI: every bucket and broadcast through pinned memory */
+        (rc = device_host_alloc(dev, DEVICE_HOST_PINNED, (most ? most : 1) * sizeof(float), "reducer staging",
+                                &r->staging)) == 0)
+        rc = device_event_create(dev, &r->staged);
+    /* _sync_module_states: rank 0's parameters and buffers everywhere */
     if (rc == 0)
-        rc = model_sync(m);
+        rc = reducer_broadcast_floats(r, model_params(m), model_param_floats(m));
     if (rc == 0)
-        rc = comm_broadcast(comm, model_params(m), model_param_floats(m), COMM_FLOAT32, 0);
-    if (rc == 0 && model_buffer_floats(m) > 0)
-        rc = comm_broadcast(comm, model_buffers(m), model_buffer_floats(m), COMM_FLOAT32, 0);
+        rc = reducer_broadcast_floats(r, model_buffers(m), model_buffer_floats(m));
     if (rc == 0)
         rc = reducer_initial_buckets(r);
     if (rc < 0) {
@@ -329,6 +350,9 @@ void reducer_close(reducer_t *r)
     for (int b = 0; b < r->nparams && r->reduced; b++)
         device_event_destroy(r->reduced[b]);
     device_stream_destroy(r->comm_stream);
+    device_event_destroy(r->staged);
+    if (r->staging)
+        device_host_free(device_stream_device(model_stream(r->model)), r->staging);
     free(r->ready);
     free(r->reduced);
     free(r->bucket_of);
@@ -375,9 +399,7 @@ int reducer_prepare_forward(reducer_t *r, int grad_enabled)
     }
     if (!r->cfg.broadcast_buffers || model_buffer_floats(r->model) == 0)
         return 0;
-    if ((rc = model_sync(r->model)) < 0) /* the last forward's running statistics, written */
-        return rc;
-    return comm_broadcast(r->comm, model_buffers(r->model), model_buffer_floats(r->model), COMM_FLOAT32, 0);
+    return reducer_broadcast_floats(r, model_buffers(r->model), model_buffer_floats(r->model));
 }
 
 void reducer_set_sync(reducer_t *r, int sync) { r->sync = sync != 0; }
@@ -429,6 +451,13 @@ static int reducer_bucket_index(const reducer_t *r, const struct reducer_bucket 
     return (int)(bk - r->buckets);
 }
 
+void *reducer_comm_buffer(reducer_t *r, struct reducer_bucket *bk)
+{
+    if (r->staging)
+        return (float *)r->staging + bk->offset; /* the 16-bit copy fits in the float slot */
+    return (void *)reducer_comm_span(r, bk).ptr;
+}
+
 int reducer_comm_begin(reducer_t *r, struct reducer_bucket *bk)
 {
     int b = reducer_bucket_index(r, bk);
@@ -436,7 +465,15 @@ int reducer_comm_begin(reducer_t *r, struct reducer_bucket *bk)
     int rc = device_event_record(r->ready[b], model_stream(r->model));
     if (rc == 0 && !(r->cfg.unordered & REDUCER_UNORDERED_READY))
         rc = device_stream_wait_event(r->comm_stream, r->ready[b]);
-    if (rc == 0) /* marked before the host's wait below, which would order it whatever the events say */
+    /* queued before the host's wait below, which would order them whatever the events say */
+    if (rc == 0 && r->staging) { /* MPI: the bucket copied to pinned host memory, on the communication stream */
+        rc = device_copy_async(r->comm_stream, reducer_comm_buffer(r, bk), span.ptr, span.bytes, DEVICE_D2H,
+                               model_batch_number(r->model));
+        if (rc == 0)
+            rc = device_event_record(r->staged, r->comm_stream);
+        return rc ? rc : device_event_synchronize(r->staged);
+    }
+    if (rc == 0)
         rc = device_mark_access(r->comm_stream, "all-reduce", model_batch_number(r->model), &span, &span);
     if (rc == 0)
         rc = device_event_synchronize(r->ready[b]);
@@ -447,7 +484,10 @@ int reducer_comm_end(reducer_t *r, struct reducer_bucket *bk)
 {
     int b = reducer_bucket_index(r, bk);
     struct device_span span = reducer_comm_span(r, bk);
-    int rc = device_mark_access(r->comm_stream, "all-reduce result", model_batch_number(r->model), NULL, &span);
+    int rc = r->staging ? device_copy_async(r->comm_stream, (void *)span.ptr, reducer_comm_buffer(r, bk), span.bytes,
+                                            DEVICE_H2D, model_batch_number(r->model))
+                        : device_mark_access(r->comm_stream, "all-reduce result", model_batch_number(r->model), NULL,
+                                             &span);
     if (rc == 0)
         rc = device_event_record(r->reduced[b], r->comm_stream);
     if (rc == 0 && !(r->cfg.unordered & REDUCER_UNORDERED_REDUCED))

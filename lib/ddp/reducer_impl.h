@@ -37,17 +37,27 @@ struct reducer {
     struct reducer_stats stats;
     int device_rc;           /* the first error of a kernel the reducer issued in this backward, 0: none */
     device_stream_t *comm_stream; /* where the all-reduces are ordered */
+    void *staging;           /* a communicator of host memory (MPI): pinned host memory the buckets and the
+                              * broadcasts go through, as large as the largest of them; NULL: none needed */
+    device_event_t *staged;  /* the last copy into staging done */
     device_event_t **ready, **reduced; /* per bucket (nparams of each: the most buckets there can be) */
 };
 
+/* Where the communicator finds bucket bk's all-reduce buffer (its gradient
+ * slice, or compressed its 16-bit copy): that device memory itself, or its
+ * slot in the pinned staging memory a host-memory communicator reads. */
+void *reducer_comm_buffer(reducer_t *r, struct reducer_bucket *bk);
+
 /* Before bucket bk's all-reduce, once what it sums (the gradient slice, or
  * the 16-bit copy) is written on the compute stream: the ready event, the
- * communication stream's wait and the all-reduce's mark on it, then the
- * host's wait, since the host starts the communicator next. */
+ * communication stream's wait and the all-reduce's mark on it (staged: the
+ * copy into pinned host memory, on that stream), then the host's wait, since
+ * the host starts the communicator next. */
 int reducer_comm_begin(reducer_t *r, struct reducer_bucket *bk);
 
 /* After bucket bk's all-reduce completed: its result marked on the
- * communication stream, the reduced event, the compute stream's wait. */
+ * communication stream (staged: copied back from pinned host memory there),
+ * the reduced event, the compute stream's wait. */
 int reducer_comm_end(reducer_t *r, struct reducer_bucket *bk);
 
 /* Starts bucket b's all-reduce (reducer_ready.c, lab region "launch"). */

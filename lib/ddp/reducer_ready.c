@@ -105,15 +105,17 @@ int reducer_bucket_launch(reducer_t *r, int b)
     // LAB:BEGIN launch
     /* The bucket's all-reduce, in place on its slice of the gradient buffer
      * (or on its 16-bit copy, compressed), summing: the average is taken
-     * after the wait. */
-    float *slice = model_grads(r->model) + bk->offset;
+     * after the wait. reducer_comm_buffer says where the communicator finds
+     * it: the device buffer itself, or its copy in pinned host memory. */
     int rc;
     if (r->cfg.compress == REDUCER_COMPRESS_NONE) {
+        void *slice = reducer_comm_buffer(r, bk);
         rc = comm_allreduce_start(r->comm, slice, slice, bk->count, COMM_FLOAT32, COMM_SUM, &bk->req);
     } else {
         reducer_bucket_compress(r, bk);
+        void *half = reducer_comm_buffer(r, bk);
         enum comm_dtype t = r->cfg.compress == REDUCER_COMPRESS_FP16 ? COMM_FLOAT16 : COMM_BFLOAT16;
-        rc = comm_allreduce_start(r->comm, bk->half, bk->half, bk->count, t, COMM_SUM, &bk->req);
+        rc = comm_allreduce_start(r->comm, half, half, bk->count, t, COMM_SUM, &bk->req);
     }
     if (rc < 0)
         return rc;

@@ -23,6 +23,11 @@
 # every process ends at once (well within --timeout), every line printed
 # naming rank 0 and "saving", none blaming another rank; so does one where
 # rank 1 fails inside a step while rank 0 has buckets in flight.
+# MPI adds host memory, so every bucket goes through pinned host memory on
+# the reducer's communication stream (a D2H copy before the all-reduce, an
+# H2D copy after): the same bits as the simulator's in-place all-reduce (the
+# np2 run above, and compressed below), and a left-out event named by the
+# detector at the staging copy that reads the bucket.
 . "$(dirname "$0")/../harness/lib.sh"
 t_need_mpirun chapter6_mpirun || exit 0
 P=$BUILD/chapter-6
@@ -37,6 +42,13 @@ for np in 2 4; do
 done
 t_out np2.same_bits "tensordiff: the same bits" "$TD" "$T_TMP/sim2.safetensors" "$T_TMP/mpi2.safetensors"
 t_out np4.float32_tolerance "tensordiff: " "$TD" --tolerance=2e-3 "$T_TMP/sim4.safetensors" "$T_TMP/mpi4.safetensors"
+small=(--data=synthetic --test-data=none --train-size=512 --batch=32 --steps=3)
+t_ok staged_fp16.sim $P "${small[@]}" --world=2 --compress=fp16 --batchnorm --save="$T_TMP/sim16.safetensors" --out="$T_TMP/sim"
+t_ok staged_fp16.mpirun mpirun --oversubscribe -np 2 $P --backend=mpi "${small[@]}" --compress=fp16 --batchnorm \
+    --save="$T_TMP/mpi16.safetensors" --out="$T_TMP/mpi"
+t_out staged_fp16.same_bits "tensordiff: the same bits" "$TD" "$T_TMP/sim16.safetensors" "$T_TMP/mpi16.safetensors"
+t_fail staged_drop_event 1 "to pinned 'reducer staging' from 'gradients', batch 0) on stream 'communication' reads device buffer 'gradients'" \
+    mpirun --oversubscribe -np 2 $P --backend=mpi "${small[@]}" --drop-event=bucket-ready --out="$T_TMP/mpi"
 # a checkpoint written under mpirun resumes there, exactly
 t_ok np2.checkpoint mpirun --oversubscribe -np 2 $P --backend=mpi "${job[@]}" --steps=13 --checkpoint="$T_TMP/ck" \
     --out="$T_TMP/mpi"

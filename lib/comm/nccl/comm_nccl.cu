@@ -657,4 +657,5 @@ const struct comm_backend_ops comm_backend_nccl = {
     nccl_abort_op,
     nccl_world_abort,
     0, /* settled: nothing kept; each rank reports a shared failure with its own error */
+    1, /* device_memory: the GPU's */
 };
