@@ -118,10 +118,12 @@ static int cu_open(device_t *d, const struct device_config *cfg)
         return err_set(ERR_UNSUPPORTED, "%s: --backend=cuda: no CUDA device found (cudaGetDeviceCount: %s)", d->name,
                        e != cudaSuccess ? cudaGetErrorString(e) : "0 devices");
     int ordinal = cfg->ordinal;
-    if (ordinal < 0) { /* torchrun's GPU for this process, read as strictly as a flag: "1x" is not GPU 1 */
-        const char *local = getenv("LOCAL_RANK");
+    if (ordinal < 0) { /* the launcher's GPU for this process, read as strictly as a flag: "1x" is not GPU 1 */
+        const char *var = "LOCAL_RANK", *local = getenv(var); /* torchrun's */
+        if (!local || !*local) /* Open MPI's mpirun says it under its own name */
+            local = getenv(var = "OMPI_COMM_WORLD_LOCAL_RANK");
         uint64_t v = 0;
-        int rc = local && *local ? cli_parse_env("LOCAL_RANK", local, 0, (uint64_t)n - 1, &v) : 0;
+        int rc = local && *local ? cli_parse_env(var, local, 0, (uint64_t)n - 1, &v) : 0;
         if (rc < 0)
             return err_wrap(rc, "%s: --backend=cuda: the GPU of this rank (this machine has %d)", d->name, n);
         ordinal = (int)v;

@@ -11,7 +11,8 @@
  * (transfer/device_ops.h) are cublasSgemm on the stream (one cuBLAS handle
  * per device, float32 kept float32), one CUDA kernel per body of
  * transfer/kernels.h, cudaMemsetAsync and cudaMemcpyAsync device to device.
- * The GPU is $LOCAL_RANK (or device_config.ordinal, or 0); its link is the
+ * The GPU is device_config.ordinal, else $LOCAL_RANK (torchrun), else
+ * $OMPI_COMM_WORLD_LOCAL_RANK (Open MPI's mpirun), else 0; its link is the
  * generation and width sysfs reports for it.
  *
  * There is no detector here: that is what the simulator is for.
