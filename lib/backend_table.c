@@ -114,14 +114,15 @@ int backend_table_device(const char *name, const struct device_backend_ops **out
     return rc;
 }
 
-int backend_table_device_usable(const char *name, const char **chosen)
+int backend_table_device_usable(const char *name, const char **chosen, int *count)
 {
     const struct device_backend_ops *ops;
     int rc = backend_table_device(name, &ops);
     if (rc < 0)
         return rc;
     *chosen = ops->name;
-    if (ops->probe && !ops->probe())
+    *count = ops->probe ? ops->probe() : 1;
+    if (*count < 1)
         return err_set(ERR_UNSUPPORTED, "device: %s: no GPU found on this machine (the driver sees none, or "
                                         "CUDA_VISIBLE_DEVICES hides them)", ops->name);
     return 0;

@@ -49,9 +49,9 @@ int backend_table_device(const char *name, const struct device_backend_ops **out
 
 /* The device backend `name` can open here: built, and (for a real device)
  * its probe finds one. NULL: the default's name. 0 with *chosen set (the
- * default's name for NULL), ERR_UNSUPPORTED ("cuda: no NVIDIA GPU found",
- * or this build lacks it), ERR_ARG. */
-int backend_table_device_usable(const char *name, const char **chosen);
+ * default's name for NULL) and *count (how many such devices: GPUs, or 1),
+ * ERR_UNSUPPORTED ("cuda: no GPU found", or this build lacks it), ERR_ARG. */
+int backend_table_device_usable(const char *name, const char **chosen, int *count);
 
 /* Every device backend's name, built or not, NULL-terminated, in the order
  * --help lists them ("sim", "cuda"). */

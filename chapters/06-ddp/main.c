@@ -313,7 +313,7 @@ static int ch6_choose_device(struct ch6_run *run, int drop_event)
     struct train_config *c = &run->train;
     int nccl = strcmp(run->backend, "nccl") == 0, threads = strcmp(run->backend, "sim") == 0;
     const char *want = c->device ? c->device : nccl ? "cuda" : threads ? "sim" : NULL, *chosen;
-    int rc = backend_table_device_usable(want, &chosen);
+    int count, rc = backend_table_device_usable(want, &chosen, &count);
     if (rc < 0)
         return err_wrap(ERR_ARG, "--device=%s%s", want ? want : "cuda",
                         c->device ? "" : nccl ? " (what --backend=nccl needs)" : "");
@@ -322,6 +322,13 @@ static int ch6_choose_device(struct ch6_run *run, int drop_event)
         return err_set(ERR_ARG, "--backend=nccl with --device=%s: NCCL all-reduces GPU memory, and the simulated "
                                 "device keeps the model in host memory: use --device=cuda, or --backend=sim or mpi",
                        chosen);
+    if (nccl && launch_threads(run->backend) == 1) { /* ranks as threads of this process, rank r on GPU r */
+        if (run->world > count)
+            return err_set(ERR_ARG, "--backend=nccl --world=%d: NCCL wants one GPU per rank, and this machine has "
+                                    "%d: ranks may share a GPU under --backend=mpi (mpirun -np %d build/chapter-6 "
+                                    "--backend=mpi --device=cuda)", run->world, count, run->world);
+        c->device_per_rank = 1;
+    }
     if (threads && strcmp(chosen, "cuda") == 0)
         return err_set(ERR_ARG, "--backend=sim with --device=cuda: the simulated ranks are threads whose "
                                 "communicator adds host memory, not GPU memory: on GPUs use --backend=nccl (one "
@@ -361,7 +368,8 @@ static int ch6_validate(struct ch6_cli *cli)
     }
     if (cli->bench && strcmp(cli->bench, "model") == 0) { /* one model, no ranks: any device */
         const char *chosen;
-        if ((rc = backend_table_device_usable(c->device ? c->device : "sim", &chosen)) < 0)
+        int count;
+        if ((rc = backend_table_device_usable(c->device ? c->device : "sim", &chosen, &count)) < 0)
             return err_wrap(ERR_ARG, "--device=%s", c->device);
         c->device = chosen;
         return 0;

@@ -270,6 +270,7 @@ static int train_open(struct train_run *t, const struct train_config *c, comm_t 
     struct device_config dc;
     device_config_default(&dc);
     dc.backend = c->device;
+    dc.ordinal = c->device_per_rank ? t->rank : -1;
     dc.link = c->link;
     char devname[48];
     snprintf(devname, sizeof devname, "rank %d's device", t->rank);

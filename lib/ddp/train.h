@@ -128,6 +128,8 @@ struct train_config {
 
     /* the device: "sim", "cuda", or NULL (cuda when a GPU is found, else sim) */
     const char *device;
+    int device_per_rank;         /* rank r uses device r: ranks that are threads of one process, a GPU each
+                                  * (0: the launcher's local rank picks it) */
     struct link_profile link;    /* sim: the modelled link */
     uint64_t pool_bytes;         /* each rank's pinned pool */
 

@@ -46,7 +46,8 @@ struct device_event {
 struct device_backend_ops {
     const char *name; /* "sim", "cuda" */
 
-    /* 1 when this machine has a device for it (the auto choice); NULL: always. */
+    /* How many devices of it this machine has (0: none, so not the auto
+     * choice); NULL: one, always. */
     int (*probe)(void);
 
     int (*open)(device_t *d, const struct device_config *cfg); /* sets d->impl and d->description */

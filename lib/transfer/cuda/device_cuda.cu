@@ -107,7 +107,7 @@ static int cu_enter(device_t *d)
 static int cu_probe(void)
 {
     int n = 0;
-    return cudaGetDeviceCount(&n) == cudaSuccess && n > 0;
+    return cudaGetDeviceCount(&n) == cudaSuccess ? n : 0;
 }
 
 static int cu_open(device_t *d, const struct device_config *cfg)
