@@ -13,7 +13,10 @@
  * collective's input the moment it starts (as a GPU stream that reaches it
  * at once), so a 16-bit copy written after the start is never summed, every
  * time. The last tests train the real model and compare every rank's
- * parameters bit for bit after every step.
+ * parameters bit for bit after every step. Each rank's model lives on a
+ * simulated device of its own, as in chapter 6 (tests/harness/
+ * model_fixture.h): the grader writes and reads gradients through copies,
+ * as backward's kernels and the optimizer reach them on a GPU.
  */
 #include "comm/comm.h"
 #include "comm/comm_backend.h"
@@ -23,6 +26,7 @@
 #include "ddp/reducer.h"
 #include "ddp/replica.h"
 #include "grader.h"
+#include "model_fixture.h"
 #include "sim/comm_sim.h"
 #include "sim/launch.h"
 
@@ -80,17 +84,17 @@ static int lab_rank(struct launch_rank *ctx)
     struct model_spec s = {.inputs = 20, .classes = 4, .hidden = {9, 6}, .nhidden = 2, .batchnorm = L->batchnorm};
     model_t *m;
     reducer_t *r = NULL;
-    rc = model_create(&s, 8, &m);
-    if (rc == 0) {
-        model_init(m, 100);
+    rc = fixture_model_create(&s, 8, &m);
+    if (rc == 0)
+        rc = model_init(m, 100);
+    if (rc == 0)
         rc = reducer_open(&L->cfg, c, m, &r);
-    }
     if (rc == 0)
         rc = L->body(L, ctx->rank, c, m, r);
     L->rc[ctx->rank] = rc;
     snprintf(L->msg[ctx->rank], sizeof L->msg[ctx->rank], "%s", rc < 0 ? err_msg() : "");
     reducer_close(r);
-    model_destroy(m);
+    fixture_model_destroy(m);
     comm_close(c);
     return rc;
 }
@@ -126,12 +130,22 @@ static float lab_grad(int rank, int iteration, int p, size_t i)
     return (float)((int)((i * 7 + (size_t)p * 3 + (size_t)rank * 5 + (size_t)iteration * 11) % 23) - 11);
 }
 
+/* The largest parameter of the lab's model (fc1.weight, 9 x 20), in floats. */
+#define LAB_MAX_NUMEL 180
+
 /* Before a backward every gradient holds garbage, so a bucket reduced before
  * its gradients are written shows. */
-static void lab_poison(model_t *m)
+static int lab_poison(model_t *m)
 {
-    for (size_t i = 0; i < model_param_floats(m); i++)
-        model_grads(m)[i] = 1e30f;
+    size_t n = model_param_floats(m);
+    float *g = malloc(n * sizeof *g);
+    if (!g)
+        return err_set(ERR_NOMEM, "grader: out of memory");
+    for (size_t i = 0; i < n; i++)
+        g[i] = 1e30f;
+    int rc = model_write(m, MODEL_GRADS, 0, n, g);
+    free(g);
+    return rc;
 }
 
 /* One backward as the grader drives it: which gradients it marked, and how
@@ -156,8 +170,8 @@ static int lab_backward_begin(struct lab_backward *k, reducer_t *r, comm_t *c, m
                                .accumulate = accumulate, .sync = sync, .scale = 1};
     reducer_set_sync(r, sync);
     int rc = reducer_prepare_backward(r);
-    if (!accumulate)
-        lab_poison(m);
+    if (rc == 0 && !accumulate)
+        rc = lab_poison(m);
     k->seq0 = comm_next_seq(c);
     return rc;
 }
@@ -214,12 +228,16 @@ static int lab_check_started(const struct lab_backward *k, int p, const char *ho
  * ready, and checks which buckets started. */
 static int lab_mark(struct lab_backward *k, int p)
 {
-    float *g = model_grad(k->m, p);
-    for (size_t i = 0; i < model_param(k->m, p)->numel; i++) {
+    float g[LAB_MAX_NUMEL];
+    int rc = k->accumulate ? fixture_read_grad(k->m, p, g) : 0;
+    for (size_t i = 0; rc == 0 && i < model_param(k->m, p)->numel; i++) {
         float v = lab_grad(k->rank, k->iteration, p, i) * k->scale;
         g[i] = k->accumulate ? g[i] + v : v;
     }
-    int rc = reducer_mark_ready(k->r, p);
+    if (rc == 0)
+        rc = fixture_write_grad(k->m, p, g);
+    if (rc == 0)
+        rc = reducer_mark_ready(k->r, p);
     if (rc < 0)
         return rc;
     k->marked[p] = 1;
@@ -253,13 +271,17 @@ static int lab_finish(struct lab_backward *k)
  * iterations its[0..nits)) / W, rounded once. */
 static int lab_check_average_of(model_t *m, int rank, int W, const int *its, int nits, int p0, int p1)
 {
-    for (int p = p0; p < p1; p++)
+    for (int p = p0; p < p1; p++) {
+        float g[LAB_MAX_NUMEL];
+        int rc = fixture_read_grad(m, p, g);
+        if (rc < 0)
+            return rc;
         for (size_t i = 0; i < model_param(m, p)->numel; i++) {
             int sum = 0;
             for (int q = 0; q < W; q++)
                 for (int t = 0; t < nits; t++)
                     sum += (int)lab_grad(q, its[t], p, i);
-            float want = (float)sum / (float)W, got = model_grad(m, p)[i];
+            float want = (float)sum / (float)W, got = g[i];
             const char *hint = got == (float)sum     ? " (the sum: never divided by W?)"
                                : got == want / (float)W ? " (divided by W twice?)"
                                : got >= 1e29f          ? " (the value from before backward: reduced too early?)"
@@ -269,6 +291,7 @@ static int lab_check_average_of(model_t *m, int rank, int W, const int *its, int
                                           "is %d / %d = %.9g%s",
                                rank, its[nits - 1], model_param(m, p)->name, i, got, sum, W, want, hint);
         }
+    }
     return 0;
 }
 
@@ -477,17 +500,21 @@ static int body_accumulation(struct lab *L, int rank, comm_t *c, model_t *m, red
                 break;
             }
             /* no_sync: each rank keeps the sum of its own micro-batches */
-            for (int p = 0; !sync && p < LAB_NPARAMS; p++)
+            for (int p = 0; !sync && p < LAB_NPARAMS; p++) {
+                float g[LAB_MAX_NUMEL];
+                if ((rc = fixture_read_grad(m, p, g)) < 0)
+                    return rc;
                 for (size_t i = 0; i < model_param(m, p)->numel; i++) {
                     float want = 0;
                     for (int t = 0; t <= micro; t++)
                         want += lab_grad(rank, its[t], p, i);
-                    if (model_grad(m, p)[i] != want)
+                    if (g[i] != want)
                         return err_set(ERR_STATE, "rank %d, accumulation round %d: after no_sync micro-batch %d, "
                                                   "%s[%zu] is %.9g; this rank's own sum is %.9g: a no_sync backward "
                                                   "must leave the local gradients alone", rank, round, micro,
-                                       model_param(m, p)->name, i, model_grad(m, p)[i], want);
+                                       model_param(m, p)->name, i, g[i], want);
                 }
+            }
         }
         if (rc == 0)
             rc = lab_check_average_of(m, rank, W, its, 3, 0, LAB_NPARAMS);
@@ -518,14 +545,17 @@ static int body_compressed(struct lab *L, int rank, comm_t *c, model_t *m, reduc
             rc = lab_finish(&k);
         if (rc < 0)
             return rc;
-        for (int p = 0; p < n; p++)
+        for (int p = 0; p < n; p++) {
+            float g[LAB_MAX_NUMEL];
+            if ((rc = fixture_read_grad(m, p, g)) < 0)
+                return rc;
             for (size_t i = 0; i < model_param(m, p)->numel; i++) {
                 double sum = 0, magnitude = 0;
                 for (int q = 0; q < W; q++) {
                     sum += lab_grad(q, it, p, i) * k.scale;
                     magnitude += fabs(lab_grad(q, it, p, i) * k.scale);
                 }
-                double got = model_grad(m, p)[i], own = lab_grad(rank, it, p, i) * k.scale;
+                double got = g[i], own = lab_grad(rank, it, p, i) * k.scale;
                 const char *hint = fabs(got - own / W) <= tolerance * fabs(own / W) && fabs(own - sum / W) > 1
                                        ? " (this rank's own gradient / W: the 16-bit copy was not yet written when "
                                          "its all-reduce started?)"
@@ -537,6 +567,7 @@ static int body_compressed(struct lab *L, int rank, comm_t *c, model_t *m, reduc
                                               "%.9g%s", type, W, rank, it, model_param(m, p)->name, i, got, sum / W,
                                    hint);
             }
+        }
     }
     return 0;
 }
@@ -628,15 +659,13 @@ static int body_train(struct lab *L, int rank, comm_t *c, model_t *m, reducer_t 
     struct model_loss loss;
     lab_batch(rank, x, y);
     for (int step = 0; rc == 0 && step < 8; step++) {
-        if ((rc = reducer_prepare_forward(r, 1)) == 0 && (rc = model_input_from_bytes(m, x, 8)) == 0 &&
-            (rc = model_forward(m, 8, MODEL_TRAIN)) == 0 && (rc = model_loss(m, y, 8, 1.0f, &loss)) == 0 &&
-            (rc = reducer_backward(r, 8, 0)) == 0) {
-            optim_step(o, m);
+        if ((rc = reducer_prepare_forward(r, 1)) == 0 && (rc = model_upload_batch(m, x, NULL, y, 8)) == 0 &&
+            (rc = model_forward(m, 8, MODEL_TRAIN)) == 0 && (rc = model_loss(m, 8, 1.0f, &loss)) == 0 &&
+            (rc = reducer_backward(r, 8, 0)) == 0 && (rc = optim_step(o, m)) == 0)
             rc = replica_check(c, m, (uint64_t)step, REPLICA_PARAMS);
-        }
     }
     if (rc == 0 && rank == 0)
-        memcpy(L->final, model_params(m), model_param_floats(m) * sizeof(float));
+        rc = model_read(m, MODEL_PARAMS, 0, model_param_floats(m), L->final);
     optim_destroy(o);
     return rc;
 }
@@ -647,8 +676,8 @@ static void test_training_replicas(void)
     lab_go(body_train, 3, LAB_FIRST, LAB_CAP, REDUCER_COMPRESS_NONE, final);
     struct model_spec s = {.inputs = 20, .classes = 4, .hidden = {9, 6}, .nhidden = 2};
     model_t *m;
-    CHECK_OK(model_create(&s, 24, &m));
-    model_init(m, 100);
+    CHECK_OK(fixture_model_create(&s, 24, &m));
+    CHECK_OK(model_init(m, 100));
     struct optim_config oc;
     optim_config_default(&oc, OPTIM_SGD);
     oc.lr = 0.05;
@@ -660,18 +689,20 @@ static void test_training_replicas(void)
         lab_batch(q, x + q * 160, y + q * 8);
     struct model_loss loss;
     for (int step = 0; step < 8; step++) {
-        CHECK_OK(model_input_from_bytes(m, x, 24));
+        CHECK_OK(model_upload_batch(m, x, NULL, y, 24));
         CHECK_OK(model_forward(m, 24, MODEL_TRAIN));
-        CHECK_OK(model_loss(m, y, 24, 1.0f, &loss));
+        CHECK_OK(model_loss(m, 24, 1.0f, &loss));
         CHECK_OK(model_backward(m, 24, 0, NULL, NULL));
-        optim_step(o, m);
+        CHECK_OK(optim_step(o, m));
     }
+    float p[1000];
+    CHECK_OK(model_read(m, MODEL_PARAMS, 0, model_param_floats(m), p));
     for (size_t i = 0; i < model_param_floats(m); i++)
-        CHECK_MSG(fabsf(final[i] - model_params(m)[i]) <= 1e-6f + 1e-4f * fabsf(model_params(m)[i]),
+        CHECK_MSG(fabsf(final[i] - p[i]) <= 1e-6f + 1e-4f * fabsf(p[i]),
                   "after 8 steps on 3 ranks, parameter element %zu is %.9g; one process on the union of the batches "
-                  "has %.9g", i, final[i], model_params(m)[i]);
+                  "has %.9g", i, final[i], p[i]);
     optim_destroy(o);
-    model_destroy(m);
+    fixture_model_destroy(m);
 }
 
 static const struct grade_test tests[] = {

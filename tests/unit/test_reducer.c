@@ -5,8 +5,11 @@
  * starts when its last gradient is ready, in bucket order whatever order
  * each rank marks in; the average is the correctly rounded sum / W on every
  * rank; no_sync, the rebuild from rank 0's ready order, compression,
- * broadcast_buffers, layouts, and the errors. */
+ * broadcast_buffers, layouts, and the errors. Each rank's model lives on a
+ * simulated device of its own (model_fixture.h), as in chapter 6; the test
+ * writes and reads its gradients, parameters and buffers through copies. */
 #include "check.h"
+#include "model_fixture.h"
 #include "base/error.h"
 #include "comm/comm.h"
 #include "ddp/reducer.h"
@@ -52,18 +55,18 @@ static int job_rank(struct launch_rank *ctx)
     struct model_spec s = {.inputs = 20, .classes = 4, .hidden = {h, 6}, .nhidden = 2, .batchnorm = j->batchnorm};
     model_t *m;
     reducer_t *r = NULL;
-    rc = model_create(&s, 8, &m);
-    if (rc == 0) {
-        model_init(m, 100 + (uint64_t)ctx->rank); /* every rank different: open must fix that */
+    rc = fixture_model_create(&s, 8, &m);
+    if (rc == 0)
+        rc = model_init(m, 100 + (uint64_t)ctx->rank); /* every rank different: open must fix that */
+    if (rc == 0)
         rc = reducer_open(&j->cfg, c, m, &r);
-    }
     if (rc == 0 && j->body)
         rc = j->body(j, ctx->rank, c, m, r);
     if (r)
         reducer_layout_describe(r, j->layout[ctx->rank], sizeof j->layout[0]);
     j->rc[ctx->rank] = rc;
     reducer_close(r);
-    model_destroy(m);
+    fixture_model_destroy(m);
     comm_close(c);
     return rc;
 }
@@ -90,14 +93,15 @@ static int body_params_of_rank0(struct job *j, int rank, comm_t *c, model_t *m, 
     (void)r;
     struct model_spec s = *model_get_spec(m);
     model_t *zero;
-    int rc = model_create(&s, 8, &zero);
+    int rc = fixture_model_create(&s, 8, &zero);
     if (rc < 0)
         return rc;
-    model_init(zero, 100);
-    if (memcmp(model_params(zero), model_params(m), model_param_floats(m) * 4) != 0)
-        rc = err_set(ERR_STATE, "rank %d's parameters are not rank 0's after open", rank);
-    model_destroy(zero);
-    j->out[rank][0] = model_params(m)[0];
+    int same = model_init(zero, 100);
+    if (same == 0)
+        same = fixture_same(zero, m, MODEL_PARAMS);
+    rc = same < 0 ? same : same ? 0 : err_set(ERR_STATE, "rank %d's parameters are not rank 0's after open", rank);
+    fixture_model_destroy(zero);
+    j->out[rank][0] = fixture_get(m, MODEL_PARAMS, 0);
     return rc;
 }
 
@@ -135,26 +139,39 @@ TEST(reducer_buckets_are_pytorchs_and_rebuilt_once_in_ready_order)
 /* Writes gradient value g(rank, parameter, i) = small integers. */
 static float grad_value(int rank, int p, size_t i) { return (float)((int)((i * 7 + (size_t)p * 3 + (size_t)rank * 5) % 23) - 11); }
 
-static void fill_grads(model_t *m, int rank)
+/* The largest parameter of the models here (fc1.weight of 20-10-6-4), in floats. */
+#define MAX_NUMEL 200
+
+static int fill_grads(model_t *m, int rank)
 {
-    for (int p = 0; p < model_param_tensors(m); p++)
+    int rc = 0;
+    for (int p = 0; rc == 0 && p < model_param_tensors(m); p++) {
+        float g[MAX_NUMEL];
         for (size_t i = 0; i < model_param(m, p)->numel; i++)
-            model_grad(m, p)[i] = grad_value(rank, p, i);
+            g[i] = grad_value(rank, p, i);
+        rc = fixture_write_grad(m, p, g);
+    }
+    return rc;
 }
 
 /* Checks every gradient element is (sum over ranks) / W, rounded once. */
 static int check_average(model_t *m, int rank, int W)
 {
-    for (int p = 0; p < model_param_tensors(m); p++)
+    for (int p = 0; p < model_param_tensors(m); p++) {
+        float g[MAX_NUMEL];
+        int rc = fixture_read_grad(m, p, g);
+        if (rc < 0)
+            return rc;
         for (size_t i = 0; i < model_param(m, p)->numel; i++) {
             int sum = 0;
             for (int q = 0; q < W; q++)
                 sum += (int)grad_value(q, p, i);
             float want = (float)sum / (float)W;
-            if (model_grad(m, p)[i] != want)
+            if (g[i] != want)
                 return err_set(ERR_STATE, "rank %d: %s[%zu] is %.9g, want %d / %d = %.9g", rank,
-                               model_param(m, p)->name, i, model_grad(m, p)[i], sum, W, want);
+                               model_param(m, p)->name, i, g[i], sum, W, want);
         }
+    }
     return 0;
 }
 
@@ -172,9 +189,8 @@ static int body_average(struct job *j, int rank, comm_t *c, model_t *m, reducer_
     (void)j;
     int W = comm_world(c), rc = 0;
     for (int it = 0; rc == 0 && it < 3; it++) {
-        if ((rc = reducer_prepare_forward(r, 1)) < 0)
+        if ((rc = reducer_prepare_forward(r, 1)) < 0 || (rc = fill_grads(m, rank)) < 0)
             break;
-        fill_grads(m, rank);
         if ((rc = mark_all(r, m, rank)) == 0 && (rc = reducer_finish(r)) == 0)
             rc = check_average(m, rank, W);
         if (rc == 0 && reducer_in_flight(r) != 0)
@@ -348,14 +364,15 @@ static int body_no_sync(struct job *j, int rank, comm_t *c, model_t *m, reducer_
     (void)j;
     int W = comm_world(c);
     reducer_set_sync(r, 0);
-    fill_grads(m, rank);
     uint64_t seq0 = comm_next_seq(c);
-    int rc = mark_all(r, m, rank);
+    int rc = fill_grads(m, rank);
+    if (rc == 0)
+        rc = mark_all(r, m, rank);
     if (rc == 0)
         rc = reducer_finish(r);
     if (rc == 0 && comm_next_seq(c) != seq0)
         rc = err_set(ERR_STATE, "rank %d: no_sync communicated", rank);
-    if (rc == 0 && model_grad(m, 2)[5] != grad_value(rank, 2, 5))
+    if (rc == 0 && fixture_get(m, MODEL_GRADS, model_grad_offset(m, 2) + 5) != grad_value(rank, 2, 5))
         rc = err_set(ERR_STATE, "rank %d: no_sync changed a gradient", rank);
     /* then a synchronised one reduces what accumulated */
     reducer_set_sync(r, 1);
@@ -376,26 +393,29 @@ TEST(reducer_no_sync_does_not_communicate)
 static int body_compressed(struct job *j, int rank, comm_t *c, model_t *m, reducer_t *r)
 {
     int W = comm_world(c);
-    fill_grads(m, rank);
-    int rc = mark_all(r, m, rank);
+    int rc = fill_grads(m, rank);
+    if (rc == 0)
+        rc = mark_all(r, m, rank);
     if (rc == 0)
         rc = reducer_finish(r);
     /* small integers / W: within 16-bit rounding of the exact average */
     double tol = j->cfg.compress == REDUCER_COMPRESS_FP16 ? 2e-3 : 1.6e-2;
-    for (int p = 0; rc == 0 && p < model_param_tensors(m); p++)
+    for (int p = 0; rc == 0 && p < model_param_tensors(m); p++) {
+        float g[MAX_NUMEL];
+        rc = fixture_read_grad(m, p, g);
         for (size_t i = 0; rc == 0 && i < model_param(m, p)->numel; i++) {
             double sum = 0;
             for (int q = 0; q < W; q++)
                 sum += grad_value(q, p, i);
-            if (fabs(model_grad(m, p)[i] - sum / W) > tol * (fabs(sum / W) + 1))
-                rc = err_set(ERR_STATE, "%s[%zu] is %g, average %g", model_param(m, p)->name, i,
-                             model_grad(m, p)[i], sum / W);
+            if (fabs(g[i] - sum / W) > tol * (fabs(sum / W) + 1))
+                rc = err_set(ERR_STATE, "%s[%zu] is %g, average %g", model_param(m, p)->name, i, g[i], sum / W);
         }
+    }
     struct reducer_stats st = reducer_get_stats(r);
     if (rc == 0 && (st.bytes_saved != model_param_floats(m) * 2 || st.bytes_reduced != model_param_floats(m) * 2))
         rc = err_set(ERR_STATE, "compression saved %llu bytes of %zu", (unsigned long long)st.bytes_saved,
                      model_param_floats(m) * 4);
-    j->out[rank][0] = model_grad(m, 0)[17];
+    j->out[rank][0] = fixture_get(m, MODEL_GRADS, model_grad_offset(m, 0) + 17);
     return rc;
 }
 
@@ -420,10 +440,13 @@ TEST(reducer_compression_halves_the_bytes)
 static int body_buffers(struct job *j, int rank, comm_t *c, model_t *m, reducer_t *r)
 {
     (void)c;
+    float b[64];
     for (size_t i = 0; i < model_buffer_floats(m); i++)
-        model_buffers(m)[i] = (float)(rank * 1000 + (int)i);
-    int rc = reducer_prepare_forward(r, 0);
-    j->out[rank][0] = model_buffers(m)[7];
+        b[i] = (float)(rank * 1000 + (int)i);
+    int rc = model_write(m, MODEL_BUFFERS, 0, model_buffer_floats(m), b);
+    if (rc == 0)
+        rc = reducer_prepare_forward(r, 0);
+    j->out[rank][0] = fixture_get(m, MODEL_BUFFERS, 7);
     return rc;
 }
 
@@ -499,15 +522,14 @@ static int body_train(struct job *j, int rank, comm_t *c, model_t *m, reducer_t 
     for (int step = 0; rc == 0 && step < TRAIN_STEPS; step++) {
         if ((rc = reducer_prepare_forward(r, 1)) < 0 ||
             (rc = replica_check(c, m, (uint64_t)step, REPLICA_PARAMS | REPLICA_BUFFERS)) < 0 ||
-            (rc = model_input_from_bytes(m, x, 8)) < 0 ||
-            (rc = model_forward(m, 8, MODEL_TRAIN)) < 0 || (rc = model_loss(m, y, 8, 1.0f, &loss)) < 0 ||
-            (rc = reducer_backward(r, 8, 0)) < 0)
+            (rc = model_upload_batch(m, x, NULL, y, 8)) < 0 || (rc = model_forward(m, 8, MODEL_TRAIN)) < 0 ||
+            (rc = model_loss(m, 8, 1.0f, &loss)) < 0 || (rc = reducer_backward(r, 8, 0)) < 0 ||
+            (rc = optim_step(o, m)) < 0)
             break;
-        optim_step(o, m);
         rc = replica_check(c, m, (uint64_t)step, REPLICA_PARAMS);
     }
     if (rc == 0 && rank == 0)
-        memcpy(train_final, model_params(m), model_param_floats(m) * sizeof(float));
+        rc = model_read(m, MODEL_PARAMS, 0, model_param_floats(m), train_final);
     if (rc == 0 && reducer_get_stats(r).iterations != TRAIN_STEPS)
         rc = err_set(ERR_STATE, "%llu iterations reduced", (unsigned long long)reducer_get_stats(r).iterations);
     optim_destroy(o);
@@ -525,8 +547,8 @@ TEST(reducer_trains_like_one_process_on_the_union_of_batches)
     CHECK_OK(job_run(&j, 3));
     struct model_spec s = {.inputs = 20, .classes = 4, .hidden = {9, 6}, .nhidden = 2};
     model_t *m;
-    CHECK_OK(model_create(&s, 24, &m));
-    model_init(m, 100); /* rank 0's initialisation */
+    CHECK_OK(fixture_model_create(&s, 24, &m));
+    CHECK_OK(model_init(m, 100)); /* rank 0's initialisation */
     struct optim_config oc;
     optim_config_default(&oc, OPTIM_SGD);
     oc.lr = 0.05;
@@ -538,18 +560,20 @@ TEST(reducer_trains_like_one_process_on_the_union_of_batches)
         train_batch(r, x + r * 160, y + r * 8);
     struct model_loss loss;
     for (int step = 0; step < TRAIN_STEPS; step++) {
-        CHECK_OK(model_input_from_bytes(m, x, 24));
+        CHECK_OK(model_upload_batch(m, x, NULL, y, 24));
         CHECK_OK(model_forward(m, 24, MODEL_TRAIN));
-        CHECK_OK(model_loss(m, y, 24, 1.0f, &loss));
+        CHECK_OK(model_loss(m, 24, 1.0f, &loss));
         CHECK_OK(model_backward(m, 24, 0, NULL, NULL));
-        optim_step(o, m);
+        CHECK_OK(optim_step(o, m));
     }
+    float *p;
+    CHECK_OK(fixture_part(m, MODEL_PARAMS, &p));
     for (size_t i = 0; i < model_param_floats(m); i++)
-        CHECK_MSG(fabsf(train_final[i] - model_params(m)[i]) <= 1e-6f + 1e-4f * fabsf(model_params(m)[i]),
-                  "parameter element %zu: %.9g with 3 ranks, %.9g in one process", i, train_final[i],
-                  model_params(m)[i]);
+        CHECK_MSG(fabsf(train_final[i] - p[i]) <= 1e-6f + 1e-4f * fabsf(p[i]),
+                  "parameter element %zu: %.9g with 3 ranks, %.9g in one process", i, train_final[i], p[i]);
+    free(p);
     optim_destroy(o);
-    model_destroy(m);
+    fixture_model_destroy(m);
     free(train_final);
 }
 

@@ -4,8 +4,11 @@
  * copy of the check's own hashes is named as such, not taken for a drifted
  * replica; identical replicas pass; buffers are compared only when asked;
  * replica_flip changes the bit it says, and ranks flipped at one step differ
- * from each other, so they never outvote the healthy ones. */
+ * from each other, so they never outvote the healthy ones. Each rank's
+ * model lives on a simulated device of its own (model_fixture.h); the test
+ * changes and reads it through copies. */
 #include "check.h"
+#include "model_fixture.h"
 #include "base/error.h"
 #include "comm/comm.h"
 #include "ddp/replica.h"
@@ -41,21 +44,22 @@ static int drift_rank(struct launch_rank *ctx)
         return rc;
     struct model_spec s = {.inputs = 20, .classes = 4, .hidden = {9, 6}, .nhidden = 2, .batchnorm = 1};
     model_t *m;
-    rc = model_create(&s, 4, &m);
+    rc = fixture_model_create(&s, 4, &m);
     if (rc == 0) {
-        model_init(m, 3);
-        if (d->ranks >> ctx->rank & 1 && d->flip_step) {
-            replica_flip(m, d->flip_step, ctx->rank);
-        } else if (d->ranks >> ctx->rank & 1) {
+        rc = model_init(m, 3);
+        if (rc == 0 && d->ranks >> ctx->rank & 1 && d->flip_step) {
+            rc = replica_flip(m, d->flip_step, ctx->rank);
+        } else if (rc == 0 && d->ranks >> ctx->rank & 1) {
             int p = model_param_find(m, d->what), b = model_buffer_find(m, d->what);
-            float *x = p >= 0 ? model_params(m) + model_param(m, p)->offset
-                              : model_buffers(m) + model_buffer(m, b)->offset;
-            x[d->element] += 1e-7f; /* one ulp or so */
+            enum model_part part = p >= 0 ? MODEL_PARAMS : MODEL_BUFFERS;
+            size_t at = (p >= 0 ? model_param(m, p)->offset : model_buffer(m, b)->offset) + d->element;
+            rc = fixture_set(m, part, at, fixture_get(m, part, at) + 1e-7f); /* one ulp or so */
         }
-        rc = replica_check(c, m, d->flip_step ? d->flip_step : 5, d->check);
+        if (rc == 0)
+            rc = replica_check(c, m, d->flip_step ? d->flip_step : 5, d->check);
         d->rc[ctx->rank] = rc;
         snprintf(d->msg[ctx->rank], sizeof d->msg[0], "%s", err_msg());
-        model_destroy(m);
+        fixture_model_destroy(m);
     }
     comm_close(c);
     return rc;
@@ -159,30 +163,39 @@ TEST(replica_flip_changes_the_bit_that_matters)
 {
     struct model_spec s = {.inputs = 20, .classes = 4, .hidden = {9, 6}, .nhidden = 2, .batchnorm = 1};
     model_t *m;
-    CHECK_OK(model_create(&s, 4, &m));
-    model_init(m, 3);
+    CHECK_OK(fixture_model_create(&s, 4, &m));
+    CHECK_OK(model_init(m, 3));
     const struct model_tensor *b = model_param(m, model_param_tensors(m) - 1);
     CHECK_STR(b->name, "fc3.bias");
-    float *x = model_params(m) + b->offset;
+    float *all;
+    CHECK_OK(fixture_part(m, MODEL_PARAMS, &all));
     static const int ranks[] = {0, 1, 5, 63};
     for (uint64_t step = 1; step < 12; step++)
         for (size_t k = 0; k < sizeof ranks / sizeof ranks[0]; k++) {
             size_t e = step % b->numel;
-            float before = x[e];
-            replica_flip(m, step, ranks[k]);
+            float before = fixture_get(m, MODEL_PARAMS, b->offset + e);
+            CHECK_OK(replica_flip(m, step, ranks[k]));
+            float after = fixture_get(m, MODEL_PARAMS, b->offset + e);
             uint32_t was, now;
             memcpy(&was, &before, 4);
-            memcpy(&now, &x[e], 4);
+            memcpy(&now, &after, 4);
             CHECK_MSG((was ^ now) == (1u << 22 | (uint32_t)ranks[k]), "step %llu, rank %d: bits %08x -> %08x",
                       (unsigned long long)step, ranks[k], was, now);
-            double moved = fabs((double)x[e] - before) / fabs((double)before);
-            CHECK_MSG(moved >= 0.25 && moved <= 1.0, "step %llu: %g -> %g", (unsigned long long)step, before, x[e]);
-            x[e] = before;
+            double moved = fabs((double)after - before) / fabs((double)before);
+            CHECK_MSG(moved >= 0.25 && moved <= 1.0, "step %llu: %g -> %g", (unsigned long long)step, before, after);
+            CHECK_OK(fixture_set(m, MODEL_PARAMS, b->offset + e, before));
         }
-    x[1] = 0.0f;
-    replica_flip(m, 1, 0);
-    CHECK_MSG(x[1] == 2.0f, "a zero flipped to %g, not 2", x[1]);
-    model_destroy(m);
+    /* only that element moved: every other parameter is as it was */
+    float *now;
+    CHECK_OK(fixture_part(m, MODEL_PARAMS, &now));
+    CHECK(memcmp(all, now, model_param_floats(m) * sizeof *all) == 0);
+    CHECK_OK(fixture_set(m, MODEL_PARAMS, b->offset + 1, 0.0f));
+    CHECK_OK(replica_flip(m, 1, 0));
+    float zero_flipped = fixture_get(m, MODEL_PARAMS, b->offset + 1);
+    CHECK_MSG(zero_flipped == 2.0f, "a zero flipped to %g, not 2", zero_flipped);
+    free(all);
+    free(now);
+    fixture_model_destroy(m);
 }
 
 /* Ranks flipped at one step differ from each other, as independent faults do: with two of three flipped no

@@ -15,8 +15,10 @@
  * torch_written.safetensors, or the committed tests/crosscheck/
  * torch_written.safetensors made by `ddp_torch.py --fixture`) with
  * checkpoint_load_model and checks each tensor against the sums torch put in
- * its metadata. */
+ * its metadata. The model runs on a simulated device (model_fixture.h), and
+ * every number written comes off it through a copy. */
 #include "check.h"
+#include "model_fixture.h"
 #include "base/error.h"
 #include "base/hash.h"
 #include "ddp/checkpoint.h"
@@ -83,20 +85,43 @@ static float *case_alloc(size_t copies, size_t n)
 /* Copies the state of m and o into copy k of r's arrays. */
 static void case_keep_state(struct case_run *r, optim_t *o, int k)
 {
-    memcpy(r->param + (size_t)k * r->nparam, model_params(r->m), r->nparam * sizeof(float));
-    memcpy(r->buffer + (size_t)k * r->nbuffer, model_buffers(r->m), r->nbuffer * sizeof(float));
+    CHECK_OK(model_read(r->m, MODEL_PARAMS, 0, r->nparam, r->param + (size_t)k * r->nparam));
+    CHECK_OK(model_read(r->m, MODEL_BUFFERS, 0, r->nbuffer, r->buffer + (size_t)k * r->nbuffer));
     for (int s = 0; s < r->nstate; s++)
-        memcpy(r->state + ((size_t)s * (size_t)(r->steps + 1) + (size_t)k) * r->nparam, optim_state(o, s),
-               r->nparam * sizeof(float));
+        CHECK_OK(optim_state_read(o, s, r->state + ((size_t)s * (size_t)(r->steps + 1) + (size_t)k) * r->nparam));
 }
 
-static void case_train(const struct torch_case *tc, const uint8_t *x, const int64_t *y, struct case_run *out)
+/* Step `step`'s logits and ReLU masks into r, from the forward just run.
+ * Each value is one copy off the device (model_logit, model_activation). */
+static void case_keep_forward(struct case_run *r, const struct torch_case *tc, int step)
+{
+    for (int b = 0; b < tc->batch; b++)
+        for (int k = 0; k < 10; k++) {
+            float z = model_logit(r->m, b, k);
+            CHECK_MSG(z == z, "%s step %d: logit %d of sample %d is NaN (or its copy failed: %s)", tc->name, step, k,
+                      b, err_msg());
+            r->logits[((size_t)step * (size_t)tc->batch + (size_t)b) * 10 + (size_t)k] = z;
+        }
+    for (int l = 0; l < tc->nhidden; l++)
+        for (int b = 0; b < tc->batch; b++)
+            for (int j = 0; j < tc->hidden[l]; j++) {
+                float a = model_activation(r->m, l, b, j);
+                CHECK_MSG(a == a, "%s step %d: hidden layer %d's unit %d of sample %d is NaN (or its copy failed: %s)",
+                          tc->name, step, l + 1, j, b, err_msg());
+                r->relu[l][((size_t)step * (size_t)tc->batch + (size_t)b) * (size_t)tc->hidden[l] + (size_t)j] = a > 0;
+            }
+}
+
+/* Runs case tc into *out; `forwards`: with every step's logits and ReLU masks (the file's), which cost a copy
+ * each. */
+static void case_train(const struct torch_case *tc, const uint8_t *x, const int64_t *y, int forwards,
+                       struct case_run *out)
 {
     struct model_spec s = {.inputs = 784, .classes = 10, .nhidden = tc->nhidden, .batchnorm = tc->batchnorm};
     memcpy(s.hidden, tc->hidden, sizeof tc->hidden);
-    CHECK_OK(model_create(&s, tc->batch, &out->m));
+    CHECK_OK(fixture_model_create(&s, tc->batch, &out->m));
     model_t *m = out->m;
-    model_init(m, CASE_SEED);
+    CHECK_OK(model_init(m, CASE_SEED));
     struct optim_config c;
     optim_config_default(&c, tc->kind);
     c.lr = tc->lr;
@@ -124,23 +149,17 @@ static void case_train(const struct torch_case *tc, const uint8_t *x, const int6
     for (int step = 0; step < tc->steps; step++) {
         struct model_loss loss;
         case_keep_state(out, o, step);
-        CHECK_OK(model_input_from_bytes(m, x + (size_t)step * (size_t)tc->batch * 784, tc->batch));
+        CHECK_OK(model_upload_batch(m, x + (size_t)step * (size_t)tc->batch * 784, NULL,
+                                    y + (size_t)step * (size_t)tc->batch, tc->batch));
         CHECK_OK(model_forward(m, tc->batch, MODEL_TRAIN));
-        for (int b = 0; b < tc->batch; b++)
-            for (int k = 0; k < 10; k++)
-                out->logits[((size_t)step * (size_t)tc->batch + (size_t)b) * 10 + (size_t)k] = model_logit(m, b, k);
-        for (int l = 0; l < tc->nhidden; l++)
-            for (int b = 0; b < tc->batch; b++)
-                for (int j = 0; j < tc->hidden[l]; j++)
-                    out->relu[l][((size_t)step * (size_t)tc->batch + (size_t)b) * (size_t)tc->hidden[l] + (size_t)j] =
-                        model_activation(m, l, b, j) > 0.0f;
-        CHECK_OK(model_loss(m, y + (size_t)step * (size_t)tc->batch, tc->batch, 1.0f, &loss));
+        if (forwards)
+            case_keep_forward(out, tc, step);
+        CHECK_OK(model_loss(m, tc->batch, 1.0f, &loss));
         CHECK_OK(model_backward(m, tc->batch, 0, NULL, NULL));
         out->loss[step] = loss.loss;
-        for (int t = 0; t < model_param_tensors(m); t++)
-            memcpy(out->grad + (size_t)step * out->nparam + model_param(m, t)->offset, model_grad(m, t),
-                   model_param(m, t)->numel * 4);
-        optim_step(o, m);
+        for (int t = 0; t < model_param_tensors(m); t++) /* in the parameter layout, whatever the gradients' */
+            CHECK_OK(fixture_read_grad(m, t, out->grad + (size_t)step * out->nparam + model_param(m, t)->offset));
+        CHECK_OK(optim_step(o, m));
     }
     case_keep_state(out, o, tc->steps);
     optim_destroy(o);
@@ -148,7 +167,7 @@ static void case_train(const struct torch_case *tc, const uint8_t *x, const int6
 
 static void case_free(struct case_run *r)
 {
-    model_destroy(r->m);
+    fixture_model_destroy(r->m);
     free(r->param);
     free(r->buffer);
     free(r->state);
@@ -241,12 +260,11 @@ TEST(torch_cases_written)
         int64_t *y = malloc(n * sizeof *y);
         case_data(tc, x, y);
         struct case_run a = {0}, b = {0};
-        case_train(tc, x, y, &a);
+        case_train(tc, x, y, 1, &a);
         case_write(dir, tc, x, y, &a);
-        /* the run repeats bit for bit, and it learns */
-        case_train(tc, x, y, &b);
-        CHECK_MSG(memcmp(model_params(a.m), model_params(b.m), model_param_floats(a.m) * 4) == 0,
-                  "%s: a second run ends with other parameters", tc->name);
+        /* the run repeats bit for bit, and it learns (the second run's forwards are not written: not kept) */
+        case_train(tc, x, y, 0, &b);
+        CHECK_MSG(fixture_same(a.m, b.m, MODEL_PARAMS) == 1, "%s: a second run ends with other parameters", tc->name);
         CHECK_MSG(a.loss[tc->steps - 1] < a.loss[0], "%s: the loss went from %g to %g", tc->name, a.loss[0],
                   a.loss[tc->steps - 1]);
         case_free(&a);
@@ -267,12 +285,15 @@ TEST(torch_file_loads)
     char want[64];
     CHECK_STR(safetensors_meta(st, "model"), model_spec_describe(&s, want, sizeof want));
     model_t *m;
-    CHECK_OK(model_create(&s, 4, &m));
+    CHECK_OK(fixture_model_create(&s, 4, &m));
     CHECK_OK(checkpoint_load_model(path, m, NULL, 0));
+    float *part[2];
+    CHECK_OK(fixture_part(m, MODEL_PARAMS, &part[0]));
+    CHECK_OK(fixture_part(m, MODEL_BUFFERS, &part[1]));
     for (int k = 0; k < model_param_tensors(m) + model_buffer_tensors(m); k++) {
         int param = k < model_param_tensors(m);
         const struct model_tensor *t = param ? model_param(m, k) : model_buffer(m, k - model_param_tensors(m));
-        const float *v = (param ? model_params(m) : model_buffers(m)) + t->offset;
+        const float *v = part[!param] + t->offset;
         char key[64];
         snprintf(key, sizeof key, "sum.%s", t->name);
         const char *text = safetensors_meta(st, key);
@@ -287,5 +308,7 @@ TEST(torch_file_loads)
     }
     CHECK_EQ(model_batches_tracked(m), strtoll(safetensors_meta(st, "num_batches_tracked"), NULL, 10));
     safetensors_close(st);
-    model_destroy(m);
+    free(part[0]);
+    free(part[1]);
+    fixture_model_destroy(m);
 }
