@@ -229,7 +229,7 @@ int prefetch_next(prefetch_t *p, struct prefetch_batch **out)
     }
     struct prefetch_buffer *b = prefetch_buffer_of(p, p->handed);
     if (rc == 0)
-        rc = prefetch_hand_over(p, b);
+        rc = p->opt.unordered ? 0 : prefetch_hand_over(p, b);
     if (rc == 0)
         rc = prefetch_give_back(p, 0);
     if (rc) {
