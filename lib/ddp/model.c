@@ -38,7 +38,7 @@ struct model_layer {
     float *z;               /* [out x max_batch]: Z, then (hidden layers) the activation A */
     float *xhat;            /* BatchNorm: (Z - mean) * invstd, [out x max_batch] */
     float *mean, *invstd;   /* BatchNorm: the statistics the last forward applied, [out] */
-    char name[3][24];       /* "fc1 forward", "fc1 backward (dW)", "fc1 backward (dA)": operation names */
+    char name[3][32];       /* "fc1 forward", "fc1 backward (dW)", "fc1 backward (dA)": operation names */
 };
 
 struct model {
@@ -544,23 +544,15 @@ int model_forward(model_t *m, int batch, enum model_mode mode)
     return 0;
 }
 
-/* One float of device memory, copied to the host once the stream is done; NaN when the copy fails. */
-static float model_peek(const model_t *m, const float *at)
+int model_read_layer(const model_t *m, int l, float *host)
 {
-    float v = NAN;
-    if (model_sync(m) == 0 && device_copy(m->dev, &v, at, sizeof v, DEVICE_D2H) < 0)
-        v = NAN;
-    return v;
-}
-
-float model_logit(const model_t *m, int b, int c)
-{
-    return model_peek(m, m->layers[m->nlayers - 1].z + (size_t)c * (size_t)m->fwd_batch + (size_t)b);
-}
-
-float model_activation(const model_t *m, int l, int b, int j)
-{
-    return model_peek(m, m->layers[l].z + (size_t)j * (size_t)m->fwd_batch + (size_t)b);
+    if (l < 0 || l >= m->nlayers)
+        return err_set(ERR_ARG, "model: layer %d of %d", l, m->nlayers);
+    if (m->fwd_batch == 0)
+        return err_set(ERR_STATE, "model: no forward ran, so layer %d has no output", l);
+    int rc = model_sync(m);
+    size_t bytes = (size_t)m->layers[l].out * (size_t)m->fwd_batch * sizeof(float);
+    return rc ? rc : device_copy(m->dev, host, m->layers[l].z, bytes, DEVICE_D2H);
 }
 
 int model_loss(model_t *m, int batch, float scale, struct model_loss *out)

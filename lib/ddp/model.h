@@ -231,14 +231,14 @@ int model_upload_batch(model_t *m, const uint8_t *bytes, const float *input, con
  * PyTorch says). */
 int model_forward(model_t *m, int batch, enum model_mode mode);
 
-/* The logits of the last forward: sample b, class c. */
-float model_logit(const model_t *m, int b, int c);
-
-/* Hidden layer l's output (0-based, after its ReLU) in the last forward:
- * sample b, unit j. Which units ReLU passed depends on how their sums were
- * rounded where a pre-activation is within rounding of 0; the PyTorch
- * cross-check reads them (tests/unit/test_torch_cases.c). */
-float model_activation(const model_t *m, int l, int b, int j);
+/* Layer l's output in the last forward, copied to `host`: feature-major,
+ * [out x batch] (unit j of sample b at host[j * batch + b]); a hidden
+ * layer's after its ReLU (which units ReLU passed depends on how their sums
+ * were rounded where a pre-activation is within rounding of 0: the PyTorch
+ * cross-check reads them, tests/unit/test_torch_cases.c), the last layer's
+ * the logits. One copy per layer. 0, ERR_ARG (no such layer), ERR_STATE (no
+ * forward ran), or the device's error. */
+int model_read_layer(const model_t *m, int l, float *host);
 
 /* Mean softmax cross-entropy of the last forward against the model's labels
  * (the batch's), and the gradient of scale x loss with respect to the logits, which the next

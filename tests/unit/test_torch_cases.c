@@ -91,29 +91,36 @@ static void case_keep_state(struct case_run *r, optim_t *o, int k)
         CHECK_OK(optim_state_read(o, s, r->state + ((size_t)s * (size_t)(r->steps + 1) + (size_t)k) * r->nparam));
 }
 
-/* Step `step`'s logits and ReLU masks into r, from the forward just run.
- * Each value is one copy off the device (model_logit, model_activation). */
+/* Step `step`'s logits and ReLU masks into r, from the forward just run:
+ * one copy off the device per layer (model_read_layer). */
 static void case_keep_forward(struct case_run *r, const struct torch_case *tc, int step)
 {
-    for (int b = 0; b < tc->batch; b++)
-        for (int k = 0; k < 10; k++) {
-            float z = model_logit(r->m, b, k);
-            CHECK_MSG(z == z, "%s step %d: logit %d of sample %d is NaN (or its copy failed: %s)", tc->name, step, k,
-                      b, err_msg());
-            r->logits[((size_t)step * (size_t)tc->batch + (size_t)b) * 10 + (size_t)k] = z;
-        }
+    int B = tc->batch, width = 10;
     for (int l = 0; l < tc->nhidden; l++)
-        for (int b = 0; b < tc->batch; b++)
+        width = tc->hidden[l] > width ? tc->hidden[l] : width;
+    float *z = malloc((size_t)width * (size_t)B * sizeof *z);
+    CHECK(z != NULL);
+    CHECK_OK(model_read_layer(r->m, tc->nhidden, z)); /* the logits, [10 x B] */
+    for (int b = 0; b < B; b++)
+        for (int k = 0; k < 10; k++) {
+            float v = z[(size_t)k * (size_t)B + (size_t)b];
+            CHECK_MSG(v == v, "%s step %d: logit %d of sample %d is NaN", tc->name, step, k, b);
+            r->logits[((size_t)step * (size_t)B + (size_t)b) * 10 + (size_t)k] = v;
+        }
+    for (int l = 0; l < tc->nhidden; l++) {
+        CHECK_OK(model_read_layer(r->m, l, z)); /* [hidden x B], after ReLU */
+        for (int b = 0; b < B; b++)
             for (int j = 0; j < tc->hidden[l]; j++) {
-                float a = model_activation(r->m, l, b, j);
-                CHECK_MSG(a == a, "%s step %d: hidden layer %d's unit %d of sample %d is NaN (or its copy failed: %s)",
-                          tc->name, step, l + 1, j, b, err_msg());
-                r->relu[l][((size_t)step * (size_t)tc->batch + (size_t)b) * (size_t)tc->hidden[l] + (size_t)j] = a > 0;
+                float a = z[(size_t)j * (size_t)B + (size_t)b];
+                CHECK_MSG(a == a, "%s step %d: hidden layer %d's unit %d of sample %d is NaN", tc->name, step, l + 1,
+                          j, b);
+                r->relu[l][((size_t)step * (size_t)B + (size_t)b) * (size_t)tc->hidden[l] + (size_t)j] = a > 0;
             }
+    }
+    free(z);
 }
 
-/* Runs case tc into *out; `forwards`: with every step's logits and ReLU masks (the file's), which cost a copy
- * each. */
+/* Runs case tc into *out; `forwards`: with every step's logits and ReLU masks (the file's). */
 static void case_train(const struct torch_case *tc, const uint8_t *x, const int64_t *y, int forwards,
                        struct case_run *out)
 {
