@@ -91,7 +91,7 @@ static const struct backend_row backend_device_rows[] = {
 #ifdef HAVE_CUDA
     {"cuda", &device_backend_cuda, NULL},
 #else
-    {"cuda", NULL, "this build has no CUDA support (the CUDA toolkit was not found at build time): use --backend=sim"},
+    {"cuda", NULL, "this build has no CUDA support (the CUDA toolkit was not found at build time): use the simulated device, sim"},
 #endif
 };
 #define BACKEND_DEVICE_ROWS (sizeof backend_device_rows / sizeof backend_device_rows[0])
