@@ -3,7 +3,6 @@
 
 #include <string.h>
 
-#define HASH_FNV1A_PRIME 0x100000001b3ull           /* FNV's 64-bit prime, 2^40 + 2^8 + 0xb3 */
 #define HASH_SPLITMIX64_GAMMA 0x9e3779b97f4a7c15ull /* 2^64 / golden ratio, odd (Steele et al.) */
 
 uint64_t hash_fnv1a(uint64_t h, const void *p, size_t n)
@@ -23,13 +22,6 @@ uint64_t hash_fnv1a_words(uint64_t h, const void *p, size_t n)
         h = (h ^ w) * HASH_FNV1A_PRIME;
     }
     return hash_fnv1a(h, b + i, n - i);
-}
-
-uint64_t hash_mix64(uint64_t x)
-{
-    x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull; /* Stafford's "Mix13" constants, as in Vigna's splitmix64.c */
-    x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
-    return x ^ (x >> 31);
 }
 
 uint64_t hash_splitmix64(uint64_t x) { return hash_mix64(x + HASH_SPLITMIX64_GAMMA); }
