@@ -5,30 +5,11 @@
 #include "base/error.h"
 #include "base/hash.h"
 #include "comm/comm_checks.h"
+#include "transfer/device_ops.h"
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-
-/* A 64-bit hash of a float array at memory speed: four independent
- * multiply-xor lanes over 8-byte words (one lane's multiply latency would
- * bound it at a quarter of that), mixed at the end. It only has to tell
- * replicas apart, not resist an attacker. */
-static uint64_t replica_hash(const float *p, size_t n)
-{
-    const uint64_t prime = 0x100000001b3ull; /* FNV's 64-bit prime */
-    uint64_t h[4] = {HASH_FNV1A_BASIS, HASH_FNV1A_BASIS ^ 1, HASH_FNV1A_BASIS ^ 2, HASH_FNV1A_BASIS ^ 3};
-    const unsigned char *b = (const unsigned char *)p;
-    size_t bytes = n * sizeof(float), i = 0;
-    for (; i + 32 <= bytes; i += 32)
-        for (int k = 0; k < 4; k++) {
-            uint64_t w;
-            memcpy(&w, b + i + 8 * (size_t)k, 8);
-            h[k] = (h[k] ^ w) * prime;
-        }
-    uint64_t out = hash_fnv1a(h[0] ^ hash_mix64(h[1]) ^ hash_mix64(h[2] + 1) ^ hash_mix64(h[3] + 2), b + i, bytes - i);
-    return hash_mix64(out ^ bytes);
-}
 
 /* The tensors compared, parameters then buffers: tensor t < model_param_tensors
  * is a parameter, the rest buffers. */
@@ -39,30 +20,71 @@ static int replica_wanted(const model_t *m, int t, unsigned what)
     return t < model_param_tensors(m) ? (what & REPLICA_PARAMS) != 0 : (what & REPLICA_BUFFERS) != 0;
 }
 
-/* Tensor t and its values in `host`, the replica copied off the device:
- * the parameters, then the buffers. */
-static const struct model_tensor *replica_tensor(const model_t *m, const float *host, int t, const float **data)
+/* Tensor t, the part of the model it lives in, and its values on the device. */
+static const struct model_tensor *replica_tensor(model_t *m, int t, enum model_part *part, const float **device)
 {
     int np = model_param_tensors(m);
     const struct model_tensor *mt = t < np ? model_param(m, t) : model_buffer(m, t - np);
-    *data = host + (t < np ? 0 : model_param_floats(m)) + mt->offset;
+    *part = t < np ? MODEL_PARAMS : MODEL_BUFFERS;
+    *device = (t < np ? model_params(m) : model_buffers(m)) + mt->offset;
     return mt;
 }
 
-/* The replica in host memory, parameters then buffers (malloc'd into *out):
- * the device's numbers reach the host only through copies. */
-static int replica_download(const model_t *m, float **out)
+static uint64_t replica_chunks(const struct model_tensor *mt)
 {
-    size_t np = model_param_floats(m), nb = model_buffer_floats(m);
-    float *host = malloc((np + nb ? np + nb : 1) * sizeof *host);
-    int rc = host ? model_read(m, MODEL_PARAMS, 0, np, host) : err_set(ERR_NOMEM, "replica check: out of memory");
-    if (rc == 0)
-        rc = model_read(m, MODEL_BUFFERS, 0, nb, host + np);
-    if (rc < 0) {
-        free(host);
-        host = NULL;
+    return (mt->numel + KERNEL_HASH_CHUNK - 1) / KERNEL_HASH_CHUNK;
+}
+
+/* mine[t]: the hash of each wanted tensor (0 for the others). The device
+ * hashes every chunk of KERNEL_HASH_CHUNK floats, after everything the
+ * compute stream has queued; the host receives those words through one copy
+ * and folds each tensor's into one. */
+static int replica_hashes(model_t *m, unsigned what, uint64_t *mine)
+{
+    int nt = replica_tensors(m), rc = 0;
+    uint64_t total = 0;
+    for (int t = 0; t < nt; t++) {
+        enum model_part part;
+        const float *data;
+        total += replica_wanted(m, t, what) ? replica_chunks(replica_tensor(m, t, &part, &data)) : 0;
     }
-    *out = host;
+    memset(mine, 0, (size_t)nt * sizeof *mine);
+    if (total == 0)
+        return 0;
+    device_stream_t *s = model_stream(m);
+    device_t *dev = device_stream_device(s);
+    uint64_t *words = malloc(total * sizeof *words), *on_device = NULL;
+    if (!words)
+        return err_set(ERR_NOMEM, "replica check: out of memory");
+    rc = device_malloc(dev, total * sizeof *words, "replica hashes", (void **)&on_device);
+    uint64_t at = 0;
+    for (int t = 0; rc == 0 && t < nt; t++) {
+        enum model_part part;
+        const float *data;
+        const struct model_tensor *mt = replica_tensor(m, t, &part, &data);
+        if (!replica_wanted(m, t, what) || mt->numel == 0)
+            continue;
+        union kernel_args a = {.hash_chunks = {.out = on_device + at, .x = data, .count = mt->numel}};
+        rc = device_kernel(s, KERNEL_hash_chunks, replica_chunks(mt), &a, NULL, model_batch_number(m));
+        at += replica_chunks(mt);
+    }
+    if (rc == 0)
+        rc = model_sync(m);
+    if (rc == 0)
+        rc = device_copy(dev, words, on_device, total * sizeof *words, DEVICE_D2H);
+    at = 0;
+    for (int t = 0; rc == 0 && t < nt; t++) {
+        enum model_part part;
+        const float *data;
+        const struct model_tensor *mt = replica_tensor(m, t, &part, &data);
+        if (!replica_wanted(m, t, what))
+            continue;
+        mine[t] = hash_mix64(hash_fnv1a_words(HASH_FNV1A_BASIS, words + at, replica_chunks(mt) * sizeof *words));
+        at += replica_chunks(mt);
+    }
+    if (on_device)
+        device_free(dev, on_device);
+    free(words);
     return rc;
 }
 
@@ -103,21 +125,26 @@ static const char *replica_element_name(const struct model_tensor *mt, size_t e,
  * each rank finds its first element that differs from it, those are shared,
  * and every rank words the same verdict about the first odd rank's. Always
  * returns ERR_STATE (or a comm error). */
-static int replica_locate(comm_t *comm, const model_t *m, const float *host, uint64_t step, int t,
-                          const struct comm_checks_verdict *v)
+static int replica_locate(comm_t *comm, model_t *m, uint64_t step, int t, const struct comm_checks_verdict *v)
 {
     int W = comm_world(comm), rank = comm_rank(comm);
-    const float *mine;
-    const struct model_tensor *mt = replica_tensor(m, host, t, &mine);
-    float *ref = malloc((mt->numel ? mt->numel : 1) * sizeof *ref);
+    enum model_part part;
+    const float *data;
+    const struct model_tensor *mt = replica_tensor(m, t, &part, &data);
+    size_t floats = mt->numel ? mt->numel : 1;
+    float *mine = malloc(floats * sizeof *mine), *ref = malloc(floats * sizeof *ref);
     int64_t *found = calloc((size_t)W * 2, sizeof *found);
-    if (!ref || !found) {
+    if (!mine || !ref || !found) {
+        free(mine);
         free(ref);
         free(found);
         return err_set(ERR_NOMEM, "replica check: out of memory");
     }
-    memcpy(ref, mine, mt->numel * sizeof *ref);
-    int rc = comm_broadcast(comm, ref, mt->numel, COMM_FLOAT32, v->ref);
+    int rc = model_read(m, part, mt->offset, mt->numel, mine); /* this rank's copy, off the device */
+    if (rc == 0) {
+        memcpy(ref, mine, mt->numel * sizeof *ref);
+        rc = comm_broadcast(comm, ref, mt->numel, COMM_FLOAT32, v->ref);
+    }
     int64_t me[2] = {-1, 0}; /* first element that differs from the reference here, and its bits */
     for (size_t i = 0; rc == 0 && i < mt->numel; i++)
         if (memcmp(&ref[i], &mine[i], sizeof(float)) != 0) {
@@ -159,6 +186,7 @@ static int replica_locate(comm_t *comm, const model_t *m, const float *host, uin
             }
         }
     }
+    free(mine);
     free(ref);
     free(found);
     return rc;
@@ -181,18 +209,12 @@ static int replica_damaged_table(int W, uint64_t step, const struct comm_checks_
                               "not compared)%s", (unsigned long long)step, v->ref, v->odd, why);
 }
 
-int replica_check(comm_t *comm, const model_t *m, uint64_t step, unsigned what)
+int replica_check(comm_t *comm, model_t *m, uint64_t step, unsigned what)
 {
     int W = comm_world(comm), nt = replica_tensors(m);
     uint64_t *mine = malloc((size_t)nt * sizeof *mine), *all = malloc((size_t)nt * (size_t)W * sizeof *all),
              *tables = malloc((size_t)W * sizeof *tables);
-    float *host = NULL;
-    int rc = mine && all && tables ? replica_download(m, &host) : err_set(ERR_NOMEM, "replica check: out of memory");
-    for (int t = 0; rc == 0 && t < nt; t++) {
-        const float *data;
-        const struct model_tensor *mt = replica_tensor(m, host, t, &data);
-        mine[t] = replica_wanted(m, t, what) ? replica_hash(data, mt->numel) : 0;
-    }
+    int rc = mine && all && tables ? replica_hashes(m, what, mine) : err_set(ERR_NOMEM, "replica check: out of memory");
     if (rc == 0)
         rc = comm_allgather(comm, mine, all, (size_t)nt, COMM_INT64);
     /* Each rank decides from its own copy of the table, and the decision
@@ -216,9 +238,8 @@ int replica_check(comm_t *comm, const model_t *m, uint64_t step, unsigned what)
         struct replica_column col = {all, nt, t};
         comm_checks_vote(&col, W, replica_same_tensor, &v);
         if (v.odd >= 0)
-            rc = replica_locate(comm, m, host, step, t, &v);
+            rc = replica_locate(comm, m, step, t, &v);
     }
-    free(host);
     free(mine);
     free(all);
     free(tables);

@@ -16,16 +16,18 @@
  * the buffers after reducer_prepare_forward(); chapter 6 does both in one call
  * at the start of every step (the parameters are still the last step's).
  *
- * How: each rank copies its replica to the host and hashes each parameter
- * and buffer tensor there (64 bits each), and
- * the hashes are all-gathered; then each rank's hash of the table it received
- * is all-gathered too, so that every rank knows it decides from the same table
+ * How: each rank's device hashes each parameter and buffer tensor, in
+ * chunks (kernel_hash_chunks, transfer/kernels.h), on the compute stream
+ * after the step; the host receives the chunks' words through one copy and
+ * folds them into a 64-bit hash per tensor, and the hashes are all-gathered;
+ * then each rank's hash of the table it received is all-gathered too, so
+ * that every rank knows it decides from the same table
  * (a rank whose copy differed would otherwise take its own branch: locate
  * while the others go on to their next all-reduce). Only when a tensor's
  * hashes differ does the check spend two more collectives: the reference
- * rank's copy of it is broadcast and every rank finds its first differing
- * element, which is all-gathered, so every rank reports the same first
- * difference. A collective, so every rank must call it at the same step.
+ * rank's copy of it is copied off its device and broadcast, and every rank
+ * finds its first differing element, which is all-gathered, so every rank
+ * reports the same first difference. A collective, so every rank must call it at the same step.
  *
  * Who is blamed is decided by the majority (comm_checks_vote, the vote of
  * chapter 5's fingerprint and result checks): with three or more ranks, the
@@ -59,7 +61,7 @@ enum {
  *   the one the other 3 ranks received: ..." (the check's own data damaged);
  * or the communicator's error. `step` only labels the message. Every rank
  * must pass the same `what`. */
-int replica_check(comm_t *comm, const model_t *m, uint64_t step, unsigned what);
+int replica_check(comm_t *comm, model_t *m, uint64_t step, unsigned what);
 
 /* The fault the check is there to catch, for chapter 6's --fault=flip:R@K
  * (the moment is the caller's; `rank` is the replica's): flips one bit of

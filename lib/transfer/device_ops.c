@@ -141,6 +141,10 @@ void device_kernel_spans(struct device_op *op)
         device_op_read(op, a->unpack16.h, n * sizeof(uint16_t));
         device_op_write(op, a->unpack16.g, n * f);
         break;
+    case KERNEL_hash_chunks:
+        device_op_read(op, a->hash_chunks.x, a->hash_chunks.count * f);
+        device_op_write(op, a->hash_chunks.out, n * sizeof(uint64_t));
+        break;
     case KERNEL_COUNT: break;
     }
 }

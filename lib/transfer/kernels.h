@@ -1,5 +1,6 @@
 /* kernels: the per-element bodies of every kernel the device runs for
- * chapter 6's model, optimizer and reducer, written once for both compilers.
+ * chapter 6's model, optimizer, reducer and replica check, written once for
+ * both compilers.
  *
  * Where it sits: under the device operations (transfer/device_ops.h). The
  * simulated device (sim/device_sim.c) runs a kernel as a loop over its
@@ -32,6 +33,7 @@
 #define DDP_KERNELS_H
 
 #include "base/half.h"
+#include "base/hash.h"
 #include "base/kernel_fn.h"
 
 #include <math.h>
@@ -340,6 +342,40 @@ KERNEL_FN void kernel_unpack16(const struct kernel_unpack16 *a, uint64_t i)
     a->g[i] = a->bf16 ? half_bf16_to_float(a->h[i]) : half_to_float(a->h[i]);
 }
 
+/* ---- the replica check ------------------------------------------------------------------------- */
+
+/* The replica check's hash of a tensor (lib/ddp/replica.c), one 64-bit word
+ * per chunk of KERNEL_HASH_CHUNK floats, so that a GPU hashes the chunks in
+ * parallel and the host receives a few words per tensor, not the tensor.
+ * Chunk i of x[0..count): four independent FNV-style multiply-xor lanes over
+ * pairs of floats (one lane's multiply latency would bound a CPU at a quarter
+ * of memory speed), the tail one float at a time, then splitmix64's finaliser
+ * over the chunk's number and length, so that a chunk cut short or swapped
+ * with another changes its word. Bits, not values: -0 differs from 0, and a
+ * NaN from every other NaN. It only has to tell replicas apart, not resist
+ * an attacker. n = chunks, ceil(count / KERNEL_HASH_CHUNK). */
+#define KERNEL_HASH_CHUNK 1024u
+struct kernel_hash_chunks {
+    uint64_t *out;
+    const float *x;
+    uint64_t count;
+};
+KERNEL_FN void kernel_hash_chunks(const struct kernel_hash_chunks *a, uint64_t i)
+{
+    uint64_t begin = i * KERNEL_HASH_CHUNK, j = begin;
+    uint64_t end = a->count - begin < KERNEL_HASH_CHUNK ? a->count : begin + KERNEL_HASH_CHUNK;
+    uint64_t h[4] = {HASH_FNV1A_BASIS, HASH_FNV1A_BASIS ^ 1, HASH_FNV1A_BASIS ^ 2, HASH_FNV1A_BASIS ^ 3};
+    for (; j + 8 <= end; j += 8)
+        for (int k = 0; k < 4; k++) {
+            uint64_t pair = (uint64_t)half_bits(a->x[j + 2 * k + 1]) << 32 | half_bits(a->x[j + 2 * k]);
+            h[k] = (h[k] ^ pair) * HASH_FNV1A_PRIME;
+        }
+    uint64_t t = h[0] ^ hash_mix64(h[1]) ^ hash_mix64(h[2] + 1) ^ hash_mix64(h[3] + 2);
+    for (; j < end; j++)
+        t = (t ^ half_bits(a->x[j])) * HASH_FNV1A_PRIME;
+    a->out[i] = hash_mix64(t ^ i << 32 ^ (end - begin));
+}
+
 /* Every kernel, for the backends' loops and launches: X(name). */
 #define KERNEL_LIST(X)                                                                                                 \
     X(bytes_to_float)                                                                                                  \
@@ -356,7 +392,8 @@ KERNEL_FN void kernel_unpack16(const struct kernel_unpack16 *a, uint64_t i)
     X(adam)                                                                                                            \
     X(divide)                                                                                                          \
     X(pack16)                                                                                                          \
-    X(unpack16)
+    X(unpack16)                                                                                                        \
+    X(hash_chunks)
 
 #define KERNEL_ID(name) KERNEL_##name,
 enum kernel_id { KERNEL_LIST(KERNEL_ID) KERNEL_COUNT };

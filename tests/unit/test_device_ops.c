@@ -32,7 +32,7 @@
 #include <string.h>
 
 /* A kernel added to KERNEL_LIST needs its test here. */
-_Static_assert(KERNEL_COUNT == 15, "every kernel of KERNEL_LIST has a test in this file: add the new one's");
+_Static_assert(KERNEL_COUNT == 16, "every kernel of KERNEL_LIST has a test in this file: add the new one's");
 
 static const char *t_backend(void)
 {
@@ -855,6 +855,73 @@ static void t_unpack16(int bf16)
 
 TEST(unpack16_float16) { t_unpack16(0); }
 TEST(unpack16_bfloat16) { t_unpack16(1); }
+
+/* ---- kernels: the replica check ------------------------------------------------------------- */
+
+/* The words of chunks 0..n of x[0..count), on the host. */
+static void t_hash_host(const float *x, uint64_t count, uint64_t *out)
+{
+    const struct kernel_hash_chunks a = {.out = out, .x = x, .count = count};
+    for (uint64_t i = 0; i * KERNEL_HASH_CHUNK < count; i++)
+        kernel_hash_chunks(&a, i);
+}
+
+/* The device's words are the host's, bit for bit (a GPU included: integer
+ * arithmetic), over two whole chunks and a short third whose tail is not a
+ * multiple of the eight floats a lane step takes. */
+TEST(hash_chunks)
+{
+    struct t_case c;
+    T_CASE_OPEN(&c);
+    const uint64_t count = 2 * KERNEL_HASH_CHUNK + 13, n = 3;
+    float *x = t_buf(&c, "tensor", T_READ, T_F32, count);
+    uint64_t *out = t_buf(&c, "hashes", T_WRITE, T_I64, n);
+    t_seed(17);
+    t_fill_specials(x, count, -1, 1);
+    union kernel_args a = {.hash_chunks = {.out = t_dev(&c, out), .x = t_dev(&c, x), .count = count}};
+    t_run_kernel(&c, KERNEL_hash_chunks, n, &a);
+    t_hash_host(x, count, out);
+    t_finish(&c, t_exact);
+}
+
+/* What the replica check relies on: any one bit of any element, in a lane
+ * or in a chunk's tail, changes its chunk's word and no other; -0 is not 0;
+ * a tensor one float shorter, or a chunk moved to another place, changes
+ * the words. */
+TEST(hash_chunks_tells_replicas_apart)
+{
+    const uint64_t count = KERNEL_HASH_CHUNK + 11;
+    float *x = malloc(2 * KERNEL_HASH_CHUNK * sizeof *x); /* room for two whole chunks at the end */
+    CHECK(x);
+    t_seed(19);
+    t_fill(x, count, -1, 1);
+    uint64_t ref[2], got[2];
+    t_hash_host(x, count, ref);
+    const uint64_t at[] = {0, 1, 7, 8, 555, KERNEL_HASH_CHUNK - 1, KERNEL_HASH_CHUNK, count - 1};
+    for (size_t k = 0; k < sizeof at / sizeof *at; k++)
+        for (int bit = 0; bit < 32; bit++) {
+            uint32_t u = half_bits(x[at[k]]);
+            x[at[k]] = half_float(u ^ 1u << bit);
+            t_hash_host(x, count, got);
+            x[at[k]] = half_float(u);
+            uint64_t chunk = at[k] / KERNEL_HASH_CHUNK;
+            CHECK_MSG(got[chunk] != ref[chunk] && got[1 - chunk] == ref[1 - chunk],
+                      "bit %d of element %llu: chunk %llu's word %s, the other's %s", bit, (unsigned long long)at[k],
+                      (unsigned long long)chunk, got[chunk] != ref[chunk] ? "changed" : "did not change",
+                      got[1 - chunk] == ref[1 - chunk] ? "did not" : "did too");
+        }
+    float zeros[2] = {0.0f, 0.0f}, signed_zeros[2] = {0.0f, -0.0f};
+    uint64_t hz, hs;
+    t_hash_host(zeros, 2, &hz);
+    t_hash_host(signed_zeros, 2, &hs);
+    CHECK(hz != hs);
+    t_hash_host(x, count - 1, got);
+    CHECK_MSG(got[1] != ref[1], "a tensor one float shorter hashes alike");
+    memcpy(x + KERNEL_HASH_CHUNK, x, KERNEL_HASH_CHUNK * sizeof *x); /* [a, a]: one chunk at two places */
+    t_hash_host(x, 2 * KERNEL_HASH_CHUNK, got);
+    CHECK_MSG(got[0] != got[1], "two equal chunks at two places hash alike");
+    free(x);
+}
 
 /* ---- sgemm ------------------------------------------------------------------------------------- */
 
