@@ -24,6 +24,12 @@ static int sim_world_create(const struct comm_world_options *opt, comm_world_t *
         return err_set(ERR_NOMEM, "sim: cannot allocate a world");
     w->base.ops = &comm_backend_sim;
     w->world = opt->world;
+    w->node_size = opt->node_size > 0 ? opt->node_size : opt->world;
+    if (opt->node_size < 0 || opt->world % w->node_size != 0) {
+        free(w);
+        return err_set(ERR_ARG, "sim: a world of %d ranks cannot be cut into nodes of %d (the topology NODESxGPUS "
+                       "needs world = NODES x GPUS)", opt->world, opt->node_size);
+    }
     int rc = faults_parse(opt->faults, opt->world, &w->faults, &w->nfaults);
     if (rc < 0) {
         free(w);

@@ -78,6 +78,7 @@ struct sim_rank {
 struct sim_world {
     struct comm_world_base base; /* first: see comm_backend.h */
     int world;
+    int node_size;        /* ranks per node (comm_world_options.node_size; world when one node) */
     struct fault *faults;
     int nfaults;
     pthread_mutex_t lock;

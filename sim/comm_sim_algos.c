@@ -1,7 +1,10 @@
 /* comm_sim_algos: how the simulator moves a collective's bytes: ring
- * (reduce-scatter then all-gather, sim/ring_schedule.h), binomial tree and
- * naive all-reduce, ring-pipelined broadcast, and the ring phases alone for
- * reduce-scatter and all-gather (see comm_sim.h for where this sits).
+ * (reduce-scatter then all-gather, sim/ring_schedule.h), hierarchical
+ * all-reduce (rings inside nodes and across them, on the world's topology),
+ * binomial tree and naive all-reduce, ring-pipelined broadcast, and the ring
+ * phases alone for reduce-scatter and all-gather (see comm_sim.h for where
+ * this sits). Under "hier", the collectives other than all-reduce run their
+ * flat algorithm.
  *
  * Every algorithm cuts its data into pieces of one channel slot and runs its
  * whole schedule piece by piece (NCCL's slices), so a link buffer of a few
@@ -94,36 +97,54 @@ static size_t sim_piece_len(size_t len, size_t piece, size_t p)
 
 /* ---- ring ---------------------------------------------------------------- */
 
+/* The ranks a ring runs over: base + k x stride for k = 0 .. size-1, this
+ * rank being k = index; it sends to k+1 and receives from k-1 (mod size).
+ * The flat ring is the whole world {0, 1, W, rank}; hierarchical all-reduce
+ * runs one ring per node {node x G, 1, G, local} and one per local index
+ * across the nodes {local, G, N, node}. */
+struct ring_group {
+    int base, stride, size, index;
+};
+
+/* The world rank of member k of g (k taken mod size). */
+static int ring_member(const struct ring_group *g, int k)
+{
+    return g->base + ((k % g->size) + g->size) % g->size * g->stride;
+}
+
+static struct ring_group ring_world(const struct sim_exec *x) { return (struct ring_group){0, 1, x->world, x->rank}; }
+
 struct ring_pass {
+    struct ring_group g;     /* who takes part: the schedule runs on g.index of g.size */
     const unsigned char *in; /* this rank's contribution (reduce-scatter) */
     unsigned char *out;      /* where chunks are reduced and gathered */
-    size_t count;            /* elements of the whole buffer */
+    size_t count;            /* elements of the whole buffer (of this ring's part of it) */
     size_t fixed;            /* chunk length when every chunk has it, else 0 */
     int reduce, gather;      /* which phases run */
 };
 
-static void ring_pass_chunk(const struct sim_exec *x, const struct ring_pass *rp, int c, size_t *off, size_t *len)
+static void ring_pass_chunk(const struct ring_pass *rp, int c, size_t *off, size_t *len)
 {
     if (rp->fixed) {
         *off = (size_t)c * rp->fixed;
         *len = rp->fixed;
     } else {
-        ring_chunk(rp->count, x->world, c, off, len);
+        ring_chunk(rp->count, rp->g.size, c, off, len);
     }
 }
 
 /* A schedule function's answer, checked: a learner's bug must fail clearly. */
-static int ring_checked(struct sim_exec *x, int chunk, const char *fn, int step)
+static int ring_checked(struct sim_exec *x, const struct ring_group *g, int chunk, const char *fn, int step)
 {
-    if (chunk >= 0 && chunk < x->world)
+    if (chunk >= 0 && chunk < g->size)
         return chunk;
     char desc[128];
     if (chunk == ERR_UNSUPPORTED)
         return sim_world_fail(x->w, ERR_UNSUPPORTED, "%s: %s is not written yet: %s",
                               comm_coll_describe(x->d, desc, sizeof desc), fn, err_msg());
     return sim_world_fail(x->w, ERR_RANGE, "%s: %s(rank %d, world %d, step %d) = %d, not a chunk 0..%d",
-                          comm_coll_describe(x->d, desc, sizeof desc), fn, x->rank, x->world, step, chunk,
-                          x->world - 1);
+                          comm_coll_describe(x->d, desc, sizeof desc), fn, g->index, g->size, step, chunk,
+                          g->size - 1);
 }
 
 /* One step for piece p: send chunk `cs` from `src`, receive chunk `cr`
@@ -132,14 +153,14 @@ static int ring_step(struct sim_exec *x, const struct ring_pass *rp, channel_t *
                      int cs, const unsigned char *src, int cr, int reduce)
 {
     size_t es = comm_dtype_size(x->d->dtype), piece = sim_piece(x), off, len, n;
-    int right = (x->rank + 1) % x->world, left = (x->rank + x->world - 1) % x->world;
-    ring_pass_chunk(x, rp, cs, &off, &len);
+    int right = ring_member(&rp->g, rp->g.index + 1), left = ring_member(&rp->g, rp->g.index - 1);
+    ring_pass_chunk(rp, cs, &off, &len);
     if ((n = sim_piece_len(len, piece, p)) > 0) {
         int rc = sim_send(x, to, right, src + (off + p * piece) * es, n * es);
         if (rc < 0)
             return rc;
     }
-    ring_pass_chunk(x, rp, cr, &off, &len);
+    ring_pass_chunk(rp, cr, &off, &len);
     if ((n = sim_piece_len(len, piece, p)) > 0) {
         size_t at = (off + p * piece) * es;
         return sim_recv(x, from, left, rp->out + at, reduce ? rp->in + at : NULL, n * es);
@@ -149,19 +170,20 @@ static int ring_step(struct sim_exec *x, const struct ring_pass *rp, channel_t *
 
 static int ring_run(struct sim_exec *x, const struct ring_pass *rp)
 {
-    int W = x->world, r = x->rank, rc;
+    int W = rp->g.size, r = rp->g.index, rc;
     if (W == 1)
         return 0;
     channel_t *to, *from;
-    if ((rc = sim_link(x, r, (r + 1) % W, &to)) < 0 || (rc = sim_link(x, (r + W - 1) % W, r, &from)) < 0)
+    if ((rc = sim_link(x, x->rank, ring_member(&rp->g, r + 1), &to)) < 0 ||
+        (rc = sim_link(x, ring_member(&rp->g, r - 1), x->rank, &from)) < 0)
         return rc;
     size_t first_off, longest;
-    ring_pass_chunk(x, rp, 0, &first_off, &longest); /* chunk 0 is never shorter than another */
+    ring_pass_chunk(rp, 0, &first_off, &longest); /* chunk 0 is never shorter than another */
     size_t piece = sim_piece(x), pieces = (longest + piece - 1) / piece;
     for (size_t p = 0; p < pieces; p++) {
         for (int s = 0; rp->reduce && s < W - 1; s++) {
-            int cs = ring_checked(x, ring_rs_send(r, W, s), "ring_rs_send", s);
-            int cr = ring_checked(x, ring_rs_recv(r, W, s), "ring_rs_recv", s);
+            int cs = ring_checked(x, &rp->g, ring_rs_send(r, W, s), "ring_rs_send", s);
+            int cr = ring_checked(x, &rp->g, ring_rs_recv(r, W, s), "ring_rs_recv", s);
             if (cs < 0 || cr < 0)
                 return cs < 0 ? cs : cr;
             /* step 0 sends this rank's own data; later steps forward a partial sum */
@@ -169,8 +191,8 @@ static int ring_run(struct sim_exec *x, const struct ring_pass *rp)
                 return rc;
         }
         for (int s = 0; rp->gather && s < W - 1; s++) {
-            int cs = ring_checked(x, ring_ag_send(r, W, s), "ring_ag_send", s);
-            int cr = ring_checked(x, ring_ag_recv(r, W, s), "ring_ag_recv", s);
+            int cs = ring_checked(x, &rp->g, ring_ag_send(r, W, s), "ring_ag_send", s);
+            int cr = ring_checked(x, &rp->g, ring_ag_recv(r, W, s), "ring_ag_recv", s);
             if (cs < 0 || cr < 0)
                 return cs < 0 ? cs : cr;
             if ((rc = ring_step(x, rp, to, from, p, cs, rp->out, cr, 0)) < 0)
@@ -178,6 +200,43 @@ static int ring_run(struct sim_exec *x, const struct ring_pass *rp)
         }
     }
     return 0;
+}
+
+/* ---- hierarchical all-reduce ------------------------------------------------ */
+
+/* The world as N nodes of G ranks (sim_world.node_size). Three rings, one
+ * after the other, each the ring above on a group of ranks:
+ *   (a) reduce-scatter inside the node: the buffer cut into G chunks, local
+ *       rank l ends with the node's sum of chunk l;
+ *   (b) all-reduce of chunk l across the nodes, among the N ranks of local
+ *       index l (a ring over N, which cuts chunk l into N pieces of its own):
+ *       each ends with the world's sum of chunk l, the same bits on all N
+ *       (the ring's all-gather hands out its owner's);
+ *   (c) all-gather inside the node: rank l hands chunk l to its node.
+ * Each element is reduced in an order the three schedules fix (inside its
+ * node in ring order, then the nodes' sums in ring order), and every rank
+ * ends with bits that come from one rank per chunk: all ranks agree. Only
+ * (b) crosses the network, with 1/G of the buffer per rank. With G = 1, (a)
+ * and (c) have nothing to do and (b) is the flat ring over the world; with
+ * N = 1, (b) has nothing to do and (a) + (c) are the flat ring. */
+static int hier_allreduce(struct sim_exec *x)
+{
+    const struct comm_coll_desc *d = x->d;
+    int G = x->w->node_size, N = x->world / G, node = x->rank / G, local = x->rank % G, rc;
+    size_t es = comm_dtype_size(d->dtype), off, len;
+    struct ring_group inside = {node * G, 1, G, local}, across = {local, G, N, node};
+    struct ring_pass rs = {.g = inside, .in = d->sendbuf, .out = d->recvbuf, .count = d->count, .reduce = 1};
+    if ((rc = ring_run(x, &rs)) < 0)
+        return rc;
+    ring_chunk(d->count, G, local, &off, &len);
+    /* with G = 1 there was no (a): this rank's own values are still in sendbuf */
+    const unsigned char *mine = G > 1 ? (const unsigned char *)d->recvbuf : (const unsigned char *)d->sendbuf;
+    struct ring_pass ar = {.g = across, .in = mine + off * es, .out = (unsigned char *)d->recvbuf + off * es,
+                           .count = len, .reduce = 1, .gather = 1};
+    if ((rc = ring_run(x, &ar)) < 0)
+        return rc;
+    struct ring_pass ag = {.g = inside, .out = d->recvbuf, .count = d->count, .gather = 1};
+    return ring_run(x, &ag);
 }
 
 /* ---- tree and naive all-reduce --------------------------------------------- */
@@ -273,10 +332,13 @@ int sim_algo_run(struct sim_exec *x)
     size_t es = comm_dtype_size(d->dtype), W = (size_t)x->world;
     switch (d->coll) {
     case COMM_ALLREDUCE: {
+        if (x->algo == COMM_ALGO_HIER && W > 1)
+            return hier_allreduce(x);
         if (x->algo == COMM_ALGO_RING && W > 1) {
             /* reads the input where it is: step 0 sends from it, every later
              * step reduces into recvbuf, so in place needs no copy either */
-            struct ring_pass rp = {.in = d->sendbuf, .out = d->recvbuf, .count = d->count, .reduce = 1, .gather = 1};
+            struct ring_pass rp = {.g = ring_world(x), .in = d->sendbuf, .out = d->recvbuf, .count = d->count,
+                                   .reduce = 1, .gather = 1};
             return ring_run(x, &rp);
         }
         /* tree and naive accumulate in recvbuf, starting from this rank's values */
@@ -299,8 +361,8 @@ int sim_algo_run(struct sim_exec *x)
                                   x->rank, d->count * W * es);
         if (d->count)
             memcpy(scratch, d->sendbuf, d->count * W * es);
-        struct ring_pass rp = {.in = scratch, .out = scratch, .count = d->count * W, .fixed = d->count,
-                               .reduce = 1};
+        struct ring_pass rp = {.g = ring_world(x), .in = scratch, .out = scratch, .count = d->count * W,
+                               .fixed = d->count, .reduce = 1};
         int rc = d->count ? ring_run(x, &rp) : 0;
         if (rc == 0 && d->count)
             memmove(d->recvbuf, scratch + (size_t)x->rank * d->count * es, d->count * es);
@@ -311,7 +373,8 @@ int sim_algo_run(struct sim_exec *x)
         unsigned char *own = (unsigned char *)d->recvbuf + (size_t)x->rank * d->count * es;
         if (own != (const unsigned char *)d->sendbuf && d->count)
             memcpy(own, d->sendbuf, d->count * es);
-        struct ring_pass rp = {.out = d->recvbuf, .count = d->count * W, .fixed = d->count, .gather = 1};
+        struct ring_pass rp = {.g = ring_world(x), .out = d->recvbuf, .count = d->count * W, .fixed = d->count,
+                               .gather = 1};
         return d->count ? ring_run(x, &rp) : 0;
     }
     default:

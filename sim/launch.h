@@ -61,11 +61,14 @@ struct launch_config {
     int world;           /* threads: how many ranks (1 .. LAUNCH_MAX_THREADS); processes: unused */
     const char *faults;  /* threads with "sim": faults to inject (sim/faults.h grammar), NULL for none */
     void *shared;        /* handed to every rank as launch_rank.shared */
+    int node_size;       /* threads: ranks per node of the modelled topology
+                          * (comm_world_options.node_size); 0 = one node */
 };
 
 /* Thread ranks one process may start: far more than a machine has cores, far
  * fewer than a typo ("--world=40000") would ask for. */
 #define LAUNCH_MAX_THREADS 1024
+_Static_assert(LAUNCH_MAX_THREADS == COMM_TOPOLOGY_MAX_RANKS, "a topology holds what the launcher can start");
 
 /* What every rank function gets. */
 struct launch_rank {

@@ -89,11 +89,28 @@ enum comm_coll {
     COMM_COLL_COUNT
 };
 
-/* Algorithms. The sim implements all three; "default" lets the backend choose
- * (ring in the sim; the library's own choice for MPI and NCCL, which ignore
- * the others with no error, since their libraries choose for themselves:
- * NCCL_ALGO and Open MPI's coll_tuned MCA parameters set them there). */
-enum comm_algo { COMM_ALGO_DEFAULT, COMM_ALGO_RING, COMM_ALGO_TREE, COMM_ALGO_NAIVE, COMM_ALGO_COUNT };
+/* Algorithms. The sim implements all of them; "default" lets the backend
+ * choose (ring in the sim; the library's own choice for MPI and NCCL, which
+ * ignore ring, tree and naive with no error, since their libraries choose for
+ * themselves: NCCL_ALGO and Open MPI's coll_tuned MCA parameters set them
+ * there).
+ *
+ * HIER, hierarchical all-reduce on the world's topology (struct
+ * comm_world_options.node_size): reduce-scatter inside each node, all-reduce
+ * across nodes among the ranks of one local index, each over its 1/GPUS
+ * slice, all-gather inside each node. On one node, or one rank per node, it
+ * is the flat ring (same bits). It applies to all-reduce only: broadcast,
+ * reduce-scatter and all-gather run their flat algorithm under it. Only the
+ * sim has it: mpi and nccl refuse it in comm_open (ERR_UNSUPPORTED), since
+ * nothing there would run what was asked. */
+enum comm_algo {
+    COMM_ALGO_DEFAULT,
+    COMM_ALGO_RING,
+    COMM_ALGO_TREE,
+    COMM_ALGO_NAIVE,
+    COMM_ALGO_HIER,
+    COMM_ALGO_COUNT
+};
 
 /* Consistency checks.
  *   NONE         nothing beyond the backend's own (the sim still fingerprints:
@@ -169,6 +186,10 @@ struct comm_world_options {
                          * sim/faults.h: "kill:2@3,delay:1@2:500"), NULL = none;
                          * ERR_UNSUPPORTED for other backends when not NULL */
     int first_device;   /* nccl: rank r uses CUDA device first_device + r */
+    int node_size;      /* sim: ranks per node (GPUS of a NODESxGPUS topology, see
+                         * comm_topology_parse): rank r sits on node r / node_size,
+                         * local index r % node_size; world must be a multiple.
+                         * 0 = one node of every rank (as node_size = world) */
 };
 
 /* Creates the shared object that `world` rank threads of backend `backend`
@@ -373,12 +394,21 @@ size_t comm_dtype_size(enum comm_dtype dtype);      /* bytes per element; 0 if i
 const char *comm_dtype_name(enum comm_dtype dtype); /* "float32" (nccl-tests says "float"), "float16", "bfloat16" */
 const char *comm_op_name(enum comm_op op);          /* "sum", "avg" */
 const char *comm_coll_name(enum comm_coll coll);    /* "allreduce", ... */
-const char *comm_algo_name(enum comm_algo algo);    /* "default", "ring", "tree", "naive" */
+const char *comm_algo_name(enum comm_algo algo);    /* "default", "ring", "tree", "naive", "hier" */
 /* Parse the names above ("float32"/"float", "float16"/"half", "sum", "ring",
  * ...). 0 or ERR_ARG. */
 int comm_dtype_parse(const char *text, enum comm_dtype *out);
 int comm_op_parse(const char *text, enum comm_op *out);
 int comm_algo_parse(const char *text, enum comm_algo *out);
+
+/* The most ranks a topology may hold: the simulator's largest world of rank
+ * threads (LAUNCH_MAX_THREADS, sim/launch.h, which checks the two agree). */
+#define COMM_TOPOLOGY_MAX_RANKS 1024
+
+/* A topology "NODESxGPUS" ("2x8": 2 nodes of 8 GPUs, 16 ranks): both at
+ * least 1, the product at most COMM_TOPOLOGY_MAX_RANKS, decimal digits only.
+ * 0 and *nodes, *gpus set; ERR_ARG naming the text otherwise. */
+int comm_topology_parse(const char *text, int *nodes, int *gpus);
 
 /* The nccl-tests bus-bandwidth factor of a collective on `world` ranks:
  * busbw = algbw x factor, the fraction of the data each rank must send over

@@ -1,5 +1,6 @@
 /* comm_names: the communicator's vocabulary (see comm.h): type, op,
- * collective and algorithm names, their parsers, the description every
+ * collective and algorithm names, their parsers, the topology's text
+ * ("2x8"), the description every
  * message about a collective starts with, and nccl-tests' bus-bandwidth
  * factors. */
 #include "comm/comm.h"
@@ -16,7 +17,7 @@ static const size_t dtype_sizes[COMM_DTYPE_COUNT] = {4, 8, 4, 8, 2, 2};
 static const char *const op_names[COMM_OP_COUNT] = {"sum", "avg"};
 static const char *const coll_names[COMM_COLL_COUNT] = {"allreduce", "broadcast", "reduce_scatter", "allgather",
                                                         "barrier"};
-static const char *const algo_names[COMM_ALGO_COUNT] = {"default", "ring", "tree", "naive"};
+static const char *const algo_names[COMM_ALGO_COUNT] = {"default", "ring", "tree", "naive", "hier"};
 
 size_t comm_dtype_size(enum comm_dtype dtype)
 {
@@ -75,8 +76,40 @@ int comm_algo_parse(const char *text, enum comm_algo *out)
 {
     int i = comm_name_index(algo_names, COMM_ALGO_COUNT, text);
     if (i < 0)
-        return err_set(ERR_ARG, "unknown algorithm '%s' (ring, tree, naive)", text);
+        return err_set(ERR_ARG, "unknown algorithm '%s' (ring, tree, naive, hier)", text);
     *out = (enum comm_algo)i;
+    return 0;
+}
+
+/* A decimal count 1 .. COMM_TOPOLOGY_MAX_RANKS at *p, advancing *p; -1 if none. */
+static int comm_topology_count(const char **p)
+{
+    long v = 0;
+    const char *s = *p;
+    while (*s >= '0' && *s <= '9' && v <= COMM_TOPOLOGY_MAX_RANKS)
+        v = v * 10 + (*s++ - '0');
+    if (s == *p || v < 1 || v > COMM_TOPOLOGY_MAX_RANKS)
+        return -1;
+    *p = s;
+    return (int)v;
+}
+
+int comm_topology_parse(const char *text, int *nodes, int *gpus)
+{
+    const char *p = text ? text : "";
+    int n = comm_topology_count(&p), g = -1;
+    if (n > 0 && *p == 'x') {
+        p++;
+        g = comm_topology_count(&p);
+    }
+    if (n < 1 || g < 1 || *p != '\0')
+        return err_set(ERR_ARG, "topology '%s': expected NODESxGPUS, two whole numbers from 1 (e.g. 2x8: 2 nodes "
+                       "of 8 GPUs)", text ? text : "");
+    if ((long)n * g > COMM_TOPOLOGY_MAX_RANKS)
+        return err_set(ERR_ARG, "topology '%s': %d x %d = %ld ranks, more than the %d the simulator starts", text, n,
+                       g, (long)n * g, COMM_TOPOLOGY_MAX_RANKS);
+    *nodes = n;
+    *gpus = g;
     return 0;
 }
 

@@ -678,6 +678,9 @@ static int mpi_launch_resolve(enum comm_launch requested, enum comm_launch *out)
 
 static int mpi_open(comm_t *c, const struct comm_config *cfg)
 {
+    if (cfg->algo == COMM_ALGO_HIER) /* Open MPI picks its own algorithm: hier would not run as asked */
+        return err_set(ERR_UNSUPPORTED, "mpi: algorithm hier is the simulator's (--backend=sim); Open MPI chooses "
+                       "its own (coll_tuned MCA parameters)");
     struct comm_mpi_place at;
     int rc = comm_mpi_session_begin(c->timeout_s, &at);
     if (rc < 0)

@@ -359,6 +359,9 @@ static void nccl_release(struct nccl_comm *nc)
 
 static int nccl_open(comm_t *c, const struct comm_config *cfg)
 {
+    if (cfg->algo == COMM_ALGO_HIER) /* NCCL picks its own algorithm: hier would not run as asked */
+        return err_set(ERR_UNSUPPORTED, "nccl: algorithm hier is the simulator's (--backend=sim); NCCL chooses its "
+                       "own (NCCL_ALGO)");
     int ndev, rc = nccl_device_count(&ndev);
     if (rc < 0)
         return rc;
