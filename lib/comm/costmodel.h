@@ -10,6 +10,19 @@
  *   tree   2 ceil(log2 W) (alpha + n beta) + ceil(log2 W) n gamma   (binomial, reduce then broadcast)
  *   naive  2(W-1) (alpha + n beta) + (W-1) n gamma                 (everything through rank 0)
  *
+ * On a topology of N nodes of G ranks (W = N G) there are two link classes:
+ * inside a node (alpha, beta: NVLink) and across nodes (alpha_o, beta_o: the
+ * network). A flat ring's 2(W-1) steps then go at the pace of its slowest
+ * hop, and every step has N hops that cross nodes:
+ *
+ *   ring   2(W-1) (alpha_o + n/W beta_o) + (W-1)/W n gamma          (N > 1)
+ *   hier   (G-1) (alpha + n/G beta) + (G-1)/G n gamma                reduce-scatter in the node
+ *        + 2(N-1) (alpha_o + n/(G N) beta_o) + (N-1)/N (n/G) gamma  all-reduce of n/G across nodes
+ *        + (G-1) (alpha + n/G beta)                                  all-gather in the node
+ *
+ * Tree and naive are charged the slowest link too. With N = 1 or G = 1, hier
+ * is the flat ring.
+ *
  * Two refinements make it predict our simulator rather than an ideal one:
  * messages are cut into segments (one channel slot), and each segment pays
  * alpha; and the W ranks share `cores` CPU cores, so the time is at least
@@ -22,15 +35,22 @@
 #include "comm/comm.h"
 
 struct costmodel {
-    double alpha_s;        /* latency per message (segment), seconds */
-    double beta_s_per_b;   /* time per byte moved over one link */
+    double alpha_s;        /* latency per message (segment), seconds, inside a node */
+    double beta_s_per_b;   /* time per byte moved over one link inside a node */
     double gamma_s_per_b;  /* time per byte reduced (added into) */
     double segment_bytes;  /* messages are cut into segments of this size; 0 = never */
     int cores;             /* ranks run on this many cores; 0 = one each */
+    int node_size;         /* ranks per node (GPUS of NODESxGPUS); 0, or one that does not
+                            * divide the world: one node of every rank */
+    double alpha_inter_s;      /* the link across nodes: latency per message ... */
+    double beta_inter_s_per_b; /* ... and time per byte; 0 = the same link as inside a
+                                * node (alpha_s and beta_s_per_b), so a model without
+                                * these set predicts as if there were one link class */
 };
 
 /* Predicted seconds for an all-reduce of `bytes` on `world` ranks with
- * `algo` (DEFAULT counts as ring). 0 for world 1 or 0 bytes. */
+ * `algo` (DEFAULT counts as ring) on the model's topology. 0 for world 1 or
+ * 0 bytes. Pure: the same arguments, the same answer. */
 double costmodel_allreduce(const struct costmodel *m, enum comm_algo algo, int world, double bytes);
 
 #endif

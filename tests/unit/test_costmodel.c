@@ -1,0 +1,106 @@
+/* test_costmodel: the alpha-beta-gamma model of all-reduce time
+ * (lib/comm/costmodel.h) on hand-computed cases: the textbook ring without a
+ * topology, and the flat ring against hierarchical all-reduce on NODESxGPUS
+ * with two link classes. It prints the 1x8, 2x8 and 8x8 predictions that
+ * chapter 5's README quotes.
+ *
+ * The figures: 450 GB/s per direction inside a node, NVLink 4 on an H100 SXM
+ * (NVIDIA H100 datasheet: 900 GB/s of NVLink bandwidth, both directions
+ * together); 50 GB/s across nodes, one InfiniBand NDR port per GPU (400
+ * Gb/s, NVIDIA ConnectX-7 datasheet). Bandwidth terms only (alpha = gamma =
+ * 0), so each number is bytes over links and can be checked by hand. */
+#include "check.h"
+#include "comm/costmodel.h"
+
+#include <math.h>
+#include <stdio.h>
+
+#define MIB256 268435456.0
+#define NVLINK_BPS 450e9 /* bytes per second, one direction */
+#define NDR_BPS 50e9     /* 400 Gb/s */
+
+/* `got` within 1e-12 of `want`, relatively. */
+static void check_time(double got, double want, const char *what)
+{
+    CHECK_MSG(fabs(got - want) <= 1e-12 * fabs(want) + 1e-300, "%s: got %.12g s, want %.12g s", what, got, want);
+}
+
+/* The two link classes of the datasheets on nodes of `gpus`. */
+static struct costmodel model_cluster(int gpus)
+{
+    return (struct costmodel){.beta_s_per_b = 1 / NVLINK_BPS, .beta_inter_s_per_b = 1 / NDR_BPS, .node_size = gpus};
+}
+
+TEST(without_a_topology_the_ring_is_the_textbook_one)
+{
+    struct costmodel m = {.alpha_s = 2e-6, .beta_s_per_b = 1e-9, .gamma_s_per_b = 5e-10};
+    double n = 1 << 20;
+    /* 2(W-1) alpha + 2(W-1)/W n beta + (W-1)/W n gamma, W = 4 */
+    check_time(costmodel_allreduce(&m, COMM_ALGO_RING, 4, n), 6 * 2e-6 + 1.5 * n * 1e-9 + 0.75 * n * 5e-10, "ring");
+    /* one node: hier is the ring */
+    check_time(costmodel_allreduce(&m, COMM_ALGO_HIER, 4, n), costmodel_allreduce(&m, COMM_ALGO_RING, 4, n), "hier");
+    /* inter-node figures given, but one node: nothing crosses */
+    m.beta_inter_s_per_b = 1;
+    m.alpha_inter_s = 1;
+    check_time(costmodel_allreduce(&m, COMM_ALGO_RING, 4, n), 6 * 2e-6 + 1.5 * n * 1e-9 + 0.75 * n * 5e-10,
+               "ring, inter link unused");
+}
+
+TEST(one_node_of_8_nvlink)
+{
+    struct costmodel m = model_cluster(8);
+    /* 2 x 7 steps of n/8 bytes over NVLink */
+    double want = 14 * (MIB256 / 8) / NVLINK_BPS;
+    double ring = costmodel_allreduce(&m, COMM_ALGO_RING, 8, MIB256);
+    double hier = costmodel_allreduce(&m, COMM_ALGO_HIER, 8, MIB256);
+    check_time(ring, want, "1x8 ring");
+    check_time(hier, want, "1x8 hier");
+    printf("# 1x8, 256 MiB: ring %.3f ms, hier %.3f ms, ratio %.2f\n", ring * 1e3, hier * 1e3, ring / hier);
+}
+
+TEST(two_and_eight_nodes_of_8_hier_against_ring)
+{
+    const int nodes[] = {2, 8};
+    for (int k = 0; k < 2; k++) {
+        int N = nodes[k], G = 8, W = N * G;
+        struct costmodel m = model_cluster(G);
+        /* ring: 2(W-1) steps of n/W, each at the pace of the InfiniBand hop */
+        double ring_want = 2.0 * (W - 1) * (MIB256 / W) / NDR_BPS;
+        /* hier: 7 + 7 NVLink steps of n/8, and 2(N-1) InfiniBand steps of n/(8N) */
+        double hier_want = 14 * (MIB256 / 8) / NVLINK_BPS + 2.0 * (N - 1) * (MIB256 / 8 / N) / NDR_BPS;
+        double ring = costmodel_allreduce(&m, COMM_ALGO_RING, W, MIB256);
+        double hier = costmodel_allreduce(&m, COMM_ALGO_HIER, W, MIB256);
+        char what[32];
+        snprintf(what, sizeof what, "%dx8 ring", N);
+        check_time(ring, ring_want, what);
+        snprintf(what, sizeof what, "%dx8 hier", N);
+        check_time(hier, hier_want, what);
+        CHECK(hier < ring);
+        printf("# %dx8, 256 MiB: ring %.3f ms, hier %.3f ms, ratio %.2f\n", N, ring * 1e3, hier * 1e3, ring / hier);
+    }
+    /* the hand arithmetic, once in figures: 2x8 ring 1.875 n / 50 GB/s = 10.066 ms; hier 1.715 ms */
+    struct costmodel m = model_cluster(8);
+    CHECK(fabs(costmodel_allreduce(&m, COMM_ALGO_RING, 16, MIB256) - 10.0663296e-3) < 1e-9);
+    CHECK(fabs(costmodel_allreduce(&m, COMM_ALGO_HIER, 16, MIB256) - 1.71500487e-3) < 1e-9);
+}
+
+TEST(latency_and_reduction_terms_on_2x2)
+{
+    /* alpha 1 inside, 10 across, bandwidth free (a tiny beta only selects the inter link) */
+    struct costmodel m = {.alpha_s = 1, .alpha_inter_s = 10, .beta_inter_s_per_b = 1e-300, .node_size = 2};
+    /* ring: 2(W-1) = 6 steps at the inter link's alpha; hier: 1 + 2 x 1 across + 1 */
+    check_time(costmodel_allreduce(&m, COMM_ALGO_RING, 4, 1000), 60, "ring alpha");
+    check_time(costmodel_allreduce(&m, COMM_ALGO_HIER, 4, 1000), 1 + 20 + 1, "hier alpha");
+    /* gamma: the ring adds (W-1)/W n = 750 bytes; hier (G-1)/G n + (N-1)/N n/G = 500 + 250 */
+    struct costmodel g = {.gamma_s_per_b = 1, .node_size = 2};
+    check_time(costmodel_allreduce(&g, COMM_ALGO_RING, 4, 1000), 750, "ring gamma");
+    check_time(costmodel_allreduce(&g, COMM_ALGO_HIER, 4, 1000), 750, "hier gamma");
+}
+
+TEST(one_gpu_per_node_hier_is_the_ring_over_the_network)
+{
+    struct costmodel m = model_cluster(1);
+    double n = 1e6;
+    check_time(costmodel_allreduce(&m, COMM_ALGO_HIER, 4, n), costmodel_allreduce(&m, COMM_ALGO_RING, 4, n), "4x1");
+    check_time(costmodel_allreduce(&m, COMM_ALGO_RING, 4, n), 6 * (n / 4) / NDR_BPS, "4x1 ring on InfiniBand");
+}
