@@ -16,8 +16,9 @@
 struct ch5_opts {
     const char *backend;
     int world;
+    int node_size;            /* --topology=NODESxGPUS: GPUS, ranks per node; 0 = one node */
     uint64_t min_bytes, max_bytes, step_factor;
-    enum comm_algo algos[3];
+    enum comm_algo algos[4];
     int nalgos;
     enum comm_op op;
     int iters, warmup;

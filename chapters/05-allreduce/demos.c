@@ -192,7 +192,8 @@ int ch5_fault_run(const struct ch5_opts *opt)
         free(faults);
     }
     fflush(stdout);
-    struct launch_config run = {.backend = opt->backend, .world = opt->world, .faults = opt->fault, .shared = &j};
+    struct launch_config run = {.backend = opt->backend, .world = opt->world, .faults = opt->fault, .shared = &j,
+                                .node_size = opt->node_size};
     int rc = launch_run(&run, train_rank);
     if (rc == 0)
         printf("the job finished: these faults did not stop it%s\n",

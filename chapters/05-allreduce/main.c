@@ -3,7 +3,8 @@
  * shows how jobs fail when one rank does not come (the fault demos).
  *
  *   build/chapter-5                           the lesson: a short table, then the fault demos
- *   build/chapter-5 --world=4 --min-bytes=1K --max-bytes=64M --step-factor=2 [--algo=ring|tree|naive|all] [--check]
+ *   build/chapter-5 --world=4 --min-bytes=1K --max-bytes=64M --step-factor=2 [--algo=ring|tree|naive|hier|all] [--check]
+ *   build/chapter-5 --topology=2x4 --algo=hier   hierarchical all-reduce on 2 nodes of 4 ranks
  *   build/chapter-5 --demo=timeout|crash|uneven|mismatch|flip   one failure story; exits 1 with the diagnosis
  *   build/chapter-5 --fault=kill:2@3          a training loop with your own faults (sim/faults.h)
  *   mpirun -np 4 build/chapter-5 --backend=mpi      the same table with one process per rank
@@ -41,10 +42,16 @@ static void usage(FILE *f)
             "benchmark (nccl-tests' all_reduce_perf layout):\n"
             "  --backend=sim|mpi|nccl   communicator backend (default sim; mpi under mpirun)\n"
             "  --world=W                ranks, for thread backends (default 4)\n"
+            "  --topology=NODESxGPUS    sim: the ranks as NODES nodes of GPUS each (e.g. 2x4); sets the world\n"
+            "                           to NODES x GPUS (a different --world is refused); the model's links\n"
+            "                           inside and across nodes apply\n"
             "  --min-bytes=SIZE         first message size, at least 4 (default 1K; K, M, G suffixes)\n"
             "  --max-bytes=SIZE         last message size (default 64M)\n"
             "  --step-factor=F          size multiplier per row, at least 2 (default 2)\n"
-            "  --algo=ring|tree|naive|all  simulator algorithm (default ring)\n"
+            "  --algo=ring|tree|naive|hier|all  simulator algorithm (default ring); hier: reduce-scatter in\n"
+            "                           each node, all-reduce across nodes, all-gather in the node (the ring\n"
+            "                           on one node); all: ring, tree, naive, and hier when --topology has\n"
+            "                           more than one node and more than one GPU per node\n"
             "  --op=sum|avg             reduction (default sum)\n"
             "  --iters=N --warmup=N     timed and untimed iterations per size (default 20 and 5, as nccl-tests)\n"
             "  --check                  compare result checksums across ranks after every collective\n"
@@ -72,20 +79,37 @@ static void usage(FILE *f)
 
 enum { OPT_BACKEND = 256, OPT_WORLD, OPT_MIN, OPT_MAX, OPT_STEP, OPT_ALGO, OPT_OP, OPT_ITERS, OPT_WARMUP, OPT_CHECK,
        OPT_TIMEOUT, OPT_PLOT, OPT_MEMBOUND, OPT_ALPHA, OPT_BETA, OPT_GAMMA, OPT_CORES, OPT_DEMO, OPT_FAULT,
-       OPT_LAUNCH_CHECK, OPT_OUT };
+       OPT_LAUNCH_CHECK, OPT_OUT, OPT_TOPOLOGY };
 
-/* --algo=ring|tree|naive|all */
+/* --algo=ring|tree|naive|hier|all. "all" is ring, tree and naive, and hier
+ * where it differs from the ring: on a topology of several nodes of several
+ * ranks (opt->node_size is final: validation calls it again for "all"). */
 static int parse_algo(const char *text, struct ch5_opts *opt)
 {
-    static const char *const names[] = {"ring", "tree", "naive", "all", NULL};
-    static const enum comm_algo algos[] = {COMM_ALGO_RING, COMM_ALGO_TREE, COMM_ALGO_NAIVE};
+    static const char *const names[] = {"ring", "tree", "naive", "hier", "all", NULL};
+    static const enum comm_algo algos[] = {COMM_ALGO_RING, COMM_ALGO_TREE, COMM_ALGO_NAIVE, COMM_ALGO_HIER};
     int choice;
     int rc = cli_parse_choice("algo", text, names, &choice);
     if (rc < 0)
         return rc;
-    opt->nalgos = choice == 3 ? 3 : 1;
+    int all = choice == 4, hier = opt->node_size > 1 && opt->node_size < opt->world;
+    opt->nalgos = all ? 3 + hier : 1;
     for (int a = 0; a < opt->nalgos; a++)
-        opt->algos[a] = algos[choice == 3 ? a : choice];
+        opt->algos[a] = algos[all ? a : choice];
+    return 0;
+}
+
+/* --topology=NODESxGPUS: the world and the ranks per node. */
+static int parse_topology(const char *text, struct ch5_opts *opt)
+{
+    int nodes, gpus;
+    if (comm_topology_parse(text, &nodes, &gpus) < 0)
+        return err_wrap(ERR_ARG, "--topology");
+    if (nodes * gpus > 64)
+        return err_set(ERR_ARG, "--topology=%s: %d ranks, more than --world's 64", text, nodes * gpus);
+    opt->world = nodes * gpus;
+    opt->node_size = gpus;
+    opt->model.node_size = gpus;
     return 0;
 }
 
@@ -119,6 +143,9 @@ struct ch5_cli {
     struct ch5_opts opt;
     const char *demo, *out_dir;
     int plot, membound, sizes_given, launch_check, world_given, lesson;
+    int world_flag;          /* --world's value, before --topology sets the world */
+    const char *topology;    /* --topology's text, NULL = none */
+    const char *algo_text;   /* --algo's text: "all" depends on the topology, read last */
     struct cli_given given; /* which flags were given, to refuse those the run would ignore */
     double beta, gamma; /* seconds per byte from --beta-gbps / --gamma-gbps, 0: measure */
     char csv_path[PLOT_PATH_MAX], plot_path[PLOT_PATH_MAX];
@@ -136,6 +163,7 @@ static const struct option ch5_longopts[] = {
     {"cores", required_argument, 0, OPT_CORES},     {"demo", required_argument, 0, OPT_DEMO},
     {"fault", required_argument, 0, OPT_FAULT},     {"launch-check", no_argument, 0, OPT_LAUNCH_CHECK},
     {"out", required_argument, 0, OPT_OUT},         {"help", no_argument, 0, 'h'},
+    {"topology", required_argument, 0, OPT_TOPOLOGY},
     {0, 0, 0, 0},
 };
 
@@ -158,9 +186,10 @@ static int ch5_parse(int argc, char **argv, struct ch5_cli *cli)
             break;
         case OPT_WORLD:
             rc = cli_parse_range("world", optarg, 1, 64, &v);
-            o->world = (int)v;
+            cli->world_flag = (int)v;
             cli->world_given = 1;
             break;
+        case OPT_TOPOLOGY: cli->topology = optarg; break;
         /* at least one float32 and min <= max: ch5_check_sizes(), once --plot's defaults are in */
         case OPT_MIN: rc = cli_parse_bytes("min-bytes", optarg, 0, UINT64_MAX, &o->min_bytes); break;
         case OPT_MAX:
@@ -173,7 +202,10 @@ static int ch5_parse(int argc, char **argv, struct ch5_cli *cli)
             rc = cli_parse_range("step-factor", optarg, 2, UINT64_MAX, &o->step_factor);
             cli->sizes_given = 1;
             break;
-        case OPT_ALGO: rc = parse_algo(optarg, o); break;
+        case OPT_ALGO:
+            rc = parse_algo(optarg, o);
+            cli->algo_text = optarg;
+            break;
         case OPT_OP: {
             static const char *const ops[] = {"sum", "avg", NULL};
             if ((rc = cli_parse_choice("op", optarg, ops, &choice)) == 0)
@@ -223,6 +255,14 @@ static int ch5_parse(int argc, char **argv, struct ch5_cli *cli)
     }
     if (rc == 0 && optind < argc)
         rc = err_set(ERR_ARG, "unexpected argument '%s'", argv[optind]);
+    if (rc == 0 && cli->world_given)
+        o->world = cli->world_flag;
+    if (rc == 0 && cli->topology && (rc = parse_topology(cli->topology, o)) == 0 && cli->world_given &&
+        cli->world_flag != o->world)
+        rc = err_set(ERR_ARG, "--world=%d conflicts with --topology=%s (%d ranks): give one of them", cli->world_flag,
+                     cli->topology, o->world);
+    if (rc == 0 && cli->algo_text) /* again, now that the topology is known */
+        rc = parse_algo(cli->algo_text, o);
     cli->lesson = argc == 1;
     return rc;
 }
@@ -236,14 +276,16 @@ static int ch5_refuse_unused(const struct ch5_cli *cli)
     static const int table_only[] = {OPT_MIN, OPT_MAX, OPT_STEP, OPT_OP, OPT_ITERS, OPT_WARMUP, OPT_PLOT, OPT_OUT,
                                      OPT_ALPHA, OPT_BETA, OPT_GAMMA, OPT_CORES, OPT_MEMBOUND, 0};
     if (cli->launch_check) {
-        static const int all_but_timeout[] = {OPT_BACKEND, OPT_WORLD, OPT_ALGO, OPT_CHECK, OPT_DEMO, OPT_FAULT,
-                                              OPT_MIN, OPT_MAX, OPT_STEP, OPT_OP, OPT_ITERS, OPT_WARMUP, OPT_PLOT,
-                                              OPT_OUT, OPT_ALPHA, OPT_BETA, OPT_GAMMA, OPT_CORES, OPT_MEMBOUND, 0};
+        static const int all_but_timeout[] = {OPT_BACKEND, OPT_WORLD, OPT_TOPOLOGY, OPT_ALGO, OPT_CHECK, OPT_DEMO,
+                                              OPT_FAULT, OPT_MIN, OPT_MAX, OPT_STEP, OPT_OP, OPT_ITERS, OPT_WARMUP,
+                                              OPT_PLOT, OPT_OUT, OPT_ALPHA, OPT_BETA, OPT_GAMMA, OPT_CORES,
+                                              OPT_MEMBOUND, 0};
         return cli_refuse_given(g, ch5_longopts, all_but_timeout,
                                 "does nothing with --launch-check (it only meets rank 0 over TCP; --timeout applies)");
     }
     int rc = 0;
-    if (cli->demo && (rc = cli_refuse_given(g, ch5_longopts, (const int[]){OPT_WORLD, OPT_ALGO, OPT_CHECK, OPT_FAULT, 0},
+    if (cli->demo && (rc = cli_refuse_given(g, ch5_longopts,
+                                            (const int[]){OPT_WORLD, OPT_TOPOLOGY, OPT_ALGO, OPT_CHECK, OPT_FAULT, 0},
                                             "does nothing with --demo (each story sets its own world, faults and "
                                             "checks; --timeout applies)")) < 0)
         return rc;
@@ -254,8 +296,8 @@ static int ch5_refuse_unused(const struct ch5_cli *cli)
         return rc;
     if (cli->membound &&
         (rc = cli_refuse_given(g, ch5_longopts,
-                               (const int[]){OPT_MIN, OPT_STEP, OPT_ALGO, OPT_ITERS, OPT_WARMUP, OPT_PLOT, OPT_OUT,
-                                             OPT_ALPHA, OPT_BETA, OPT_GAMMA, 0},
+                               (const int[]){OPT_MIN, OPT_STEP, OPT_ALGO, OPT_TOPOLOGY, OPT_ITERS, OPT_WARMUP,
+                                             OPT_PLOT, OPT_OUT, OPT_ALPHA, OPT_BETA, OPT_GAMMA, 0},
                                "does nothing with --memory-bound (it times the ring at --max-bytes, against memcpy)")) < 0)
         return rc;
     if (!cli->plot && (rc = cli_refuse_given(g, ch5_longopts, (const int[]){OPT_OUT, 0},
@@ -265,7 +307,11 @@ static int ch5_refuse_unused(const struct ch5_cli *cli)
         char why[160];
         snprintf(why, sizeof why, "does nothing with --backend=%s: the library chooses its own algorithm (NCCL_ALGO, "
                  "Open MPI's coll_tuned parameters)", cli->opt.backend);
-        rc = cli_refuse_given(g, ch5_longopts, (const int[]){OPT_ALGO, 0}, why);
+        if ((rc = cli_refuse_given(g, ch5_longopts, (const int[]){OPT_ALGO, 0}, why)) < 0)
+            return rc;
+        snprintf(why, sizeof why, "does nothing with --backend=%s: the simulator models a topology; the machines "
+                 "the launcher started are the real one", cli->opt.backend);
+        rc = cli_refuse_given(g, ch5_longopts, (const int[]){OPT_TOPOLOGY, 0}, why);
     }
     return rc;
 }

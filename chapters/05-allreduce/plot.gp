@@ -12,7 +12,7 @@ set xlabel "message size"
 set ylabel "bus bandwidth (GB/s)"
 set title "all-reduce bus bandwidth (nccl-tests' busbw = algbw x 2(W-1)/W)"
 set grid
-known = "sim:ring sim:tree sim:naive mpi:default mpi:ring mpi:tree mpi:naive nccl:default"
+known = "sim:ring sim:tree sim:naive sim:hier mpi:default mpi:ring mpi:tree mpi:naive nccl:default"
 backend(s) = s[1:strstrt(s, ":") - 1]
 algo(s) = s[strstrt(s, ":") + 1:]
 is(s) = strcol(1) eq backend(s) && strcol(2) eq algo(s)

@@ -104,9 +104,12 @@ static void sweep_header(const struct sweep_job *j, const struct costmodel *mode
     char timeout[24] = "none"; /* --timeout=0: no watchdog, blocking MPI calls */
     if (o->timeout_s != COMM_NO_TIMEOUT)
         snprintf(timeout, sizeof timeout, "%g s", o->timeout_s > 0 ? o->timeout_s : COMM_DEFAULT_TIMEOUT_S);
-    printf("# backend %s  world %d  algo %s  minBytes %llu  maxBytes %llu  step: %llu(factor)  warmup iters: %d  "
+    char topology[32] = ""; /* --topology: NODESxGPUS */
+    if (o->node_size > 0)
+        snprintf(topology, sizeof topology, "  topology %dx%d", world / o->node_size, o->node_size);
+    printf("# backend %s  world %d%s  algo %s  minBytes %llu  maxBytes %llu  step: %llu(factor)  warmup iters: %d  "
            "iters: %d  check: %d  timeout: %s\n",
-           o->backend, world, comm_algo_name(j->base.comm.algo), (unsigned long long)o->min_bytes,
+           o->backend, world, topology, comm_algo_name(j->base.comm.algo), (unsigned long long)o->min_bytes,
            (unsigned long long)o->max_bytes, (unsigned long long)o->step_factor, o->warmup, o->iters, o->check,
            timeout);
     char gamma[48] = "0 (adding costs no more than copying here)";
@@ -280,7 +283,8 @@ int ch5_sweep(struct ch5_opts *opt, uint64_t *wrong_total, double *last_time_s)
         j.base.comm.algo = opt->algos[a];
         j.base.comm.timeout_s = opt->timeout_s;
         j.base.comm.check = opt->check ? COMM_CHECK_RESULTS : COMM_CHECK_NONE;
-        struct launch_config run = {.backend = opt->backend, .world = opt->world, .shared = &j};
+        struct launch_config run = {.backend = opt->backend, .world = opt->world, .shared = &j,
+                                    .node_size = opt->node_size};
         rc = launch_run(&run, sweep_rank);
         *wrong_total += j.wrong;
         if (last_time_s)

@@ -16,7 +16,7 @@ t_run $P --frobnicate
 if grep -q 'chapter-5: *$' <<<"$T_OUT"; then t_failed bad_flag_no_empty_message "an empty message line: $T_OUT"
 else t_pass bad_flag_no_empty_message; fi
 t_fail bad_world 2 "--world" $P --world=0
-t_fail bad_algo 2 "--algo: unknown value 'hypercube' (ring, tree, naive or all)" $P --algo=hypercube
+t_fail bad_algo 2 "--algo: unknown value 'hypercube' (ring, tree, naive, hier or all)" $P --algo=hypercube
 t_fail too_big 2 "more than this machine" $P --max-bytes=1024G
 # a watchdog under 10 ms blames ranks that only wait for a core: refused (1e-300 s once rounded to "now")
 t_fail timeout_too_short 2 "--timeout: 0 (no watchdog) or 0.01 to 1e+06 seconds, got '1e-300'" $P --timeout=1e-300
@@ -86,6 +86,26 @@ for algo in ring tree naive; do
     t_out "table_$algo" "# Avg bus bandwidth" $P --world=3 --algo=$algo --min-bytes=1K --max-bytes=300K \
         --step-factor=8 --iters=2 --warmup=1 --check
 done
+# --topology=NODESxGPUS and hierarchical all-reduce: the bits are checked (#wrong exact, --check across
+# ranks) on even and uneven topologies and counts (7 and 1029 floats on 3x2); times are not
+t_fail topology_not_the_form 2 "--topology: topology '2x': expected NODESxGPUS" $P --topology=2x
+t_fail topology_zero_gpus 2 "--topology: topology '4x0': expected NODESxGPUS, two whole numbers from 1" $P --topology=4x0
+t_fail topology_conflicts_with_world 2 "--world=4 conflicts with --topology=3x2 (6 ranks)" $P --topology=3x2 --world=4
+t_fail topology_past_the_largest_world 2 "--topology=9x8: 72 ranks, more than --world's 64" $P --topology=9x8
+t_fail topology_not_with_demos 2 "--topology does nothing with --demo" $P --demo=crash --topology=2x2
+for topo in 2x2 3x2 2x3; do
+    t_out "table_hier_$topo" "# Out of bounds values : 0 OK" $P --topology=$topo --algo=hier --min-bytes=28 \
+        --max-bytes=300K --step-factor=147 --iters=1 --warmup=0 --check
+    t_said "table_hier_${topo}_header" "topology $topo  algo hier"
+done
+t_out topology_and_its_world_agree "# backend sim  world 6  topology 3x2  algo ring" $P --topology=3x2 --world=6 \
+    --max-bytes=1K --iters=1 --warmup=0
+# --algo=all adds hier only where it differs from the ring: several nodes of several ranks
+t_out all_has_hier_on_2x2 "topology 2x2  algo hier" $P --topology=2x2 --algo=all --max-bytes=1K --iters=1 --warmup=0
+t_run $P --topology=1x4 --algo=all --max-bytes=1K --iters=1 --warmup=0
+if [ "$T_STATUS" = 0 ] && ! grep -q "algo hier" <<<"$T_OUT" && grep -q "algo naive" <<<"$T_OUT"; then
+    t_pass all_has_no_hier_on_one_node
+else t_failed all_has_no_hier_on_one_node "exit $T_STATUS: $(grep '^# backend' <<<"$T_OUT")"; fi
 t_out table_has_nccl_tests_columns "#wrong     time   algbw   busbw" $P --world=2 --max-bytes=4K --iters=1 --warmup=0
 t_out table_no_wrong_elements "# Out of bounds values : 0 OK" $P --world=5 --max-bytes=64K --step-factor=16 --iters=1 --op=avg
 
