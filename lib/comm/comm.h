@@ -8,8 +8,9 @@
  *
  * Backends, chosen at run time by name (comm_config.backend):
  *
- *   "sim"   W rank threads in one process (sim/comm_sim*.c): ring, tree and
- *           naive algorithms over bounded per-link channels, a watchdog that
+ *   "sim"   W rank threads in one process (sim/comm_sim*.c): ring, tree,
+ *           naive and hierarchical (on the world's NODESxGPUS topology)
+ *           algorithms over bounded per-link channels, a watchdog that
  *           names the missing ranks, an always-on fingerprint check, fault
  *           injection. Types: all of enum comm_dtype.
  *   "mpi"   one process per rank under mpirun (lib/comm/mpi/comm_mpi.c), one node
