@@ -106,7 +106,7 @@ static int parse_topology(const char *text, struct ch5_opts *opt)
     if (comm_topology_parse(text, &nodes, &gpus) < 0)
         return err_wrap(ERR_ARG, "--topology");
     if (nodes * gpus > 64)
-        return err_set(ERR_ARG, "--topology=%s: %d ranks, more than --world's 64", text, nodes * gpus);
+        return err_set(ERR_ARG, "--topology: topology '%s': %d ranks, more than --world's 64", text, nodes * gpus);
     opt->world = nodes * gpus;
     opt->node_size = gpus;
     opt->model.node_size = gpus;

@@ -91,7 +91,7 @@ done
 t_fail topology_not_the_form 2 "--topology: topology '2x': expected NODESxGPUS" $P --topology=2x
 t_fail topology_zero_gpus 2 "--topology: topology '4x0': expected NODESxGPUS, two whole numbers from 1" $P --topology=4x0
 t_fail topology_conflicts_with_world 2 "--world=4 conflicts with --topology=3x2 (6 ranks)" $P --topology=3x2 --world=4
-t_fail topology_past_the_largest_world 2 "--topology=9x8: 72 ranks, more than --world's 64" $P --topology=9x8
+t_fail topology_past_the_largest_world 2 "--topology: topology '9x8': 72 ranks, more than --world's 64" $P --topology=9x8
 t_fail topology_not_with_demos 2 "--topology does nothing with --demo" $P --demo=crash --topology=2x2
 for topo in 2x2 3x2 2x3; do
     t_out "table_hier_$topo" "# Out of bounds values : 0 OK" $P --topology=$topo --algo=hier --min-bytes=28 \

@@ -117,6 +117,7 @@ numeric_flags=(
     "chapter-5 --min-bytes 1K 17179869184G $B"
     "chapter-5 --step-factor 2 1 $B"
     "chapter-5 --timeout 5 -1 0.001 1000001"
+    "chapter-5 --topology 2x2 0x2 2x0 2x 9x8 1025x1 $B"
     "chapter-5 --warmup 0 100001"
     "chapter-5 --world 1 0 65"
     "chapter-6 --accumulate 1 0 1025"

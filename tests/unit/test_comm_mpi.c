@@ -217,6 +217,19 @@ TEST(comm_mpi_allreduce_sum_int64) { test_allreduce(COMM_INT64, COMM_SUM, 0); }
 TEST(comm_mpi_allreduce_sum_float16) { test_allreduce(COMM_FLOAT16, COMM_SUM, 0); }
 TEST(comm_mpi_allreduce_avg_bfloat16) { test_allreduce(COMM_BFLOAT16, COMM_AVG, 0); }
 
+/* hier is the simulator's: the libraries choose their own algorithms, so a
+ * request they would silently not honour is refused before anything starts */
+TEST(comm_mpi_refuses_hier)
+{
+    struct comm_config cfg;
+    comm_config_default(&cfg);
+    cfg.backend = test_backend();
+    cfg.algo = COMM_ALGO_HIER;
+    comm_t *c = NULL;
+    CHECK_ERR(comm_open(&cfg, &c), ERR_UNSUPPORTED, "algorithm hier is the simulator's (--backend=sim)");
+    CHECK(c == NULL);
+}
+
 /* Without a watchdog (COMM_NO_TIMEOUT, what `make bench` runs) the blocking
  * collectives call MPI's blocking functions, and give the same results; the
  * start/wait forms and a communicator with a timeout still post the
