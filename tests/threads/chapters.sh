@@ -26,6 +26,10 @@ race_free_repeatedly() { # NAME RUNS CMD...
 }
 race_free_repeatedly chapter5_sweep_fits_the_model_per_rank 16 \
     "$BUILD/chapter-5" --world=8 --algo=all --min-bytes=4 --max-bytes=1K --step-factor=16 --iters=1 --warmup=0
+# hierarchical all-reduce: three rings one after the other on shared channels, uneven slices (3x2)
+race_free_repeatedly chapter5_hier_on_3x2 4 \
+    "$BUILD/chapter-5" --topology=3x2 --algo=hier --min-bytes=28 --max-bytes=300K --step-factor=147 --iters=1 \
+    --warmup=0 --check
 t_fail chapter5_fault_demos 1 "rank 1's result differs from the other 3 ranks'" "$BUILD/chapter-5" --demo=all
 t_fail chapter5_watchdog_wakes_a_sleeper 1 "rank 1: sleeping in an injected delay" \
     "$BUILD/chapter-5" --world=3 --fault=delay:1@2:600000 --timeout=1
