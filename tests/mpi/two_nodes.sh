@@ -68,6 +68,12 @@ nodes_up() { # 0, or prints why not (run in a subshell: nodes_made is set by the
         ip -n "$NS0" link set lo up 2>&1 && ip -n "$NS1" link set lo up 2>&1 &&
         ip -n "$NS0" link set node0 up 2>&1 && ip -n "$NS1" link set node1 up 2>&1
 }
+# A run killed outright (SIGKILL: no trap runs) leaves its nodes; the next run
+# removes those whose test process is gone
+for ns in $(ip netns list 2> /dev/null | sed -n 's/^\(ddp[0-9]*-node[01]\)\( .*\)\{0,1\}$/\1/p'); do
+    pid=${ns#ddp}; pid=${pid%-node?}
+    if ! kill -0 "$pid" 2> /dev/null; then ip netns del "$ns" 2> /dev/null || true; fi
+done
 nodes_made=1
 if ! why=$(nodes_up); then
     nodes_down
