@@ -121,6 +121,7 @@ placed() {
 # nodes' interfaces (node0, node1) are on.
 if t_need_mpirun mpirun.chapter5; then
     printf '%s slots=1\n%s slots=1\n' "$A0" "$A1" > "$T_TMP/hosts"
+    # shellcheck disable=SC2054 # (tcp,self is one argument)
     mpirun=(mpirun --hostfile "$T_TMP/hosts" -np 2 --mca plm_rsh_agent "$T_TMP/agent.sh" --mca btl tcp,self
         --mca btl_tcp_if_include "169.254.$X.0/24" --mca oob_tcp_if_include "169.254.$X.0/24")
     rm -f "$T_TMP/where.log" "$T_TMP/agent.log"
@@ -188,13 +189,12 @@ fi
 # By hand, as a cluster's scheduler would set them: torchrun's variables, one
 # node each (GROUP_RANK is torchrun's name for the node's rank; NODE_RANK and
 # NNODES, what launch scripts pass to torchrun, set too: ignored by the ranks)
-byhand() { # node: the launch environment of the one rank on that node
-    echo RANK="$1" WORLD_SIZE=2 LOCAL_RANK=0 LOCAL_WORLD_SIZE=1 GROUP_RANK="$1" NODE_RANK="$1" NNODES=2 \
-        MASTER_ADDR="$A0" MASTER_PORT=$((port + 2))
-}
+launch_env=(WORLD_SIZE=2 LOCAL_RANK=0 LOCAL_WORLD_SIZE=1 NNODES=2 MASTER_ADDR="$A0" MASTER_PORT=$((port + 2)))
+env0=(env RANK=0 GROUP_RANK=0 NODE_RANK=0 "${launch_env[@]}") # the one rank on node 0
+env1=(env RANK=1 GROUP_RANK=1 NODE_RANK=1 "${launch_env[@]}") # and on node 1
 rm -f "$T_TMP/where.log"
-both 0 env $(byhand 0) "$T_TMP/where.sh" "$P5" --launch-check --timeout=60 -- \
-    env $(byhand 1) "$T_TMP/where.sh" "$P5" --launch-check --timeout=60
+both 0 "${env0[@]}" "$T_TMP/where.sh" "$P5" --launch-check --timeout=60 -- \
+    "${env1[@]}" "$T_TMP/where.sh" "$P5" --launch-check --timeout=60
 check_ranks by_hand.launch_check
 placed by_hand.on_two_nodes
 
@@ -205,7 +205,7 @@ if [ "$(nvidia-smi -L 2> /dev/null | grep -c '^GPU ')" -gt 0 ]; then
 else
     ch6=("$P6" --backend=nccl --data=synthetic --test-data=none --train-size=512 --batch=32 --steps=3
         --out="$T_TMP/ch6")
-    both 0 env $(byhand 0) "${ch6[@]}" -- env $(byhand 1) "${ch6[@]}"
+    both 0 "${env0[@]}" "${ch6[@]}" -- "${env1[@]}" "${ch6[@]}"
     lines=$(grep -c '^chapter-6: ' "$T_TMP/node1.out" || true)
     if [ "$T_STATUS" = 0 ] || [ "$lines" != 1 ] || [ "$(wc -l < "$T_TMP/node1.out")" != 1 ] ||
         ! grep -q '^chapter-6: --device=cuda (what --backend=nccl needs): \|^chapter-6: .*--backend=nccl' \
@@ -218,8 +218,8 @@ fi
 # ---- the classic failures --------------------------------------------------------------
 # a. rank 0 listens on lo only (--ifname=lo): rank 1, on the other node, is refused;
 #    each side ends at its timeout, naming the likely cause
-both 0 env $(byhand 0) "$P5" --launch-check --ifname=lo --timeout=3 -- \
-    env $(byhand 1) "$P5" --launch-check --timeout=3
+both 0 "${env0[@]}" "$P5" --launch-check --ifname=lo --timeout=3 -- \
+    "${env1[@]}" "$P5" --launch-check --timeout=3
 T_OUT=$(cat "$T_TMP/node1.out")
 t_said ifname.rank1_refused "rank 1: no rank 0 listening at $A0:$((port + 2)) after 3 s: connection refused (rank 0 \
 not started? or it listens on another interface only, as with --ifname=lo?)"
@@ -244,7 +244,7 @@ EOF
     t_skip firewall.rank1_dropped "nft cannot add a rule in node 0: $why"
     t_skip firewall.rank0_never_saw_rank1 "nft cannot add a rule in node 0: $why"
 else
-    both 0 env $(byhand 0) "$P5" --launch-check --timeout=3 -- env $(byhand 1) "$P5" --launch-check --timeout=3
+    both 0 "${env0[@]}" "$P5" --launch-check --timeout=3 -- "${env1[@]}" "$P5" --launch-check --timeout=3
     "${on0[@]}" nft delete table inet ddp_test || true
     T_OUT=$(cat "$T_TMP/node1.out")
     t_said firewall.rank1_dropped "rank 1: rank 0 at $A0:$((port + 2)) did not answer within 3 s: the connection \
@@ -254,13 +254,14 @@ attempts were dropped, not refused (a firewall dropping port $((port + 2)) on th
 fi
 
 # c. node 1 starts 2 s late, well inside the 60 s timeout: the job goes on
-both 2 env $(byhand 0) "$P5" --launch-check --timeout=60 -- env $(byhand 1) "$P5" --launch-check --timeout=60
+both 2 "${env0[@]}" "$P5" --launch-check --timeout=60 -- "${env1[@]}" "$P5" --launch-check --timeout=60
 check_ranks late.within_timeout
 #    ...and after rank 0 gave up (node 1 starts once rank 0 has listened and left
 #    node 0): rank 0 names the rank that never came; rank 1 finds nobody listening
-both 0 env $(byhand 0) "$P5" --launch-check --timeout=2 -- sh -c "until grep -q listening '$T_TMP/node0.out'; do
-    sleep 0.1; done; while ip netns pids $NS0 | grep -q .; do sleep 0.1; done
-    exec env $(byhand 1) '$P5' --launch-check --timeout=2"
+# shellcheck disable=SC2016 # (sh expands them)
+both 0 "${env0[@]}" "$P5" --launch-check --timeout=2 -- sh -c 'until grep -q listening "$1"; do sleep 0.1; done
+    while ip netns pids "$2" | grep -q .; do sleep 0.1; done
+    shift 2; exec "$@"' late "$T_TMP/node0.out" "$NS0" "${env1[@]}" "$P5" --launch-check --timeout=2
 T_OUT=$(cat "$T_TMP/node0.out")
 t_said late.past_timeout_rank0_names_rank1 "chapter-5: rank 0 of 2: rendezvous: rank 0 at port $((port + 2)): rank(s) \
 1 of 2 never connected within 2 s"
