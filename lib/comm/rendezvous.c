@@ -515,10 +515,15 @@ int rendezvous_if_addr(const char *ifname, char *addr, size_t len)
     for (int family = AF_INET; !found && family != -1; family = family == AF_INET ? AF_INET6 : -1)
         for (struct ifaddrs *i = all; !found && i; i = i->ifa_next)
             if (i->ifa_addr && i->ifa_addr->sa_family == family && strcmp(i->ifa_name, ifname) == 0 &&
-                rdv_addr_text(i->ifa_addr, text, sizeof text) == 0 && strlen(text) < len) {
-                strcpy(addr, text);
+                rdv_addr_text(i->ifa_addr, text, sizeof text) == 0)
                 found = 1;
-            }
+    if (found && strlen(text) >= len) {
+        freeifaddrs(all);
+        return err_set(ERR_RANGE, "rendezvous: interface %s's address %s does not fit in %zu bytes", ifname, text,
+                       len);
+    }
+    if (found)
+        strcpy(addr, text);
     for (struct ifaddrs *i = all; !found && i && used + 64 < sizeof names; i = i->ifa_next)
         if (rdv_addr_text(i->ifa_addr, text, sizeof text) == 0 && i->ifa_addr->sa_family == AF_INET)
             used += (size_t)snprintf(names + used, sizeof names - used, "%s%s (%s)", used ? ", " : "", i->ifa_name,

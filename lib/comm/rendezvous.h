@@ -87,7 +87,8 @@ int rendezvous_fetch(const char *addr, int port, int rank, int world, void *blob
 /* The address of interface `ifname` (its first IPv4 one, else its first
  * IPv6 one) as text into addr[len], from getifaddrs(). Returns 0, or ERR_ARG
  * naming the interfaces that do have an address when ifname is not one of
- * them, or ERR_IO when the interfaces cannot be listed. */
+ * them, ERR_RANGE when the address does not fit, or ERR_IO when the
+ * interfaces cannot be listed. */
 int rendezvous_if_addr(const char *ifname, char *addr, size_t len);
 
 /* Both sides in one call: rank 0 listens on env->bind_addr (NULL: every
