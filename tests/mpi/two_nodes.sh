@@ -29,7 +29,8 @@ T_TIMEOUT=120
 P5=$(realpath -m "$BUILD/chapter-5")
 P6=$(realpath -m "$BUILD/chapter-6")
 names=(nodes.up mpirun.chapter5 mpirun.chapter5_on_two_nodes mpirun.chapter6 mpirun.chapter6_on_two_nodes
-    mpirun.node1_through_agent    torchrun.launch_check torchrun.on_two_nodes by_hand.launch_check by_hand.on_two_nodes chapter6.torchrun_env_refused
+    mpirun.node1_through_agent torchrun.launch_check torchrun.on_two_nodes by_hand.launch_check by_hand.on_two_nodes
+    chapter6.torchrun_env_refused
     ifname.rank1_refused ifname.rank0_names_its_interface firewall.rank1_dropped firewall.rank0_never_saw_rank1
     late.within_timeout late.past_timeout_rank0_names_rank1 late.past_timeout_rank1_refused nodes.torn_down)
 skip_all() { local n; for n in "${names[@]}"; do t_skip "$n" "$1"; done; exit 0; }
