@@ -187,10 +187,12 @@ else
     check_ranks torchrun.launch_check
     placed torchrun.on_two_nodes
 fi
-# By hand, as a cluster's scheduler would set them: torchrun's variables, one
-# node each (GROUP_RANK is torchrun's name for the node's rank; NODE_RANK and
-# NNODES, what launch scripts pass to torchrun, set too: ignored by the ranks)
-launch_env=(WORLD_SIZE=2 LOCAL_RANK=0 LOCAL_WORLD_SIZE=1 NNODES=2 MASTER_ADDR="$A0" MASTER_PORT=$((port + 2)))
+# By hand, as a cluster's scheduler would set them: what torchrun 1.13 gives
+# each worker of a 2-node job, one per node (GROUP_RANK and GROUP_WORLD_SIZE:
+# the node's rank and the node count, --node_rank and --nnodes; torchrun sets
+# no NODE_RANK, but launch scripts pass one: set too, ignored like the others)
+launch_env=(WORLD_SIZE=2 LOCAL_RANK=0 LOCAL_WORLD_SIZE=1 GROUP_WORLD_SIZE=2 MASTER_ADDR="$A0"
+    MASTER_PORT=$((port + 2)))
 env0=(env RANK=0 GROUP_RANK=0 NODE_RANK=0 "${launch_env[@]}") # the one rank on node 0
 env1=(env RANK=1 GROUP_RANK=1 NODE_RANK=1 "${launch_env[@]}") # and on node 1
 rm -f "$T_TMP/where.log"
