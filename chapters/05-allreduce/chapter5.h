@@ -40,8 +40,9 @@ struct ch5_job {
 
 /* --launch-check (launch_check.c): this process is one rank started
  * torchrun-style; meet rank 0 over the TCP rendezvous within timeout_s and
- * print the token it sent. 0 or ERR_*. */
-int ch5_launch_check(double timeout_s);
+ * print the token it sent. ifname (--ifname, NULL: every interface): the
+ * one interface rank 0 listens on. 0 or ERR_*. */
+int ch5_launch_check(double timeout_s, const char *ifname);
 
 /* The nccl-tests table for each algorithm in opt (sweep.c). 0 or ERR_*;
  * *wrong_total counts wrong elements over the whole run; *last_time_s (may

@@ -67,12 +67,14 @@ static void usage(FILE *f)
             "  --launch-check           ranks started torchrun-style (RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT):\n"
             "                           meet rank 0 over the TCP rendezvous and print its token; no GPU needed\n"
             "                           (the port: MASTER_PORT, +1 under torchrun's agent, or DDP_RENDEZVOUS_PORT)\n"
+            "  --ifname=NAME            with --launch-check: rank 0 listens on interface NAME's address only (as\n"
+            "                           NCCL_SOCKET_IFNAME picks NCCL's), not on every interface\n"
             "  --help                   this text\n");
 }
 
 enum { OPT_BACKEND = 256, OPT_WORLD, OPT_MIN, OPT_MAX, OPT_STEP, OPT_ALGO, OPT_OP, OPT_ITERS, OPT_WARMUP, OPT_CHECK,
        OPT_TIMEOUT, OPT_PLOT, OPT_MEMBOUND, OPT_ALPHA, OPT_BETA, OPT_GAMMA, OPT_CORES, OPT_DEMO, OPT_FAULT,
-       OPT_LAUNCH_CHECK, OPT_OUT };
+       OPT_LAUNCH_CHECK, OPT_IFNAME, OPT_OUT };
 
 /* --algo=ring|tree|naive|all */
 static int parse_algo(const char *text, struct ch5_opts *opt)
@@ -117,7 +119,7 @@ static int parse_gbps(const char *flag, const char *text, double *s_per_byte)
 /* Everything the flags say, beyond the options the other files read. */
 struct ch5_cli {
     struct ch5_opts opt;
-    const char *demo, *out_dir;
+    const char *demo, *out_dir, *ifname;
     int plot, membound, sizes_given, launch_check, world_given, lesson;
     struct cli_given given; /* which flags were given, to refuse those the run would ignore */
     double beta, gamma; /* seconds per byte from --beta-gbps / --gamma-gbps, 0: measure */
@@ -135,7 +137,8 @@ static const struct option ch5_longopts[] = {
     {"beta-gbps", required_argument, 0, OPT_BETA},  {"gamma-gbps", required_argument, 0, OPT_GAMMA},
     {"cores", required_argument, 0, OPT_CORES},     {"demo", required_argument, 0, OPT_DEMO},
     {"fault", required_argument, 0, OPT_FAULT},     {"launch-check", no_argument, 0, OPT_LAUNCH_CHECK},
-    {"out", required_argument, 0, OPT_OUT},         {"help", no_argument, 0, 'h'},
+    {"ifname", required_argument, 0, OPT_IFNAME},   {"out", required_argument, 0, OPT_OUT},
+    {"help", no_argument, 0, 'h'},
     {0, 0, 0, 0},
 };
 
@@ -216,6 +219,7 @@ static int ch5_parse(int argc, char **argv, struct ch5_cli *cli)
             break;
         case OPT_FAULT: o->fault = optarg; break;
         case OPT_LAUNCH_CHECK: cli->launch_check = 1; break;
+        case OPT_IFNAME: rc = cli_parse_text("ifname", optarg, "a network interface", &cli->ifname); break;
         case OPT_OUT: rc = cli_parse_text("out", optarg, "a directory", &cli->out_dir); break;
         case 'h': usage(stdout); exit(CLI_EXIT_OK);
         default: rc = cli_getopt_error(c, argv[optind - 1], ch5_longopts);
@@ -240,9 +244,13 @@ static int ch5_refuse_unused(const struct ch5_cli *cli)
                                               OPT_MIN, OPT_MAX, OPT_STEP, OPT_OP, OPT_ITERS, OPT_WARMUP, OPT_PLOT,
                                               OPT_OUT, OPT_ALPHA, OPT_BETA, OPT_GAMMA, OPT_CORES, OPT_MEMBOUND, 0};
         return cli_refuse_given(g, ch5_longopts, all_but_timeout,
-                                "does nothing with --launch-check (it only meets rank 0 over TCP; --timeout applies)");
+                                "does nothing with --launch-check (it only meets rank 0 over TCP; --timeout and "
+                                "--ifname apply)");
     }
     int rc = 0;
+    if ((rc = cli_refuse_given(g, ch5_longopts, (const int[]){OPT_IFNAME, 0},
+                               "does nothing without --launch-check (only its rendezvous listens on a port)")) < 0)
+        return rc;
     if (cli->demo && (rc = cli_refuse_given(g, ch5_longopts, (const int[]){OPT_WORLD, OPT_ALGO, OPT_CHECK, OPT_FAULT, 0},
                                             "does nothing with --demo (each story sets its own world, faults and "
                                             "checks; --timeout applies)")) < 0)
@@ -351,7 +359,7 @@ static int ch5_run(struct ch5_cli *cli)
 {
     struct ch5_opts *o = &cli->opt;
     if (cli->launch_check)
-        return ch5_launch_check(o->timeout_s > 0 ? o->timeout_s : COMM_DEFAULT_TIMEOUT_S) < 0 ? cli_error(CH5_PROG)
+        return ch5_launch_check(o->timeout_s > 0 ? o->timeout_s : COMM_DEFAULT_TIMEOUT_S, cli->ifname) < 0 ? cli_error(CH5_PROG)
                                                                                               : CLI_EXIT_OK;
     if (cli->demo) {
         ch5_demos(o, cli->demo, 0);

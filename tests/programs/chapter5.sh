@@ -23,6 +23,10 @@ t_fail timeout_too_short 2 "--timeout: 0 (no watchdog) or 0.01 to 1e+06 seconds,
 t_fail launch_check_timeout_too_short 2 "--timeout: 0 (no watchdog) or 0.01" $P --launch-check --timeout=0.001
 # a flag the chosen run would ignore is refused, naming it
 t_fail launch_check_takes_only_timeout 2 "--world does nothing with --launch-check" $P --launch-check --world=2
+t_fail ifname_needs_launch_check 2 "--ifname does nothing without --launch-check" $P --ifname=lo
+# an interface rank 0 does not have is named with the ones it has (lo has 127.0.0.1 everywhere)
+t_fail ifname_unknown 1 "no interface 'no-such-if0' with an address here; the interfaces with an IPv4 address are: lo (127.0.0.1)" \
+    env RANK=0 WORLD_SIZE=2 MASTER_ADDR=127.0.0.1 MASTER_PORT=29400 $P --launch-check --ifname=no-such-if0 --timeout=1
 t_fail demo_sets_its_own_world 2 "--world does nothing with --demo" $P --demo=crash --world=8
 t_fail fault_has_no_table 2 "--max-bytes does nothing with --demo or --fault" $P --fault=kill:1@2 --max-bytes=1K
 t_fail demo_and_fault_together 2 "--fault does nothing with --demo" $P --demo=crash --fault=kill:1@2
