@@ -92,7 +92,7 @@ static const struct hw_profile hw_profiles[] = {
 
 #define HW_COUNT(a) (sizeof(a) / sizeof((a)[0]))
 
-const char *hw_profile_names(void) { return "h100-sxm, h100-pcie, a100, rtx4090"; }
+const char *hw_profile_names(void) { return HW_NAMES; }
 
 int hw_profile_find(const char *name, const struct hw_profile **out)
 {

@@ -47,6 +47,9 @@ struct hw_profile {
     const char *sources;     /* where the figures come from, in short */
 };
 
+/* The profiles' names, for --help texts (hw_profile_names() at run time). */
+#define HW_NAMES "h100-sxm, h100-pcie, a100, rtx4090"
+
 /* *out = the named profile. ERR_ARG "unknown hardware profile 'NAME' (known:
  * h100-sxm, ...)" otherwise. */
 int hw_profile_find(const char *name, const struct hw_profile **out);
