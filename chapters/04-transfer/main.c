@@ -48,7 +48,7 @@ static void ch4_usage(FILE *f)
             "  --link-latency-us=US    its fixed cost per copy, 0 to 1000000 (default 5 us)\n"
             "  --hw=NAME               the link of a modelled GPU system: " HW_NAMES "\n"
             "                          (its PCIe host link; not with --link; --link-gbps and --link-latency-us\n"
-            "                          still replace its figures); --hw=list: the profiles, figures and sources\n"
+            "                          still replace its figures); --hw=list prints the profiles and their sources\n"
             "  --pool=SIZE             the pinned pool's limit (default 512M; K, M, G suffixes)\n"
             "size sweep:\n"
             "  --min-bytes=SIZE        the smallest copy, at least 1 (default 64K)\n"
