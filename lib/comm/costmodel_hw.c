@@ -1,7 +1,7 @@
 /* costmodel_hw: the cost model from a hardware profile (see costmodel_hw.h). */
 #include "comm/costmodel_hw.h"
 
-void costmodel_from_hw(struct costmodel *m, const struct hw_profile *hw, int world)
+void costmodel_from_hw(struct costmodel *m, const struct hw_profile *hw)
 {
     struct link_profile peer;
     hw_peer_link(hw, &peer);
@@ -9,5 +9,5 @@ void costmodel_from_hw(struct costmodel *m, const struct hw_profile *hw, int wor
     m->beta_s_per_b = 1.0 / peer.bandwidth_bps;
     m->gamma_s_per_b = 3.0 / hw->memory_bps;
     m->segment_bytes = 0;
-    m->cores = world;
+    m->cores = 0;
 }

@@ -12,12 +12,12 @@
 #include "comm/costmodel.h"
 #include "transfer/hw.h"
 
-/* Fills *m from hw for `world` ranks, one GPU each:
+/* Fills *m from hw, for ranks on a GPU each:
  *   alpha  the GPU-to-GPU hop's latency (hw_peer_link: NCCL's figure)
  *   beta   1 / that link's rate, one direction
  *   gamma  3 / the device memory's bandwidth: a reduction reads two operands
  *          and writes the result, 3 bytes of memory traffic a byte reduced
- * with no segments and a core (a GPU) per rank: the textbook model. */
-void costmodel_from_hw(struct costmodel *m, const struct hw_profile *hw, int world);
+ * with no segments and cores 0 (one each: a GPU a rank): the textbook model. */
+void costmodel_from_hw(struct costmodel *m, const struct hw_profile *hw);
 
 #endif

@@ -121,12 +121,12 @@ TEST(hw_costmodel)
     CHECK_OK(hw_profile_find("h100-sxm", &h100));
     CHECK_OK(hw_profile_find("rtx4090", &rtx));
     struct costmodel m = {.segment_bytes = 1 << 18, .cores = 2}, r;
-    costmodel_from_hw(&m, h100, 8);
+    costmodel_from_hw(&m, h100);
     CHECK(test_close(m.alpha_s, 3.4e-6) && test_close(m.beta_s_per_b, 1 / 450e9));
     CHECK(test_close(m.gamma_s_per_b, 3 / 3.35e12));
-    CHECK(m.segment_bytes == 0 && m.cores == 8);
+    CHECK(m.segment_bytes == 0 && m.cores == 0);
     /* a ring on NVLink beats the same ring over PCIe, at any size */
-    costmodel_from_hw(&r, rtx, 8);
+    costmodel_from_hw(&r, rtx);
     CHECK(costmodel_allreduce(&m, COMM_ALGO_RING, 8, 4) < costmodel_allreduce(&r, COMM_ALGO_RING, 8, 4));
     CHECK(costmodel_allreduce(&m, COMM_ALGO_RING, 8, 1 << 30) < costmodel_allreduce(&r, COMM_ALGO_RING, 8, 1 << 30));
     /* the textbook ring: 2(W-1) alpha + 2(W-1)/W n beta + (W-1)/W n gamma */
