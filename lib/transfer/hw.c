@@ -5,7 +5,8 @@
  * sources give them: GB/s and TB/s are 1e9 and 1e12 bytes per second, Gb/s
  * 1e9 bits per second, TFLOP/s 1e12 floating-point operations per second.
  *
- * GPUs (peak figures, theoretical):
+ * GPUs (peak figures, theoretical; the H100 and A100 figures read in
+ * reproductions of NVIDIA's datasheet tables, which agree with each other):
  * - H100 SXM5 80GB and H100 PCIe 80GB: NVIDIA H100 Tensor Core GPU datasheet
  *   (nvidia.com, 2022-2023), "H100 SXM" and "H100 PCIe" columns: FP32 67 and
  *   51 teraFLOPS; GPU memory bandwidth 3.35 TB/s (HBM3) and 2 TB/s (HBM2e);
@@ -15,11 +16,12 @@
  * - A100 SXM4 80GB: NVIDIA A100 Tensor Core GPU datasheet (nvidia.com,
  *   r4), "A100 80GB SXM" column: FP32 19.5 TFLOPS, GPU memory bandwidth
  *   2,039 GB/s (HBM2e), "NVLink: 600GB/s, PCIe Gen4: 64GB/s".
- * - GeForce RTX 4090: NVIDIA Ada GPU Architecture whitepaper (v2.x, 2022),
- *   its RTX 4090 table: peak FP32 82.6 TFLOPS (boost clock), memory 24 GB
- *   GDDR6X at 21 Gbps on 384 bits = 1,008 GB/s, PCIe Gen4 (x16, no GB/s
- *   given); no NVLink connector (GeForce RTX 40 series specifications list
- *   none).
+ * - GeForce RTX 4090: NVIDIA's launch figures (September 2022; the Ada
+ *   GPU Architecture whitepaper's RTX 4090 column): peak FP32 82.6 TFLOPS at
+ *   the 2.52 GHz boost clock, 24 GB GDDR6X at 21 Gbps on 384 bits = 1,008
+ *   GB/s; a PCIe Gen4 x16 card (no GB/s figure given, so pcie_bidir_bps is
+ *   0); no NVLink connector. We read these figures in reproductions of
+ *   NVIDIA's tables, not in the whitepaper itself.
  * - The datasheets' PCIe figures are both directions before line encoding:
  *   Gen5 x16 = 32 GT/s x 16 lanes / 8 x 2 = 128 GB/s. link.c derives the
  *   model's figures from PCI-SIG's rates with the encoding: 63.0 GB/s a way
@@ -30,30 +32,32 @@
  * - h100-sxm and a100: NVLink through NVSwitch (HGX / DGX boards): every
  *   GPU reaches every other at its full NVLink figure.
  * - h100-pcie: the datasheet's 600 GB/s NVLink is a bridge joining two cards
- *   (NVIDIA H100 PCIe product brief, PB-11133-001: "NVLink bridge" for pairs
- *   of GPUs). A ring of 4 or 8 GPUs crosses PCIe between the pairs, and the
- *   ring runs at its slowest hop, so the profile models PCIe Gen5 for every
- *   hop (the bridge is not modelled).
+ *   (NVIDIA H100 PCIe product brief, PB-11133-001, on its NVLink bridge; we
+ *   did not re-read that section for this table). A ring of 4 or 8 GPUs
+ *   crosses PCIe between the pairs, and a ring runs at its slowest hop, so
+ *   the profile models PCIe Gen5 for every hop (the bridge is not modelled).
  * - rtx4090: no NVLink; peer traffic crosses PCIe Gen4 through the host.
  *   Each GPU sends on its own link and receives on its own, so a hop is
  *   modelled at one PCIe link's rate a way (a lower bound on its time: the
  *   host's memory or root complex may be slower still).
  *
  * Latencies (alpha): NCCL's tuning model, src/graph/tuning.cc, table hwLat
- * (NCCL 2.2x), Ring with the Simple protocol (the one NCCL uses for large
+ * (as in the releases whose tables have Hopper and Blackwell rows; older
+ * ones differ), Ring with the Simple protocol (the one NCCL uses for large
  * messages), microseconds per hop: NVLink 3.4, PCI 5.7, NET 14.0. NCCL has
  * one NET figure for every network, so ndr, hdr and 100gbe share it. (Its
  * per-collective base latency, baseLat, is left out: our cost model has no
  * such term.)
  *
  * Networks (nominal port rates, one direction):
- * - ndr: InfiniBand NDR, 400 Gb/s a port (NVIDIA ConnectX-7 datasheet:
- *   "up to 400Gb/s"). A DGX H100 has 8 single-port ConnectX-7 for its GPUs,
- *   one a GPU (NVIDIA DGX H100 datasheet: "8x single-port NVIDIA ConnectX-7
- *   VPI, 400Gb/s InfiniBand/Ethernet").
- * - hdr: InfiniBand HDR, 200 Gb/s a port. A DGX A100 has 8 (NVIDIA DGX A100
- *   datasheet: "8x Single-Port Mellanox ConnectX-6 VPI 200Gb/s HDR
- *   InfiniBand").
+ * - ndr: InfiniBand NDR, 400 Gb/s a port. A DGX H100 has "four OSFP ports
+ *   serving eight single-port NVIDIA ConnectX-7 VPI, ... up to 400 Gb/s
+ *   InfiniBand/Ethernet", the eight being its compute fabric, one a GPU
+ *   (NVIDIA DGX BasePOD reference architecture, "Core Components", and its
+ *   deployment guide, "Networking", docs.nvidia.com).
+ * - hdr: InfiniBand HDR, 200 Gb/s a port. A DGX A100 has 8 single-port
+ *   ConnectX-6 HDR adapters for its compute fabric (NVIDIA DGX A100
+ *   datasheet, 2020; read in reproductions, not in NVIDIA's PDF).
  * - 100gbe: 100 Gigabit Ethernet (IEEE 802.3), 100 Gb/s a port. One a node
  *   for the h100-pcie and rtx4090 profiles: our assumption of a plain
  *   server or workstation, not a vendor's figure.
@@ -81,13 +85,13 @@ static const struct hw_net hw_nets[] = {
 
 static const struct hw_profile hw_profiles[] = {
     {"h100-sxm", "H100 SXM5 80GB", 67e12, "HBM3", 3.35e12, 5, 128e9, "NVLink 4 through NVSwitch", 900e9, "ndr", 8,
-     "H100 datasheet; DGX H100 datasheet; NCCL tuning.cc"},
+     "H100 datasheet; DGX BasePOD ref. arch.; NCCL tuning.cc"},
     {"h100-pcie", "H100 PCIe 80GB", 51e12, "HBM2e", 2.0e12, 5, 128e9, "PCIe Gen5 (NVLink bridge pairs not modelled)",
      0, "100gbe", 1, "H100 datasheet; NCCL tuning.cc; 1x 100GbE assumed"},
     {"a100", "A100 SXM4 80GB", 19.5e12, "HBM2e", 2.039e12, 4, 64e9, "NVLink 3 through NVSwitch", 600e9, "hdr", 8,
      "A100 datasheet; DGX A100 datasheet; NCCL tuning.cc"},
     {"rtx4090", "GeForce RTX 4090", 82.6e12, "GDDR6X", 1.008e12, 4, 0, "PCIe Gen4 through the host (no NVLink)", 0,
-     "100gbe", 1, "Ada architecture whitepaper; NCCL tuning.cc; 1x 100GbE assumed"},
+     "100gbe", 1, "RTX 4090 launch figures; NCCL tuning.cc; 1x 100GbE assumed"},
 };
 
 #define HW_COUNT(a) (sizeof(a) / sizeof((a)[0]))

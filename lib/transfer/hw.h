@@ -57,7 +57,7 @@ int hw_profile_find(const char *name, const struct hw_profile **out);
 /* The known profile names, comma-separated, for --help and messages. */
 const char *hw_profile_names(void);
 
-/* *out = the network profile a hardware profile's nodes use (hw->net). */
+/* The network profile a hardware profile's nodes use (hw->net). */
 const struct hw_net *hw_net_of(const struct hw_profile *hw);
 
 /* The GPU's link to its host, as the simulated device times copies with it:
