@@ -30,6 +30,8 @@ optional_table="openmpi-bin|--backend=mpi, the mpirun tests and the Open MPI ben
 libopenmpi-dev|--backend=mpi, the mpirun tests and the Open MPI benchmark
 gnuplot-nox|the plots (CSV is still written)
 python3-torch|the PyTorch cross-checks and benchmarks, torchrun
+iproute2|tests/mpi/two_nodes.sh (two network namespaces as two nodes)
+nftables|tests/mpi/two_nodes.sh's firewall demo (a DROP rule on the rendezvous port)
 clang|make fuzz (libFuzzer)
 libclang-rt-14-dev|make fuzz (libFuzzer)
 dataset-fashion-mnist|the real Fashion-MNIST (the chapters use a synthetic set of the same shape)"

@@ -21,6 +21,7 @@
 #include "base/error.h"
 #include "base/fsutil.h"
 #include "base/units.h"
+#include "transfer/hw.h"
 
 #include <getopt.h>
 #include <stdio.h>
@@ -45,6 +46,9 @@ static void ch4_usage(FILE *f)
             "  --link=pcie3|pcie4|pcie5  the simulated link, PCIe x16 of that generation (default " LINK_DEFAULT ")\n"
             "  --link-gbps=G           ... or a link of G GB/s (1e9 bytes/s), 0.001 to 10000\n"
             "  --link-latency-us=US    its fixed cost per copy, 0 to 1000000 (default 5 us)\n"
+            "  --hw=NAME               the link of a modelled GPU system: " HW_NAMES "\n"
+            "                          (its PCIe host link; not with --link; --link-gbps and --link-latency-us\n"
+            "                          still replace its figures); --hw=list prints the profiles and their sources\n"
             "  --pool=SIZE             the pinned pool's limit (default 512M; K, M, G suffixes)\n"
             "size sweep:\n"
             "  --min-bytes=SIZE        the smallest copy, at least 1 (default 64K)\n"
@@ -70,12 +74,14 @@ static void ch4_usage(FILE *f)
 struct ch4_cli {
     struct ch4_opts opt;
     const char *demo, *only;
+    const struct hw_profile *hw; /* --hw, NULL: none */
+    int link_given;
     double gbps, latency_us, loop_gbps; /* < 0: the profile's own */
     int bench, max_given;
 };
 
 enum { O_BACKEND = 256, O_LINK, O_GBPS, O_LATENCY, O_POOL, O_MIN, O_MAX, O_DATA, O_BATCH, O_STEPS, O_WARMUP,
-       O_WORKERS, O_COMPUTE, O_LOOP_GBPS, O_DEMO, O_BENCH, O_OUT, O_PLOT, O_ONLY };
+       O_WORKERS, O_COMPUTE, O_LOOP_GBPS, O_DEMO, O_BENCH, O_OUT, O_PLOT, O_ONLY, O_HW };
 
 static const struct option ch4_longopts[] = {
     {"backend", required_argument, 0, O_BACKEND}, {"link", required_argument, 0, O_LINK},
@@ -87,7 +93,8 @@ static const struct option ch4_longopts[] = {
     {"compute-ms", required_argument, 0, O_COMPUTE}, {"loop-gbps", required_argument, 0, O_LOOP_GBPS},
     {"demo", required_argument, 0, O_DEMO},       {"bench", no_argument, 0, O_BENCH},
     {"out", required_argument, 0, O_OUT},         {"plot", no_argument, 0, O_PLOT},
-    {"only", required_argument, 0, O_ONLY},       {"help", no_argument, 0, 'h'},
+    {"only", required_argument, 0, O_ONLY},       {"hw", required_argument, 0, O_HW},
+    {"help", no_argument, 0, 'h'},
     {0, 0, 0, 0},
 };
 
@@ -110,6 +117,15 @@ static int ch4_parse(int argc, char **argv, struct ch4_cli *cli)
         case O_LINK:
             if ((rc = link_profile_find(optarg, &o->link)) < 0)
                 rc = err_wrap(ERR_ARG, "--link");
+            cli->link_given = 1;
+            break;
+        case O_HW:
+            if (strcmp(optarg, "list") == 0) {
+                hw_print_list(stdout);
+                exit(CLI_EXIT_OK);
+            }
+            if ((rc = hw_profile_find(optarg, &cli->hw)) < 0)
+                rc = err_wrap(ERR_ARG, "--hw");
             break;
         /* the link's limits are link_profile_set()'s: more than 0 and at most 10000 GB/s, 0 to 1e6 us */
         case O_GBPS: rc = cli_parse_double_range("link-gbps", optarg, 1e-3, 1e4, &cli->gbps); break;
@@ -158,6 +174,12 @@ static int ch4_validate(struct ch4_cli *cli)
     struct ch4_opts *o = &cli->opt;
     if (!!cli->demo + cli->bench + !!cli->only > 1)
         return err_set(ERR_ARG, "--demo, --bench and --only each choose what runs: give one of them");
+    if (cli->hw && cli->link_given)
+        return err_set(ERR_ARG, "--hw=%s and --link both choose the link (the %s sits on PCIe Gen%d x16, "
+                       "--link=pcie%d): give one of them", cli->hw->name, cli->hw->title, cli->hw->pcie_gen,
+                       cli->hw->pcie_gen);
+    if (cli->hw)
+        hw_host_link(cli->hw, &o->link);
     int rc = link_profile_set(&o->link, cli->gbps, cli->latency_us); /* in range: parsed so */
     o->loop_link = o->link;
     if (rc == 0)

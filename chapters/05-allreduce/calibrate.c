@@ -51,6 +51,16 @@ static int cal_cores(void)
 
 void ch5_calibrate(struct ch5_opts *opt, FILE *out)
 {
+    if (opt->hw) { /* the model is that system's (costmodel_from_hw), nothing of this machine's */
+        struct link_profile peer;
+        hw_peer_link(opt->hw, &peer);
+        if (launch_leader())
+            fprintf(out, "# model: modelled, %s, %s: %.1f GB/s a way, %.1f us a hop; reductions at %s %.0f GB/s / 3 "
+                    "(--hw=%s; lib/transfer/hw.c cites each figure). The measured columns are this machine's.\n",
+                    opt->hw->title, peer.title, peer.bandwidth_bps / 1e9, peer.latency_s * 1e6, opt->hw->memory,
+                    opt->hw->memory_bps / 1e9, opt->hw->name);
+        return;
+    }
     double copy = cal_bandwidth(1, CAL_BYTES / 4, 0), sum = cal_bandwidth(1, CAL_BYTES / 4, 1);
     if (opt->model.beta_s_per_b == 0)
         opt->model.beta_s_per_b = copy > 0 ? 1.0 / copy : 1e-9;

@@ -9,6 +9,7 @@
 
 #include "comm/comm.h"
 #include "comm/costmodel.h"
+#include "transfer/hw.h"
 
 #include <stdint.h>
 #include <stdio.h>
@@ -27,6 +28,7 @@ struct ch5_opts {
     const char *fault;        /* --fault=SPEC */
     struct costmodel model;
     int alpha_given;          /* --alpha-us given: do not fit it */
+    const struct hw_profile *hw; /* --hw: the model priced from this GPU system, not measured; NULL: none */
     const char *csv_path;     /* the sweep's CSV, NULL = none */
     int quiet;                /* the sweep prints nothing (bench.sh's repeated trials) */
 };
@@ -41,8 +43,9 @@ struct ch5_job {
 
 /* --launch-check (launch_check.c): this process is one rank started
  * torchrun-style; meet rank 0 over the TCP rendezvous within timeout_s and
- * print the token it sent. 0 or ERR_*. */
-int ch5_launch_check(double timeout_s);
+ * print the token it sent. ifname (--ifname, NULL: every interface): the
+ * one interface rank 0 listens on. 0 or ERR_*. */
+int ch5_launch_check(double timeout_s, const char *ifname);
 
 /* The nccl-tests table for each algorithm in opt (sweep.c). 0 or ERR_*;
  * *wrong_total counts wrong elements over the whole run; *last_time_s (may
@@ -50,7 +53,8 @@ int ch5_launch_check(double timeout_s);
 int ch5_sweep(struct ch5_opts *opt, uint64_t *wrong_total, double *last_time_s);
 
 /* Fills opt->model's beta, gamma and cores from this machine (calibrate.c);
- * alpha is fitted per run by the sweep unless given. Prints what it did. */
+ * alpha is fitted per run by the sweep unless given. Prints what it did.
+ * With opt->hw, measures nothing and says where the model's figures came from. */
 void ch5_calibrate(struct ch5_opts *opt, FILE *out);
 
 /* Memory-bandwidth bound of the sim ring all-reduce (bench.sh): measures

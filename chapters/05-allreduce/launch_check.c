@@ -16,15 +16,23 @@
 #include <stdio.h>
 #include <unistd.h>
 
-int ch5_launch_check(double timeout_s)
+int ch5_launch_check(double timeout_s, const char *ifname)
 {
     struct rendezvous_env env;
     int rc = rendezvous_env_read(&env);
     if (rc < 0)
         return err_wrap(rc, "--launch-check is for ranks started torchrun-style");
+    char bind_addr[64], where[160] = "";
+    if (ifname && env.rank == 0) { /* only rank 0 listens: another node may name its interfaces otherwise */
+        if ((rc = rendezvous_if_addr(ifname, bind_addr, sizeof bind_addr)) < 0)
+            return err_wrap(rc, "--ifname=%s", ifname);
+        env.bind_addr = bind_addr;
+        env.bind_ifname = ifname;
+        snprintf(where, sizeof where, " on %s (%s) only", bind_addr, ifname);
+    }
     if (env.rank == 0 && env.world > 1)
-        printf("rank 0 of %d: listening on port %d (%s), waiting %g s for %d rank(s)\n", env.world, env.port,
-               env.port_why, timeout_s, env.world - 1);
+        printf("rank 0 of %d: listening%s on port %d (%s), waiting %g s for %d rank(s)\n", env.world, where,
+               env.port, env.port_why, timeout_s, env.world - 1);
     fflush(stdout);
     unsigned char token[8] = {0}; /* rank 0's, different every run: proof that the bytes came from it */
     if (env.rank == 0) {

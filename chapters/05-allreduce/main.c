@@ -21,6 +21,7 @@
 #include "base/mem.h"
 #include "sim/faults.h"
 #include "base/plot.h"
+#include "comm/costmodel_hw.h"
 #include "sim/launch.h"
 
 #include <getopt.h>
@@ -66,6 +67,10 @@ static void usage(FILE *f)
             "  --beta-gbps=GB/s         link bandwidth (default: from memcpy measured now)\n"
             "  --gamma-gbps=GB/s        reduction bandwidth (default: measured now)\n"
             "  --cores=N                cores the ranks share (default: online CPUs)\n"
+            "  --hw=NAME                price the model from a modelled GPU system instead of this machine:\n"
+            "                           " HW_NAMES " (alpha and beta from its GPU-to-GPU\n"
+            "                           link, gamma from its memory; --alpha-us, --beta-gbps and --gamma-gbps\n"
+            "                           still replace them); --hw=list prints the profiles and their sources\n"
             "failures:\n"
             "  --demo=NAME|all          timeout, crash, uneven, mismatch, flip: run one story, exit 1\n"
             "  --fault=SPEC             faults on a 2-epoch training loop, e.g. kill:2@3, delay:1@2:3000,\n"
@@ -74,12 +79,14 @@ static void usage(FILE *f)
             "  --launch-check           ranks started torchrun-style (RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT):\n"
             "                           meet rank 0 over the TCP rendezvous and print its token; no GPU needed\n"
             "                           (the port: MASTER_PORT, +1 under torchrun's agent, or DDP_RENDEZVOUS_PORT)\n"
+            "  --ifname=NAME            with --launch-check: rank 0 listens on interface NAME's address only (as\n"
+            "                           NCCL_SOCKET_IFNAME picks NCCL's), not on every interface\n"
             "  --help                   this text\n");
 }
 
 enum { OPT_BACKEND = 256, OPT_WORLD, OPT_MIN, OPT_MAX, OPT_STEP, OPT_ALGO, OPT_OP, OPT_ITERS, OPT_WARMUP, OPT_CHECK,
        OPT_TIMEOUT, OPT_PLOT, OPT_MEMBOUND, OPT_ALPHA, OPT_BETA, OPT_GAMMA, OPT_CORES, OPT_DEMO, OPT_FAULT,
-       OPT_LAUNCH_CHECK, OPT_OUT, OPT_TOPOLOGY };
+       OPT_LAUNCH_CHECK, OPT_IFNAME, OPT_OUT, OPT_HW, OPT_TOPOLOGY };
 
 /* --algo=ring|tree|naive|hier|all. "all" is ring, tree and naive, and hier
  * where it differs from the ring: on a topology of several nodes of several
@@ -141,7 +148,7 @@ static int parse_gbps(const char *flag, const char *text, double *s_per_byte)
 /* Everything the flags say, beyond the options the other files read. */
 struct ch5_cli {
     struct ch5_opts opt;
-    const char *demo, *out_dir;
+    const char *demo, *out_dir, *ifname;
     int plot, membound, sizes_given, launch_check, world_given, lesson;
     int world_flag;          /* --world's value, before --topology sets the world */
     const char *topology;    /* --topology's text, NULL = none */
@@ -162,8 +169,9 @@ static const struct option ch5_longopts[] = {
     {"beta-gbps", required_argument, 0, OPT_BETA},  {"gamma-gbps", required_argument, 0, OPT_GAMMA},
     {"cores", required_argument, 0, OPT_CORES},     {"demo", required_argument, 0, OPT_DEMO},
     {"fault", required_argument, 0, OPT_FAULT},     {"launch-check", no_argument, 0, OPT_LAUNCH_CHECK},
-    {"out", required_argument, 0, OPT_OUT},         {"help", no_argument, 0, 'h'},
-    {"topology", required_argument, 0, OPT_TOPOLOGY},
+    {"ifname", required_argument, 0, OPT_IFNAME},   {"out", required_argument, 0, OPT_OUT},
+    {"hw", required_argument, 0, OPT_HW},           {"topology", required_argument, 0, OPT_TOPOLOGY},
+    {"help", no_argument, 0, 'h'},
     {0, 0, 0, 0},
 };
 
@@ -248,7 +256,16 @@ static int ch5_parse(int argc, char **argv, struct ch5_cli *cli)
             break;
         case OPT_FAULT: o->fault = optarg; break;
         case OPT_LAUNCH_CHECK: cli->launch_check = 1; break;
+        case OPT_IFNAME: rc = cli_parse_text("ifname", optarg, "a network interface", &cli->ifname); break;
         case OPT_OUT: rc = cli_parse_text("out", optarg, "a directory", &cli->out_dir); break;
+        case OPT_HW:
+            if (strcmp(optarg, "list") == 0) {
+                hw_print_list(stdout);
+                exit(CLI_EXIT_OK);
+            }
+            if ((rc = hw_profile_find(optarg, &o->hw)) < 0)
+                rc = err_wrap(ERR_ARG, "--hw");
+            break;
         case 'h': usage(stdout); exit(CLI_EXIT_OK);
         default: rc = cli_getopt_error(c, argv[optind - 1], ch5_longopts);
         }
@@ -274,16 +291,20 @@ static int ch5_refuse_unused(const struct ch5_cli *cli)
     const struct cli_given *g = &cli->given;
     /* what only the table (the sweep) reads */
     static const int table_only[] = {OPT_MIN, OPT_MAX, OPT_STEP, OPT_OP, OPT_ITERS, OPT_WARMUP, OPT_PLOT, OPT_OUT,
-                                     OPT_ALPHA, OPT_BETA, OPT_GAMMA, OPT_CORES, OPT_MEMBOUND, 0};
+                                     OPT_ALPHA, OPT_BETA, OPT_GAMMA, OPT_CORES, OPT_MEMBOUND, OPT_HW, 0};
     if (cli->launch_check) {
         static const int all_but_timeout[] = {OPT_BACKEND, OPT_WORLD, OPT_TOPOLOGY, OPT_ALGO, OPT_CHECK, OPT_DEMO,
                                               OPT_FAULT, OPT_MIN, OPT_MAX, OPT_STEP, OPT_OP, OPT_ITERS, OPT_WARMUP,
                                               OPT_PLOT, OPT_OUT, OPT_ALPHA, OPT_BETA, OPT_GAMMA, OPT_CORES,
-                                              OPT_MEMBOUND, 0};
+                                              OPT_MEMBOUND, OPT_HW, 0};
         return cli_refuse_given(g, ch5_longopts, all_but_timeout,
-                                "does nothing with --launch-check (it only meets rank 0 over TCP; --timeout applies)");
+                                "does nothing with --launch-check (it only meets rank 0 over TCP; --timeout and "
+                                "--ifname apply)");
     }
     int rc = 0;
+    if ((rc = cli_refuse_given(g, ch5_longopts, (const int[]){OPT_IFNAME, 0},
+                               "does nothing without --launch-check (only its rendezvous listens on a port)")) < 0)
+        return rc;
     if (cli->demo && (rc = cli_refuse_given(g, ch5_longopts,
                                             (const int[]){OPT_WORLD, OPT_TOPOLOGY, OPT_ALGO, OPT_CHECK, OPT_FAULT, 0},
                                             "does nothing with --demo (each story sets its own world, faults and "
@@ -297,8 +318,11 @@ static int ch5_refuse_unused(const struct ch5_cli *cli)
     if (cli->membound &&
         (rc = cli_refuse_given(g, ch5_longopts,
                                (const int[]){OPT_MIN, OPT_STEP, OPT_ALGO, OPT_TOPOLOGY, OPT_ITERS, OPT_WARMUP,
-                                             OPT_PLOT, OPT_OUT, OPT_ALPHA, OPT_BETA, OPT_GAMMA, 0},
+                                             OPT_PLOT, OPT_OUT, OPT_ALPHA, OPT_BETA, OPT_GAMMA, OPT_HW, 0},
                                "does nothing with --memory-bound (it times the ring at --max-bytes, against memcpy)")) < 0)
+        return rc;
+    if (cli->opt.hw && (rc = cli_refuse_given(g, ch5_longopts, (const int[]){OPT_CORES, 0},
+                                              "does nothing with --hw (each modelled GPU reduces its own data)")) < 0)
         return rc;
     if (!cli->plot && (rc = cli_refuse_given(g, ch5_longopts, (const int[]){OPT_OUT, 0},
                                              "does nothing without --plot (only the plot writes files)")) < 0)
@@ -397,7 +421,7 @@ static int ch5_run(struct ch5_cli *cli)
 {
     struct ch5_opts *o = &cli->opt;
     if (cli->launch_check)
-        return ch5_launch_check(o->timeout_s > 0 ? o->timeout_s : COMM_DEFAULT_TIMEOUT_S) < 0 ? cli_error(CH5_PROG)
+        return ch5_launch_check(o->timeout_s > 0 ? o->timeout_s : COMM_DEFAULT_TIMEOUT_S, cli->ifname) < 0 ? cli_error(CH5_PROG)
                                                                                               : CLI_EXIT_OK;
     if (cli->demo) {
         ch5_demos(o, cli->demo, 0);
@@ -406,6 +430,13 @@ static int ch5_run(struct ch5_cli *cli)
     if (o->fault)
         return ch5_fault_run(o) < 0 ? cli_error(CH5_PROG) : CLI_EXIT_OK;
 
+    if (o->hw) { /* the profile's alpha, beta and gamma, under what the flags gave */
+        struct costmodel given = o->model;
+        costmodel_from_hw(&o->model, o->hw);
+        if (o->alpha_given)
+            o->model.alpha_s = given.alpha_s;
+        o->alpha_given = 1; /* the profile's or the flag's: not fitted to this machine */
+    }
     if (cli->beta > 0)
         o->model.beta_s_per_b = cli->beta;
     if (cli->gamma > 0)

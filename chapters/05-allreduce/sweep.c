@@ -115,8 +115,11 @@ static void sweep_header(const struct sweep_job *j, const struct costmodel *mode
     char gamma[48] = "0 (adding costs no more than copying here)";
     if (model->gamma_s_per_b > 0)
         snprintf(gamma, sizeof gamma, "%.3f GB/s", 1e-9 / model->gamma_s_per_b);
-    printf("# model: alpha %.2f us/message, beta %.3f GB/s per link, gamma %s, segment %.0f KiB, %d cores\n",
-           model->alpha_s * 1e6, 1e-9 / model->beta_s_per_b, gamma, model->segment_bytes / 1024, model->cores);
+    char cores[24] = "a GPU each (--hw)"; /* cores 0: one each */
+    if (model->cores > 0)
+        snprintf(cores, sizeof cores, "%d cores", model->cores);
+    printf("# model: alpha %.2f us/message, beta %.3f GB/s per link, gamma %s, segment %.0f KiB, %s\n",
+           model->alpha_s * 1e6, 1e-9 / model->beta_s_per_b, gamma, model->segment_bytes / 1024, cores);
     printf("#\n#%60s%-35s%-32s%s\n", "", "out-of-place", "in-place", "model");
     printf("#%11s  %12s  %8s  %6s  %6s  %7s  %6s  %6s  %6s  %7s  %6s  %6s  %6s  %9s  %7s\n", "size", "count", "type",
            "redop", "root", "time", "algbw", "busbw", "#wrong", "time", "algbw", "busbw", "#wrong", "time", "busbw");

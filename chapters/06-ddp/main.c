@@ -21,6 +21,7 @@
 #include "base/fsutil.h"
 #include "sim/faults.h"
 #include "sim/launch.h"
+#include "transfer/hw.h"
 
 #include <getopt.h>
 #include <stdio.h>
@@ -68,6 +69,9 @@ static void ch6_usage(FILE *f)
             "                          kernels; LOCAL_RANK or mpirun's local rank picks it). Default: cuda with\n"
             "                          --backend=nccl, sim with --backend=sim, else cuda when a GPU is found\n"
             "  --world=W               simulated ranks, 1 to 64 (default 4)\n"
+            "  --hw=NAME               sim: the simulated device's link is that modelled GPU system's PCIe host\n"
+            "                          link: " HW_NAMES " (default: the " LINK_DEFAULT " link);\n"
+            "                          --hw=list prints the profiles and their sources\n"
             "  --timeout=SECONDS       a collective's watchdog, 0.01 to 1e6 (default 30)\n"
             "data:\n"
             "  --data=PATH             training images (IDX, or 'synthetic'; default Fashion-MNIST if installed)\n"
@@ -133,7 +137,7 @@ enum {
     O_WORKERS, O_AUGMENT, O_EPOCHS, O_STEPS, O_HIDDEN, O_BATCHNORM, O_OPTIMIZER, O_LR, O_MOMENTUM, O_WD, O_SCHEDULE,
     O_INIT, O_SAVE, O_BUCKET_CAP, O_FIRST_BUCKET, O_NO_OVERLAP, O_ACCUMULATE, O_COMPRESS, O_BROADCAST, O_EVAL,
     O_CHECK, O_CHECKPOINT, O_CHECKPOINT_EVERY, O_RESUME, O_TRACE, O_TRACE_STEPS, O_OUT, O_PLOT, O_DEMO, O_BENCH,
-    O_FAULT, O_DEVICE, O_DROP_EVENT,
+    O_FAULT, O_DEVICE, O_DROP_EVENT, O_HW,
 };
 
 static const char *const ch6_devices[] = {"sim", "cuda", NULL};
@@ -161,13 +165,14 @@ static const struct option ch6_longopts[] = {
     {"trace", required_argument, 0, O_TRACE},           {"trace-steps", required_argument, 0, O_TRACE_STEPS},
     {"out", required_argument, 0, O_OUT},               {"plot", no_argument, 0, O_PLOT},
     {"demo", required_argument, 0, O_DEMO},             {"bench", required_argument, 0, O_BENCH},
-    {"fault", required_argument, 0, O_FAULT},
+    {"fault", required_argument, 0, O_FAULT},           {"hw", required_argument, 0, O_HW},
     {"help", no_argument, 0, 'h'},                      {0, 0, 0, 0},
 };
 
 struct ch6_cli {
     struct ch6_run run;
     const char *data, *test, *demo, *bench;
+    const struct hw_profile *hw; /* --hw, NULL: none */
     struct cli_given given;
 };
 
@@ -205,6 +210,14 @@ static int ch6_parse(int argc, char **argv, struct ch6_cli *cli)
                 }
                 c->reducer.unordered = choice == 1 ? REDUCER_UNORDERED_READY : choice == 2 ? REDUCER_UNORDERED_REDUCED : 0;
             }
+            break;
+        case O_HW:
+            if (strcmp(optarg, "list") == 0) {
+                hw_print_list(stdout);
+                exit(CLI_EXIT_OK);
+            }
+            if ((rc = hw_profile_find(optarg, &cli->hw)) < 0)
+                rc = err_wrap(ERR_ARG, "--hw");
             break;
         case O_WORLD:
             rc = cli_parse_range("world", optarg, 1, 64, &v);
@@ -356,7 +369,7 @@ static int ch6_validate(struct ch6_cli *cli)
                                         O_LR, O_MOMENTUM, O_WD, O_SCHEDULE, O_INIT, O_SAVE, O_BUCKET_CAP,
                                         O_FIRST_BUCKET, O_NO_OVERLAP, O_ACCUMULATE, O_COMPRESS, O_BROADCAST, O_EVAL,
                                         O_CHECK, O_CHECKPOINT, O_CHECKPOINT_EVERY, O_RESUME, O_TRACE, O_TRACE_STEPS,
-                                        O_PLOT, O_TIMEOUT, O_FAULT, O_DROP_EVENT, 0};
+                                        O_PLOT, O_TIMEOUT, O_FAULT, O_DROP_EVENT, O_HW, 0};
         if ((rc = cli_refuse_given(g, ch6_longopts, run_flags,
                                    "does nothing with --demo or --bench (each sets up its own runs; --data, "
                                    "--test-data, --seed, --out and, for --bench, --batch apply, and --device for "
@@ -376,6 +389,14 @@ static int ch6_validate(struct ch6_cli *cli)
     }
     if ((rc = ch6_choose_device(run, cli_given_has(g, O_DROP_EVENT))) < 0)
         return rc;
+    if (cli->hw) { /* the link the simulated device times its copies with */
+        if (strcmp(c->device, "sim") != 0)
+            return err_set(ERR_ARG, "--hw=%s models the simulated device's link; --device=%s copies over the real "
+                                    "one: add --device=sim", cli->hw->name, c->device);
+        if (c->unordered_input)
+            return err_set(ERR_ARG, "--hw with --drop-event=copy: the story sets its own congested link");
+        hw_host_link(cli->hw, &c->link);
+    }
     int threads = launch_threads(run->backend);
     if (threads < 0)
         return threads;

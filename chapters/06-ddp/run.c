@@ -137,6 +137,9 @@ static void ch6_started(void *user, const struct train_config *c, const struct t
            c->batch, (unsigned long long)c->batch * (unsigned long long)j->world, c->drop_last ? ", drop_last" : "",
            c->accumulate, c->workers, c->workers == 1 ? "" : "s", c->augment ? "random horizontal flip" : "none",
            (unsigned long long)c->seed);
+    if (c->device && strcmp(c->device, "sim") == 0) /* the link every batch's copy is timed by (--hw) */
+        printf("  simulated device on %s: %.2f GB/s, %.1f us per copy (modelled)\n", c->link.title,
+               c->link.bandwidth_bps / 1e9, c->link.latency_s * 1e6);
     if (c->ddp)
         printf("  DDP: buckets of first %llu KiB then %llu KiB, %s, broadcast_buffers %s, compression %s, "
                "replicas %s\n",

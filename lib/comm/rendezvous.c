@@ -10,7 +10,9 @@
 #include "comm/comm.h"
 
 #include <errno.h>
+#include <arpa/inet.h>
 #include <fcntl.h>
+#include <ifaddrs.h>
 #include <limits.h>
 #include <netdb.h>
 #include <netinet/in.h>
@@ -490,6 +492,49 @@ int rendezvous_serve(rendezvous_t *r, int world, const void *blob, size_t bytes,
     return rc;
 }
 
+/* ---- the interface rank 0 listens on --------------------------------------------- */
+
+/* The text form of an interface address; 0, or -1 when it is not IPv4 or IPv6. */
+static int rdv_addr_text(const struct sockaddr *sa, char *buf, size_t len)
+{
+    if (!sa || (sa->sa_family != AF_INET && sa->sa_family != AF_INET6))
+        return -1;
+    const void *raw = sa->sa_family == AF_INET ? (const void *)&((const struct sockaddr_in *)sa)->sin_addr
+                                               : (const void *)&((const struct sockaddr_in6 *)sa)->sin6_addr;
+    return inet_ntop(sa->sa_family, raw, buf, (socklen_t)len) ? 0 : -1;
+}
+
+int rendezvous_if_addr(const char *ifname, char *addr, size_t len)
+{
+    struct ifaddrs *all;
+    if (getifaddrs(&all) != 0)
+        return err_set(ERR_IO, "rendezvous: cannot list the network interfaces: %s", strerror(errno));
+    int found = 0;
+    char text[INET6_ADDRSTRLEN], names[512] = "";
+    size_t used = 0;
+    for (int family = AF_INET; !found && family != -1; family = family == AF_INET ? AF_INET6 : -1)
+        for (struct ifaddrs *i = all; !found && i; i = i->ifa_next)
+            if (i->ifa_addr && i->ifa_addr->sa_family == family && strcmp(i->ifa_name, ifname) == 0 &&
+                rdv_addr_text(i->ifa_addr, text, sizeof text) == 0)
+                found = 1;
+    if (found && strlen(text) >= len) {
+        freeifaddrs(all);
+        return err_set(ERR_RANGE, "rendezvous: interface %s's address %s does not fit in %zu bytes", ifname, text,
+                       len);
+    }
+    if (found)
+        strcpy(addr, text);
+    for (struct ifaddrs *i = all; !found && i && used + 64 < sizeof names; i = i->ifa_next)
+        if (rdv_addr_text(i->ifa_addr, text, sizeof text) == 0 && i->ifa_addr->sa_family == AF_INET)
+            used += (size_t)snprintf(names + used, sizeof names - used, "%s%s (%s)", used ? ", " : "", i->ifa_name,
+                                     text);
+    freeifaddrs(all);
+    if (!found)
+        return err_set(ERR_ARG, "rendezvous: no interface '%s' with an address here; the interfaces with an IPv4 "
+                       "address are: %s", ifname, used ? names : "none");
+    return 0;
+}
+
 /* ---- ranks 1 .. world-1 ---------------------------------------------------------- */
 
 /* One connection attempt to any address of ai, bounded by deadline_ns.
@@ -537,6 +582,17 @@ int rendezvous_fetch(const char *addr, int port, int rank, int world, void *blob
     }
     int saved = errno;
     freeaddrinfo(ai);
+    /* Refused: nothing listens at addr:port (rank 0 not started, or listening on
+     * another address only). Timed out: the SYNs went unanswered, which a closed
+     * port never does; a firewall that drops them does. */
+    if (fd < 0 && saved == ECONNREFUSED)
+        return err_set(ERR_TIMEOUT, "rendezvous: rank %d: no rank 0 listening at %s:%d after %g s: connection "
+                       "refused (rank 0 not started? or it listens on another interface only, as with --ifname=lo?)",
+                       rank, addr, port, timeout_s);
+    if (fd < 0 && saved == ETIMEDOUT)
+        return err_set(ERR_TIMEOUT, "rendezvous: rank %d: rank 0 at %s:%d did not answer within %g s: the connection "
+                       "attempts were dropped, not refused (a firewall dropping port %d on the way or on rank 0's "
+                       "node?)", rank, addr, port, timeout_s, port);
     if (fd < 0)
         return err_set(ERR_TIMEOUT, "rendezvous: rank %d: no rank 0 listening at %s:%d after %g s (last error: %s)",
                        rank, addr, port, timeout_s, strerror(saved));
@@ -567,7 +623,7 @@ int rendezvous_bcast(const struct rendezvous_env *env, void *blob, size_t bytes,
     if (env->world == 1)
         return 0;
     rendezvous_t *r;
-    int rc = rendezvous_listen(NULL, env->port, &r);
+    int rc = rendezvous_listen(env->bind_addr, env->port, &r);
     if (rc == ERR_IO) /* most often: torchrun's agent or another job holds the port */
         return err_wrap(rc, "rendezvous port %d, from %s (if another process holds it, set DDP_RENDEZVOUS_PORT "
                         "to a free port for every rank)", env->port, env->port_why);
@@ -575,5 +631,11 @@ int rendezvous_bcast(const struct rendezvous_env *env, void *blob, size_t bytes,
         return rc;
     rc = rendezvous_serve(r, env->world, blob, bytes, timeout_s);
     rendezvous_close(r);
+    if (rc == ERR_TIMEOUT && env->bind_addr) { /* the likeliest cause, when rank 0 chose one interface */
+        char said[1024];
+        snprintf(said, sizeof said, "%s", err_msg());
+        rc = err_set(rc, "%s; rank 0 listened on %s (interface %s) only: ranks that reach it by another address "
+                     "cannot connect", said, env->bind_addr, env->bind_ifname ? env->bind_ifname : "?");
+    }
     return rc;
 }

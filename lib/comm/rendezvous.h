@@ -40,6 +40,11 @@ struct rendezvous_env {
     int master_port;
     int port;             /* where the rendezvous happens */
     const char *port_why; /* how `port` was chosen, for messages */
+    /* Set by the caller, not read from the environment: the one address rank
+     * 0 listens on (from rendezvous_if_addr(), as NCCL_SOCKET_IFNAME picks
+     * NCCL's interface), and the interface's name for messages. NULL: every
+     * interface. */
+    const char *bind_addr, *bind_ifname;
 };
 
 /* Reads RANK, WORLD_SIZE, LOCAL_RANK (default: RANK), MASTER_ADDR and
@@ -74,14 +79,23 @@ void rendezvous_close(rendezvous_t *r);
 /* Rank `rank`'s side (1 .. world-1): connects to addr:port, retrying while
  * nobody listens yet (rank 0 may start last), until timeout_s; then receives
  * `bytes` into blob. Returns 0, ERR_TIMEOUT ("no rank 0 listening at
- * addr:port after N s"), ERR_ARG (addr does not resolve; or rank 0 refused
+ * addr:port after N s: connection refused", or, when the attempts were
+ * dropped rather than refused, "did not answer": a firewall?), ERR_ARG (addr does not resolve; or rank 0 refused
  * us: its reason), ERR_IO (connection lost mid-way). */
 int rendezvous_fetch(const char *addr, int port, int rank, int world, void *blob, size_t bytes, double timeout_s);
 
-/* Both sides in one call: rank 0 listens on every interface at env->port
- * and serves blob; the others fetch it from env->master_addr:port. Returns
- * what those return; a port rank 0 cannot take is reported with env->
- * port_why and the DDP_RENDEZVOUS_PORT way out. */
+/* The address of interface `ifname` (its first IPv4 one, else its first
+ * IPv6 one) as text into addr[len], from getifaddrs(). Returns 0, or ERR_ARG
+ * naming the interfaces that do have an address when ifname is not one of
+ * them, ERR_RANGE when the address does not fit, or ERR_IO when the
+ * interfaces cannot be listed. */
+int rendezvous_if_addr(const char *ifname, char *addr, size_t len);
+
+/* Both sides in one call: rank 0 listens on env->bind_addr (NULL: every
+ * interface) at env->port and serves blob; the others fetch it from
+ * env->master_addr:port. Returns what those return; a port rank 0 cannot
+ * take is reported with env->port_why and the DDP_RENDEZVOUS_PORT way out,
+ * and a rank that never came, with the one address rank 0 listened on. */
 int rendezvous_bcast(const struct rendezvous_env *env, void *blob, size_t bytes, double timeout_s);
 
 #ifdef __cplusplus

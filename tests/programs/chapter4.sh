@@ -28,6 +28,20 @@ t_fail bad_only 2 "--only: unknown value 'everything' (sweep, pinning or loop)" 
 t_fail two_modes 2 "--demo, --bench and --only each choose what runs" $P --bench --only=loop
 t_fail zero_batch 2 "--batch: expected 1 to" $P --batch=0
 
+# --hw: a modelled GPU system's host link; --link names a link too, so the two are refused together,
+# and --link-gbps replaces the profile's figure as it does --link's
+t_out hw_list "h100-sxm   H100 SXM5 80GB: FP32 67.0 TFLOP/s peak, HBM3 3350 GB/s" $P --hw=list
+t_fail unknown_hw 2 "chapter-4: --hw: unknown hardware profile 'h200' (known: h100-sxm, h100-pcie, a100, rtx4090)" \
+    $P --hw=h200
+t_fail hw_with_link 2 "--hw=a100 and --link both choose the link (the A100 SXM4 80GB sits on PCIe Gen4 x16" \
+    $P --link=pcie3 --hw=a100 --out="$OUT"
+t_out default_link "simulated device on PCIe Gen4 x16 (modelled: 28.81 GB/s, 5.0 us per copy" \
+    $P --only=sweep --max-bytes=64K --out="$OUT"
+t_out hw_link "simulated device on PCIe Gen5 x16 (H100 SXM5 80GB) (modelled: 57.61 GB/s, 5.0 us per copy" \
+    $P --only=sweep --max-bytes=64K --out="$OUT" --hw=h100-sxm
+t_out hw_link_gbps "simulated device on a 10 GB/s link (modelled: 10.00 GB/s, 5.0 us per copy" \
+    $P --only=sweep --max-bytes=64K --out="$OUT" --hw=rtx4090 --link-gbps=10
+
 # where the CUDA toolkit was found, the device's CUDA backend is built (it needs CUDA only, not NCCL)
 if [ "${SUITE:-plain}" != plain ]; then
     t_skip cuda_backend_built "the $SUITE suite is built without CUDA"

@@ -23,6 +23,10 @@ t_fail timeout_too_short 2 "--timeout: 0 (no watchdog) or 0.01 to 1e+06 seconds,
 t_fail launch_check_timeout_too_short 2 "--timeout: 0 (no watchdog) or 0.01" $P --launch-check --timeout=0.001
 # a flag the chosen run would ignore is refused, naming it
 t_fail launch_check_takes_only_timeout 2 "--world does nothing with --launch-check" $P --launch-check --world=2
+t_fail ifname_needs_launch_check 2 "--ifname does nothing without --launch-check" $P --ifname=lo
+# an interface rank 0 does not have is named with the ones it has (lo has 127.0.0.1 everywhere)
+t_fail ifname_unknown 1 "no interface 'no-such-if0' with an address here; the interfaces with an IPv4 address are: lo (127.0.0.1)" \
+    env RANK=0 WORLD_SIZE=2 MASTER_ADDR=127.0.0.1 MASTER_PORT=29400 $P --launch-check --ifname=no-such-if0 --timeout=1
 t_fail demo_sets_its_own_world 2 "--world does nothing with --demo" $P --demo=crash --world=8
 t_fail fault_has_no_table 2 "--max-bytes does nothing with --demo or --fault" $P --fault=kill:1@2 --max-bytes=1K
 t_fail demo_and_fault_together 2 "--fault does nothing with --demo" $P --demo=crash --fault=kill:1@2
@@ -173,4 +177,21 @@ if command -v gnuplot >/dev/null 2>&1; then
 else
     t_skip plot_outside_the_repository "gnuplot is not installed"
 fi
+# --hw: the cost model priced from a modelled GPU system instead of this machine. A ring of 4 GPUs,
+# 1 MiB: 6 x 3.4 us + 1.5 MiB / 450 GB/s + 0.75 MiB x 3 / 3350 GB/s = 24.6 us on h100-sxm's NVLink;
+# 6 x 5.7 us + 1.5 MiB / 28.81 GB/s + 0.75 MiB x 3 / 1008 GB/s = 91.1 us on rtx4090's PCIe
+M=(--min-bytes=1M --max-bytes=1M --iters=1 --warmup=0)
+t_out hw_modelled "# model: modelled, H100 SXM5 80GB, NVLink 4 through NVSwitch: 450.0 GB/s a way, 3.4 us a hop" \
+    $P --hw=h100-sxm "${M[@]}"
+t_said hw_model_figures "# model: alpha 3.40 us/message, beta 450.000 GB/s per link, gamma 1116.667 GB/s, segment 0 KiB, a GPU each (--hw)"
+t_lines hw_model_nvlink "     1048576 " ' +1048576 .* 24\.6 +63\.94'
+t_run $P --hw=rtx4090 "${M[@]}"
+t_lines hw_model_pcie "     1048576 " ' +1048576 .* 91\.1 +17\.26'
+t_out hw_flags_override "# model: alpha 10.00 us/message, beta 100.000 GB/s per link, gamma 1116.667 GB/s" \
+    $P --hw=h100-sxm --alpha-us=10 --beta-gbps=100 "${M[@]}"
+t_out hw_list "rtx4090    GeForce RTX 4090: FP32 82.6 TFLOP/s peak, GDDR6X 1008 GB/s" $P --hw=list
+t_fail unknown_hw 2 "chapter-5: --hw: unknown hardware profile 'h200' (known: h100-sxm, h100-pcie, a100, rtx4090)" \
+    $P --hw=h200
+t_fail hw_with_cores 2 "--cores does nothing with --hw" $P --hw=a100 --cores=2
+t_fail hw_with_demo 2 "--hw does nothing with --demo or --fault" $P --hw=a100 --demo=crash
 t_out lesson_exits_zero "every fault demo failed the way it should" $P

@@ -3,7 +3,9 @@
  * process. The environment parser, a 4-rank exchange, ranks that start before
  * rank 0, and each failure named: a rank that never comes, no rank 0, a world
  * mismatch, a rank number used twice, stray and silent connections (served
- * around, never in the way), timeouts too short to mean anything. */
+ * around, never in the way), timeouts too short to mean anything; --ifname's
+ * interface lookup and a rank 0 bound to one address (the runs across two real
+ * nodes, and the firewall, are tests/mpi/two_nodes.sh's). */
 #include "check.h"
 #include "base/clock.h"
 #include "base/error.h"
@@ -224,6 +226,37 @@ TEST(rendezvous_no_rank_0_is_a_timeout)
     unsigned char blob[ID_BYTES];
     int port = free_port();
     CHECK_ERR(rendezvous_fetch("127.0.0.1", port, 1, 2, blob, ID_BYTES, 0.3), ERR_TIMEOUT, "no rank 0 listening at");
+    /* refused, not dropped: nothing listens there (the dropped case needs a firewall: tests/mpi/two_nodes.sh) */
+    CHECK_CONTAINS(err_msg(), "after 0.3 s: connection refused (rank 0 not started? or it listens on another");
+}
+
+/* --ifname's lookup: lo is 127.0.0.1 on every Linux machine */
+TEST(rendezvous_if_addr_names_the_interfaces)
+{
+    char addr[64];
+    CHECK_OK(rendezvous_if_addr("lo", addr, sizeof addr));
+    CHECK_STR(addr, "127.0.0.1");
+    CHECK_ERR(rendezvous_if_addr("no-such-if0", addr, sizeof addr), ERR_ARG, "no interface 'no-such-if0'");
+    CHECK_CONTAINS(err_msg(), "the interfaces with an IPv4 address are: ");
+    CHECK_CONTAINS(err_msg(), "lo (127.0.0.1)");
+    CHECK_ERR(rendezvous_if_addr("lo", addr, 9), ERR_RANGE, "address 127.0.0.1 does not fit in 9 bytes");
+}
+
+/* Rank 0 bound to one address says so when a rank never comes: the likeliest cause */
+TEST(rendezvous_bound_rank_0_names_its_address)
+{
+    char port[16];
+    snprintf(port, sizeof port, "%d", free_port());
+    env_set("0", "2", NULL, "127.0.0.1", port);
+    unsetenv("DDP_RENDEZVOUS_PORT");
+    unsetenv("TORCHELASTIC_USE_AGENT_STORE");
+    struct rendezvous_env e;
+    CHECK_OK(rendezvous_env_read(&e));
+    e.bind_addr = "127.0.0.1";
+    e.bind_ifname = "lo";
+    unsigned char id[ID_BYTES];
+    CHECK_ERR(rendezvous_bcast(&e, id, ID_BYTES, 0.3), ERR_TIMEOUT, "rank(s) 1 of 2 never connected within 0.3 s");
+    CHECK_CONTAINS(err_msg(), "; rank 0 listened on 127.0.0.1 (interface lo) only");
 }
 
 TEST(rendezvous_world_mismatch_is_named_on_both_sides)
