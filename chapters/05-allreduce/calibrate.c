@@ -59,6 +59,13 @@ void ch5_calibrate(struct ch5_opts *opt, FILE *out)
                     "(--hw=%s; lib/transfer/hw.c cites each figure). The measured columns are this machine's.\n",
                     opt->hw->title, peer.title, peer.bandwidth_bps / 1e9, peer.latency_s * 1e6, opt->hw->memory,
                     opt->hw->memory_bps / 1e9, opt->hw->name);
+        if (launch_leader() && opt->node_size > 0 && opt->node_size < opt->world) { /* several nodes */
+            struct link_profile node;
+            hw_node_link(opt->hw, &node);
+            fprintf(out, "# model: across nodes, %s: %.1f GB/s a port, %.1f us a hop, %d port(s) a node shared by "
+                    "hier's %d rings\n", node.title, node.bandwidth_bps / opt->hw->nics / 1e9, node.latency_s * 1e6,
+                    opt->hw->nics, opt->node_size);
+        }
         return;
     }
     double copy = cal_bandwidth(1, CAL_BYTES / 4, 0), sum = cal_bandwidth(1, CAL_BYTES / 4, 1);

@@ -118,8 +118,12 @@ static void sweep_header(const struct sweep_job *j, const struct costmodel *mode
     char cores[24] = "a GPU each (--hw)"; /* cores 0: one each */
     if (model->cores > 0)
         snprintf(cores, sizeof cores, "%d cores", model->cores);
-    printf("# model: alpha %.2f us/message, beta %.3f GB/s per link, gamma %s, segment %.0f KiB, %s\n",
-           model->alpha_s * 1e6, 1e-9 / model->beta_s_per_b, gamma, model->segment_bytes / 1024, cores);
+    char across[96] = ""; /* a topology of several nodes with its own network figures (--hw) */
+    if (model->beta_inter_s_per_b > 0 && o->node_size > 0 && o->node_size < world)
+        snprintf(across, sizeof across, "; across nodes alpha %.2f us, beta %.3f GB/s a port",
+                 model->alpha_inter_s * 1e6, 1e-9 / model->beta_inter_s_per_b);
+    printf("# model: alpha %.2f us/message, beta %.3f GB/s per link, gamma %s, segment %.0f KiB, %s%s\n",
+           model->alpha_s * 1e6, 1e-9 / model->beta_s_per_b, gamma, model->segment_bytes / 1024, cores, across);
     printf("#\n#%60s%-35s%-32s%s\n", "", "out-of-place", "in-place", "model");
     printf("#%11s  %12s  %8s  %6s  %6s  %7s  %6s  %6s  %6s  %7s  %6s  %6s  %6s  %9s  %7s\n", "size", "count", "type",
            "redop", "root", "time", "algbw", "busbw", "#wrong", "time", "algbw", "busbw", "#wrong", "time", "busbw");

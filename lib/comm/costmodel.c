@@ -58,8 +58,11 @@ double costmodel_allreduce(const struct costmodel *m, enum comm_algo algo, int w
         /* reduce-scatter in the node, all-reduce of one 1/G slice across the
          * N nodes, all-gather in the node (see costmodel.h) */
         double slice = n / G;
+        struct costmodel_link across = costmodel_across(m);
+        if (m->inter_ports > 0 && m->inter_ports < G) /* G rings at once through fewer ports */
+            across.beta *= G / m->inter_ports;
         path = costmodel_steps(m, costmodel_inside(m), G - 1, slice) + (G - 1) * slice * m->gamma_s_per_b +
-               costmodel_steps(m, costmodel_across(m), 2 * (N - 1), slice / N) +
+               costmodel_steps(m, across, 2 * (N - 1), slice / N) +
                (N - 1) / (double)N * slice * m->gamma_s_per_b +
                costmodel_steps(m, costmodel_inside(m), G - 1, slice);
         work = W * path;

@@ -21,7 +21,8 @@
  *        + (G-1) (alpha + n/G beta)                                  all-gather in the node
  *
  * Tree and naive are charged the slowest link too. With N = 1 or G = 1, hier
- * is the flat ring.
+ * is the flat ring. A node with fewer network ports P than ranks G shares
+ * them among hier's G concurrent rings: beta_o is then G/P times a port's.
  *
  * Two refinements make it predict our simulator rather than an ideal one:
  * messages are cut into segments (one channel slot), and each segment pays
@@ -43,9 +44,12 @@ struct costmodel {
     int node_size;         /* ranks per node (GPUS of NODESxGPUS); 0, or one that does not
                             * divide the world: one node of every rank */
     double alpha_inter_s;      /* the link across nodes: latency per message ... */
-    double beta_inter_s_per_b; /* ... and time per byte; 0 = the same link as inside a
-                                * node (alpha_s and beta_s_per_b), so a model without
-                                * these set predicts as if there were one link class */
+    double beta_inter_s_per_b; /* ... and time per byte of one port; 0 = the same link as
+                                * inside a node (alpha_s and beta_s_per_b), so a model
+                                * without these set predicts as if there were one link class */
+    int inter_ports;           /* network ports a node has: hier's G rings across nodes
+                                * run at once and share them (a flat ring crosses each
+                                * node boundary with one flow, one port); 0 = a port a rank */
 };
 
 /* Predicted seconds for an all-reduce of `bytes` on `world` ranks with

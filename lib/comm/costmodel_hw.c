@@ -10,4 +10,9 @@ void costmodel_from_hw(struct costmodel *m, const struct hw_profile *hw)
     m->gamma_s_per_b = 3.0 / hw->memory_bps;
     m->segment_bytes = 0;
     m->cores = 0;
+    struct link_profile node; /* across nodes (a topology of several): one port per flow, the node's ports shared */
+    hw_node_link(hw, &node);
+    m->alpha_inter_s = node.latency_s;
+    m->beta_inter_s_per_b = hw->nics / node.bandwidth_bps;
+    m->inter_ports = hw->nics;
 }

@@ -104,6 +104,16 @@ for topo in 2x2 3x2 2x3; do
 done
 t_out topology_and_its_world_agree "# backend sim  world 6  topology 3x2  algo ring" $P --topology=3x2 --world=6 \
     --max-bytes=1K --iters=1 --warmup=0
+# --hw with --topology prices the hops across nodes from the profile's network (h100-sxm: 8 NDR ports a
+# node, 50 GB/s and 14 us each). 1 MiB on 2x8, by hand: ring 30 x (14 us + 64 KiB / 50 GB/s) + 15 x 64 KiB
+# x 3 / 3350 GB/s = 460.2 us; hier 14 x (3.4 us + 128 KiB / 450 GB/s) + 2 x (14 us + 64 KiB / 50 GB/s)
+# + (7 + 0.5) x 128 KiB x 3 / 3350 GB/s = 83.2 us
+t_out hw_topology_network_named "# model: across nodes, 8x InfiniBand NDR: 50.0 GB/s a port, 14.0 us a hop" \
+    $P --topology=2x8 --hw=h100-sxm --algo=hier --min-bytes=1M --max-bytes=1M --iters=1 --warmup=0
+t_lines hw_topology_hier_model "     1048576" '.* 83\.2 +23\.64'
+t_out hw_topology_ring_model "across nodes alpha 14.00 us, beta 50.000 GB/s a port" \
+    $P --topology=2x8 --hw=h100-sxm --algo=ring --min-bytes=1M --max-bytes=1M --iters=1 --warmup=0
+t_lines hw_topology_ring_model_row "     1048576" '.* 460\.2 +4\.27'
 # --algo=all adds hier only where it differs from the ring: several nodes of several ranks
 t_out all_has_hier_on_2x2 "topology 2x2  algo hier" $P --topology=2x2 --algo=all --max-bytes=1K --iters=1 --warmup=0
 t_run $P --topology=1x4 --algo=all --max-bytes=1K --iters=1 --warmup=0

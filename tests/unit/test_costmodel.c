@@ -10,7 +10,9 @@
  * Gb/s, NVIDIA ConnectX-7 datasheet). Bandwidth terms only (alpha = gamma =
  * 0), so each number is bytes over links and can be checked by hand. */
 #include "check.h"
+#include "base/error.h"
 #include "comm/costmodel.h"
+#include "comm/costmodel_hw.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -103,4 +105,32 @@ TEST(one_gpu_per_node_hier_is_the_ring_over_the_network)
     double n = 1e6;
     check_time(costmodel_allreduce(&m, COMM_ALGO_HIER, 4, n), costmodel_allreduce(&m, COMM_ALGO_RING, 4, n), "4x1");
     check_time(costmodel_allreduce(&m, COMM_ALGO_RING, 4, n), 6 * (n / 4) / NDR_BPS, "4x1 ring on InfiniBand");
+}
+
+/* One port a node for 8 ranks: hier's 8 rings across nodes share it, 8 times
+ * a port's time per byte; the flat ring's one crossing flow has it whole. */
+TEST(hier_rings_share_a_node_with_fewer_ports)
+{
+    struct costmodel m = model_cluster(8);
+    m.inter_ports = 1;
+    double hier_want = 14 * (MIB256 / 8) / NVLINK_BPS + 2.0 * (MIB256 / 16) * 8 / NDR_BPS;
+    check_time(costmodel_allreduce(&m, COMM_ALGO_HIER, 16, MIB256), hier_want, "2x8 hier, one port");
+    check_time(costmodel_allreduce(&m, COMM_ALGO_RING, 16, MIB256), 30 * (MIB256 / 16) / NDR_BPS, "2x8 ring, one port");
+    m.inter_ports = 8; /* a port a GPU: no sharing */
+    check_time(costmodel_allreduce(&m, COMM_ALGO_HIER, 16, MIB256),
+               14 * (MIB256 / 8) / NVLINK_BPS + 2.0 * (MIB256 / 16) / NDR_BPS, "2x8 hier, eight ports");
+}
+
+/* --hw=h100-sxm prices the hops across nodes from its network: 8 NDR ports a node */
+TEST(a_hardware_profile_sets_the_link_across_nodes)
+{
+    const struct hw_profile *hw;
+    CHECK_OK(hw_profile_find("h100-sxm", &hw));
+    struct costmodel m = {.node_size = 8};
+    costmodel_from_hw(&m, hw);
+    CHECK_EQ(m.node_size, 8);
+    CHECK_EQ(m.inter_ports, 8);
+    check_time(1 / m.beta_inter_s_per_b, NDR_BPS, "one NDR port");
+    check_time(1 / m.beta_s_per_b, NVLINK_BPS, "NVLink 4 one way");
+    CHECK(m.alpha_inter_s > m.alpha_s);
 }
