@@ -2,8 +2,9 @@
 # usage error naming the flag), a size of 0 or past the pinned pool, an
 # unknown link profile, --backend=cuda without a GPU, the pool running out at
 # run time, and small runs of each section whose numbers are checked against
-# what they must be: async pinned copies equal the link model, the copies per
-# batch are 3 for the pageable rings and 2 for the pinned one, and the race
+# what they must be: async pinned copies equal the link model, the sweep's
+# output is the same bytes quietly and under load (virtual time), the copies
+# per batch are 3 for the pageable rings and 2 for the pinned one, and the race
 # demo is caught and fixed.
 . "$(dirname "$0")/../harness/lib.sh"
 P=$BUILD/chapter-4
@@ -89,6 +90,24 @@ else
                    END { if (rows != 4) printf "expected 4 rows, got %d", rows }' "$OUT/bandwidth.csv")
     if [ -n "$why" ]; then t_failed sweep_async_is_the_model "$why"; else t_pass sweep_async_is_the_model; fi
 fi
+
+# virtual time (DESIGN.md): every figure the sweep prints is modelled device time, so the same flags
+# print the same bytes, stdout and CSV, quietly and beside two processes that keep both cores busy
+vt_args=(--only=sweep --min-bytes=64K --max-bytes=4M --backend=sim --out="$T_TMP/vt")
+vt_quiet=0 vt_busy=0
+timeout -k 5 "$T_TIMEOUT" $P "${vt_args[@]}" > "$T_TMP/vt-quiet.txt" 2>&1 || vt_quiet=$?
+cp "$T_TMP/vt/bandwidth.csv" "$T_TMP/vt-quiet.csv" 2>/dev/null || true
+(while :; do :; done) & vt_hog1=$!
+(while :; do :; done) & vt_hog2=$!
+timeout -k 5 "$T_TIMEOUT" $P "${vt_args[@]}" > "$T_TMP/vt-busy.txt" 2>&1 || vt_busy=$?
+kill "$vt_hog1" "$vt_hog2"; wait "$vt_hog1" "$vt_hog2" 2>/dev/null || true
+if [ "$vt_quiet" != 0 ] || [ "$vt_busy" != 0 ]; then
+    t_failed sweep_same_bytes_under_load "exit $vt_quiet quiet, $vt_busy busy: $(tail -n 3 "$T_TMP/vt-busy.txt")"
+elif ! cmp -s "$T_TMP/vt-quiet.txt" "$T_TMP/vt-busy.txt"; then
+    t_failed sweep_same_bytes_under_load "stdout differs: $(diff "$T_TMP/vt-quiet.txt" "$T_TMP/vt-busy.txt" | head -n 6)"
+elif ! cmp -s "$T_TMP/vt-quiet.csv" "$T_TMP/vt/bandwidth.csv"; then
+    t_failed sweep_same_bytes_under_load "bandwidth.csv differs: $(diff "$T_TMP/vt-quiet.csv" "$T_TMP/vt/bandwidth.csv" | head -n 6)"
+else t_pass sweep_same_bytes_under_load; fi
 
 # the cost of pinning: one row per batch size the pool holds (a 2M pool: 1 MiB only), each pinned once
 t_run $P --only=pinning --pool=2M --out="$OUT"
