@@ -53,6 +53,7 @@
 #ifndef DDP_DEVICE_SIM_H
 #define DDP_DEVICE_SIM_H
 
+#include "base/vclock.h"
 #include "transfer/device_backend.h"
 
 #ifdef __cplusplus
@@ -65,12 +66,9 @@ extern const struct device_backend_ops device_backend_sim;
  * buffer). Ours: the CUDA driver does not document its size. */
 #define DEVICE_SIM_BOUNCE_BYTES (1u << 20)
 
-/* The host's memcpy into and out of the bounce buffer, as modelled: 10 GB/s,
- * one core's copy rate on a current x86 server (STREAM's Copy kernel on one
- * core of a Xeon or EPYC runs at 10 to 15 GB/s; we take the low end). A
- * modelled figure, like the link's: this machine's memcpy no longer shows in
- * any device time. */
-#define DEVICE_SIM_HOST_MEMCPY_BPS 10e9
+/* The host's memcpy into and out of the bounce buffer, as modelled
+ * (base/vclock.h: 10 GB/s, one server core's copy rate). */
+#define DEVICE_SIM_HOST_MEMCPY_BPS VCLOCK_HOST_MEMCPY_BPS
 
 #ifdef __cplusplus
 }

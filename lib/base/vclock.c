@@ -47,9 +47,12 @@ uint64_t vclock_ns_of_s(double seconds)
     return (uint64_t)llround(seconds * 1e9);
 }
 
+uint64_t vclock_memcpy_ns(uint64_t bytes) { return vclock_ns_of_s((double)bytes / VCLOCK_HOST_MEMCPY_BPS); }
+
 void vclock_use_wall(int wall)
 {
-    vclock_wall_origin = clock_now_ns();
+    if (wall && !vclock_is_wall())
+        vclock_wall_origin = clock_now_ns();
     __atomic_store_n(&vclock_wall, wall != 0, __ATOMIC_RELAXED);
 }
 

@@ -5,6 +5,7 @@
 
 #include "backend_table.h"
 #include "base/error.h"
+#include "base/vclock.h"
 #include "transfer/device_backend.h"
 #include "transfer/hw.h"
 
@@ -55,6 +56,8 @@ int device_open(const struct device_config *cfg, device_t **out)
         free(d);
         return rc;
     }
+    if (strcmp(ops->name, "sim") != 0)
+        vclock_use_wall(1); /* a real GPU: there is no model to follow, the host's times are the wall clock's */
     *out = d;
     return 0;
 }
