@@ -83,6 +83,7 @@ struct dsim_op {
     struct device_op math; /* a device operation (has_math), run by device_exec */
     int has_math;
     char what[192]; /* for messages: "copy #12 (H2D of 9.60 MiB from pinned 'slot 1' ..., batch 5)" */
+    char stream_name[48]; /* guarded copies: for the message, which may come after the stream is gone */
 };
 
 struct dsim_stream {
@@ -210,7 +211,7 @@ static void dsim_guard_message(struct dsim *d, const struct dsim_op *op, const s
              "host write while in flight: %s wrote byte %llu of the source of %s on stream '%s' while that copy "
              "was still reading it: a pinned buffer may be reused only after its copy's event completed "
              "(device_event_synchronize or device_event_query)",
-             writer, (unsigned long long)hit->offset, op->what, op->stream->name);
+             writer, (unsigned long long)hit->offset, op->what, op->stream_name);
 }
 
 /* Called with mu held at every entry: reports a guard that trapped a write
@@ -846,8 +847,10 @@ static struct dsim_op *dsim_queue_copy(struct dsim *d, struct dsim_stream *s, vo
     dsim_schedule(d, op, engine, vclock_ns_of_s(link_copy_seconds(&d->link, bytes)));
     op->guard = guard;
     d->guarded += guard >= 0;
-    if (guard >= 0)
+    if (guard >= 0) {
+        dsim_copy_text(op->stream_name, s->name, sizeof op->stream_name);
         d->armed[d->narmed++] = dsim_op_ref(op);
+    }
     dsim_enqueue(d, engine, op);
     return op;
 }
@@ -1235,7 +1238,10 @@ static int dsim_stream_wait_event(device_stream_t *spub, device_event_t *pub)
     return rc;
 }
 
-static int dsim_event_reached(const struct dsim_event *e) { return !e->recorded || !e->op || e->op->done; }
+/* Reached, for device_event_elapsed: in modelled time, its time is not after
+ * the host's (what the host could know), whatever the engines really did:
+ * the answer must not depend on this machine's speed. */
+static int dsim_event_reached(const struct dsim_event *e) { return !e->recorded || e->time_ns <= vclock_now_ns(); }
 
 /* The host learned that everything up to modelled time t on its clock is
  * done (mu held): its clock moves there, and the guards of the copies that
