@@ -44,9 +44,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
-#include <sys/prctl.h>
 #include <sys/syscall.h>
-#include <time.h>
 #include <unistd.h>
 
 enum { DSIM_ENGINE_H2D, DSIM_ENGINE_D2H, DSIM_ENGINE_COMPUTE, DSIM_ENGINES };
@@ -77,7 +75,6 @@ struct dsim_op {
     uint64_t bytes;
     int guard; /* write_guard id on the pinned source, or -1 */
     /* kernels */
-    double seconds;
     void (*fn)(void *arg);
     void *arg;
     struct device_op math; /* a device operation (has_math), run by device_exec */
@@ -1077,7 +1074,6 @@ static int dsim_launch(device_stream_t *pub, const struct device_kernel *k)
     struct dsim_op *op = dsim_issue_compute(d, pub->impl, k->name ? k->name : "kernel", k->batch, k->reads,
                                             k->nreads, k->writes, k->nwrites, &rc);
     if (op) {
-        op->seconds = k->seconds;
         op->fn = k->fn;
         op->arg = k->arg;
         /* its declared seconds, never the time its function takes here: a gate that waits for the host
