@@ -1,22 +1,39 @@
 /* device_sim: the simulated device (see device_sim.h).
  *
+ * Two clocks, kept apart. Modelled time (DESIGN.md, "Virtual time") is
+ * decided when an operation is issued, under the lock, in issue order:
+ * dsim_schedule() starts it at the latest of the issuing host's modelled
+ * time (base/vclock.h), its stream's previous end, the events its stream
+ * waits for and its engine's free time, and ends it after what the hardware
+ * model says it takes (a copy: the link's alpha + S/B; a device operation:
+ * the GPU profile's compute and memory peaks; a kernel: its declared
+ * seconds). Nothing modelled ever reads the wall clock, so the same program
+ * gives the same device times on any machine under any load. Physically the
+ * engines still run every operation in their FIFO order, as fast as they
+ * can: the bytes really move and the math really runs, and a host call that
+ * waits for an operation waits for both (its bytes, and its modelled end on
+ * the host's clock).
+ *
  * Everything an operation needs is in struct dsim_op: its stream, the
  * operation before it on that stream (prev), for a wait the event's operation
- * (dep), its modelled end. Copies and kernels go to an engine's FIFO; waits
- * have no engine and complete in dsim_settle() as soon as what they wait for
- * has. Operations are reference-counted: a stream holds its last one, an
- * event the one it marks, an engine the ones in its queue, an operation its
- * prev until it completes. One mutex guards it all; the engines drop it only
- * to move bytes, run a kernel's function or sleep.
+ * (dep), its modelled start and end. Copies and kernels go to an engine's
+ * FIFO; waits have no engine and complete in dsim_settle() as soon as what
+ * they wait for has. Operations are reference-counted: a stream holds its
+ * last one, an event the one it marks, an engine the ones in its queue, an
+ * operation its prev until it completes, the armed list the guarded copies.
+ * One mutex guards it all; the engines drop it only to move bytes or run a
+ * kernel's function.
  *
- * Read dsim_engine_main() first, then dsim_copy_async() and the staging of
- * pageable copies (dsim_stage_h2d), then the events.
+ * Read dsim_schedule() and dsim_engine_main() first, then dsim_copy_async()
+ * and the staging of pageable copies (dsim_stage_h2d), then the events and
+ * the write guards' lifting (dsim_lift_guards).
  */
 #include "sim/device_sim.h"
 
 #include "base/clock.h"
 #include "base/error.h"
 #include "base/units.h"
+#include "base/vclock.h"
 #include "sim/device_exec.h"
 #include "sim/device_race.h"
 #include "sim/write_guard.h"
@@ -27,17 +44,19 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
-#include <sys/prctl.h>
 #include <sys/syscall.h>
-#include <time.h>
 #include <unistd.h>
 
 enum { DSIM_ENGINE_H2D, DSIM_ENGINE_D2H, DSIM_ENGINE_COMPUTE, DSIM_ENGINES };
 enum dsim_kind { DSIM_COPY, DSIM_KERNEL, DSIM_WAIT };
 
-/* An operation late by more than this (or a tenth of its duration) counts
- * in late_ops: below it is the ordinary wake-up latency of a thread. */
-#define DSIM_LATE_S 100e-6
+#define DSIM_HOST_MEMCPY_BPS DEVICE_SIM_HOST_MEMCPY_BPS
+
+/* What a device operation costs beyond its bytes and flops: the gap between
+ * two back-to-back kernels on a GPU, a few microseconds (an assumed figure,
+ * the usual order of magnitude of a CUDA launch; not measured here). Kernels
+ * launched with device_launch declare their own seconds and pay nothing more. */
+#define DSIM_LAUNCH_S 4e-6
 
 struct dsim_op {
     int refs;
@@ -46,7 +65,8 @@ struct dsim_op {
     struct dsim_op *prev; /* the stream's previous operation, until this one completes */
     struct dsim_op *dep;  /* DSIM_WAIT: the event's operation */
     struct dsim_op *next; /* the engine's FIFO, or the list of pending waits */
-    double issue_m, end_m; /* device time, seconds since the device opened */
+    uint64_t issue_ns;     /* modelled: the issuing host's time (vclock) */
+    uint64_t start_ns, end_ns; /* modelled: decided at issue (dsim_schedule) */
     int done;
     /* copies */
     enum device_dir dir;
@@ -55,36 +75,36 @@ struct dsim_op {
     uint64_t bytes;
     int guard; /* write_guard id on the pinned source, or -1 */
     /* kernels */
-    double seconds;
     void (*fn)(void *arg);
     void *arg;
     struct device_op math; /* a device operation (has_math), run by device_exec */
     int has_math;
     char what[192]; /* for messages: "copy #12 (H2D of 9.60 MiB from pinned 'slot 1' ..., batch 5)" */
+    char stream_name[48]; /* guarded copies: for the message, which may come after the stream is gone */
 };
 
 struct dsim_stream {
     int id;
     char name[48];
     struct dsim_op *last;
+    uint64_t floor_ns; /* modelled: the latest event this stream was told to wait for */
     struct race_clock clock;
 };
 
 struct dsim_event {
     int recorded;
     struct dsim_op *op; /* what it marks: its stream's last operation at record time (NULL: none) */
-    double issue_m;
+    uint64_t time_ns;   /* modelled: when its stream reaches it */
     struct race_clock clock;
 };
 
 struct dsim_engine {
     struct dsim *d;
     pthread_t thread;
-    pthread_cond_t sleep; /* pacing: waits here until an operation's modelled end */
     pthread_cond_t wake;  /* idle: waits here for its queue's head to be able to start */
     int tid;
     struct dsim_op *head, *tail;
-    double free_m, busy_m;
+    uint64_t free_ns, busy_ns; /* modelled: when its last operation ends, and its busy time */
     uint64_t cpu_ns;
 };
 
@@ -106,7 +126,7 @@ struct dsim_hostbuf { /* a host allocation or registration the device knows */
 struct dsim {
     device_t *pub;
     struct link_profile link;
-    uint64_t origin_ns;
+    double flops, memory_bps; /* the modelled GPU (device_config) */
     pthread_mutex_t mu;
     pthread_cond_t changed; /* an operation completed, or the device broke */
     struct dsim_engine eng[DSIM_ENGINES];
@@ -131,16 +151,16 @@ struct dsim {
     int broken_code;
     char broken_msg[1536];
     int guard_hit; /* set by write_guard's signal handler */
+    struct dsim_op **armed; /* copies whose write guard is up: until the host learns they are done */
+    int narmed, caparmed;
     /* statistics */
-    uint64_t staged_copies, staged_bytes, guarded, late_ops, pin_refused;
-    double lag_s, staging_s;
+    uint64_t staged_copies, staged_bytes, guarded, pin_refused;
+    uint64_t staging_ns; /* modelled */
 };
 
 static struct dsim *dsim_of(const device_t *d) { return d->impl; }
 
-static double dsim_now(const struct dsim *d) { return (double)(clock_now_ns() - d->origin_ns) * 1e-9; }
-
-static double dsim_max(double a, double b) { return a > b ? a : b; }
+static uint64_t dsim_max(uint64_t a, uint64_t b) { return a > b ? a : b; }
 
 /* ---- operations ------------------------------------------------------------------- */
 
@@ -188,7 +208,7 @@ static void dsim_guard_message(struct dsim *d, const struct dsim_op *op, const s
              "host write while in flight: %s wrote byte %llu of the source of %s on stream '%s' while that copy "
              "was still reading it: a pinned buffer may be reused only after its copy's event completed "
              "(device_event_synchronize or device_event_query)",
-             writer, (unsigned long long)hit->offset, op->what, op->stream->name);
+             writer, (unsigned long long)hit->offset, op->what, op->stream_name);
 }
 
 /* Called with mu held at every entry: reports a guard that trapped a write
@@ -196,10 +216,9 @@ static void dsim_guard_message(struct dsim *d, const struct dsim_op *op, const s
 static int dsim_enter(struct dsim *d)
 {
     if (__atomic_load_n(&d->guard_hit, __ATOMIC_SEQ_CST) && !d->broken) {
-        for (struct dsim_op *op = d->eng[DSIM_ENGINE_H2D].head; op; op = op->next) {
+        for (int i = 0; i < d->narmed; i++) {
+            struct dsim_op *op = d->armed[i];
             struct write_guard_hit hit;
-            if (op->guard < 0)
-                continue;
             write_guard_peek(op->guard, &hit);
             if (hit.hit) {
                 char msg[1024];
@@ -223,8 +242,7 @@ static void dsim_settle(struct dsim *d)
                 pp = &op->next;
                 continue;
             }
-            op->end_m = dsim_max(op->issue_m, dsim_max(op->prev ? op->prev->end_m : 0, op->dep->end_m));
-            op->done = 1;
+            op->done = 1; /* its modelled end was decided at issue */
             dsim_op_unref(op->prev);
             op->prev = NULL;
             *pp = op->next;
@@ -239,11 +257,39 @@ static void dsim_settle(struct dsim *d)
 static void dsim_issue(struct dsim *d, struct dsim_stream *s, struct dsim_op *op)
 {
     op->stream = s;
-    op->issue_m = dsim_now(d);
+    op->issue_ns = vclock_now_ns();
     op->prev = s->last; /* the stream's reference moves to op->prev */
     s->last = dsim_op_ref(op);
     race_clock_join(&s->clock, &d->host);
     s->clock.t[s->id] = ++d->next_seq[s->id];
+}
+
+/* Modelled time, decided once, at issue (mu held, after dsim_issue): op
+ * starts at the latest of its host's time at issue, its stream's previous
+ * end, the events its stream waits for and (engine >= 0) its engine's free
+ * time, and lasts `duration_ns`. Issue order is the engines' FIFO order, so
+ * the engine's free time is known here; nothing depends on how fast the
+ * engines' threads really run. */
+static void dsim_schedule(struct dsim *d, struct dsim_op *op, int engine, uint64_t duration_ns)
+{
+    uint64_t start = dsim_max(op->issue_ns, op->stream->floor_ns);
+    if (op->prev)
+        start = dsim_max(start, op->prev->end_ns);
+    if (engine >= 0) {
+        struct dsim_engine *e = &d->eng[engine];
+        start = dsim_max(start, e->free_ns);
+        e->free_ns = start + duration_ns;
+        e->busy_ns += duration_ns;
+    }
+    op->start_ns = start;
+    op->end_ns = start + duration_ns;
+}
+
+/* Where stream s stands in modelled time: the end of its last operation, or
+ * the last event it was told to wait for. */
+static uint64_t dsim_stream_end(const struct dsim_stream *s)
+{
+    return dsim_max(s->floor_ns, s->last ? s->last->end_ns : 0);
 }
 
 static void dsim_enqueue(struct dsim *d, int engine, struct dsim_op *op)
@@ -303,22 +349,16 @@ static int dsim_wait_op(struct dsim *d, struct dsim_op *op)
 
 /* ---- the engines ------------------------------------------------------------------- */
 
-/* Sleeps (mu held) until device time `end_m` on the wall clock, or stop. */
-static void dsim_pace(struct dsim_engine *e, double end_m)
-{
-    struct dsim *d = e->d;
-    uint64_t deadline = d->origin_ns + (uint64_t)(end_m * 1e9);
-    while (!d->stop && clock_now_ns() < deadline) {
-        struct timespec ts = {.tv_sec = (time_t)(deadline / 1000000000u), .tv_nsec = (long)(deadline % 1000000000u)};
-        pthread_cond_timedwait(&e->sleep, &d->mu, &ts);
-    }
-}
+/* An engine: runs its FIFO's operations for real (moves the bytes, runs the
+ * math or the kernel's function), in order, as fast as this machine can.
+ * When each one starts and ends in modelled time was decided at issue
+ * (dsim_schedule): nothing here reads a clock for a device time. */
+static void dsim_lift_for_writer(struct dsim *d, const struct dsim_op *w);
 
 static void *dsim_engine_main(void *arg)
 {
     struct dsim_engine *e = arg;
     struct dsim *d = e->d;
-    prctl(PR_SET_TIMERSLACK, 1UL, 0, 0, 0); /* wake at the modelled end, not up to 50 us after it */
     pthread_mutex_lock(&d->mu);
     e->tid = (int)syscall(SYS_gettid);
     for (;;) {
@@ -331,58 +371,34 @@ static void *dsim_engine_main(void *arg)
             pthread_cond_wait(&e->wake, &d->mu);
             continue;
         }
-        /* Device time: the model alone decides when it starts and ends. */
-        double start = dsim_max(op->issue_m, dsim_max(e->free_m, op->prev ? op->prev->end_m : 0));
-        double duration = op->kind == DSIM_COPY ? link_copy_seconds(&d->link, op->bytes) : op->seconds;
+        if (op->kind == DSIM_COPY && op->dir == DEVICE_D2H && d->narmed) {
+            dsim_lift_for_writer(d, op);
+            if (e->head != op)
+                continue; /* cannot happen (only this engine pops its FIFO), but never run a stale head */
+        }
         pthread_mutex_unlock(&d->mu);
-        uint64_t cpu0 = clock_thread_cpu_ns(), t0 = clock_now_ns();
+        uint64_t cpu0 = clock_thread_cpu_ns();
         uint64_t gemm = 0;
         if (op->kind == DSIM_COPY)
             memcpy(op->dst, op->src, op->bytes); /* the data really arrives */
         else if (op->has_math)
             gemm = device_exec(&op->math);
         else if (op->fn)
-            op->fn(op->arg);
-        int worked = op->kind == DSIM_KERNEL && (op->fn || op->has_math);
-        if (worked) /* real work takes the device's time too ... */
-            duration += (double)(clock_now_ns() - t0) * 1e-9;
+            op->fn(op->arg); /* a gate may wait here for the host: its modelled time is its declared seconds */
         uint64_t cpu = clock_thread_cpu_ns() - cpu0;
         pthread_mutex_lock(&d->mu);
-        struct write_guard_hit hit = {0};
-        int guard = op->guard;
-        op->guard = -1; /* from here on dsim_enter() leaves it to us */
-        if (guard >= 0) { /* lifted before the copy is seen done: a write after that is the host's right */
-            pthread_mutex_unlock(&d->mu);
-            write_guard_remove(guard, &hit); /* mprotect: not under the lock the host's calls need */
-            pthread_mutex_lock(&d->mu);
-        }
-        double end = start + duration;
+        /* A guarded copy keeps its guard: it comes down when the host learns the copy is done
+         * (dsim_lift_guards), not when this thread happens to finish the memcpy. */
         d->gemm_ns += gemm;
         d->gemm_calls += op->has_math && op->math.kind == DEVICE_OP_GEMM;
-        if (worked && end < dsim_now(d)) /* ... and work that waited for the host, as */
-            end = dsim_now(d);                                       /* a gate does, ended when it really did */
-        dsim_pace(e, end);
-        double late = dsim_now(d) - end;
-        if (late > 0)
-            d->lag_s += late;
-        if (late > DSIM_LATE_S && late > 0.1 * duration)
-            d->late_ops++;
         if (op->kind == DSIM_COPY)
             e->cpu_ns += cpu;
-        op->end_m = end;
         op->done = 1;
-        e->free_m = end;
-        e->busy_m += duration;
         e->head = op->next;
         if (!e->head)
             e->tail = NULL;
         dsim_op_unref(op->prev);
         op->prev = NULL;
-        if (hit.hit) {
-            char msg[1024];
-            dsim_guard_message(d, op, &hit, msg, sizeof msg);
-            dsim_break(d, ERR_STATE, msg);
-        }
         dsim_settle(d);
         pthread_cond_broadcast(&d->changed);
         dsim_wake_engines(d); /* another engine's head may wait on this one */
@@ -390,6 +406,81 @@ static void *dsim_engine_main(void *arg)
     }
     pthread_mutex_unlock(&d->mu);
     return NULL;
+}
+
+/* ---- the write guards' lifting ------------------------------------------------------- */
+
+/* Takes down the guards of the copies the host now knows are done (mu held;
+ * drops it for mprotect): each copy that really finished and whose modelled
+ * end is not after the host's time, or with `all` every copy that really
+ * finished (the host drained the device). A guard stays up from issue until
+ * then, whatever the engines' speed: a host write before the host learned
+ * the copy was done is caught on any machine, and one after is the host's
+ * right. A write caught meanwhile breaks the device, naming the copy. */
+static void dsim_lift_guards_where(struct dsim *d, int all, const struct dsim_op *writer);
+
+static void dsim_lift_guards(struct dsim *d, int all) { dsim_lift_guards_where(d, all, NULL); }
+
+/* 1 when armed copy `op` reads bytes that D2H copy `w` writes. */
+static int dsim_overlaps(const struct dsim_op *op, const struct dsim_op *w)
+{
+    const uint8_t *a = op->src, *b = w->dst;
+    return a < b + w->bytes && b < a + op->bytes;
+}
+
+/* The engine's side of the guards (mu held, D2H copy `w` about to write host
+ * memory): a guarded copy out of the same bytes that ends, in modelled time,
+ * no later than w starts is over for w: wait until it really is, and take its
+ * guard down, so that a stream-ordered round trip through one pinned buffer
+ * is no hazard. One that overlaps w in modelled time keeps its guard, and w's
+ * write is caught, on any machine. */
+static void dsim_lift_for_writer(struct dsim *d, const struct dsim_op *w)
+{
+    for (int i = 0; i < d->narmed && !d->stop; i++) {
+        struct dsim_op *op = d->armed[i];
+        if (!op->done && op->end_ns <= w->start_ns && dsim_overlaps(op, w)) {
+            dsim_wait_changed(d);
+            i = -1; /* the list may have changed meanwhile */
+        }
+    }
+    dsim_lift_guards_where(d, 0, w);
+}
+
+/* dsim_lift_guards, or with `writer` the guards dsim_lift_for_writer lifts. */
+static void dsim_lift_guards_where(struct dsim *d, int all, const struct dsim_op *writer)
+{
+    for (;;) {
+        struct dsim_op *lift[32];
+        int n = 0;
+        uint64_t now = vclock_now_ns();
+        for (int i = 0; i < d->narmed && n < 32;) {
+            struct dsim_op *op = d->armed[i];
+            int over = writer ? dsim_overlaps(op, writer) && op->end_ns <= writer->start_ns
+                              : all || op->end_ns <= now;
+            if (op->done && over) {
+                lift[n++] = op;
+                d->armed[i] = d->armed[--d->narmed];
+            } else {
+                i++;
+            }
+        }
+        if (n == 0)
+            return;
+        struct write_guard_hit hit[32];
+        pthread_mutex_unlock(&d->mu);
+        for (int i = 0; i < n; i++)
+            write_guard_remove(lift[i]->guard, &hit[i]); /* mprotect: not under the lock the host's calls need */
+        pthread_mutex_lock(&d->mu);
+        for (int i = 0; i < n; i++) {
+            lift[i]->guard = -1;
+            if (hit[i].hit) {
+                char msg[1024];
+                dsim_guard_message(d, lift[i], &hit[i], msg, sizeof msg);
+                dsim_break(d, ERR_STATE, msg);
+            }
+            dsim_op_unref(lift[i]); /* the armed list's reference */
+        }
+    }
 }
 
 /* ---- memory ----------------------------------------------------------------------- */
@@ -459,6 +550,7 @@ static void dsim_drain(struct dsim *d)
 {
     while (d->eng[0].head || d->eng[1].head || d->eng[2].head || d->waits)
         dsim_wait_changed(d);
+    dsim_lift_guards(d, 1);
 }
 
 static int dsim_mem_alloc(device_t *dev, uint64_t bytes, const char *name, void **out)
@@ -742,10 +834,21 @@ static struct dsim_op *dsim_queue_copy(struct dsim *d, struct dsim_stream *s, vo
     op->src = src;
     op->bytes = bytes;
     snprintf(op->what, sizeof op->what, "%s", what);
+    if (guard >= 0 && dsim_grow((void **)&d->armed, &d->caparmed, d->narmed, sizeof *d->armed)) {
+        free(op);
+        err_set(ERR_NOMEM, "%s: out of memory for the write guards' list", d->pub->name);
+        return NULL;
+    }
+    int engine = dir == DEVICE_H2D ? DSIM_ENGINE_H2D : DSIM_ENGINE_D2H;
     dsim_issue(d, s, op);
+    dsim_schedule(d, op, engine, vclock_ns_of_s(link_copy_seconds(&d->link, bytes)));
     op->guard = guard;
     d->guarded += guard >= 0;
-    dsim_enqueue(d, dir == DEVICE_H2D ? DSIM_ENGINE_H2D : DSIM_ENGINE_D2H, op);
+    if (guard >= 0) {
+        dsim_copy_text(op->stream_name, s->name, sizeof op->stream_name);
+        d->armed[d->narmed++] = dsim_op_ref(op);
+    }
+    dsim_enqueue(d, engine, op);
     return op;
 }
 
@@ -753,6 +856,8 @@ static struct dsim_op *dsim_queue_copy(struct dsim *d, struct dsim_stream *s, vo
 static int dsim_bounce_wait(struct dsim *d, int k)
 {
     int rc = dsim_wait_op(d, d->bounce_op[k]);
+    if (rc == 0 && d->bounce_op[k])
+        vclock_wait_until_ns(d->bounce_op[k]->end_ns);
     dsim_op_unref(d->bounce_op[k]);
     d->bounce_op[k] = NULL;
     return rc;
@@ -773,11 +878,11 @@ static int dsim_stage_h2d(struct dsim *d, struct dsim_stream *s, uint8_t *dst, c
             break;
         uint8_t *chunk = d->bounce + k * DEVICE_SIM_BOUNCE_BYTES;
         pthread_mutex_unlock(&d->mu);
-        uint64_t t0 = clock_now_ns();
         memcpy(chunk, src + off, n);
-        uint64_t t1 = clock_now_ns();
         pthread_mutex_lock(&d->mu);
-        d->staging_s += (double)(t1 - t0) * 1e-9;
+        uint64_t host_ns = vclock_ns_of_s((double)n / DSIM_HOST_MEMCPY_BPS); /* the host's memcpy, modelled */
+        vclock_advance_ns(host_ns);
+        d->staging_ns += host_ns;
         struct dsim_op *op = dsim_queue_copy(d, s, dst + off, chunk, n, DEVICE_H2D, what, -1);
         if (!op)
             return ERR_NOMEM;
@@ -815,11 +920,11 @@ static int dsim_stage_d2h(struct dsim *d, struct dsim_stream *s, uint8_t *dst, c
         if (rc)
             break;
         pthread_mutex_unlock(&d->mu);
-        uint64_t t0 = clock_now_ns();
         memcpy(dst + off, d->bounce + (p & 1) * DEVICE_SIM_BOUNCE_BYTES, n);
-        uint64_t t1 = clock_now_ns();
         pthread_mutex_lock(&d->mu);
-        d->staging_s += (double)(t1 - t0) * 1e-9;
+        uint64_t host_ns = vclock_ns_of_s((double)n / DSIM_HOST_MEMCPY_BPS); /* the host's memcpy, modelled */
+        vclock_advance_ns(host_ns);
+        d->staging_ns += host_ns;
     }
     for (int k = 0; k < 2; k++) {
         int rk = dsim_bounce_wait(d, k);
@@ -917,8 +1022,12 @@ static int dsim_copy(device_t *dev, void *dst, const void *src, uint64_t bytes, 
         return rc;
     pthread_mutex_lock(&d->mu);
     rc = dsim_wait_op(d, s->last);
-    if (rc == 0)
+    if (rc == 0) {
+        vclock_wait_until_ns(dsim_stream_end(s));
         race_clock_join(&d->host, &s->clock);
+        dsim_lift_guards(d, 0);
+        rc = dsim_enter(d);
+    }
     pthread_mutex_unlock(&d->mu);
     return rc;
 }
@@ -965,25 +1074,22 @@ static int dsim_launch(device_stream_t *pub, const struct device_kernel *k)
     struct dsim_op *op = dsim_issue_compute(d, pub->impl, k->name ? k->name : "kernel", k->batch, k->reads,
                                             k->nreads, k->writes, k->nwrites, &rc);
     if (op) {
-        op->seconds = k->seconds;
         op->fn = k->fn;
         op->arg = k->arg;
+        /* its declared seconds, never the time its function takes here: a gate that waits for the host
+         * lasts what it says */
+        dsim_schedule(d, op, DSIM_ENGINE_COMPUTE, vclock_ns_of_s(k->seconds));
         dsim_enqueue(d, DSIM_ENGINE_COMPUTE, op);
     }
     pthread_mutex_unlock(&d->mu);
     return rc;
 }
 
-/* Finishes a compute operation the host ran itself (mu held): the engine's
- * bookkeeping, without the pacing (it took what it took). */
-static void dsim_complete_inline(struct dsim *d, struct dsim_op *op, double start, double duration)
+/* Finishes a compute operation the host ran itself (mu held). Its modelled
+ * times were set at issue. */
+static void dsim_complete_inline(struct dsim *d, struct dsim_op *op)
 {
-    struct dsim_engine *e = &d->eng[DSIM_ENGINE_COMPUTE];
-    double end = dsim_max(start + duration, dsim_now(d));
-    op->end_m = end;
     op->done = 1;
-    e->free_m = end;
-    e->busy_m += duration;
     dsim_op_unref(op->prev);
     op->prev = NULL;
     d->inline_busy = 0;
@@ -992,6 +1098,30 @@ static void dsim_complete_inline(struct dsim *d, struct dsim_op *op, double star
         pthread_cond_broadcast(&d->changed);
     dsim_wake_engines(d); /* an engine's head may wait for us */
     dsim_op_unref(op);
+}
+
+/* A device operation's modelled duration on the GPU profile: a matrix
+ * product is bound by its flops or its bytes, whichever takes longer (the
+ * roofline: max(2mnk / FP32 peak, bytes / memory bandwidth)); a kernel, a
+ * memset or a device-to-device copy by the bytes it reads and writes; each
+ * pays a launch. A marked access is the host's work on device memory: it
+ * takes no device time. */
+static uint64_t dsim_op_ns(const struct dsim *d, const struct device_op *op)
+{
+    if (op->kind == DEVICE_OP_ACCESS)
+        return 0;
+    double bytes = 0;
+    for (uint32_t i = 0; i < op->nreads; i++)
+        bytes += (double)op->reads[i].bytes;
+    for (uint32_t i = 0; i < op->nwrites; i++)
+        bytes += (double)op->writes[i].bytes;
+    double seconds = bytes / d->memory_bps;
+    if (op->kind == DEVICE_OP_GEMM) {
+        double flops = 2.0 * (double)op->gemm.m * (double)op->gemm.n * (double)op->gemm.k;
+        if (flops / d->flops > seconds)
+            seconds = flops / d->flops;
+    }
+    return vclock_ns_of_s(seconds + DSIM_LAUNCH_S);
 }
 
 /* A device operation (transfer/device_ops.h). When nothing is ahead of it,
@@ -1012,6 +1142,7 @@ static int dsim_run(device_stream_t *pub, const struct device_op *dop)
     }
     op->math = *dop;
     op->has_math = 1;
+    dsim_schedule(d, op, DSIM_ENGINE_COMPUTE, dsim_op_ns(d, dop));
     struct dsim_engine *e = &d->eng[DSIM_ENGINE_COMPUTE];
     if (e->head || d->inline_busy || (op->prev && !op->prev->done)) {
         dsim_enqueue(d, DSIM_ENGINE_COMPUTE, op);
@@ -1020,14 +1151,12 @@ static int dsim_run(device_stream_t *pub, const struct device_op *dop)
     }
     d->inline_busy = 1;
     dsim_op_ref(op);
-    double start = dsim_max(op->issue_m, e->free_m);
     pthread_mutex_unlock(&d->mu);
-    uint64_t t0 = clock_now_ns(), gemm = device_exec(&op->math);
-    double duration = (double)(clock_now_ns() - t0) * 1e-9;
+    uint64_t gemm = device_exec(&op->math);
     pthread_mutex_lock(&d->mu);
     d->gemm_ns += gemm;
     d->gemm_calls += op->math.kind == DEVICE_OP_GEMM;
-    dsim_complete_inline(d, op, start, duration);
+    dsim_complete_inline(d, op);
     pthread_mutex_unlock(&d->mu);
     return 0;
 }
@@ -1063,7 +1192,7 @@ static int dsim_event_record(device_event_t *pub, device_stream_t *spub)
     if (rc == 0) {
         dsim_op_unref(e->op);
         e->op = dsim_op_ref(s->last);
-        e->issue_m = dsim_now(d);
+        e->time_ns = dsim_max(vclock_now_ns(), dsim_stream_end(s));
         e->recorded = 1;
         race_clock_join(&s->clock, &d->host);
         e->clock = s->clock;
@@ -1080,7 +1209,10 @@ static int dsim_stream_wait_event(device_stream_t *spub, device_event_t *pub)
     pthread_mutex_lock(&d->mu);
     int rc = dsim_enter(d);
     if (rc == 0 && e->recorded) {
-        if (e->op && !e->op->done && e->op != s->last) { /* a point not reached yet on another stream */
+        /* Modelled: what s runs next starts after the event's time, whether or not the engines
+         * really got there yet (that must not change a device time). */
+        s->floor_ns = dsim_max(s->floor_ns, e->time_ns);
+        if (e->op && !e->op->done && e->op != s->last) { /* physically: a point not reached yet on another stream */
             struct dsim_op *op = dsim_op_new(d, DSIM_WAIT);
             if (!op) {
                 rc = ERR_NOMEM;
@@ -1089,6 +1221,7 @@ static int dsim_stream_wait_event(device_stream_t *spub, device_event_t *pub)
                 op->dep = dsim_op_ref(e->op);
                 op->refs++; /* the pending list's */
                 dsim_issue(d, s, op);
+                dsim_schedule(d, op, -1, 0);
                 op->next = d->waits;
                 d->waits = op;
                 dsim_settle(d);
@@ -1101,13 +1234,19 @@ static int dsim_stream_wait_event(device_stream_t *spub, device_event_t *pub)
     return rc;
 }
 
-static int dsim_event_reached(const struct dsim_event *e) { return !e->recorded || !e->op || e->op->done; }
+/* Reached, for device_event_elapsed: in modelled time, its time is not after
+ * the host's (what the host could know), whatever the engines really did:
+ * the answer must not depend on this machine's speed. */
+static int dsim_event_reached(const struct dsim_event *e) { return !e->recorded || e->time_ns <= vclock_now_ns(); }
 
-/* Device time of a reached event: when its stream got there, or its record
- * if the stream was idle. */
-static double dsim_event_time(const struct dsim_event *e)
+/* The host learned that everything up to modelled time t on its clock is
+ * done (mu held): its clock moves there, and the guards of the copies that
+ * ended by then come down. */
+static int dsim_host_learns(struct dsim *d, uint64_t t)
 {
-    return dsim_max(e->issue_m, e->op ? e->op->end_m : 0);
+    vclock_wait_until_ns(t);
+    dsim_lift_guards(d, 0);
+    return dsim_enter(d);
 }
 
 static int dsim_event_synchronize(device_event_t *pub)
@@ -1116,22 +1255,33 @@ static int dsim_event_synchronize(device_event_t *pub)
     struct dsim_event *e = pub->impl;
     pthread_mutex_lock(&d->mu);
     int rc = dsim_wait_op(d, e->recorded ? e->op : NULL);
-    if (rc == 0 && e->recorded)
+    if (rc == 0 && e->recorded) {
         race_clock_join(&d->host, &e->clock);
+        rc = dsim_host_learns(d, e->time_ns);
+    }
     pthread_mutex_unlock(&d->mu);
     return rc;
 }
 
+/* Modelled: reached when the event's time is not after the host's. Only then
+ * does it wait for the engines to really get there (they are not slower than
+ * the model by design, only by this machine's speed); when the model says
+ * "not yet" it answers at once, so a query behind a gate that waits for the
+ * host never blocks. */
 static int dsim_event_query(device_event_t *pub)
 {
     struct dsim *d = dsim_of(pub->dev);
     struct dsim_event *e = pub->impl;
     pthread_mutex_lock(&d->mu);
     int rc = dsim_enter(d);
-    if (rc == 0 && dsim_event_reached(e)) {
-        if (e->recorded)
+    if (rc == 0 && (!e->recorded || e->time_ns <= vclock_now_ns())) {
+        rc = dsim_wait_op(d, e->recorded ? e->op : NULL);
+        if (rc == 0 && e->recorded) {
             race_clock_join(&d->host, &e->clock);
-        rc = 1;
+            rc = dsim_host_learns(d, e->time_ns);
+        }
+        if (rc == 0)
+            rc = 1;
     }
     pthread_mutex_unlock(&d->mu);
     return rc;
@@ -1150,7 +1300,8 @@ static int dsim_event_elapsed(device_event_t *a, device_event_t *b, double *seco
         rc = err_set(ERR_STATE, "%s: device_event_elapsed: the %s event is not reached yet (synchronize first)",
                      d->pub->name, dsim_event_reached(ea) ? "end" : "start");
     if (rc == 0)
-        *seconds = dsim_event_time(eb) - dsim_event_time(ea);
+        *seconds = eb->time_ns >= ea->time_ns ? (double)(eb->time_ns - ea->time_ns) * 1e-9
+                                              : -(double)(ea->time_ns - eb->time_ns) * 1e-9;
     pthread_mutex_unlock(&d->mu);
     return rc;
 }
@@ -1161,8 +1312,10 @@ static int dsim_stream_synchronize(device_stream_t *pub)
     struct dsim_stream *s = pub->impl;
     pthread_mutex_lock(&d->mu);
     int rc = dsim_wait_op(d, s->last);
-    if (rc == 0)
+    if (rc == 0) {
         race_clock_join(&d->host, &s->clock);
+        rc = dsim_host_learns(d, dsim_stream_end(s));
+    }
     pthread_mutex_unlock(&d->mu);
     return rc;
 }
@@ -1172,15 +1325,18 @@ static int dsim_synchronize(device_t *dev)
     struct dsim *d = dsim_of(dev);
     pthread_mutex_lock(&d->mu);
     int rc = 0;
+    uint64_t end = 0;
     for (int i = 0; rc == 0 && i < RACE_MAX_STREAMS; i++) {
         if (!d->streams[i])
             continue;
         rc = dsim_wait_op(d, d->streams[i]->last);
-        if (rc == 0)
+        if (rc == 0) {
             race_clock_join(&d->host, &d->streams[i]->clock);
+            end = dsim_max(end, dsim_stream_end(d->streams[i]));
+        }
     }
     if (rc == 0)
-        rc = dsim_enter(d);
+        rc = dsim_host_learns(d, end);
     pthread_mutex_unlock(&d->mu);
     return rc;
 }
@@ -1193,12 +1349,12 @@ static void dsim_stats(device_t *dev, struct device_stats *out)
     pthread_mutex_lock(&d->mu);
     out->staged_copies = d->staged_copies;
     out->staged_bytes = d->staged_bytes;
-    out->staging_s = d->staging_s;
-    out->engine_busy_s[DEVICE_H2D] = d->eng[DSIM_ENGINE_H2D].busy_m;
-    out->engine_busy_s[DEVICE_D2H] = d->eng[DSIM_ENGINE_D2H].busy_m;
+    out->staging_s = (double)d->staging_ns * 1e-9;
+    out->engine_busy_s[DEVICE_H2D] = (double)d->eng[DSIM_ENGINE_H2D].busy_ns * 1e-9;
+    out->engine_busy_s[DEVICE_D2H] = (double)d->eng[DSIM_ENGINE_D2H].busy_ns * 1e-9;
     out->engine_cpu_s = (double)(d->eng[DSIM_ENGINE_H2D].cpu_ns + d->eng[DSIM_ENGINE_D2H].cpu_ns) * 1e-9;
-    out->lag_s = d->lag_s;
-    out->late_ops = d->late_ops;
+    out->lag_s = 0; /* no pacing: the engines never chase the wall clock */
+    out->late_ops = 0;
     out->guarded_copies = d->guarded;
     out->pin_refused = d->pin_refused;
     out->gemm_calls = d->gemm_calls;
@@ -1232,11 +1388,15 @@ static void dsim_free(struct dsim *d)
         else
             free(h->base);
     }
+    for (int i = 0; i < d->narmed; i++) { /* never lifted (a failed open or a broken device) */
+        struct write_guard_hit hit;
+        write_guard_remove(d->armed[i]->guard, &hit);
+        dsim_op_unref(d->armed[i]);
+    }
+    free(d->armed);
     free(d->dev);
     free(d->host_bufs);
     free(d->bounce);
-    for (int i = 0; i < DSIM_ENGINES; i++)
-        pthread_cond_destroy(&d->eng[i].sleep);
     pthread_cond_destroy(&d->changed);
     for (int i = 0; i < DSIM_ENGINES; i++)
         pthread_cond_destroy(&d->eng[i].wake);
@@ -1249,10 +1409,8 @@ static void dsim_stop(struct dsim *d, int started)
 {
     pthread_mutex_lock(&d->mu);
     d->stop = 1;
-    for (int i = 0; i < DSIM_ENGINES; i++) {
+    for (int i = 0; i < DSIM_ENGINES; i++)
         pthread_cond_broadcast(&d->eng[i].wake);
-        pthread_cond_broadcast(&d->eng[i].sleep);
-    }
     pthread_mutex_unlock(&d->mu);
     for (int i = 0; i < started; i++)
         pthread_join(d->eng[i].thread, NULL);
@@ -1263,26 +1421,24 @@ static int dsim_open(device_t *dev, const struct device_config *cfg)
     if (!(cfg->link.bandwidth_bps > 0) || !(cfg->link.latency_s >= 0))
         return err_set(ERR_ARG, "%s: the simulated link needs a bandwidth above 0 and a latency of 0 or more "
                        "(link_profile_find)", dev->name);
+    if (!(cfg->gpu_flops > 0) || !(cfg->gpu_memory_bps > 0))
+        return err_set(ERR_ARG, "%s: the simulated GPU needs FP32 flops and a memory bandwidth above 0 "
+                       "(device_config_default, device_config_gpu)", dev->name);
     struct dsim *d = calloc(1, sizeof *d);
     if (!d)
         return err_set(ERR_NOMEM, "%s: out of memory", dev->name);
     d->pub = dev;
     d->link = cfg->link;
-    d->origin_ns = clock_now_ns();
+    d->flops = cfg->gpu_flops;
+    d->memory_bps = cfg->gpu_memory_bps;
     device_exec_one_blas_thread();
     pthread_mutex_init(&d->mu, NULL);
     pthread_mutex_init(&d->staging, NULL);
-    pthread_condattr_t attr;
-    pthread_condattr_init(&attr);
-    pthread_condattr_setclock(&attr, CLOCK_MONOTONIC);
     pthread_cond_init(&d->changed, NULL);
-    for (int i = 0; i < DSIM_ENGINES; i++)
-        pthread_cond_init(&d->eng[i].wake, NULL);
     for (int i = 0; i < DSIM_ENGINES; i++) {
         d->eng[i].d = d;
-        pthread_cond_init(&d->eng[i].sleep, &attr);
+        pthread_cond_init(&d->eng[i].wake, NULL);
     }
-    pthread_condattr_destroy(&attr);
     dev->impl = d;
     d->bounce = malloc(2 * (size_t)DEVICE_SIM_BOUNCE_BYTES);
     int rc = d->bounce ? dsim_stream_new(d, "default", &d->default_stream)

@@ -175,10 +175,6 @@ static int ch4_bench_sim(const struct ch4_opts *o)
     double engine_ms = (after.engine_cpu_s - before.engine_cpu_s) * 1e3 / gib, memcpy_ms = 1e3 * (1u << 30) / mc.best_bps;
     ch4_verdict("sim copy engines' CPU per copied GiB", engine_ms, "ms", "memcpy of 1 GiB, same run", memcpy_ms, "ms",
                 engine_ms / memcpy_ms, VERDICT_AT_MOST, 2);
-    if (after.late_ops > before.late_ops)
-        printf("  (%llu of the copies ended late on the wall clock: this machine's memcpy is slower than the "
-               "modelled link; device time is unaffected)\n",
-               (unsigned long long)(after.late_ops - before.late_ops));
     /* The training loop, double-buffered, against its bound. */
     return ch4_bench_loop(&so, "sim double-buffered training step (device time, best of 3 runs)");
 }

@@ -92,7 +92,7 @@ int ch4_bench(const struct ch4_opts *o);
 /* The loop of loop.c, for the bench: one configuration, its steady state. */
 struct ch4_loop_result {
     double step_s;      /* device time per step (the compute stream's) */
-    double wall_step_s; /* host wall time per step */
+    double host_step_s; /* the host's time per step: modelled on the simulator, the wall clock's on a GPU */
     double wait_s;      /* data-wait per step */
     double dma_s;       /* modelled (sim) or measured (cuda) copy engine time per batch */
     double host_copy_s; /* host memcpy per batch on the way (the driver's staging or the pin copy) */

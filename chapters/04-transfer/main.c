@@ -179,7 +179,7 @@ static int ch4_validate(struct ch4_cli *cli)
                        "--link=pcie%d): give one of them", cli->hw->name, cli->hw->title, cli->hw->pcie_gen,
                        cli->hw->pcie_gen);
     if (cli->hw)
-        hw_host_link(cli->hw, &o->link);
+        hw_host_link(cli->hw, &o->link); /* chapter 4's kernels declare their seconds: the GPU's peaks time nothing here */
     int rc = link_profile_set(&o->link, cli->gbps, cli->latency_us); /* in range: parsed so */
     o->loop_link = o->link;
     if (rc == 0)

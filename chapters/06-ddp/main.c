@@ -396,6 +396,8 @@ static int ch6_validate(struct ch6_cli *cli)
         if (c->unordered_input)
             return err_set(ERR_ARG, "--hw with --drop-event=copy: the story sets its own congested link");
         hw_host_link(cli->hw, &c->link);
+        c->gpu_flops = cli->hw->fp32_flops; /* and the GPU that times its compute */
+        c->gpu_memory_bps = cli->hw->memory_bps;
     }
     int threads = launch_threads(run->backend);
     if (threads < 0)

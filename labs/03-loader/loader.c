@@ -43,6 +43,7 @@
 #include "base/error.h"
 #include "base/hash.h"
 #include "base/mem.h"
+#include "base/vclock.h"
 
 #include <assert.h>
 #include <errno.h>
@@ -67,6 +68,8 @@ struct loader_slot {
     enum slot_state state;
     uint64_t batch;          /* the batch it fills or holds */
     uint64_t claimed_ns;     /* when a worker claimed it (timeout messages) */
+    uint64_t free_ns;        /* modelled: when the trainer released it */
+    uint64_t ready_ns;       /* modelled: when its batch's collate ends */
     _Atomic uint32_t position; /* the row being read now, for the timeout message */
     _Atomic uint64_t index;    /* the dataset index being read now */
     int err;                 /* FAILED: the sample's code and message */
@@ -121,6 +124,9 @@ struct loader {
 
     /* Statistics of the epoch. */
     uint64_t start_ns, last_ns, wait_ns, max_wait_ns;
+    /* Virtual time (opt.modelled): the modelled workers' free times, and the epoch's start. */
+    uint64_t *worker_free_ns;
+    uint64_t epoch_ns;
     uint64_t got_batches, got_samples, got_bytes;
     uint32_t max_busy;
 };
@@ -288,6 +294,26 @@ static void loader_fail_locked(struct loader *L, int code, const char *msg)
     pthread_cond_broadcast(&L->done_cv);
 }
 
+/* Virtual time: the modelled start and end of the batch just claimed into
+ * `slot` (mu held, in claim order: claims and this call share one lock
+ * hold). The modelled worker is the earliest free one (the lowest on a tie),
+ * not the thread that claimed: which thread wins a claim is the machine's
+ * business, and must not change a modelled time. */
+static void loader_model_batch(struct loader *L, struct loader_slot *slot, uint32_t count)
+{
+    uint32_t n = L->opt.workers ? L->opt.workers : 1, w = 0;
+    for (uint32_t i = 1; i < n; i++)
+        if (L->worker_free_ns[i] < L->worker_free_ns[w])
+            w = i;
+    uint64_t start = L->worker_free_ns[w];
+    start = start > slot->free_ns ? start : slot->free_ns;
+    start = start > L->epoch_ns ? start : L->epoch_ns;
+    uint64_t record = dataset_info(L->ds)->record_bytes; /* 0: variable-length records, only their count costs */
+    uint64_t cost = vclock_ns_of_s((double)count * L->opt.model_record_s) + vclock_memcpy_ns(count * record);
+    slot->ready_ns = start + cost;
+    L->worker_free_ns[w] = slot->ready_ns;
+}
+
 /* Collates batch `batch` into slot `s` on behalf of `worker`. Called with mu
  * held; drops it while collating. */
 static void loader_fill(struct loader *L, uint32_t s, uint64_t batch, int worker)
@@ -299,6 +325,8 @@ static void loader_fill(struct loader *L, uint32_t s, uint64_t batch, int worker
     slot_set(L, slot, SLOT_FILLING);
     slot->batch = batch;
     slot->claimed_ns = clock_now_ns();
+    if (L->opt.modelled)
+        loader_model_batch(L, slot, count);
     atomic_store_explicit(&slot->position, 0, memory_order_relaxed);
     atomic_store_explicit(&slot->index, slot->indices[0], memory_order_relaxed);
     struct loader_batch *b = &slot->view;
@@ -386,6 +414,7 @@ static void loader_free(struct loader *L)
     }
     free(L->slots);
     free(L->workers);
+    free(L->worker_free_ns);
     free(L->indices);
     free(L->offsets);
     pthread_cond_destroy(&L->work_cv);
@@ -452,6 +481,8 @@ int loader_open(const dataset_t *ds, const struct loader_options *opt, loader_t 
                        "(use loader_collate_pad)", dataset_name(ds));
     if (opt->prefetch > LOADER_MAX_PREFETCH)
         return err_set(ERR_ARG, "loader: prefetch %u is more than %d", opt->prefetch, LOADER_MAX_PREFETCH);
+    if (!(opt->model_record_s >= 0 && opt->model_record_s <= 1))
+        return err_set(ERR_ARG, "loader: model_record_s %g is not 0 to 1 second", opt->model_record_s);
     /* 1e6 s (11.6 days): beyond that a timeout is a typo; below 10 ms
      * (CLOCK_MIN_TIMEOUT_S) it blames a worker that only waited for a core. */
     if (!(opt->timeout_s == 0 || (opt->timeout_s >= CLOCK_MIN_TIMEOUT_S && opt->timeout_s <= LOADER_MAX_TIMEOUT_S)))
@@ -509,6 +540,11 @@ int loader_open(const dataset_t *ds, const struct loader_options *opt, loader_t 
     pthread_condattr_destroy(&attr);
 
     rc = loader_alloc_slots(L);
+    if (rc == 0) {
+        L->worker_free_ns = calloc(opt->workers ? opt->workers : 1, sizeof *L->worker_free_ns);
+        if (!L->worker_free_ns)
+            rc = err_set(ERR_NOMEM, "loader: out of memory for %u workers", opt->workers);
+    }
     if (rc == 0 && opt->workers) {
         L->workers = calloc(opt->workers, sizeof *L->workers);
         if (!L->workers)
@@ -678,6 +714,11 @@ int loader_start_epoch(loader_t *L, const struct loader_epoch *e)
         L->started = L->running = 1;
         L->ended = L->fatal = 0;
         L->start_ns = L->last_ns = clock_now_ns();
+        if (L->opt.modelled) {
+            L->epoch_ns = L->start_ns = L->last_ns = vclock_now_ns();
+            for (uint32_t i = 0; i < L->nslots; i++)
+                L->slots[i].free_ns = 0;
+        }
         L->wait_ns = L->max_wait_ns = 0;
         L->got_batches = L->got_samples = L->got_bytes = 0;
         L->max_busy = L->busy;
@@ -747,7 +788,7 @@ int loader_next(loader_t *L, struct loader_batch **out)
 {
     *out = NULL;
     pthread_mutex_lock(&L->mu);
-    uint64_t t0 = clock_now_ns();
+    uint64_t t0 = clock_now_ns(), host0 = vclock_now_ns();
     uint64_t deadline = L->opt.timeout_s > 0 ? clock_deadline_s(L->opt.timeout_s) : 0;
     int rc;
     uint32_t s = 0;
@@ -765,7 +806,7 @@ int loader_next(loader_t *L, struct loader_batch **out)
             goto out;
         }
         if (L->next_deliver >= L->nbatches) {
-            L->last_ns = clock_now_ns();
+            L->last_ns = L->opt.modelled ? vclock_now_ns() : clock_now_ns();
             rc = 0;
             goto out;
         }
@@ -816,6 +857,10 @@ int loader_next(loader_t *L, struct loader_batch **out)
     slot_set(L, slot, SLOT_HELD);
     L->next_deliver++;
     uint64_t now = clock_now_ns();
+    if (L->opt.modelled) { /* the trainer waits for the batch's modelled end too: its wait is modelled */
+        t0 = host0;
+        now = vclock_wait_until_ns(slot->ready_ns);
+    }
     slot->view.wait_s = (double)(now - t0) * 1e-9;
     L->wait_ns += now - t0;
     if (now - t0 > L->max_wait_ns)
@@ -835,6 +880,7 @@ void loader_release(loader_t *L, struct loader_batch *b)
 {
     pthread_mutex_lock(&L->mu);
     assert(b->slot < L->nslots && &L->slots[b->slot].view == b && L->slots[b->slot].state == SLOT_HELD);
+    L->slots[b->slot].free_ns = vclock_now_ns(); /* modelled: the trainer's time (used with opt.modelled) */
     slot_set(L, &L->slots[b->slot], SLOT_FREE);
     loader_wake_workers(L, 0);
     pthread_mutex_unlock(&L->mu);

@@ -115,6 +115,16 @@ struct loader_options {
     loader_transform_fn transform; /* NULL: none */
     void *transform_user;
     struct loader_allocator allocator; /* alloc == NULL: malloc, 4096-aligned */
+    /* Virtual time (base/vclock.h; the simulator's loops set it): each batch's
+     * collate is modelled, its start fixed when it is claimed, in claim order,
+     * at the latest of the earliest-free modelled worker, its slot's release
+     * (the trainer's modelled time at loader_release) and the epoch's start;
+     * it lasts records x model_record_s + data bytes / the host's modelled
+     * memcpy. loader_next waits for the batch (really) and for its modelled
+     * ready time (on the trainer's modelled clock); wait_s and the stats'
+     * times are then modelled. Deterministic with out_of_order 0 only. */
+    int modelled;
+    double model_record_s;    /* modelled: one record's read and decode, seconds (0: only the copy) */
 };
 
 /* Fills the defaults: 0 workers, prefetch 2, max_batch 256, in order, no

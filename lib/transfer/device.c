@@ -5,7 +5,9 @@
 
 #include "backend_table.h"
 #include "base/error.h"
+#include "base/vclock.h"
 #include "transfer/device_backend.h"
+#include "transfer/hw.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -22,7 +24,19 @@ void device_config_default(struct device_config *cfg)
     cfg->backend = NULL;
     cfg->ordinal = -1;
     link_profile_find(LINK_DEFAULT, &cfg->link);
+    const struct hw_profile *hw = NULL;
+    if (hw_profile_find(DEVICE_GPU_DEFAULT, &hw) == 0) {
+        cfg->gpu_flops = hw->fp32_flops;
+        cfg->gpu_memory_bps = hw->memory_bps;
+    }
     cfg->name = "device";
+}
+
+void device_config_hw(struct device_config *cfg, const struct hw_profile *hw)
+{
+    hw_host_link(hw, &cfg->link);
+    cfg->gpu_flops = hw->fp32_flops;
+    cfg->gpu_memory_bps = hw->memory_bps;
 }
 
 int device_open(const struct device_config *cfg, device_t **out)
@@ -42,6 +56,8 @@ int device_open(const struct device_config *cfg, device_t **out)
         free(d);
         return rc;
     }
+    if (strcmp(ops->name, "sim") != 0)
+        vclock_use_wall(1); /* a real GPU: there is no model to follow, the host's times are the wall clock's */
     *out = d;
     return 0;
 }

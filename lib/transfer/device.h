@@ -77,6 +77,8 @@ struct device_config {
     const char *backend;      /* "sim", "cuda", or NULL: cuda when a GPU is found, else sim */
     int ordinal;              /* cuda: which GPU (-1: $LOCAL_RANK, else 0) */
     struct link_profile link; /* sim: the modelled link (device_config_default: LINK_DEFAULT) */
+    double gpu_flops;         /* sim: the modelled GPU's FP32 peak, FLOP/s (DEVICE_GPU_DEFAULT's) */
+    double gpu_memory_bps;    /* sim: its memory bandwidth, bytes per second */
     const char *name;         /* how messages name the device ("device", "rank 2's device") */
 };
 
@@ -109,21 +111,32 @@ struct device_stats {
     uint64_t copies[2], bytes[2];  /* per direction (DEVICE_H2D, DEVICE_D2H) */
     uint64_t staged_copies;        /* copies from pageable memory ... */
     uint64_t staged_bytes;         /* ... and their bytes: each one more host memcpy */
-    double staging_s;              /* sim: host time spent copying into and out of the bounce buffer */
+    double staging_s;              /* sim: modelled host time spent copying into and out of the bounce buffer */
     uint64_t kernels;
     double engine_busy_s[2];       /* sim: modelled time each copy engine was busy */
     double engine_cpu_s;           /* sim: CPU time the copy engines' threads used */
-    double lag_s;                  /* sim: total time real work finished after its modelled end */
-    uint64_t late_ops;             /* sim: how many operations did */
+    double lag_s;                  /* sim: 0 (virtual time: nothing is paced to the wall clock any more) */
+    uint64_t late_ops;             /* sim: 0, as lag_s */
     uint64_t guarded_copies;       /* sim: copies whose pinned source was write-protected */
     uint64_t pin_refused;          /* sim: pinned allocations the OS would not lock (RLIMIT_MEMLOCK) */
     uint64_t gemm_calls;           /* sim: matrix products run (device_sgemm) ... */
     double gemm_s;                 /* ... and the wall time spent inside cblas_sgemm */
 };
 
+/* The GPU the simulated device models by default (transfer/hw.h): the A100,
+ * because its host link is PCIe Gen4, LINK_DEFAULT's, so that the default
+ * link and the default GPU describe one machine. Its FP32 and memory peaks
+ * time the simulated device's compute. */
+#define DEVICE_GPU_DEFAULT "a100"
+
 /* Fills the defaults: backend NULL (auto), ordinal -1, the LINK_DEFAULT link,
- * name "device". */
+ * DEVICE_GPU_DEFAULT's compute and memory figures, name "device". */
 void device_config_default(struct device_config *cfg);
+
+struct hw_profile;
+/* The modelled machine of hardware profile hw (--hw=NAME): its host link and
+ * its GPU's compute and memory figures. */
+void device_config_hw(struct device_config *cfg, const struct hw_profile *hw);
 
 /* Opens a device. 0, or: ERR_ARG (unknown backend), ERR_UNSUPPORTED ("cuda"
  * in a build without CUDA, or no GPU found), ERR_IO / ERR_NOMEM, with

@@ -20,7 +20,7 @@
  */
 #include "transfer/prefetch.h"
 
-#include "base/clock.h"
+#include "base/vclock.h"
 #include "base/error.h"
 
 #include <stdio.h>
@@ -115,9 +115,9 @@ static int prefetch_give_back(prefetch_t *p, int must)
         if (done < 0)
             return done;
         if (!done && must) {
-            uint64_t t0 = clock_now_ns();
+            uint64_t t0 = vclock_now_ns(); /* the host's modelled clock (the wall clock's on a GPU) */
             int rc = device_event_synchronize(b->ready);
-            p->st.slot_wait_s += (double)(clock_now_ns() - t0) * 1e-9;
+            p->st.slot_wait_s += (double)(vclock_now_ns() - t0) * 1e-9;
             if (rc)
                 return rc;
             done = 1;
@@ -191,19 +191,20 @@ static int prefetch_issue(prefetch_t *p)
     const void *data = hb->data, *labels = hb->labels;
     if (p->opt.pin_pool) { /* PyTorch's pin_memory: one more copy, into pinned memory; the slot goes back at once */
         if (b->staged) { /* the staging buffer is a copy's source too: wait until that copy is done */
-            uint64_t t0 = clock_now_ns();
+            uint64_t t0 = vclock_now_ns();
             rc = device_event_synchronize(b->ready);
-            p->st.slot_wait_s += (double)(clock_now_ns() - t0) * 1e-9;
+            p->st.slot_wait_s += (double)(vclock_now_ns() - t0) * 1e-9;
             if (rc) {
                 loader_release(p->loader, hb);
                 return rc;
             }
         }
         uint8_t *staging = b->staging;
-        uint64_t t0 = clock_now_ns();
+        uint64_t t0 = vclock_now_ns();
         memcpy(staging, hb->data, hb->bytes);
         memcpy(staging + prefetch_labels_offset(p), hb->labels, hb->count * sizeof(int64_t));
-        p->st.pin_s += (double)(clock_now_ns() - t0) * 1e-9;
+        vclock_advance_ns(vclock_memcpy_ns(hb->bytes + hb->count * sizeof(int64_t))); /* modelled (none on a GPU) */
+        p->st.pin_s += (double)(vclock_now_ns() - t0) * 1e-9;
         p->st.pin_copies++;
         p->st.pin_bytes += hb->bytes;
         data = staging;

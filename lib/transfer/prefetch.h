@@ -72,9 +72,10 @@ struct prefetch_stats {
     uint64_t h2d_copies;        /* device copies issued (data and labels of each batch) */
     uint64_t pin_copies;        /* host copies into pinned staging (pin_pool only) ... */
     uint64_t pin_bytes;         /* ... and their bytes */
-    double pin_s;               /* ... and the time they took */
-    double data_wait_s;         /* time spent in loader_next() */
-    double slot_wait_s;         /* time spent waiting for a copy before its loader slot could go back */
+    double pin_s;               /* ... and the time they took (the host's clock: modelled on the simulator) */
+    double data_wait_s;         /* time spent in loader_next() (modelled with the loader's `modelled`) */
+    double slot_wait_s;         /* time spent waiting for a copy before its loader slot could go back (the
+                                 * host's clock: modelled on the simulator) */
     uint32_t depth;
 };
 

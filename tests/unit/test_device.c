@@ -10,6 +10,11 @@
  * buffer an in-flight copy reads are each caught and named, and the same
  * programs with the ordering put right are not. No assertion is about wall
  * time: in-flight is made certain with a gate kernel the test opens.
+ * Virtual time (the vtime_ tests): a gate held for real lasts its declared
+ * seconds; a query answers by the modelled end against the host's modelled
+ * clock, to the nanosecond; a pageable copy's host memcpy is modelled
+ * exactly; a stream-ordered round trip through one pinned buffer is no
+ * hazard, an unordered one is caught.
  *
  * DEVICE_TEST_BACKEND=cuda runs the backend-neutral tests on a GPU (make
  * test-gpu); the detector's tests then skip, saying why.
@@ -17,6 +22,7 @@
 #include "check.h"
 #include "backend_table.h"
 #include "base/error.h"
+#include "base/vclock.h"
 #include "transfer/device.h"
 #include "transfer/link.h"
 
@@ -553,4 +559,169 @@ TEST(link_profiles)
     CHECK_OK(link_pcie_limit(4, 8, &bps));
     CHECK(bps > 15.75e9 && bps < 15.76e9);
     CHECK_ERR(link_pcie_limit(7, 16, &bps), ERR_RANGE, "generation 7");
+}
+
+/* ---- virtual time (DESIGN.md): every time the simulator reports is modelled ---------- */
+
+/* A kernel lasts its declared seconds, however long its function really ran:
+ * a gate held for 30 ms of wall time with 2 ms declared is 2 ms of device
+ * time, exactly, and the host's clock after synchronizing is the event's. */
+TEST(vtime_a_gate_lasts_its_declared_seconds)
+{
+    if (!test_is_sim())
+        CHECK_SKIP("device time is measured, not modelled, on %s", test_backend());
+    device_t *dev = test_device(1, 20);
+    device_stream_t *s;
+    device_event_t *e0, *e1;
+    CHECK_OK(device_stream_create(dev, "compute", &s));
+    CHECK_OK(device_event_create(dev, &e0));
+    CHECK_OK(device_event_create(dev, &e1));
+    uint64_t t0 = vclock_now_ns();
+    CHECK_OK(device_event_record(e0, s));
+    atomic_store(&test_gate, 0);
+    struct device_kernel gate = {.name = "gate", .batch = -1, .seconds = 2e-3, .fn = test_gate_fn};
+    CHECK_OK(device_launch(s, &gate));
+    CHECK_OK(device_event_record(e1, s));
+    usleep(30 * 1000); /* the gate is held for real: none of this is device time */
+    atomic_store(&test_gate, 1);
+    CHECK_OK(device_event_synchronize(e1));
+    double sec;
+    CHECK_OK(device_event_elapsed(e0, e1, &sec));
+    CHECK_MSG(sec == 2e-3, "the gate took %.9f s of device time, declared 0.002", sec);
+    CHECK_EQ_U64(vclock_now_ns(), t0 + 2000000); /* the host waited until the gate's modelled end */
+    device_event_destroy(e0);
+    device_event_destroy(e1);
+    device_stream_destroy(s);
+    device_close(dev);
+}
+
+/* A query answers by the model: "not yet" while the copy's modelled end is
+ * after the host's clock (at once, whatever the engine really did), "done"
+ * once the host's clock passed it, without a synchronize; so does
+ * device_event_elapsed. */
+TEST(vtime_query_answers_by_the_model)
+{
+    if (!test_is_sim())
+        CHECK_SKIP("a query answers by the real GPU on %s", test_backend());
+    device_t *dev = test_device(1, 0); /* 1 MiB: 1048576 ns */
+    const uint64_t n = 1u << 20;
+    uint8_t *h;
+    void *d;
+    CHECK_OK(device_host_alloc(dev, DEVICE_HOST_PINNED, n, "pinned", (void **)&h));
+    CHECK_OK(device_malloc(dev, n, "d", &d));
+    device_stream_t *s;
+    device_event_t *e, *e0;
+    CHECK_OK(device_stream_create(dev, "copy", &s));
+    CHECK_OK(device_event_create(dev, &e));
+    CHECK_OK(device_event_create(dev, &e0));
+    test_fill(h, n, 5);
+    uint64_t t0 = vclock_now_ns();
+    CHECK_OK(device_event_record(e0, s));
+    CHECK_OK(device_copy_async(s, d, h, n, DEVICE_H2D, -1));
+    CHECK_OK(device_event_record(e, s));
+    usleep(20 * 1000); /* the engine has surely moved the bytes for real: the model says not yet */
+    CHECK_EQ(device_event_query(e), 0);
+    double sec;
+    CHECK_ERR(device_event_elapsed(e0, e, &sec), ERR_STATE, "the end event is not reached yet");
+    vclock_advance_ns(1048575);
+    CHECK_EQ(device_event_query(e), 0); /* one nanosecond short */
+    vclock_advance_ns(1);
+    CHECK_EQ(device_event_query(e), 1);
+    CHECK_EQ_U64(vclock_now_ns(), t0 + 1048576);
+    CHECK_OK(device_event_elapsed(e0, e, &sec));
+    CHECK(sec > 1048575.9e-9 && sec < 1048576.1e-9);
+    CHECK(memcmp(d, h, n) == 0); /* "done" means the bytes are there */
+    h[0] ^= 1;                   /* the host learned the copy is done: the buffer is its own again */
+    CHECK_OK(device_synchronize(dev));
+    device_event_destroy(e0);
+    device_event_destroy(e);
+    device_stream_destroy(s);
+    device_free(dev, d);
+    device_host_free(dev, h);
+    device_close(dev);
+}
+
+/* A pageable copy costs the host its memcpy into the bounce buffer, at the
+ * modelled host rate, chunk by chunk beside the engine: its end on the
+ * host's clock is the model's, exactly. */
+TEST(vtime_pageable_copy_is_modelled)
+{
+    if (!test_is_sim())
+        CHECK_SKIP("staging is the driver's on %s", test_backend());
+    device_t *dev = test_device(1, 0);
+    const uint64_t n = 3u << 20; /* three 1 MiB chunks */
+    uint8_t *h;
+    void *d;
+    CHECK_OK(device_host_alloc(dev, DEVICE_HOST_PAGEABLE, n, "pageable", (void **)&h));
+    CHECK_OK(device_malloc(dev, n, "d", &d));
+    uint64_t t0 = vclock_now_ns();
+    CHECK_OK(device_copy(dev, d, h, n, DEVICE_H2D));
+    /* host memcpy of a chunk at 10 GB/s: 104858 ns; its copy at 1 GB/s: 1048576 ns. The engine
+     * is the bottleneck: the first chunk waits for the host's first memcpy, the rest follow. */
+    uint64_t chunk_host = 104858, chunk_copy = 1048576;
+    CHECK_EQ_U64(vclock_now_ns() - t0, chunk_host + 3 * chunk_copy);
+    struct device_stats st;
+    device_stats(dev, &st);
+    CHECK(st.staging_s > 3 * chunk_host * 1e-9 * (1 - 1e-9) && st.staging_s < 3 * chunk_host * 1e-9 * (1 + 1e-9));
+    CHECK(st.lag_s == 0 && st.late_ops == 0);
+    device_free(dev, d);
+    device_host_free(dev, h);
+    device_close(dev);
+}
+
+/* A round trip through one pinned buffer, ordered by its stream: the copy
+ * back writes the bytes the copy up read, after it in modelled time, and is
+ * no hazard, though the host never synchronized between them. */
+TEST(vtime_round_trip_through_one_pinned_buffer_is_fine)
+{
+    if (!test_is_sim())
+        CHECK_SKIP("the write guard is the simulator's");
+    device_t *dev = test_device(1, 5);
+    const uint64_t n = 64u << 10;
+    uint8_t *h;
+    void *d;
+    CHECK_OK(device_host_alloc(dev, DEVICE_HOST_PINNED, n, "pinned", (void **)&h));
+    CHECK_OK(device_malloc(dev, n, "d", &d));
+    device_stream_t *s;
+    CHECK_OK(device_stream_create(dev, "copy", &s));
+    test_fill(h, n, 9);
+    CHECK_OK(device_copy_async(s, d, h, n, DEVICE_H2D, -1));
+    CHECK_OK(device_copy_async(s, h, d, n, DEVICE_D2H, -1));
+    CHECK_OK(device_stream_synchronize(s));
+    device_stream_destroy(s);
+    device_free(dev, d);
+    device_host_free(dev, h);
+    device_close(dev);
+}
+
+/* A D2H copy on another stream, unordered, writing the bytes an in-flight
+ * H2D copy reads (both in flight at once in modelled time): caught, naming
+ * the D2H engine, whatever the engines' real speed. */
+TEST(vtime_unordered_d2h_into_a_copy_source_is_caught)
+{
+    if (!test_is_sim())
+        CHECK_SKIP("the write guard is the simulator's");
+    device_t *dev = test_device(1, 5);
+    const uint64_t n = 1u << 20;
+    uint8_t *h;
+    void *d1, *d2;
+    CHECK_OK(device_host_alloc(dev, DEVICE_HOST_PINNED, n, "pinned", (void **)&h));
+    CHECK_OK(device_malloc(dev, n, "d1", &d1));
+    CHECK_OK(device_malloc(dev, n, "d2", &d2));
+    device_stream_t *up, *down;
+    CHECK_OK(device_stream_create(dev, "up", &up));
+    CHECK_OK(device_stream_create(dev, "down", &down));
+    /* The copy up is held behind a gate for real (its bytes are read after the write, so no real
+     * race for ThreadSanitizer to see), but in modelled time both start at once. */
+    device_stream_t *g = test_hold(dev, up, NULL);
+    CHECK_OK(device_copy_async(up, d1, h, n, DEVICE_H2D, -1));
+    CHECK_OK(device_copy_async(down, h, d2, n, DEVICE_D2H, -1));
+    CHECK_ERR(device_stream_synchronize(down), ERR_STATE, "host write while in flight");
+    CHECK_CONTAINS(err_msg(), "the D2H copy engine");
+    atomic_store(&test_gate, 1);
+    CHECK_ERR(device_synchronize(dev), ERR_STATE, "host write while in flight");
+    device_stream_destroy(g);
+    device_stream_destroy(up);
+    device_stream_destroy(down);
+    device_close(dev);
 }

@@ -23,6 +23,7 @@
 #include "base/half.h"
 #include "transfer/device.h"
 #include "transfer/device_ops.h"
+#include "transfer/hw.h"
 
 #include <cblas.h>
 #include <float.h>
@@ -1132,3 +1133,55 @@ static void t_second_stream(int with_event)
 
 TEST(detector_second_stream_with_event_is_fine) { t_second_stream(1); }
 TEST(detector_second_stream_without_event_is_caught) { t_second_stream(0); }
+
+/* Virtual time: a device operation lasts what the modelled GPU's peaks say,
+ * never how long this CPU took. A 1024^3 matrix product is bound by its flops
+ * (2 x 1024^3 / the FP32 peak, plus a launch); a memset by its bytes over the
+ * memory bandwidth, plus a launch; a marked access (the host's work) by
+ * nothing. Exactly, in integer nanoseconds. */
+TEST(vtime_device_ops_take_the_modelled_gpu_time)
+{
+    if (!t_on_sim())
+        CHECK_SKIP("device time is measured, not modelled, on %s", t_backend());
+    struct t_rig r;
+    if (t_open(&r))
+        return;
+    const struct hw_profile *hw;
+    CHECK_OK(hw_profile_find(DEVICE_GPU_DEFAULT, &hw));
+    const int n = 1024;
+    float *a, *b, *c;
+    CHECK_OK(device_malloc(r.dev, (uint64_t)n * n * 4, "a", (void **)&a));
+    CHECK_OK(device_malloc(r.dev, (uint64_t)n * n * 4, "b", (void **)&b));
+    CHECK_OK(device_malloc(r.dev, (uint64_t)n * n * 4, "c", (void **)&c));
+    device_event_t *e[4];
+    for (int i = 0; i < 4; i++)
+        CHECK_OK(device_event_create(r.dev, &e[i]));
+    CHECK_OK(device_memset_async(r.s, a, 0, (uint64_t)n * n * 4));
+    CHECK_OK(device_memset_async(r.s, b, 0, (uint64_t)n * n * 4));
+    CHECK_OK(device_event_record(e[0], r.s));
+    struct device_gemm g = {DEVICE_OP_N, DEVICE_OP_N, n, n, n, 1.0f, a, n, b, n, 0.0f, c, n};
+    CHECK_OK(device_sgemm(r.s, &g, "gemm", -1));
+    CHECK_OK(device_event_record(e[1], r.s));
+    CHECK_OK(device_memset_async(r.s, c, 0, (uint64_t)n * n * 4));
+    CHECK_OK(device_event_record(e[2], r.s));
+    struct device_span span = {c, (uint64_t)n * n * 4};
+    CHECK_OK(device_mark_access(r.s, "host reads c", -1, &span, NULL));
+    CHECK_OK(device_event_record(e[3], r.s));
+    CHECK_OK(device_synchronize(r.dev));
+    double gemm_s, memset_s, access_s;
+    CHECK_OK(device_event_elapsed(e[0], e[1], &gemm_s));
+    CHECK_OK(device_event_elapsed(e[1], e[2], &memset_s));
+    CHECK_OK(device_event_elapsed(e[2], e[3], &access_s));
+    double want_gemm = (double)llround((2.0 * n * n * n / hw->fp32_flops + 4e-6) * 1e9) * 1e-9;
+    double want_memset = (double)llround(((double)n * n * 4 / hw->memory_bps + 4e-6) * 1e9) * 1e-9;
+    CHECK_MSG(fabs(gemm_s - want_gemm) < 1e-12, "gemm: %.9f s of device time, the model says %.9f", gemm_s,
+              want_gemm);
+    CHECK_MSG(fabs(memset_s - want_memset) < 1e-12, "memset: %.9f s, the model says %.9f", memset_s, want_memset);
+    CHECK(access_s == 0);
+    for (int i = 0; i < 4; i++)
+        device_event_destroy(e[i]);
+    device_free(r.dev, a);
+    device_free(r.dev, b);
+    device_free(r.dev, c);
+    t_close(&r);
+}

@@ -8,18 +8,22 @@
  * explicit (token-budget) batches; a later batch overtaking a blocked one out
  * of order; options that overflow or make no sense. No assertion here is about
  * durations: the delays only shuffle the thread timing, and every wait is for
- * an event (a gate, a slot count), not for a clock.
+ * an event (a gate, a slot count), not for a clock. With `modelled` (virtual
+ * time), the trainer's waits are the model's to the nanosecond on one and two
+ * workers, and the same with real delays in the collates and the trainer.
  */
 #include "loader/augment.h"
 #include "dataset/dataset_idx.h"
 #include "loader_fixture.h"
 #include "base/mem.h"
+#include "base/vclock.h"
 
 #include <math.h>
 #include <stdatomic.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <unistd.h>
 
 static void run_in_order(uint32_t workers, int drop_last)
 {
@@ -660,4 +664,80 @@ TEST(custom_collate_and_holding_every_slot)
         CHECK(atomic_load(&calls) >= 2);
     }
     dataset_close(ds);
+}
+
+/* ---- virtual time (loader_options.modelled) ------------------------------------------ */
+
+static atomic_uint vt_calls;
+
+/* Real delays that change from call to call: none of them may show in a modelled time. */
+static int vt_jitter(void *user, const struct loader_sample *s, void *data, uint64_t bytes)
+{
+    (void)user, (void)s, (void)data, (void)bytes;
+    unsigned k = atomic_fetch_add(&vt_calls, 1);
+    if (k % 7 == 3)
+        usleep(2000 + 500 * (k % 5));
+    return 0;
+}
+
+/* One epoch of 8 batches of 10 on `workers` modelled workers, each batch's collate 10 ms + its
+ * bytes at 10 GB/s; the trainer steps 3 ms after each batch. The waits, into wait[8]. */
+static void vt_epoch(uint32_t workers, int jitter, uint64_t wait[8])
+{
+    dataset_t *ds;
+    CHECK_OK(dataset_open("synthetic", NULL, &ds));
+    struct loader_options lo;
+    loader_options_default(&lo);
+    lo.workers = workers;
+    lo.max_batch = 10;
+    lo.modelled = 1;
+    lo.model_record_s = 1e-3;
+    lo.transform = jitter ? vt_jitter : NULL;
+    loader_t *L;
+    CHECK_OK(loader_open(ds, &lo, &L));
+    uint64_t idx[80];
+    for (int i = 0; i < 80; i++)
+        idx[i] = (uint64_t)i;
+    struct index_array all = {idx, 80};
+    struct loader_epoch ep = {.epoch = 0, .indices = index_stream_of_array(&all), .batch_size = 10};
+    vclock_set_ns(0);
+    CHECK_OK(loader_start_epoch(L, &ep));
+    struct loader_batch *b;
+    for (int k = 0; k < 8; k++) {
+        uint64_t t0 = vclock_now_ns();
+        CHECK_EQ(loader_next(L, &b), 1);
+        wait[k] = vclock_now_ns() - t0;
+        CHECK_EQ_U64((uint64_t)llround(b->wait_s * 1e9), wait[k]);
+        if (jitter && k % 3 == 1)
+            usleep(3000); /* the trainer is slow for real: not in modelled time either */
+        vclock_advance_ns(3000000);
+        loader_release(L, b);
+    }
+    CHECK_EQ(loader_next(L, &b), 0);
+    loader_close(L);
+    dataset_close(ds);
+}
+
+/* The collates are timed by the model, in claim order, on the earliest-free
+ * modelled worker: the waits are the model's to the nanosecond, and the same
+ * however the threads really ran (jittered collates, a slow trainer). */
+TEST(loader_modelled_waits_are_the_model)
+{
+    uint64_t c = 10000000 + 784; /* 10 records: 10 ms, and 7840 bytes at 10 GB/s */
+    for (uint32_t workers = 1; workers <= 2; workers++) {
+        uint64_t quiet[8], jittered[8];
+        vt_epoch(workers, 0, quiet);
+        vt_epoch(workers, 1, jittered);
+        for (int k = 0; k < 8; k++)
+            CHECK_MSG(quiet[k] == jittered[k], "%u workers, batch %d: waited %llu ns, then %llu ns with real "
+                      "delays", workers, k, (unsigned long long)quiet[k], (unsigned long long)jittered[k]);
+        if (workers == 1) { /* one worker, back to back: batch k ready at (k + 1) c, the trainer at k c + 3k ms */
+            for (int k = 0; k < 8; k++)
+                CHECK_EQ_U64(quiet[k], k == 0 ? c : c - 3000000);
+        } else { /* two: batches 0 and 1 ready at c, 2 and 3 at 2c, ... */
+            CHECK_EQ_U64(quiet[0], c);
+            CHECK_EQ_U64(quiet[1], 0);
+            CHECK_EQ_U64(quiet[2], 2 * c - (c + 6000000));
+        }
+    }
 }
