@@ -1353,8 +1353,6 @@ static void dsim_stats(device_t *dev, struct device_stats *out)
     out->engine_busy_s[DEVICE_H2D] = (double)d->eng[DSIM_ENGINE_H2D].busy_ns * 1e-9;
     out->engine_busy_s[DEVICE_D2H] = (double)d->eng[DSIM_ENGINE_D2H].busy_ns * 1e-9;
     out->engine_cpu_s = (double)(d->eng[DSIM_ENGINE_H2D].cpu_ns + d->eng[DSIM_ENGINE_D2H].cpu_ns) * 1e-9;
-    out->lag_s = 0; /* no pacing: the engines never chase the wall clock */
-    out->late_ops = 0;
     out->guarded_copies = d->guarded;
     out->pin_refused = d->pin_refused;
     out->gemm_calls = d->gemm_calls;

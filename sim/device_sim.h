@@ -36,8 +36,8 @@
  * 1) waits for the real work and moves the host's clock to the modelled end;
  * a query answers 1 only when the modelled end is not after the host's time.
  * Nothing a program reads from the device depends on this machine's speed
- * or load (device_stats' lag_s and late_ops are always 0 now; engine_cpu_s
- * and gemm_s stay measured, and are for benchmarks only).
+ * or load (device_stats' engine_cpu_s and gemm_s stay measured, and are for
+ * benchmarks only).
  *
  * The use-before-ready detector is always on: sim/device_race.h checks every
  * copy and kernel against the accesses before it, sim/write_guard.h traps

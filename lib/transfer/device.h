@@ -115,8 +115,6 @@ struct device_stats {
     uint64_t kernels;
     double engine_busy_s[2];       /* sim: modelled time each copy engine was busy */
     double engine_cpu_s;           /* sim: CPU time the copy engines' threads used */
-    double lag_s;                  /* sim: 0 (virtual time: nothing is paced to the wall clock any more) */
-    uint64_t late_ops;             /* sim: 0, as lag_s */
     uint64_t guarded_copies;       /* sim: copies whose pinned source was write-protected */
     uint64_t pin_refused;          /* sim: pinned allocations the OS would not lock (RLIMIT_MEMLOCK) */
     uint64_t gemm_calls;           /* sim: matrix products run (device_sgemm) ... */

@@ -663,7 +663,6 @@ TEST(vtime_pageable_copy_is_modelled)
     struct device_stats st;
     device_stats(dev, &st);
     CHECK(st.staging_s > 3 * chunk_host * 1e-9 * (1 - 1e-9) && st.staging_s < 3 * chunk_host * 1e-9 * (1 + 1e-9));
-    CHECK(st.lag_s == 0 && st.late_ops == 0);
     device_free(dev, d);
     device_host_free(dev, h);
     device_close(dev);
