@@ -61,7 +61,7 @@ EOF
 chmod +x "$bin"/*
 
 required="make zlib1g-dev libjansson-dev libopenblas-dev"
-optional="openmpi-bin libopenmpi-dev gnuplot-nox python3-torch clang libclang-rt-14-dev dataset-fashion-mnist"
+optional="openmpi-bin libopenmpi-dev gnuplot-nox python3-torch iproute2 nftables clang libclang-rt-14-dev dataset-fashion-mnist"
 # a fresh scenario: installed and available packages, lists present or not
 scenario() { # installed available lists(yes|no)
     rm -f "$stub/calls" "$stub/fail-install" "$stub/lists/"*
