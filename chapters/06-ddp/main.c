@@ -398,6 +398,7 @@ static int ch6_validate(struct ch6_cli *cli)
         hw_host_link(cli->hw, &c->link);
         c->gpu_flops = cli->hw->fp32_flops; /* and the GPU that times its compute */
         c->gpu_memory_bps = cli->hw->memory_bps;
+        run->hw = cli->hw; /* and the links that time its collectives */
     }
     int threads = launch_threads(run->backend);
     if (threads < 0)

@@ -383,7 +383,8 @@ int ch6_train(const struct ch6_run *run, struct ch6_outcome *out)
     with_faults.train.flips = flips;
     with_faults.faults = rest;
     struct ch6_job j = {.run = &with_faults, .out = out};
-    struct launch_config lc = {.backend = run->backend, .world = run->world, .faults = rest, .shared = &j};
+    struct launch_config lc = {.backend = run->backend, .world = run->world, .faults = rest, .shared = &j,
+                              .hw = run->hw};
     if (rc == 0)
         rc = ch6_outputs_open(&j);
     double t0 = clock_now_s();
