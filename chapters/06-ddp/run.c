@@ -150,9 +150,12 @@ static void ch6_started(void *user, const struct train_config *c, const struct t
         printf("  simulated communicator on %s's %s: %.1f GB/s, %.1f us a hop (modelled, alpha-beta)\n", hw->name,
                peer.title, peer.bandwidth_bps / 1e9, peer.latency_s * 1e6);
     }
-    if (!vclock_is_wall())
+    if (!vclock_is_wall() && strcmp(run->backend, "sim") == 0)
         printf("  every time below is modelled (DESIGN.md, \"Virtual time\"), the same on any machine; only the "
                "run's wall seconds are measured\n");
+    else if (!vclock_is_wall()) /* the simulated device under a real communicator */
+        printf("  the device's times below are modelled; the %s communicator's collectives take no modelled time "
+               "(only the simulator's communicator is modelled)\n", run->backend);
     if (c->ddp)
         printf("  DDP: buckets of first %llu KiB then %llu KiB, %s, broadcast_buffers %s, compression %s, "
                "replicas %s\n",
