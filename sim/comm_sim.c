@@ -7,6 +7,9 @@
 #include "base/clock.h"
 #include "base/error.h"
 #include "base/half.h"
+#include "base/vclock.h"
+#include "comm/costmodel_hw.h"
+#include "transfer/device.h"
 #include "comm/comm_checks.h"
 
 #include <errno.h>
@@ -47,6 +50,18 @@ static int sim_world_create(const struct comm_world_options *opt, comm_world_t *
         free(w);
         return err_set(ERR_NOMEM, "sim: cannot allocate a world of %d ranks", opt->world);
     }
+    /* each collective's modelled time: the profile's links (NVLink inside a node, the network across) */
+    const struct hw_profile *hw = opt->hw;
+    if (!hw && (rc = hw_profile_find(DEVICE_GPU_DEFAULT, &hw)) < 0) {
+        free(w->ranks);
+        free(w->chans);
+        free(w->chan_ready);
+        free(w->faults);
+        free(w);
+        return rc;
+    }
+    costmodel_from_hw(&w->model, hw);
+    w->model.node_size = w->node_size;
     atomic_init(&w->broken, 0);
     pthread_mutex_init(&w->lock, NULL);
     channel_cond_init(&w->cond);
@@ -181,12 +196,31 @@ static void sim_watchdog_report(struct sim_world *w, int rank, const struct comm
              arrived, missing);
 }
 
+/* The modelled end of collective d, every rank arrived: the latest arrival
+ * plus the cost model's time for its collective, algorithm, world, bytes and
+ * topology (costmodel_collective); w->lock held. */
+static uint64_t sim_modelled_end(const struct sim_world *w, const struct comm_coll_desc *d)
+{
+    uint64_t start = 0;
+    for (int r = 0; r < w->world; r++)
+        start = w->ranks[r].arrive_ns > start ? w->ranks[r].arrive_ns : start;
+    double bytes = (double)d->count * (double)comm_dtype_size(d->dtype);
+    if (d->coll == COMM_REDUCE_SCATTER || d->coll == COMM_ALLGATHER)
+        bytes *= w->world;
+    uint64_t cost = vclock_ns_of_s(costmodel_collective(&w->model, d->coll, w->algo, w->world, bytes));
+    return cost > UINT64_MAX - start ? UINT64_MAX : start + cost;
+}
+
 /* Rank `rank` arrives; the last to arrive runs `check` and releases the rest.
- * The caller has posted what `check` reads into w->ranks[rank]. Returns the
+ * The caller has posted what `check` reads into w->ranks[rank]. With end_ns
+ * (a collective's start; the caller posted its arrive_ns), the last to arrive
+ * also fixes the collective's modelled end, which every rank gets in
+ * *end_ns: the latest arrival plus the cost model's time for it (one
+ * computation, in integer ns, so all ranks see the same). Returns the
  * check's verdict, ERR_TIMEOUT (this rank's wait expired: the watchdog report
  * is the message and the world is broken) or ERR_PEER (the world broke). */
 static int sim_rendezvous(struct sim_world *w, int rank, const struct comm_coll_desc *d, uint64_t deadline_ns,
-                          double timeout_s, const char *phase, sim_check_fn check)
+                          double timeout_s, const char *phase, sim_check_fn check, uint64_t *end_ns)
 {
     char msg[2048];
     int rc = 0;
@@ -200,6 +234,8 @@ static int sim_rendezvous(struct sim_world *w, int rank, const struct comm_coll_
     uint64_t gen = w->gen;
     if (++w->count == w->world) {
         w->rdv_rc = check ? check(w, d, w->rdv_msg, sizeof w->rdv_msg) : 0;
+        if (end_ns)
+            w->rdv_end_ns = sim_modelled_end(w, d);
         if (w->rdv_rc < 0) /* every rank gets the verdict; the world's diagnosis keeps it */
             sim_world_break_locked(w, w->rdv_msg);
         for (int r = 0; r < w->world; r++)
@@ -222,6 +258,8 @@ static int sim_rendezvous(struct sim_world *w, int rank, const struct comm_coll_
         rc = w->rdv_rc;
         if (rc < 0)
             err_set(rc, "%s", w->rdv_msg);
+        if (end_ns) /* no later rendezvous can overwrite it before this rank has arrived there */
+            *end_ns = w->rdv_end_ns;
         me->state = SIM_MOVING;
         pthread_mutex_unlock(&w->lock);
         return rc;
@@ -434,14 +472,17 @@ static size_t sim_result_count(const struct comm_coll_desc *d, int world)
 }
 
 /* Runs one collective on the progress thread: faults, rendezvous, data,
- * checks. 0 or ERR_* with err_msg() set (on this thread). */
-static int sim_execute(struct sim_comm *sc, const struct comm_coll_desc *d)
+ * checks. 0 or ERR_* with err_msg() set (on this thread). *end_ns = its
+ * modelled end (vclock ns; issue_ns: when its rank issued it), or 0 when it
+ * did not start. */
+static int sim_execute(struct sim_comm *sc, const struct comm_coll_desc *d, uint64_t issue_ns, uint64_t *end_ns)
 {
     comm_t *c = sc->c;
     struct sim_world *w = sc->w;
     int rank = c->rank;
     char what[32], desc[128];
     struct fault *f;
+    *end_ns = 0;
 
     if (sc->killed)
         return err_set(ERR_STATE, "%s: this rank was killed earlier (%s)", comm_coll_describe(d, desc, sizeof desc),
@@ -464,9 +505,12 @@ static int sim_execute(struct sim_comm *sc, const struct comm_coll_desc *d)
 
     uint64_t deadline = clock_deadline_s(c->timeout_s);
     comm_fingerprint_of(d, &w->ranks[rank].fp);
-    int rc = sim_rendezvous(w, rank, d, deadline, c->timeout_s, "start", sim_check_fingerprints);
+    /* modelled time: it starts when this rank issued it, or when this rank's previous one ended */
+    w->ranks[rank].arrive_ns = issue_ns > sc->free_ns ? issue_ns : sc->free_ns;
+    int rc = sim_rendezvous(w, rank, d, deadline, c->timeout_s, "start", sim_check_fingerprints, &sc->free_ns);
     if (rc < 0)
         return rc;
+    *end_ns = sc->free_ns;
 
     if (d->coll != COMM_BARRIER) {
         struct sim_exec x = {.w = w, .sc = sc, .rank = rank, .world = c->world, .algo = c->algo, .d = d,
@@ -484,7 +528,7 @@ static int sim_execute(struct sim_comm *sc, const struct comm_coll_desc *d)
             me->result = d->recvbuf;
             me->result_bytes = n * comm_dtype_size(d->dtype);
             me->checksum = comm_checksum(d->recvbuf, me->result_bytes);
-            rc = sim_rendezvous(w, rank, d, deadline, c->timeout_s, "result check", sim_check_results);
+            rc = sim_rendezvous(w, rank, d, deadline, c->timeout_s, "result check", sim_check_results, NULL);
             if (rc < 0)
                 return rc;
         }
@@ -496,6 +540,13 @@ static int sim_execute(struct sim_comm *sc, const struct comm_coll_desc *d)
     w->ranks[rank].has_last = 1;
     pthread_mutex_unlock(&w->lock);
     return 0;
+}
+
+/* A request's done_ns: the modelled end; on the wall clock (a real device's
+ * vclock_use_wall), now. */
+static uint64_t sim_done_ns(uint64_t end)
+{
+    return vclock_is_wall() ? vclock_now_ns() : end;
 }
 
 /* The progress thread: runs the queue in order until close. */
@@ -515,10 +566,11 @@ static void *sim_progress_main(void *arg)
         }
         pthread_mutex_unlock(&sc->qlock);
         err_clear();
-        int rc = sim_execute(sc, &sr->req->desc);
+        uint64_t end;
+        int rc = sim_execute(sc, &sr->req->desc, sr->req->issue_ns, &end);
         pthread_mutex_lock(&sc->qlock);
         sr->status = rc;
-        sr->req->done_ns = clock_now_ns();
+        sr->req->done_ns = sim_done_ns(end);
         if (rc < 0)
             snprintf(sr->msg, sizeof sr->msg, "%s", err_msg());
         sr->finished = 1;
@@ -551,8 +603,9 @@ static int sim_start(comm_t *c, comm_request_t *req)
     pthread_mutex_unlock(&sc->qlock);
     if (inline_ok) {
         /* only this thread adds to the queue, so it stays empty while we run */
-        req->status = sim_execute(sc, &req->desc);
-        req->done_ns = clock_now_ns();
+        uint64_t end;
+        req->status = sim_execute(sc, &req->desc, req->issue_ns, &end);
+        req->done_ns = sim_done_ns(end);
         if (req->status < 0)
             snprintf(req->err_buf, sizeof req->err_buf, "%s", err_msg());
         req->done = 1;

@@ -33,6 +33,7 @@
 
 #include "sim/channel.h"
 #include "comm/comm_backend.h"
+#include "comm/costmodel.h"
 #include "sim/faults.h"
 
 #include <pthread.h>
@@ -73,6 +74,8 @@ struct sim_rank {
     size_t result_bytes;
     char note[128];             /* the fault behind a KILLED / DELAYED state */
     char activity[160];         /* what it does between collectives (comm_set_activity), "" if unsaid */
+    uint64_t arrive_ns;         /* modelled: when it reached the current collective (its issue time, or
+                                 * its communicator's previous end if later) */
 };
 
 struct sim_world {
@@ -90,6 +93,8 @@ struct sim_world {
     int count;            /* ranks arrived at this generation */
     int rdv_rc;           /* the last rendezvous's verdict ... */
     char rdv_msg[1024];   /* ... and its message */
+    uint64_t rdv_end_ns;  /* ... and, at a collective's start, its modelled end (vclock ns) */
+    struct costmodel model; /* what each collective costs in modelled time (comm_world_options.hw) */
     int algo_set;
     enum comm_algo algo;  /* every rank must use the same */
     struct sim_rank *ranks;
@@ -116,6 +121,7 @@ struct sim_comm {
     comm_t *c;
     uint64_t bytes_sent;     /* through channels, since open (progress thread) */
     int killed;              /* a kill fault fired (progress thread only) */
+    uint64_t free_ns;        /* modelled: when this rank's last collective ended (the thread running it) */
     pthread_t progress;
     pthread_mutex_t qlock;
     pthread_cond_t qcond;    /* queue grew, an entry finished, or stop */

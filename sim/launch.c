@@ -125,7 +125,8 @@ int launch_run(const struct launch_config *cfg, int (*fn)(struct launch_rank *r)
     struct launch_threads_job job = {.cfg = cfg, .fn = fn};
     int rc;
     if (cfg->backend) {
-        struct comm_world_options wopt = {.world = cfg->world, .faults = cfg->faults, .node_size = cfg->node_size};
+        struct comm_world_options wopt = {.world = cfg->world, .faults = cfg->faults, .node_size = cfg->node_size,
+                                          .hw = cfg->hw};
         if ((rc = comm_world_create(cfg->backend, &wopt, &job.comm_world)) < 0)
             return rc;
     } else if (cfg->faults) {

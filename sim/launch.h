@@ -63,6 +63,8 @@ struct launch_config {
     void *shared;        /* handed to every rank as launch_rank.shared */
     int node_size;       /* threads: ranks per node of the modelled topology
                           * (comm_world_options.node_size); 0 = one node */
+    const struct hw_profile *hw; /* threads with "sim": the profile the collectives' modelled time comes from
+                          * (comm_world_options.hw); NULL = the default */
 };
 
 /* Thread ranks one process may start: far more than a machine has cores, far

@@ -31,6 +31,8 @@ struct ch6_run {
     int world;                  /* sim: rank threads */
     double timeout_s;           /* collective watchdog, 0: the communicator's default */
     const char *faults;         /* sim: faults to inject (sim/faults.h), NULL: none */
+    const struct hw_profile *hw; /* sim: the GPU system whose links time the collectives (--hw), NULL: the
+                                 * simulated device's default */
     const char *trace_path;     /* --trace=FILE, NULL: none */
     const char *out_dir;        /* where the Gantt chart and the epochs' CSV go; NULL: nowhere */
     const char *gantt_name;     /* the Gantt chart's name in out_dir ("gantt": gantt.csv, .png, .svg); NULL: none */

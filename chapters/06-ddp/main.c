@@ -70,7 +70,8 @@ static void ch6_usage(FILE *f)
             "                          --backend=nccl, sim with --backend=sim, else cuda when a GPU is found\n"
             "  --world=W               simulated ranks, 1 to 64 (default 4)\n"
             "  --hw=NAME               sim: the simulated device's link is that modelled GPU system's PCIe host\n"
-            "                          link: " HW_NAMES " (default: the " LINK_DEFAULT " link);\n"
+            "                          link, its GPU times the kernels and its GPU-to-GPU links the collectives:\n"
+            "                          " HW_NAMES " (default: the " LINK_DEFAULT " link, an a100);\n"
             "                          --hw=list prints the profiles and their sources\n"
             "  --timeout=SECONDS       a collective's watchdog, 0.01 to 1e6 (default 30)\n"
             "data:\n"
@@ -398,6 +399,7 @@ static int ch6_validate(struct ch6_cli *cli)
         hw_host_link(cli->hw, &c->link);
         c->gpu_flops = cli->hw->fp32_flops; /* and the GPU that times its compute */
         c->gpu_memory_bps = cli->hw->memory_bps;
+        run->hw = cli->hw; /* and the links that time its collectives */
     }
     int threads = launch_threads(run->backend);
     if (threads < 0)

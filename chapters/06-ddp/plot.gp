@@ -1,7 +1,8 @@
 # plot.gp: chapter 6's Gantt chart: a few training steps of every rank, one
 # row per activity (data wait, copy, forward, backward, each bucket's
 # all-reduce, the communication the step waited for, optimizer, replica
-# check), bars along wall time, from the CSV build/chapter-6 writes
+# check), bars along the rank's host clock (modelled time on the simulator,
+# the wall clock on a GPU), from the CSV build/chapter-6 writes
 # (timeline_write_gantt_csv: rank,row,lane,label,step,start_ms,end_ms).
 # An all-reduce bar beside the backward bar ran under it (overlap); one after
 # it, and the "exposed communication" bar under it, is time the step waited.
@@ -11,7 +12,7 @@ stats csv every ::1 using 2 nooutput
 rows = STATS_max + 1
 stats csv every ::1 using 7 nooutput
 span = STATS_max
-set xlabel "wall time (ms), from the first bar shown"
+set xlabel "time (ms; modelled on the simulator), from the first bar shown"
 # title (optional): "which run: which steps; which buckets" (build/chapter-6 gives it), on two lines
 if (exists("title")) { cut = strstrt(title, ": "); heading = cut ? title[1:cut - 1] . "\n" . title[cut + 2:] : title } \
 else { heading = "every rank's training steps: where the time goes, and what overlaps" }

@@ -10,9 +10,12 @@
 #include "base/error.h"
 #include "base/plot.h"
 #include "base/units.h"
+#include "base/vclock.h"
 #include "dataset/dataset_default.h"
 #include "sim/faults.h"
 #include "sim/launch.h"
+#include "transfer/device.h"
+#include "transfer/hw.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -140,6 +143,19 @@ static void ch6_started(void *user, const struct train_config *c, const struct t
     if (c->device && strcmp(c->device, "sim") == 0) /* the link every batch's copy is timed by (--hw) */
         printf("  simulated device on %s: %.2f GB/s, %.1f us per copy (modelled)\n", c->link.title,
                c->link.bandwidth_bps / 1e9, c->link.latency_s * 1e6);
+    const struct hw_profile *hw = run->hw;
+    if (strcmp(run->backend, "sim") == 0 && (hw || hw_profile_find(DEVICE_GPU_DEFAULT, &hw) == 0)) {
+        struct link_profile peer;
+        hw_peer_link(hw, &peer);
+        printf("  simulated communicator on %s's %s: %.1f GB/s, %.1f us a hop (modelled, alpha-beta)\n", hw->name,
+               peer.title, peer.bandwidth_bps / 1e9, peer.latency_s * 1e6);
+    }
+    if (!vclock_is_wall() && strcmp(run->backend, "sim") == 0)
+        printf("  every time below is modelled (DESIGN.md, \"Virtual time\"), the same on any machine; only the "
+               "run's wall seconds are measured\n");
+    else if (!vclock_is_wall()) /* the simulated device under a real communicator */
+        printf("  the device's times below are modelled; the %s communicator's collectives take no modelled time "
+               "(only the simulator's communicator is modelled)\n", run->backend);
     if (c->ddp)
         printf("  DDP: buckets of first %llu KiB then %llu KiB, %s, broadcast_buffers %s, compression %s, "
                "replicas %s\n",
@@ -175,7 +191,7 @@ static void ch6_epoch(void *user, const struct train_epoch *e)
     char test[16] = "-";
     if (e->evaluated)
         snprintf(test, sizeof test, "%.2f%%", 100 * e->test_accuracy);
-    printf("%5llu %8.4f %6.2f%% %7s %6.1f s %9.0f | %6.2f ms %8.3f %8.3f %8.3f %8.3f %8.3f %8.3f %8.3f%s\n",
+    printf("%5llu %8.4f %6.2f%% %7s %6.3f s %9.0f | %6.2f ms %8.3f %8.3f %8.3f %8.3f %8.3f %8.3f %8.3f%s\n",
            (unsigned long long)e->epoch + 1, e->loss, 100 * e->train_accuracy, test, e->seconds, e->samples_per_s,
            p->step * 1e3, p->data * 1e3, p->copy * 1e3, p->forward * 1e3, p->backward * 1e3, p->comm * 1e3,
            p->optim * 1e3, p->check * 1e3, e->stopped ? "  (stopped: --steps)" : "");
@@ -225,8 +241,9 @@ static void ch6_summary(const struct ch6_run *run, const struct ch6_outcome *o)
     const struct train_result *r = &o->result;
     const struct train_times *p = &r->per_step;
     char a[32], b[32], cc[32], d[32], e[32], f[32], g[32], h[32], rest[32];
-    printf("\n%llu steps, %llu samples in %.1f s of training (%.0f samples/s); %.1f s in all\n",
-           (unsigned long long)r->steps, (unsigned long long)r->samples, r->seconds, r->samples_per_s, o->wall_s);
+    printf("\n%llu steps, %llu samples in %.3f s of training%s (%.0f samples/s); %.1f s in all on this host "
+           "(measured)\n", (unsigned long long)r->steps, (unsigned long long)r->samples, r->seconds,
+           vclock_is_wall() ? "" : ", modelled", r->samples_per_s, o->wall_s);
     double known = p->data + p->copy + p->forward + p->backward + p->comm + p->optim + p->check;
     printf("where a step's %s went (mean over ranks and steps): data wait %s, copy %s, forward %s, backward %s,\n"
            "  exposed communication %s, optimizer %s, replica check %s, the rest %s\n",
@@ -383,7 +400,8 @@ int ch6_train(const struct ch6_run *run, struct ch6_outcome *out)
     with_faults.train.flips = flips;
     with_faults.faults = rest;
     struct ch6_job j = {.run = &with_faults, .out = out};
-    struct launch_config lc = {.backend = run->backend, .world = run->world, .faults = rest, .shared = &j};
+    struct launch_config lc = {.backend = run->backend, .world = run->world, .faults = rest, .shared = &j,
+                              .hw = run->hw};
     if (rc == 0)
         rc = ch6_outputs_open(&j);
     double t0 = clock_now_s();

@@ -7,6 +7,7 @@
 #include "backend_table.h"
 #include "base/error.h"
 #include "base/hash.h"
+#include "base/vclock.h"
 #include "comm/comm_backend.h"
 
 #include <stdint.h>
@@ -230,6 +231,7 @@ static int comm_start(comm_t *c, struct comm_coll_desc *d, size_t total, comm_re
     r->comm = c;
     r->desc = *d;
     r->blocking = c->blocking;
+    r->issue_ns = vclock_now_ns();
     rc = c->ops->start(c, r);
     if (rc == COMM_START_SKIPPED) {
         c->next_seq--;
@@ -264,8 +266,10 @@ int comm_wait_timed(comm_request_t *req, uint64_t *done_ns)
     } else {
         rc = c->ops->wait(c, req);
     }
+    if (req->done_ns) /* the modelled end: the host waited for it */
+        vclock_wait_until_ns(req->done_ns);
     if (done_ns)
-        *done_ns = req->done_ns ? req->done_ns : clock_now_ns();
+        *done_ns = req->done_ns ? req->done_ns : vclock_now_ns();
     if (rc < 0 && !c->broken) /* a collective that failed: every rank gets its own error from it */
         comm_break(c, 1, err_msg());
     free(req);

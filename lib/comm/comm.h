@@ -53,6 +53,7 @@ extern "C" {
 
 typedef struct comm comm_t;
 typedef struct comm_request comm_request_t;
+struct hw_profile; /* transfer/hw.h */
 typedef struct comm_world comm_world_t;
 
 /* Element types. float32 is supported by every backend; the others where the
@@ -191,6 +192,9 @@ struct comm_world_options {
                          * comm_topology_parse): rank r sits on node r / node_size,
                          * local index r % node_size; world must be a multiple.
                          * 0 = one node of every rank (as node_size = world) */
+    const struct hw_profile *hw; /* sim: the GPUs and links whose modelled time each collective
+                         * takes (costmodel_from_hw on the topology above); NULL: the
+                         * simulated device's default (DEVICE_GPU_DEFAULT, a100) */
 };
 
 /* Creates the shared object that `world` rank threads of backend `backend`
@@ -308,11 +312,14 @@ int comm_barrier_start(comm_t *c, comm_request_t **req);
  * ranks and the fields named), ERR_IO (library error). */
 int comm_wait(comm_request_t *req);
 
-/* comm_wait(), and *done_ns (may be NULL) = clock_now_ns() of the moment the
- * collective completed: when the backend's own thread finished it (the sim's
- * progress thread), else when this wait saw it done. A timeline of overlap
- * needs the first: a bucket whose all-reduce finished under backward is only
- * waited for after it. */
+/* comm_wait(), and *done_ns (may be NULL) = the vclock time (base/vclock.h)
+ * at which the collective completed: on the sim, its modelled end (the
+ * latest of the ranks' arrivals, each the later of its issue time and its
+ * communicator's previous end, plus the cost model's time for it: see
+ * comm_sim.c), to which the waiting thread's clock then moves; else the
+ * moment this wait saw it done. A timeline of overlap needs the first: a
+ * bucket whose all-reduce finished under backward is only waited for after
+ * it. */
 int comm_wait_timed(comm_request_t *req, uint64_t *done_ns);
 
 /* ---- collectives: blocking (start + wait) ---------------------------------- */

@@ -91,9 +91,10 @@ struct comm_request {
                     * failure notice, a fingerprint mismatch every rank finds): set before returning
                     * the error, so comm_abort tells nobody; left 0, the failure is this rank's own */
     char err_buf[512];
-    uint64_t done_ns; /* clock_now_ns() when the collective completed, if the backend
-                       * knows it (the sim's progress thread); 0: the front takes the
-                       * moment comm_wait() saw it */
+    uint64_t issue_ns; /* the issuing thread's vclock_now_ns() when it was started */
+    uint64_t done_ns; /* vclock time when the collective completed, if the backend knows
+                       * it (the sim: its modelled end, see comm_sim.c); 0: the front
+                       * takes the waiting thread's vclock_now_ns() when comm_wait() saw it */
     void *impl;
 };
 

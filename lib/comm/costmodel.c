@@ -79,3 +79,26 @@ double costmodel_allreduce(const struct costmodel *m, enum comm_algo algo, int w
     double cores = m->cores > 0 && m->cores < world ? m->cores : W;
     return fmax(path, work / cores);
 }
+
+double costmodel_collective(const struct costmodel *m, enum comm_coll coll, enum comm_algo algo, int world,
+                            double bytes)
+{
+    if (world <= 1)
+        return 0;
+    if (coll == COMM_ALLREDUCE)
+        return costmodel_allreduce(m, algo, world, bytes);
+    int N = m->node_size > 0 && m->node_size < world && world % m->node_size == 0 ? world / m->node_size : 1;
+    struct costmodel_link link = N > 1 ? costmodel_across(m) : costmodel_inside(m);
+    double W = world, n = bytes > 0 ? bytes : 0, depth = ceil(log2(W));
+    switch (coll) {
+    case COMM_BROADCAST:
+        return fmin(depth * (link.alpha + n * link.beta),
+                    (depth + W - 1) * link.alpha + 2 * (W - 1) / W * n * link.beta);
+    case COMM_REDUCE_SCATTER:
+        return (W - 1) * link.alpha + (W - 1) / W * n * (link.beta + m->gamma_s_per_b);
+    case COMM_ALLGATHER:
+        return (W - 1) * link.alpha + (W - 1) / W * n * link.beta;
+    default: /* barrier */
+        return depth * link.alpha;
+    }
+}

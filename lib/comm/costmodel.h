@@ -57,4 +57,23 @@ struct costmodel {
  * 0 bytes. Pure: the same arguments, the same answer. */
 double costmodel_allreduce(const struct costmodel *m, enum comm_algo algo, int world, double bytes);
 
+/* Predicted seconds for any collective on the model's topology: the
+ * simulator's modelled time for it (sim/comm_sim.c). `bytes` is the buffer
+ * of an all-reduce or a broadcast, and the whole of world blocks for a
+ * reduce-scatter or an all-gather (world x the per-rank count); a barrier
+ * moves none. All-reduce is costmodel_allreduce; the others follow Thakur,
+ * Rabenseifner and Gropp (2005), on the slowest link class the flat
+ * algorithm crosses (across nodes when there are several), whatever algo:
+ *
+ *   broadcast       min(ceil(log2 W) (alpha + n beta),                  binomial tree
+ *                       (ceil(log2 W) + W-1) alpha + 2(W-1)/W n beta)    scatter + ring all-gather
+ *   reduce-scatter  (W-1) alpha + (W-1)/W n beta + (W-1)/W n gamma       ring (pairwise exchange)
+ *   all-gather      (W-1) alpha + (W-1)/W n beta                         ring
+ *   barrier         ceil(log2 W) alpha                                   dissemination
+ *
+ * (MPICH picks between broadcast's two by size; we take the cheaper.) 0 for
+ * world 1. Pure. */
+double costmodel_collective(const struct costmodel *m, enum comm_coll coll, enum comm_algo algo, int world,
+                            double bytes);
+
 #endif

@@ -178,7 +178,8 @@ struct reducer_bucket_info {
     size_t offset, count;    /* the slice of the gradient buffer, in floats */
     size_t limit;            /* the size limit it was built under, bytes */
     uint64_t seq;            /* sequence number of its last all-reduce, 0 if none yet */
-    uint64_t ready_ns;       /* clock_now_ns() when its last gradient became ready */
+    uint64_t ready_ns;       /* vclock_now_ns() (base/vclock.h: modelled on the simulator) when its last
+                              * gradient became ready */
     uint64_t launch_ns;      /* ... when its all-reduce started */
     uint64_t complete_ns;    /* ... when the all-reduce completed (comm_wait_timed) */
     uint64_t done_ns;        /* ... when reducer_finish's wait for it returned */

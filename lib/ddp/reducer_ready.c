@@ -21,7 +21,7 @@
  */
 #include "ddp/reducer_impl.h"
 
-#include "base/clock.h"
+#include "base/vclock.h"
 #include "base/error.h"
 
 #include <stdio.h>
@@ -84,7 +84,7 @@ int reducer_mark_ready(reducer_t *r, int p)
     struct reducer_bucket *bk = &r->buckets[r->bucket_of[p]];
     if (--bk->pending > 0)
         return 0;
-    bk->ready_ns = clock_now_ns();
+    bk->ready_ns = vclock_now_ns();
     return reducer_launch_ready(r);
     // LAB:STUB return LAB_TODO("mark-ready");
     // LAB:END
@@ -101,7 +101,7 @@ int reducer_bucket_launch(reducer_t *r, int b)
     if (ordered < 0)
         return ordered;
     bk->seq = comm_next_seq(r->comm);
-    bk->launch_ns = clock_now_ns();
+    bk->launch_ns = vclock_now_ns();
     // LAB:BEGIN launch
     /* The bucket's all-reduce, in place on its slice of the gradient buffer
      * (or on its 16-bit copy, compressed), summing: the average is taken
@@ -137,7 +137,7 @@ static int reducer_bucket_wait(reducer_t *r, int b)
         return 0;
     int rc = comm_wait_timed(bk->req, &bk->complete_ns);
     bk->req = NULL;
-    bk->done_ns = clock_now_ns();
+    bk->done_ns = vclock_now_ns();
     if (rc == 0) /* the compute stream reads the result only after this */
         rc = reducer_comm_end(r, bk);
     return rc;

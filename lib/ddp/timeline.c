@@ -2,7 +2,7 @@
  * trace or a Gantt chart's CSV (see timeline.h). */
 #include "ddp/timeline.h"
 
-#include "base/clock.h"
+#include "base/vclock.h"
 #include "base/error.h"
 #include "base/fsutil.h"
 #include "base/mem.h"
@@ -53,7 +53,7 @@ int timeline_create(uint64_t first, uint64_t steps, uint64_t max_events, timelin
     t->first = first;
     t->steps = steps;
     t->cap = max_events;
-    t->origin_ns = clock_now_ns();
+    t->origin_ns = vclock_now_ns();
     *out = t;
     return 0;
 }
@@ -69,7 +69,7 @@ void timeline_destroy(timeline_t *t)
 void timeline_start(timeline_t *t)
 {
     if (t)
-        t->origin_ns = clock_now_ns();
+        t->origin_ns = vclock_now_ns();
 }
 
 int timeline_wants(const timeline_t *t, uint64_t step) { return t && step >= t->first && step - t->first < t->steps; }

@@ -75,7 +75,7 @@ void timeline_start(timeline_t *t);
 /* Whether events of `step` are kept: a caller can skip reading the clock. */
 int timeline_wants(const timeline_t *t, uint64_t step);
 
-/* Records a bar from start_ns to end_ns (clock_now_ns() values). A NULL
+/* Records a bar from start_ns to end_ns (vclock_now_ns() values: modelled time on the simulator). A NULL
  * timeline records nothing. */
 void timeline_add(timeline_t *t, int lane, uint64_t step, uint64_t start_ns, uint64_t end_ns);
 

@@ -12,6 +12,7 @@
 #include "base/clock.h"
 #include "base/error.h"
 #include "base/fsutil.h"
+#include "base/vclock.h"
 #include "ddp/checkpoint.h"
 #include "ddp/replica.h"
 #include "loader/augment.h"
@@ -335,6 +336,10 @@ static int train_open(struct train_run *t, const struct train_config *c, comm_t 
     uint32_t per = c->workers ? c->workers : 1;
     lo.prefetch = 2 + (2 + per - 1) / per;
     lo.allocator = pinned_pool_loader_allocator(t->pool);
+    /* on the simulator the collate is on the host's modelled clock, as chapter 4's: records copied at the
+     * host's modelled memcpy (VCLOCK_HOST_MEMCPY_BPS), nothing more per record (model_record_s 0: a
+     * record is a slice of a mapped file, no decode) */
+    lo.modelled = device_backend_name(t->dev) && strcmp(device_backend_name(t->dev), "sim") == 0;
     if (c->augment) {
         t->flip = (struct augment_hflip){.rows = 28, .cols = 28, .p = 0.5};
         if ((uint64_t)c->spec.inputs != 784)
@@ -403,10 +408,10 @@ static int train_check_replicas(struct train_run *t, unsigned what)
  * 1 and *count, or ERR_STATE when the epoch ended early, or an error. */
 static int train_fetch(struct train_run *t, int *count)
 {
-    uint64_t t0 = clock_now_ns();
+    uint64_t t0 = vclock_now_ns();
     struct prefetch_batch *b;
     int rc = prefetch_next(t->pf, &b);
-    uint64_t t1 = clock_now_ns();
+    uint64_t t1 = vclock_now_ns();
     t->t.data += train_s(t0, t1);
     timeline_add(t->tl, TIMELINE_DATA, t->step, t0, t1);
     if (rc == 0)
@@ -418,7 +423,7 @@ static int train_fetch(struct train_run *t, int *count)
     *count = (int)b->count;
     int rr = prefetch_release(t->pf, b); /* queued: the buffer may be refilled once the compute stream is past it */
     rc = rc ? rc : rr;
-    uint64_t t2 = clock_now_ns();
+    uint64_t t2 = vclock_now_ns();
     t->t.copy += train_s(t1, t2);
     timeline_add(t->tl, TIMELINE_COPY, t->step, t1, t2);
     return rc < 0 ? rc : 1;
@@ -430,11 +435,11 @@ static int train_fetch(struct train_run *t, int *count)
 static int train_backward(struct train_run *t, int n, uint32_t k, uint32_t g)
 {
     const struct train_config *c = t->c;
-    uint64_t t0 = clock_now_ns(), t1;
+    uint64_t t0 = vclock_now_ns(), t1;
     int rc;
     if (!c->ddp) {
         rc = model_backward(t->m, n, k > 0, NULL, NULL);
-        t1 = clock_now_ns();
+        t1 = vclock_now_ns();
         t->t.backward += train_s(t0, t1);
         timeline_add(t->tl, TIMELINE_BACKWARD, t->step, t0, t1);
         return rc;
@@ -443,7 +448,7 @@ static int train_backward(struct train_run *t, int n, uint32_t k, uint32_t g)
     if ((rc = reducer_prepare_backward(t->r)) < 0)
         return rc;
     rc = model_backward(t->m, n, k > 0, c->overlap ? reducer_ready_hook : NULL, t->r);
-    t1 = clock_now_ns();
+    t1 = vclock_now_ns();
     t->t.backward += train_s(t0, t1);
     timeline_add(t->tl, TIMELINE_BACKWARD, t->step, t0, t1);
     /* without overlap, every gradient is marked ready only now, in the order backward made them */
@@ -457,7 +462,7 @@ static int train_backward(struct train_run *t, int n, uint32_t k, uint32_t g)
     } else {
         rc = reducer_finish(t->r);
     }
-    uint64_t t2 = clock_now_ns();
+    uint64_t t2 = vclock_now_ns();
     t->t.comm += train_s(t1, t2);
     if (k + 1 == g)
         timeline_add(t->tl, TIMELINE_COMM, t->step, t1, t2);
@@ -486,27 +491,27 @@ static int train_step(struct train_run *t, uint32_t g)
             break;
         rc = 0;
         if (c->ddp) { /* the forward through the DDP wrapper: rebuild once, buffers from rank 0 */
-            uint64_t t0 = clock_now_ns();
+            uint64_t t0 = vclock_now_ns();
             rc = reducer_prepare_forward(t->r, 1);
-            uint64_t t1 = clock_now_ns();
+            uint64_t t1 = vclock_now_ns();
             t->t.comm += train_s(t0, t1);
             timeline_add(t->tl, TIMELINE_COMM, t->step, t0, t1);
             if (rc == 0 && k == 0 && c->check) { /* the last step's parameters, these buffers */
                 if ((rc = train_check_replicas(t, (unsigned)t->check_what)) == 0)
                     comm_set_activity(t->comm, what);
-                uint64_t t2 = clock_now_ns();
+                uint64_t t2 = vclock_now_ns();
                 t->t.check += train_s(t1, t2);
                 timeline_add(t->tl, TIMELINE_CHECK, t->step, t1, t2);
             }
             if (rc < 0)
                 break;
         }
-        uint64_t f0 = clock_now_ns();
+        uint64_t f0 = vclock_now_ns();
         struct model_loss loss;
         rc = model_forward(t->m, n, MODEL_TRAIN);
         if (rc == 0)
             rc = model_loss(t->m, n, 1.0f / (float)g, &loss);
-        uint64_t f1 = clock_now_ns();
+        uint64_t f1 = vclock_now_ns();
         t->t.forward += train_s(f0, f1);
         timeline_add(t->tl, TIMELINE_FORWARD, t->step, f0, f1);
         if (rc < 0)
@@ -518,9 +523,9 @@ static int train_step(struct train_run *t, uint32_t g)
     }
     if (rc < 0)
         return rc;
-    uint64_t o0 = clock_now_ns();
+    uint64_t o0 = vclock_now_ns();
     rc = optim_step(t->o, t->m);
-    uint64_t o1 = clock_now_ns();
+    uint64_t o1 = vclock_now_ns();
     t->t.optim += train_s(o0, o1);
     timeline_add(t->tl, TIMELINE_OPTIM, t->step, o0, o1);
     if (rc < 0)
@@ -539,7 +544,7 @@ static int train_save(struct train_run *t, uint64_t epoch, uint64_t batch)
     const struct train_config *c = t->c;
     if (t->rank != 0)
         return 0;
-    uint64_t t0 = clock_now_ns();
+    uint64_t t0 = vclock_now_ns();
     char what[PATH_MAX + 64];
     snprintf(what, sizeof what, "saving a checkpoint to %s at step %llu", c->checkpoint_dir,
              (unsigned long long)t->step);
@@ -549,9 +554,13 @@ static int train_save(struct train_run *t, uint64_t epoch, uint64_t batch)
     int rc = checkpoint_save(c->checkpoint_dir, t->m, t->o, &s);
     if (rc < 0) /* the disk full, a file-size limit: the last checkpoint is still whole */
         err_wrap(rc, "--checkpoint=%s: saving step %llu", c->checkpoint_dir, (unsigned long long)t->step);
-    if (rc == 0 && c->save_stall_s > 0)
+    if (rc == 0 && c->save_stall_s > 0) { /* slow storage: the modelled time it costs, and the real
+                                           * wait the wall-clock watchdog (chapter 6's save-timeout
+                                           * demo) must see */
+        vclock_advance_ns(vclock_ns_of_s(c->save_stall_s));
         clock_sleep_ns((uint64_t)(c->save_stall_s * 1e9));
-    uint64_t t1 = clock_now_ns();
+    }
+    uint64_t t1 = vclock_now_ns();
     timeline_add(t->tl, TIMELINE_SAVE, t->step - 1, t0, t1);
     if (rc < 0) /* the activity stays: it is the phase comm_abort tells the other ranks */
         return rc;
@@ -678,7 +687,7 @@ static int train_epoch_report(struct train_run *t, uint64_t epoch, uint64_t firs
     double per = v[S_STEPS] > 0 ? 1.0 / v[S_STEPS] : 0; /* steps summed over ranks: a mean per rank and step */
     e->per_step = (struct train_times){v[S_DATA] * per,  v[S_COPY] * per, v[S_FWD] * per,   v[S_BWD] * per,
                                        v[S_COMM] * per,  v[S_OPT] * per,  v[S_CHECK] * per, v[S_STEP] * per};
-    uint64_t e0 = clock_now_ns(), correct, count;
+    uint64_t e0 = vclock_now_ns(), correct, count;
     char what[64];
     snprintf(what, sizeof what, "evaluating after epoch %llu", (unsigned long long)epoch + 1);
     comm_set_activity(t->comm, what);
@@ -688,7 +697,7 @@ static int train_epoch_report(struct train_run *t, uint64_t epoch, uint64_t firs
         rc = comm_allreduce(t->comm, both, both, 2, COMM_INT64, COMM_SUM);
         correct = (uint64_t)both[0], count = (uint64_t)both[1];
     }
-    timeline_add(t->tl, TIMELINE_EVAL, t->step ? t->step - 1 : 0, e0, clock_now_ns());
+    timeline_add(t->tl, TIMELINE_EVAL, t->step ? t->step - 1 : 0, e0, vclock_now_ns());
     if (rc < 0)
         return rc;
     e->evaluated = count > 0;
@@ -724,13 +733,13 @@ static int train_epoch(struct train_run *t, uint64_t epoch, uint64_t first, int 
     t->loss_sum = 0;
     t->samples = t->correct = t->steps = 0;
     memset(&t->t, 0, sizeof t->t);
-    uint64_t w0 = clock_now_ns(), done = first;
+    uint64_t w0 = vclock_now_ns(), done = first;
     while (rc == 0 && done < nb && !*stop) {
         /* groups of `accumulate` counted from the epoch's start, so a resumed epoch cuts them alike */
         uint32_t g = (uint32_t)(nb - done < c->accumulate ? nb - done : c->accumulate);
-        uint64_t s0 = clock_now_ns();
+        uint64_t s0 = vclock_now_ns();
         rc = train_step(t, g);
-        t->t.step += train_s(s0, clock_now_ns());
+        t->t.step += train_s(s0, vclock_now_ns());
         if (rc < 0)
             break;
         done += g;
@@ -749,7 +758,7 @@ static int train_epoch(struct train_run *t, uint64_t epoch, uint64_t first, int 
             rc = more;
         }
     }
-    double seconds = train_s(w0, clock_now_ns());
+    double seconds = train_s(w0, vclock_now_ns());
     if (rc < 0)
         return rc;
     if (*stop && done < nb)

@@ -164,7 +164,8 @@ struct train_epoch {
     int evaluated;
     uint64_t test_correct, test_count;
     double test_accuracy;
-    double seconds;              /* wall time of its training (rank 0), evaluation excluded */
+    double seconds;              /* time of its training on rank 0's vclock (modelled on the simulator,
+                                  * base/vclock.h), evaluation excluded */
     double samples_per_s;
     double lr;                   /* the learning rate of its last step */
     int stopped;                 /* max_steps ended it in its middle */
@@ -188,7 +189,7 @@ struct train_result {
     uint64_t epochs;             /* epochs completed */
     struct train_epoch last;     /* the last epoch's report */
     struct train_times per_step; /* mean over the whole run's steps and the ranks */
-    double seconds;              /* wall time of all training (rank 0) */
+    double seconds;              /* time of all training on rank 0's vclock (modelled on the simulator) */
     double samples_per_s;
     uint64_t samples;
     int buckets;

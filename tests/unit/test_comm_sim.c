@@ -6,6 +6,8 @@
  * fault spec less one kind (faults_without). */
 #include "check.h"
 #include "base/clock.h"
+#include "base/vclock.h"
+#include "comm/costmodel_hw.h"
 #include "comm/comm.h"
 #include "sim/comm_sim.h"
 #include "sim/faults.h"
@@ -979,5 +981,62 @@ TEST(a_shared_verdict_blames_no_rank)
     for (int r = 0; r < 3; r++) {
         CHECK_EQ(shared_rc[r], ERR_STATE);
         CHECK_CONTAINS(shared_msg[r], "broken by an earlier failure: step 5: rank 2 differs");
+    }
+}
+
+/* Modelled time: rank r issues at r ms; an all-reduce starts when the last
+ * rank arrives and lasts the cost model's time (the default profile's
+ * links), the same integer ns on every rank; a second one queued behind it
+ * starts at its end (the communicator is busy until then), a barrier costs
+ * ceil(log2 W) alphas. */
+#define MT_W 4
+#define MT_COUNT ((size_t)1 << 18)
+static uint64_t mt_after[MT_W][3];
+static float *mt_buf[MT_W];
+
+static int modelled_rank(struct rank_ctx *ctx)
+{
+    comm_t *c;
+    int rc = test_open(ctx, ctx->shared, COMM_ALGO_RING, COMM_CHECK_NONE, 30, &c);
+    if (rc < 0)
+        return rc;
+    vclock_set_ns((uint64_t)ctx->rank * 1000000);
+    float *b = mt_buf[ctx->rank];
+    if ((rc = comm_allreduce(c, b, b, MT_COUNT, COMM_FLOAT32, COMM_SUM)) == 0)
+        mt_after[ctx->rank][0] = vclock_now_ns();
+    comm_request_t *q[2];
+    if (rc == 0 && (rc = comm_allreduce_start(c, b, b, MT_COUNT, COMM_FLOAT32, COMM_SUM, &q[0])) == 0 &&
+        (rc = comm_allreduce_start(c, b, b, MT_COUNT, COMM_FLOAT32, COMM_SUM, &q[1])) == 0) {
+        uint64_t d0, d1;
+        rc = comm_wait_timed(q[0], &d0);
+        int r1 = comm_wait_timed(q[1], &d1);
+        rc = rc ? rc : r1;
+        mt_after[ctx->rank][1] = d1 - d0;
+    }
+    uint64_t before = vclock_now_ns();
+    if (rc == 0 && (rc = comm_barrier(c)) == 0)
+        mt_after[ctx->rank][2] = vclock_now_ns() - before;
+    comm_close(c);
+    return rc;
+}
+
+TEST(collectives_take_modelled_time)
+{
+    for (int r = 0; r < MT_W; r++)
+        mt_buf[r] = calloc(MT_COUNT, sizeof(float));
+    CHECK_EQ(world_run(MT_W, modelled_rank), 0);
+    const struct hw_profile *hw;
+    CHECK_EQ(hw_profile_find("a100", &hw), 0);
+    struct costmodel m = {0};
+    costmodel_from_hw(&m, hw);
+    double bytes = (double)MT_COUNT * sizeof(float);
+    uint64_t ar = vclock_ns_of_s(costmodel_collective(&m, COMM_ALLREDUCE, COMM_ALGO_RING, MT_W, bytes));
+    uint64_t bar = vclock_ns_of_s(costmodel_collective(&m, COMM_BARRIER, COMM_ALGO_RING, MT_W, 0));
+    CHECK(ar > 1000 && bar > 0);
+    for (int r = 0; r < MT_W; r++) {
+        CHECK_EQ(mt_after[r][0], (uint64_t)(MT_W - 1) * 1000000 + ar); /* the last arrival, plus the model */
+        CHECK_EQ(mt_after[r][1], ar);                                  /* the second waits for the first */
+        CHECK_EQ(mt_after[r][2], bar);                                 /* every rank left the barrier together */
+        free(mt_buf[r]);
     }
 }

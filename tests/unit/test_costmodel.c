@@ -134,3 +134,30 @@ TEST(a_hardware_profile_sets_the_link_across_nodes)
     check_time(1 / m.beta_s_per_b, NVLINK_BPS, "NVLink 4 one way");
     CHECK(m.alpha_inter_s > m.alpha_s);
 }
+
+/* The other collectives (the simulator's modelled time for each), worked by
+ * hand on 4 ranks, alpha 1 us, beta 1 ns/B, gamma 0.1 ns/B, n = 1 MB. */
+TEST(broadcast_reduce_scatter_allgather_barrier_by_hand)
+{
+    struct costmodel m = {.alpha_s = 1e-6, .beta_s_per_b = 1e-9, .gamma_s_per_b = 1e-10};
+    double n = 1e6;
+    /* barrier: ceil(log2 4) = 2 alphas */
+    CHECK(fabs(costmodel_collective(&m, COMM_BARRIER, COMM_ALGO_RING, 4, 0) - 2e-6) < 1e-15);
+    /* all-gather: 3 alpha + 3/4 n beta */
+    CHECK(fabs(costmodel_collective(&m, COMM_ALLGATHER, COMM_ALGO_RING, 4, n) - 7.53e-4) < 1e-12);
+    /* reduce-scatter: 3 alpha + 3/4 n (beta + gamma) */
+    CHECK(fabs(costmodel_collective(&m, COMM_REDUCE_SCATTER, COMM_ALGO_RING, 4, n) - 8.28e-4) < 1e-12);
+    /* broadcast, long: scatter + all-gather, (2 + 3) alpha + 2 x 3/4 n beta beats the tree's 2 (alpha + n beta) */
+    CHECK(fabs(costmodel_collective(&m, COMM_BROADCAST, COMM_ALGO_RING, 4, n) - 1.505e-3) < 1e-12);
+    /* broadcast, short (1000 B): the binomial tree, 2 (alpha + n beta) = 4 us, beats 6.5 us */
+    CHECK(fabs(costmodel_collective(&m, COMM_BROADCAST, COMM_ALGO_RING, 4, 1000) - 4e-6) < 1e-15);
+    /* all-reduce is costmodel_allreduce; one rank costs nothing */
+    CHECK(costmodel_collective(&m, COMM_ALLREDUCE, COMM_ALGO_RING, 4, n) == costmodel_allreduce(&m, COMM_ALGO_RING, 4, n));
+    CHECK(costmodel_collective(&m, COMM_BROADCAST, COMM_ALGO_RING, 1, n) == 0);
+    /* two nodes of 2: the flat algorithm goes at the network's pace */
+    m.node_size = 2;
+    m.alpha_inter_s = 1e-5;
+    m.beta_inter_s_per_b = 1e-8;
+    CHECK(fabs(costmodel_collective(&m, COMM_BARRIER, COMM_ALGO_RING, 4, 0) - 2e-5) < 1e-15);
+    CHECK(fabs(costmodel_collective(&m, COMM_ALLGATHER, COMM_ALGO_RING, 4, n) - (3e-5 + 7.5e-3)) < 1e-12);
+}
