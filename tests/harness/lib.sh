@@ -17,6 +17,17 @@
 #   t_ere TEXT                              prints TEXT as a grep -E pattern
 #                                           matching it alone (a path in REGEX)
 #   t_skip NAME WHY                         counted as passed, says why skipped
+#   t_busy_start, t_busy_stop               two busy processes beside what
+#                                           runs between them (a CPU hog per
+#                                           core of a 2-core machine); stopped
+#                                           on exit too
+#   t_same_under_load NAME "FILE..." CMD... CMD run quietly, then beside
+#                                           t_busy_start's hogs: the same
+#                                           stdout (lines saying "(measured)"
+#                                           aside) and the same bytes in each
+#                                           FILE, which CMD writes under
+#                                           $T_TMP/vt (modelled time: the
+#                                           host's load shows in no figure)
 #   t_python_expected NAME SCRIPT DIR       the expected side of a PyTorch
 #                                           cross-check (see below)
 #   t_case_compare ID WHAT EXPECTED CMD...  one rank of a configuration
@@ -37,11 +48,52 @@ BUILD=${BUILD:-build}
 T_SCRIPT=$(basename "${BASH_SOURCE[1]:-$0}" .sh)
 T_TMP=$(mktemp -d "${TMPDIR:-/tmp}/ddp-sh-XXXXXX")
 T_TIMEOUT=${T_TIMEOUT:-300}
-trap 'rm -rf "$T_TMP"' EXIT
+trap 't_busy_stop; rm -rf "$T_TMP"' EXIT
 
 t_pass() { echo "PASS $T_SCRIPT.$1"; }
 t_failed() { local name=$1; shift; echo "FAIL $T_SCRIPT.$name: $*"; }
 t_skip() { echo "PASS $T_SCRIPT.$1 (skipped: $2)"; }
+
+T_BUSY=()
+t_busy_start() {
+    local _
+    for _ in 1 2; do
+        (while :; do :; done) &
+        T_BUSY+=($!)
+    done
+}
+t_busy_stop() {
+    if [ ${#T_BUSY[@]} -gt 0 ]; then
+        kill "${T_BUSY[@]}" 2>/dev/null || true
+        wait "${T_BUSY[@]}" 2>/dev/null || true
+    fi
+    T_BUSY=()
+}
+
+t_same_under_load() { # NAME "FILE..." CMD...
+    local name=$1 files=$2 quiet=0 busy=0 why="" f
+    shift 2
+    rm -rf "$T_TMP/vt" "$T_TMP/vt-quiet"
+    timeout -k 5 "$T_TIMEOUT" "$@" > "$T_TMP/vt-quiet.txt" 2>&1 || quiet=$?
+    cp -r "$T_TMP/vt" "$T_TMP/vt-quiet" 2>/dev/null || true
+    rm -rf "$T_TMP/vt"
+    t_busy_start
+    timeout -k 5 "$T_TIMEOUT" "$@" > "$T_TMP/vt-busy.txt" 2>&1 || busy=$?
+    t_busy_stop
+    grep -v '(measured)' "$T_TMP/vt-quiet.txt" > "$T_TMP/vt-quiet.modelled" || true
+    grep -v '(measured)' "$T_TMP/vt-busy.txt" > "$T_TMP/vt-busy.modelled" || true
+    if [ "$quiet" != 0 ] || [ "$busy" != 0 ]; then
+        why="exit $quiet quiet, $busy busy: $(tail -n 3 "$T_TMP/vt-busy.txt")"
+    elif ! cmp -s "$T_TMP/vt-quiet.modelled" "$T_TMP/vt-busy.modelled"; then
+        why="stdout differs: $(diff "$T_TMP/vt-quiet.modelled" "$T_TMP/vt-busy.modelled" | head -n 6)"
+    fi
+    for f in $files; do
+        if [ -z "$why" ] && ! cmp -s "$T_TMP/vt-quiet/$f" "$T_TMP/vt/$f"; then
+            why="$f differs: $(diff "$T_TMP/vt-quiet/$f" "$T_TMP/vt/$f" 2>&1 | head -n 6 | cut -c 1-300)"
+        fi
+    done
+    if [ -n "$why" ]; then t_failed "$name" "$why"; else t_pass "$name"; fi
+}
 
 t_run() { # runs CMD with a time limit; sets T_STATUS and T_OUT
     set +e

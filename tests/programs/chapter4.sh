@@ -93,35 +93,11 @@ fi
 
 # virtual time (DESIGN.md): every figure is modelled, so the same flags write the same bytes, stdout
 # and the files named, quietly and beside two processes that keep both cores busy.
-# same_under_load NAME "FILE..." ARGS... (the files under --out, which the arguments set to $T_TMP/vt)
-same_under_load() {
-    local name=$1 files=$2 quiet=0 busy=0 why="" f hog1 hog2
-    shift 2
-    rm -rf "$T_TMP/vt" "$T_TMP/vt-quiet"
-    timeout -k 5 "$T_TIMEOUT" $P "$@" > "$T_TMP/vt-quiet.txt" 2>&1 || quiet=$?
-    cp -r "$T_TMP/vt" "$T_TMP/vt-quiet" 2>/dev/null || true
-    rm -rf "$T_TMP/vt"
-    (while :; do :; done) & hog1=$!
-    (while :; do :; done) & hog2=$!
-    timeout -k 5 "$T_TIMEOUT" $P "$@" > "$T_TMP/vt-busy.txt" 2>&1 || busy=$?
-    kill "$hog1" "$hog2"; wait "$hog1" "$hog2" 2>/dev/null || true
-    if [ "$quiet" != 0 ] || [ "$busy" != 0 ]; then
-        why="exit $quiet quiet, $busy busy: $(tail -n 3 "$T_TMP/vt-busy.txt")"
-    elif ! cmp -s "$T_TMP/vt-quiet.txt" "$T_TMP/vt-busy.txt"; then
-        why="stdout differs: $(diff "$T_TMP/vt-quiet.txt" "$T_TMP/vt-busy.txt" | head -n 6)"
-    fi
-    for f in $files; do
-        if [ -z "$why" ] && ! cmp -s "$T_TMP/vt-quiet/$f" "$T_TMP/vt/$f"; then
-            why="$f differs: $(diff "$T_TMP/vt-quiet/$f" "$T_TMP/vt/$f" 2>&1 | head -n 6)"
-        fi
-    done
-    if [ -n "$why" ]; then t_failed "$name" "$why"; else t_pass "$name"; fi
-}
-same_under_load sweep_same_bytes_under_load bandwidth.csv \
+t_same_under_load sweep_same_bytes_under_load bandwidth.csv $P \
     --only=sweep --min-bytes=64K --max-bytes=4M --backend=sim --out="$T_TMP/vt"
 # the loop: the loader's collate, the data-wait, the pin copy and the host's step are modelled too;
 # two workers, so that which thread claims a batch must not matter
-same_under_load loop_same_bytes_under_load "loop.csv timeline.csv" \
+t_same_under_load loop_same_bytes_under_load "loop.csv timeline.csv" $P \
     --only=loop --steps=8 --warmup=2 --batch=256 --workers=2 --backend=sim --out="$T_TMP/vt"
 
 # the cost of pinning: one row per batch size the pool holds (a 2M pool: 1 MiB only), each pinned once

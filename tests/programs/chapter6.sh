@@ -314,31 +314,8 @@ fi
 # modelled time (DESIGN.md, "Virtual time"): the trace, the Gantt chart's data and the epochs' table are
 # the same bytes run quietly and beside two busy processes, and so is stdout but for the line of the run's
 # measured wall seconds; two loader workers (which thread claims a batch must not matter), two buckets, an
-# epoch's end and its statistics' all-reduce (chapter4.sh's same_under_load, with --out at $T_TMP/vt)
-same_under_load() { # NAME "FILE..." ARGS...
-    local name=$1 files=$2 quiet=0 busy=0 why="" f hog1 hog2
-    shift 2
-    rm -rf "$T_TMP/vt" "$T_TMP/vt-quiet"
-    timeout -k 5 "$T_TIMEOUT" $P "$@" > "$T_TMP/vt-quiet.txt" 2>&1 || quiet=$?
-    cp -r "$T_TMP/vt" "$T_TMP/vt-quiet" 2>/dev/null || true
-    rm -rf "$T_TMP/vt"
-    (while :; do :; done) & hog1=$!
-    (while :; do :; done) & hog2=$!
-    timeout -k 5 "$T_TIMEOUT" $P "$@" > "$T_TMP/vt-busy.txt" 2>&1 || busy=$?
-    kill "$hog1" "$hog2"; wait "$hog1" "$hog2" 2>/dev/null || true
-    if [ "$quiet" != 0 ] || [ "$busy" != 0 ]; then
-        why="exit $quiet quiet, $busy busy: $(tail -n 3 "$T_TMP/vt-busy.txt")"
-    elif ! diff <(grep -v '(measured)' "$T_TMP/vt-quiet.txt") <(grep -v '(measured)' "$T_TMP/vt-busy.txt") > /dev/null; then
-        why="stdout differs: $(diff <(grep -v '(measured)' "$T_TMP/vt-quiet.txt") <(grep -v '(measured)' "$T_TMP/vt-busy.txt") | head -n 6)"
-    fi
-    for f in $files; do
-        if [ -z "$why" ] && ! cmp -s "$T_TMP/vt-quiet/$f" "$T_TMP/vt/$f"; then
-            why="$f differs: $(diff "$T_TMP/vt-quiet/$f" "$T_TMP/vt/$f" 2>&1 | head -n 6 | cut -c 1-300)"
-        fi
-    done
-    if [ -n "$why" ]; then t_failed "$name" "$why"; else t_pass "$name"; fi
-}
-same_under_load timeline_same_bytes_under_load "trace.json gantt.csv epochs.csv" \
+# epoch's end and its statistics' all-reduce (t_same_under_load, with --out at $T_TMP/vt)
+t_same_under_load timeline_same_bytes_under_load "trace.json gantt.csv epochs.csv" $P \
     --data=synthetic --test-data=none --train-size=2048 --epochs=2 --steps=20 --batch=32 --workers=2 \
     --bucket-cap-mb=0.1 --first-bucket-kb=50 --trace-steps=20 --out="$T_TMP/vt" --trace="$T_TMP/vt/trace.json"
 # with 32 micro-batches a step leaves over 160 bars: every traced step keeps all of its own

@@ -8,17 +8,7 @@
 # works). The stories' own checks decide; this only adds the load.
 . "$(dirname "$0")/../harness/lib.sh"
 
-hogs=()
-stop_hogs() {
-    [ ${#hogs[@]} -gt 0 ] && kill "${hogs[@]}" 2>/dev/null
-    wait 2>/dev/null
-    hogs=()
-}
-trap 'stop_hogs; rm -rf "$T_TMP"' EXIT
-for _ in 1 2; do
-    (while :; do :; done) &
-    hogs+=($!)
-done
+t_busy_start
 
 t_run "$BUILD/chapter-4" --demo=race
 if [ "$T_STATUS" != 0 ]; then t_failed chapter4_race "exit $T_STATUS: $(tail -n 3 <<<"$T_OUT")"
@@ -40,4 +30,4 @@ if [ "$T_STATUS" != 0 ] || grep -q UNEXPECTED <<<"$T_OUT"; then
     t_failed chapter6_demos "exit $T_STATUS: $(grep -m 3 -A 3 UNEXPECTED <<<"$T_OUT")"
 else t_pass chapter6_demos; fi
 
-stop_hogs
+t_busy_stop
