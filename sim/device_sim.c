@@ -106,6 +106,7 @@ struct dsim_engine {
     struct dsim_op *head, *tail;
     uint64_t free_ns, busy_ns; /* modelled: when its last operation ends, and its busy time */
     uint64_t cpu_ns;
+    int inline_busy; /* a host thread is running one of its operations itself (dsim_run, staged copies) */
 };
 
 struct dsim_devbuf { /* a device allocation */
@@ -144,7 +145,6 @@ struct dsim {
     uint8_t *bounce;
     struct dsim_op *bounce_op[2];
     uint64_t copy_number, kernel_number;
-    int inline_busy;          /* the host is running a compute operation itself (dsim_run) */
     int changed_waiters;      /* threads waiting on `changed` */
     uint64_t gemm_ns, gemm_calls;
     int broken;
@@ -365,9 +365,9 @@ static void *dsim_engine_main(void *arg)
         struct dsim_op *op = e->head;
         if (!op && d->stop)
             break;
-        if (!op || (op->prev && !op->prev->done) || (e == &d->eng[DSIM_ENGINE_COMPUTE] && d->inline_busy)) {
-            /* FIFO: the head waits, and everything behind it; the compute engine also waits for an
-             * operation the host is running inline */
+        if (!op || (op->prev && !op->prev->done) || e->inline_busy) {
+            /* FIFO: the head waits, and everything behind it, and for an operation of this engine's
+             * that a host thread is running itself */
             pthread_cond_wait(&e->wake, &d->mu);
             continue;
         }
@@ -406,6 +406,40 @@ static void *dsim_engine_main(void *arg)
     }
     pthread_mutex_unlock(&d->mu);
     return NULL;
+}
+
+/* Finishes an operation a host thread ran itself (mu held): a compute
+ * operation or a staged copy. Its modelled times were set at issue. */
+static void dsim_complete_inline(struct dsim *d, struct dsim_engine *e, struct dsim_op *op)
+{
+    op->done = 1;
+    dsim_op_unref(op->prev);
+    op->prev = NULL;
+    e->inline_busy = 0;
+    dsim_settle(d);
+    if (d->changed_waiters)
+        pthread_cond_broadcast(&d->changed);
+    dsim_wake_engines(d); /* an engine's head may wait for us */
+    dsim_op_unref(op);
+}
+
+
+/* A staged chunk (the host waits for it at once) runs on the host's own
+ * thread when its engine is idle and its stream's previous operation is
+ * done, as dsim_run runs compute: its times were scheduled at issue, and an
+ * engine thread's wake-up would cost more than a small chunk (the loss's
+ * 16 bytes every step). mu held; dropped for the memcpy. */
+static void dsim_copy_inline(struct dsim *d, struct dsim_engine *e, struct dsim_op *op)
+{
+    e->inline_busy = 1;
+    dsim_op_ref(op);
+    pthread_mutex_unlock(&d->mu);
+    uint64_t cpu0 = clock_thread_cpu_ns();
+    memcpy(op->dst, op->src, op->bytes);
+    uint64_t cpu = clock_thread_cpu_ns() - cpu0;
+    pthread_mutex_lock(&d->mu);
+    e->cpu_ns += cpu;
+    dsim_complete_inline(d, e, op);
 }
 
 /* ---- the write guards' lifting ------------------------------------------------------- */
@@ -824,7 +858,7 @@ static struct race_clock dsim_next_clock(const struct dsim *d, const struct dsim
  * on its pinned source, or -1. Returns the operation (the stream holds it) or
  * NULL. */
 static struct dsim_op *dsim_queue_copy(struct dsim *d, struct dsim_stream *s, void *dst, const void *src,
-                                       uint64_t bytes, enum device_dir dir, const char *what, int guard)
+                                       uint64_t bytes, enum device_dir dir, const char *what, int guard, int staged)
 {
     struct dsim_op *op = dsim_op_new(d, DSIM_COPY);
     if (!op)
@@ -848,7 +882,11 @@ static struct dsim_op *dsim_queue_copy(struct dsim *d, struct dsim_stream *s, vo
         dsim_copy_text(op->stream_name, s->name, sizeof op->stream_name);
         d->armed[d->narmed++] = dsim_op_ref(op);
     }
-    dsim_enqueue(d, engine, op);
+    struct dsim_engine *e = &d->eng[engine];
+    if (staged && !e->head && !e->inline_busy && (!op->prev || op->prev->done))
+        dsim_copy_inline(d, e, op);
+    else
+        dsim_enqueue(d, engine, op);
     return op;
 }
 
@@ -883,7 +921,7 @@ static int dsim_stage_h2d(struct dsim *d, struct dsim_stream *s, uint8_t *dst, c
         uint64_t host_ns = vclock_ns_of_s((double)n / DSIM_HOST_MEMCPY_BPS); /* the host's memcpy, modelled */
         vclock_advance_ns(host_ns);
         d->staging_ns += host_ns;
-        struct dsim_op *op = dsim_queue_copy(d, s, dst + off, chunk, n, DEVICE_H2D, what, -1);
+        struct dsim_op *op = dsim_queue_copy(d, s, dst + off, chunk, n, DEVICE_H2D, what, -1, 1);
         if (!op)
             return ERR_NOMEM;
         d->bounce_op[k] = dsim_op_ref(op);
@@ -907,7 +945,7 @@ static int dsim_stage_d2h(struct dsim *d, struct dsim_stream *s, uint8_t *dst, c
             uint64_t off = c * DEVICE_SIM_BOUNCE_BYTES, n = bytes - off < DEVICE_SIM_BOUNCE_BYTES ? bytes - off
                                                                                            : DEVICE_SIM_BOUNCE_BYTES;
             struct dsim_op *op = dsim_queue_copy(d, s, d->bounce + (c & 1) * DEVICE_SIM_BOUNCE_BYTES, src + off, n,
-                                                 DEVICE_D2H, what, -1);
+                                                 DEVICE_D2H, what, -1, 1);
             if (!op)
                 return ERR_NOMEM;
             d->bounce_op[c & 1] = dsim_op_ref(op);
@@ -982,7 +1020,7 @@ static int dsim_copy_on(struct dsim *d, struct dsim_stream *s, void *dst, const 
         struct race_clock clock = dsim_next_clock(d, s);
         rc = dsim_access(d, b, dev_ptr, bytes, dir == DEVICE_H2D, s, &clock, what);
         if (rc == 0 && pinned) {
-            if (!dsim_queue_copy(d, s, dst, src, bytes, dir, what, guard))
+            if (!dsim_queue_copy(d, s, dst, src, bytes, dir, what, guard, 0))
                 rc = ERR_NOMEM;
             else
                 guard = -1; /* the copy owns it now */
@@ -1085,20 +1123,6 @@ static int dsim_launch(device_stream_t *pub, const struct device_kernel *k)
     return rc;
 }
 
-/* Finishes a compute operation the host ran itself (mu held). Its modelled
- * times were set at issue. */
-static void dsim_complete_inline(struct dsim *d, struct dsim_op *op)
-{
-    op->done = 1;
-    dsim_op_unref(op->prev);
-    op->prev = NULL;
-    d->inline_busy = 0;
-    dsim_settle(d);
-    if (d->changed_waiters)
-        pthread_cond_broadcast(&d->changed);
-    dsim_wake_engines(d); /* an engine's head may wait for us */
-    dsim_op_unref(op);
-}
 
 /* A device operation's modelled duration on the GPU profile: a matrix
  * product is bound by its flops or its bytes, whichever takes longer (the
@@ -1144,19 +1168,19 @@ static int dsim_run(device_stream_t *pub, const struct device_op *dop)
     op->has_math = 1;
     dsim_schedule(d, op, DSIM_ENGINE_COMPUTE, dsim_op_ns(d, dop));
     struct dsim_engine *e = &d->eng[DSIM_ENGINE_COMPUTE];
-    if (e->head || d->inline_busy || (op->prev && !op->prev->done)) {
+    if (e->head || e->inline_busy || (op->prev && !op->prev->done)) {
         dsim_enqueue(d, DSIM_ENGINE_COMPUTE, op);
         pthread_mutex_unlock(&d->mu);
         return 0;
     }
-    d->inline_busy = 1;
+    e->inline_busy = 1;
     dsim_op_ref(op);
     pthread_mutex_unlock(&d->mu);
     uint64_t gemm = device_exec(&op->math);
     pthread_mutex_lock(&d->mu);
     d->gemm_ns += gemm;
     d->gemm_calls += op->math.kind == DEVICE_OP_GEMM;
-    dsim_complete_inline(d, op);
+    dsim_complete_inline(d, e, op);
     pthread_mutex_unlock(&d->mu);
     return 0;
 }
