@@ -336,10 +336,10 @@ static int train_open(struct train_run *t, const struct train_config *c, comm_t 
     uint32_t per = c->workers ? c->workers : 1;
     lo.prefetch = 2 + (2 + per - 1) / per;
     lo.allocator = pinned_pool_loader_allocator(t->pool);
-    /* on the simulator the collate is on the host's modelled clock, as chapter 4's: records copied at the
-     * host's modelled memcpy (VCLOCK_HOST_MEMCPY_BPS), nothing more per record (model_record_s 0: a
-     * record is a slice of a mapped file, no decode) */
-    lo.modelled = device_backend_name(t->dev) && strcmp(device_backend_name(t->dev), "sim") == 0;
+    /* on modelled time (a simulated device) the collate is on the host's modelled clock, as chapter 4's:
+     * records copied at the host's modelled memcpy (VCLOCK_HOST_MEMCPY_BPS), nothing more per record
+     * (model_record_s 0: a record is a slice of a mapped file, no decode); a GPU's run reads the wall clock */
+    lo.modelled = !vclock_is_wall();
     if (c->augment) {
         t->flip = (struct augment_hflip){.rows = 28, .cols = 28, .p = 0.5};
         if ((uint64_t)c->spec.inputs != 784)
