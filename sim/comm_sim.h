@@ -11,9 +11,13 @@
  *   1. faults due before it (sim/faults.h): kill, skip, delay;
  *   2. rendezvous: every rank posts its fingerprint; the last to arrive
  *      compares them all (always on, like TORCH_DISTRIBUTED_DEBUG=DETAIL);
- *      a rank that waits past the timeout is the watchdog: it writes the
- *      diagnosis (who arrived, who did not and what each did last), breaks
- *      the world and every waiting thread returns;
+ *      the watchdog is modelled: a rank arriving at modelled time a waits
+ *      until a + timeout, and once every rank has arrived or is gone
+ *      (killed, or closed and its thread ended) a deadline passed with a
+ *      rank missing fires the earliest one's watchdog: it writes the
+ *      diagnosis (who arrived by then, and what each other rank was doing
+ *      then), breaks the world and every waiting thread returns. The wall
+ *      clock only ends real hangs (sim_wall_margin_s);
  *   3. the data phase: ring, tree or naive, over bounded channels;
  *   4. with COMM_CHECK_RESULTS, a second rendezvous compares checksums of
  *      the results (after any flip fault), naming the rank that differs.
