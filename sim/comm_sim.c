@@ -28,6 +28,7 @@ static int sim_world_create(const struct comm_world_options *opt, comm_world_t *
     w->base.ops = &comm_backend_sim;
     w->world = opt->world;
     w->node_size = opt->node_size > 0 ? opt->node_size : opt->world;
+    w->hang_s = opt->hang_s > 0 ? opt->hang_s : 0;
     if (opt->node_size < 0 || opt->world % w->node_size != 0) {
         free(w);
         return err_set(ERR_ARG, "sim: a world of %d ranks cannot be cut into nodes of %d (the topology NODESxGPUS "
@@ -211,8 +212,10 @@ static void sim_rank_story_at(const struct sim_world *w, int r, uint64_t t, char
  * the configured timeout keeps it past any wait that a long timeout says is
  * normal. Either way a real hang still ends. */
 #define SIM_WALL_MIN_S 60.0
-static double sim_wall_margin_s(double timeout_s)
+static double sim_wall_margin_s(const struct sim_world *w, double timeout_s)
 {
+    if (w->hang_s > 0) /* comm_world_options.hang_s: a test of the net itself */
+        return w->hang_s;
     return timeout_s * 10 > SIM_WALL_MIN_S ? timeout_s * 10 : SIM_WALL_MIN_S;
 }
 
@@ -371,7 +374,7 @@ static int sim_rendezvous(struct sim_world *w, int rank, const struct comm_coll_
     while (w->gen == gen && !atomic_load(&w->broken) && !sim_aborted_before(w, d->seq)) {
         if (pthread_cond_timedwait(&w->cond, &w->lock, &ts) == ETIMEDOUT && w->gen == gen &&
             !atomic_load(&w->broken) && !sim_aborted_before(w, d->seq)) {
-            sim_watchdog_report(w, rank, d, phase, sim_wall_margin_s(timeout_s), 0,
+            sim_watchdog_report(w, rank, d, phase, sim_wall_margin_s(w, timeout_s), 0,
                                 "the wall-clock safety net for real hangs: a rank that never came, though "
                                 "not gone",
                                 msg, sizeof msg);
@@ -705,7 +708,7 @@ static int sim_execute(struct sim_comm *sc, const struct comm_coll_desc *d, uint
     if ((f = faults_take(w->faults, w->nfaults, FAULT_DELAY, rank, d->seq)))
         arrive = sim_delay(w, rank, f, d, arrive);
 
-    uint64_t deadline = clock_deadline_s(sim_wall_margin_s(c->timeout_s));
+    uint64_t deadline = clock_deadline_s(sim_wall_margin_s(w, c->timeout_s));
     comm_fingerprint_of(d, &w->ranks[rank].fp);
     w->ranks[rank].arrive_ns = arrive;
     int rc = sim_rendezvous(w, rank, d, deadline, c->timeout_s, "start", sim_check_fingerprints, &sc->free_ns);

@@ -101,6 +101,7 @@ struct sim_world {
     struct comm_world_base base; /* first: see comm_backend.h */
     int world;
     int node_size;        /* ranks per node (comm_world_options.node_size; world when one node) */
+    double hang_s;        /* comm_world_options.hang_s: the wall-clock safety net, 0 for the default */
     struct fault *faults;
     int nfaults;
     pthread_mutex_t lock;

@@ -441,6 +441,40 @@ TEST(watchdog_tells_what_a_late_rank_did_at_the_deadline)
                          "collective #1");
 }
 
+/* The wall-clock safety net: a rank whose thread really never comes (here
+ * it sleeps, in real time, past the net, shortened to 0.3 s) is neither
+ * late in modelled time nor gone, so only the wall clock can end the
+ * others' wait; it does, naming it as it is. */
+static int hung_rank(struct rank_ctx *ctx)
+{
+    comm_t *c;
+    int rc = test_open(ctx, ctx->shared, COMM_ALGO_RING, COMM_CHECK_NONE, 1, &c);
+    if (rc < 0)
+        return rc;
+    float x = 1;
+    if (ctx->rank == 2) {
+        comm_set_activity(c, "stuck");
+        clock_sleep_ns(1500000000u);
+    } else {
+        rc = comm_allreduce(c, &x, &x, 1, COMM_FLOAT32, COMM_SUM);
+    }
+    comm_close(c);
+    return rc;
+}
+
+TEST(a_real_hang_ends_at_the_wall_clock_safety_net)
+{
+    struct comm_world_options opt = {.world = 3, .hang_s = 0.3};
+    comm_world_t *w;
+    CHECK_OK(comm_world_create("sim", &opt, &w));
+    CHECK(ranks_run(3, hung_rank, w, NULL, 0, NULL) < 0);
+    const char *diag = comm_world_diagnosis(w);
+    CHECK_CONTAINS(diag, "collective #1 (allreduce sum, 1 x float32): no progress for 0.3 s of wall-clock time on rank");
+    CHECK_CONTAINS(diag, "the wall-clock safety net for real hangs");
+    CHECK_CONTAINS(diag, "rank 2: running its own code (stuck), in no collective; has completed no collective");
+    comm_world_destroy(w);
+}
+
 TEST(watchdog_names_the_rank_that_skipped_a_collective)
 {
     char msg[2048];
