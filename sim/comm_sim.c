@@ -28,6 +28,7 @@ static int sim_world_create(const struct comm_world_options *opt, comm_world_t *
     w->base.ops = &comm_backend_sim;
     w->world = opt->world;
     w->node_size = opt->node_size > 0 ? opt->node_size : opt->world;
+    w->hang_s = opt->hang_s > 0 ? opt->hang_s : 0;
     if (opt->node_size < 0 || opt->world % w->node_size != 0) {
         free(w);
         return err_set(ERR_ARG, "sim: a world of %d ranks cannot be cut into nodes of %d (the topology NODESxGPUS "
@@ -69,9 +70,12 @@ static int sim_world_create(const struct comm_world_options *opt, comm_world_t *
     return 0;
 }
 
+static void sim_thread_forget_world(struct sim_world *w);
+
 static void sim_world_destroy(comm_world_t *cw)
 {
     struct sim_world *w = (struct sim_world *)cw;
+    sim_thread_forget_world(w);
     for (int i = 0; i < w->world * w->world; i++)
         if (w->chan_ready[i])
             channel_destroy(&w->chans[i]);
@@ -164,7 +168,62 @@ void sim_rank_story(const struct sim_world *w, int r, char *buf, size_t len)
     }
 }
 
+/* What rank r, which reached the collective only at modelled time
+ * arrive_ns > t, was doing at t: in an injected delay, or running its own
+ * code with the activity it had said last before t. w->lock held. */
+static void sim_rank_story_at(const struct sim_world *w, int r, uint64_t t, char *buf, size_t len)
+{
+    const struct sim_rank *k = &w->ranks[r];
+    char last[160] = "has completed no collective";
+    if (k->has_last) {
+        char d[128];
+        snprintf(last, sizeof last, "last completed %s", comm_coll_describe(&k->last, d, sizeof d));
+    }
+    if (k->delay_to_ns > k->delay_from_ns && t >= k->delay_from_ns && t < k->delay_to_ns) {
+        snprintf(buf, len, "%s; %s", k->note, last);
+        return;
+    }
+    const char *act = NULL;
+    uint64_t since = 0;
+    unsigned first = k->nmarks > SIM_ACTIVITY_MARKS ? k->nmarks - SIM_ACTIVITY_MARKS : 0;
+    for (unsigned i = first; i < k->nmarks; i++) { /* in the order said: the last one said by t */
+        const struct sim_activity_mark *m = &k->marks[i % SIM_ACTIVITY_MARKS];
+        if (m->since_ns <= t && (!act || m->since_ns >= since)) {
+            act = m->text;
+            since = m->since_ns;
+        }
+    }
+    if (act && act[0])
+        snprintf(buf, len, "running its own code (%s), in no collective; %s", act, last);
+    else
+        snprintf(buf, len, "running its own code, in no collective; %s", last);
+}
+
 /* ---- rendezvous and watchdog ------------------------------------------- */
+
+/* The wall-clock safety net: how long a rank waits in real time for the
+ * others before it gives up. The watchdog proper is modelled (see
+ * sim_modelled_watchdog): a rank late in modelled time, or gone, is seen
+ * there whatever the wall clock says. This one is only for real hangs, a
+ * thread that truly never comes (a bug, a deadlock), which the model cannot
+ * see; so it must be long enough that no load trips it: a rank's real work
+ * between two collectives (a step, a checkpoint written to a slow disk
+ * under two busy neighbours) takes seconds, never a minute; and ten times
+ * the configured timeout keeps it past any wait that a long timeout says is
+ * normal. Either way a real hang still ends. */
+#define SIM_WALL_MIN_S 60.0
+static double sim_wall_margin_s(const struct sim_world *w, double timeout_s)
+{
+    if (w->hang_s > 0) /* comm_world_options.hang_s: a test of the net itself */
+        return w->hang_s;
+    return timeout_s * 10 > SIM_WALL_MIN_S ? timeout_s * 10 : SIM_WALL_MIN_S;
+}
+
+/* t + dt, saturated. */
+static uint64_t sim_add_ns(uint64_t t, uint64_t dt)
+{
+    return dt > UINT64_MAX - t ? UINT64_MAX : t + dt;
+}
 
 /* Compares what the ranks posted; runs in the last rank to arrive, with
  * w->lock held and every other rank waiting. 0 or ERR_* with msg set. */
@@ -172,16 +231,20 @@ typedef int (*sim_check_fn)(struct sim_world *w, const struct comm_coll_desc *d,
 
 /* The watchdog's report, written by the first rank whose wait expired; w->lock held. */
 static void sim_watchdog_report(struct sim_world *w, int rank, const struct comm_coll_desc *d, const char *phase,
-                                double timeout_s, char *msg, size_t len)
+                                double timeout_s, uint64_t deadline_ns, const char *wall, char *msg, size_t len)
 {
     char desc[128], arrived[256] = "", missing[1536] = "";
     size_t na = 0, nm = 0;
     for (int r = 0; r < w->world; r++) {
-        if (w->ranks[r].arrived) {
+        /* arrived by the deadline (the wall net: arrived at all) */
+        if (w->ranks[r].arrived && (wall || w->ranks[r].arrive_ns <= deadline_ns)) {
             na += (size_t)snprintf(arrived + na, sizeof arrived - na, "%s%d", na ? ", " : "", r);
         } else if (nm < sizeof missing) {
             char story[320];
-            sim_rank_story(w, r, story, sizeof story);
+            if (w->ranks[r].arrived) /* came, but after the deadline: what it did at the deadline */
+                sim_rank_story_at(w, r, deadline_ns, story, sizeof story);
+            else
+                sim_rank_story(w, r, story, sizeof story);
             nm += (size_t)snprintf(missing + nm, sizeof missing - nm, "%s  rank %d: %s", nm ? "\n" : "", r, story);
         }
         if (na >= sizeof arrived)
@@ -189,11 +252,68 @@ static void sim_watchdog_report(struct sim_world *w, int rank, const struct comm
         if (nm >= sizeof missing)
             nm = sizeof missing - 1;
     }
-    snprintf(msg, len,
-             "watchdog: %s timed out after %.3g s on rank %d, waiting for every rank to reach its %s\n"
-             "  arrived: rank%s %s\n  missing:\n%s",
-             comm_coll_describe(d, desc, sizeof desc), timeout_s, rank, phase, strchr(arrived, ',') ? "s" : "",
-             arrived, missing);
+    if (wall)
+        snprintf(msg, len,
+                 "watchdog: %s: no progress for %.3g s of wall-clock time on rank %d, waiting for every rank to "
+                 "reach its %s (%s)\n  arrived: rank%s %s\n  missing:\n%s",
+                 comm_coll_describe(d, desc, sizeof desc), timeout_s, rank, phase, wall,
+                 strchr(arrived, ',') ? "s" : "", arrived, missing);
+    else
+        snprintf(msg, len,
+                 "watchdog: %s timed out after %.3g s on rank %d, waiting for every rank to reach its %s\n"
+                 "  arrived: rank%s %s\n  missing:\n%s",
+                 comm_coll_describe(d, desc, sizeof desc), timeout_s, rank, phase, strchr(arrived, ',') ? "s" : "",
+                 arrived, missing);
+}
+
+/* A rank that will never come to the rendezvous under way: killed by a
+ * fault, or its communicator closed and its thread ended (it finished its
+ * loop and exited: sim_thread_ended). */
+static int sim_rank_gone(const struct sim_rank *k)
+{
+    return !k->arrived && (k->state == SIM_KILLED || (k->state == SIM_EXITED && k->ended));
+}
+
+/* The modelled watchdog; w->lock held. A rank that arrives at modelled time
+ * a waits until a + its timeout. Once every rank has arrived or is gone (in
+ * wall time that is as soon as the last one decides), the deadlines are
+ * known: if a rank arrived after the earliest deadline, or one is gone,
+ * that deadline passed with the collective incomplete, and the watchdog of
+ * the rank that had it (the earliest arrival; the lowest rank of equals)
+ * fires: its report lists the ranks there by then, and what each other one
+ * was doing at that modelled instant. The same ranks, the same times, the
+ * same report, whatever the wall clock did. Returns 1 when it fired (the
+ * world is broken, w->wd_rank says whose watchdog it was). */
+static int sim_modelled_watchdog(struct sim_world *w)
+{
+    if (w->count == 0 || atomic_load(&w->broken))
+        return 0;
+    int gone = 0, first = -1;
+    uint64_t deadline = UINT64_MAX;
+    for (int r = 0; r < w->world; r++) {
+        const struct sim_rank *k = &w->ranks[r];
+        gone += sim_rank_gone(k);
+        if (!k->arrived)
+            continue;
+        uint64_t dl = sim_add_ns(k->arrive_ns, k->timeout_ns);
+        if (first < 0 || dl < deadline)
+            first = r, deadline = dl;
+    }
+    if (first < 0 || w->count + gone < w->world)
+        return 0;
+    int late = gone > 0;
+    for (int r = 0; r < w->world; r++)
+        late |= w->ranks[r].arrived && w->ranks[r].arrive_ns > deadline;
+    if (!late)
+        return 0;
+    char msg[2048];
+    const struct sim_rank *k = &w->ranks[first];
+    sim_watchdog_report(w, first, &k->at, k->phase, k->timeout_s, deadline, NULL, msg, sizeof msg);
+    w->wd_fired = 1;
+    w->wd_rank = first;
+    w->wd_gen = w->gen;
+    sim_world_break_locked(w, msg);
+    return 1;
 }
 
 /* The modelled end of collective d, every rank arrived: the latest arrival
@@ -228,11 +348,17 @@ static int sim_rendezvous(struct sim_world *w, int rank, const struct comm_coll_
     struct sim_rank *me = &w->ranks[rank];
     me->state = SIM_WAITING;
     me->at = *d;
+    me->phase = phase;
+    me->timeout_s = timeout_s;
+    me->timeout_ns = vclock_ns_of_s(timeout_s);
     if (atomic_load(&w->broken) || sim_aborted_before(w, d->seq))
         goto broken;
     me->arrived = 1;
     uint64_t gen = w->gen;
-    if (++w->count == w->world) {
+    ++w->count;
+    if (sim_modelled_watchdog(w))
+        goto fired;
+    if (w->count == w->world) {
         w->rdv_rc = check ? check(w, d, w->rdv_msg, sizeof w->rdv_msg) : 0;
         if (end_ns)
             w->rdv_end_ns = sim_modelled_end(w, d);
@@ -248,7 +374,10 @@ static int sim_rendezvous(struct sim_world *w, int rank, const struct comm_coll_
     while (w->gen == gen && !atomic_load(&w->broken) && !sim_aborted_before(w, d->seq)) {
         if (pthread_cond_timedwait(&w->cond, &w->lock, &ts) == ETIMEDOUT && w->gen == gen &&
             !atomic_load(&w->broken) && !sim_aborted_before(w, d->seq)) {
-            sim_watchdog_report(w, rank, d, phase, timeout_s, msg, sizeof msg);
+            sim_watchdog_report(w, rank, d, phase, sim_wall_margin_s(w, timeout_s), 0,
+                                "the wall-clock safety net for real hangs: a rank that never came, though "
+                                "not gone",
+                                msg, sizeof msg);
             sim_world_break_locked(w, msg);
             pthread_mutex_unlock(&w->lock);
             return err_set(ERR_TIMEOUT, "%s", msg);
@@ -263,6 +392,13 @@ static int sim_rendezvous(struct sim_world *w, int rank, const struct comm_coll_
         me->state = SIM_MOVING;
         pthread_mutex_unlock(&w->lock);
         return rc;
+    }
+fired:
+    if (w->wd_fired && w->wd_rank == rank && w->wd_gen == gen) { /* its own watchdog fired */
+        me->arrived = 0;
+        snprintf(msg, sizeof msg, "%s", w->base.diagnosis);
+        pthread_mutex_unlock(&w->lock);
+        return err_set(ERR_TIMEOUT, "%s", msg);
     }
 broken:
     me->arrived = 0;
@@ -342,26 +478,22 @@ static int sim_check_results(struct sim_world *w, const struct comm_coll_desc *d
 
 /* ---- faults --------------------------------------------------------------- */
 
-/* Sleeps `ms` (an injected delay), waking early if the world breaks. */
-static int sim_delay(struct sim_world *w, int rank, const struct fault *f, const struct comm_coll_desc *d)
+/* An injected delay of f->ms before collective d, from modelled time
+ * `from`: no real sleep, the rank reaches d that much later in modelled
+ * time (the watchdog sees it there, sim_rank_story_at tells it). Returns
+ * the delay's modelled end. */
+static uint64_t sim_delay(struct sim_world *w, int rank, const struct fault *f, const struct comm_coll_desc *d,
+                          uint64_t from)
 {
-    char what[32], desc[128];
+    char what[32];
     pthread_mutex_lock(&w->lock);
     struct sim_rank *me = &w->ranks[rank];
     snprintf(me->note, sizeof me->note, "sleeping in an injected delay of %llu ms before collective #%llu (%s)",
              (unsigned long long)f->ms, (unsigned long long)d->seq, fault_describe(f, what, sizeof what));
-    me->state = SIM_DELAYED;
-    struct timespec ts = channel_deadline(clock_deadline_ns(fault_delay_ns(f)));
-    while (!atomic_load(&w->broken) && !sim_aborted_before(w, d->seq) &&
-           pthread_cond_timedwait(&w->cond, &w->lock, &ts) != ETIMEDOUT) {
-    }
-    me->state = SIM_RUNNING;
-    int broken = atomic_load(&w->broken) || sim_aborted_before(w, d->seq);
+    me->delay_from_ns = from;
+    me->delay_to_ns = sim_add_ns(from, fault_delay_ns(f));
     pthread_mutex_unlock(&w->lock);
-    if (broken)
-        return err_set(ERR_PEER, "woke on rank %d from an injected delay before %s to find the world failed: %s",
-                       rank, comm_coll_describe(d, desc, sizeof desc), w->base.diagnosis);
-    return 0;
+    return me->delay_to_ns;
 }
 
 /* Flips the lowest bits of the middle element of rank's result: rank + 1
@@ -397,6 +529,77 @@ static void sim_mark_exited(struct sim_world *w, int rank)
     pthread_mutex_unlock(&w->lock);
 }
 
+/* ---- rank threads that end -------------------------------------------------------- */
+
+/* The modelled watchdog must know when a rank will never come: a rank
+ * killed by a fault, or one whose thread has ended (it returned from its
+ * rank function, its communicator closed: it finished its loop). A closed
+ * communicator alone does not say it: the rank may still fail in its own
+ * code, and that failure (its abort) is then the diagnosis. So sim_open
+ * registers the opening thread; when that thread ends (a thread-specific
+ * key's destructor, run before pthread_join returns), every world it had a
+ * rank in learns. A world destroyed first is forgotten. */
+struct sim_thread_reg {
+    struct sim_world *w; /* NULL once the world is destroyed */
+    int rank;
+    pthread_t thread;
+    struct sim_thread_reg *next;
+};
+static pthread_mutex_t sim_regs_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct sim_thread_reg *sim_regs;
+static pthread_key_t sim_thread_key;
+static pthread_once_t sim_thread_once = PTHREAD_ONCE_INIT;
+
+static void sim_thread_ended(void *unused)
+{
+    (void)unused;
+    pthread_t self = pthread_self();
+    pthread_mutex_lock(&sim_regs_lock);
+    for (struct sim_thread_reg **p = &sim_regs; *p;) {
+        struct sim_thread_reg *g = *p;
+        if (!pthread_equal(g->thread, self)) {
+            p = &g->next;
+            continue;
+        }
+        if (g->w) {
+            pthread_mutex_lock(&g->w->lock);
+            g->w->ranks[g->rank].ended = 1;
+            sim_modelled_watchdog(g->w); /* the ranks waiting for it know now */
+            pthread_mutex_unlock(&g->w->lock);
+        }
+        *p = g->next;
+        free(g);
+    }
+    pthread_mutex_unlock(&sim_regs_lock);
+}
+
+static void sim_thread_key_init(void) { (void)pthread_key_create(&sim_thread_key, sim_thread_ended); }
+
+/* The calling thread holds rank `rank` of w (sim_open). Without memory the
+ * rank is only never declared gone (the wall-clock net remains). */
+static void sim_thread_register(struct sim_world *w, int rank)
+{
+    (void)pthread_once(&sim_thread_once, sim_thread_key_init);
+    struct sim_thread_reg *g = malloc(sizeof *g);
+    if (!g)
+        return;
+    *g = (struct sim_thread_reg){.w = w, .rank = rank, .thread = pthread_self()};
+    pthread_mutex_lock(&sim_regs_lock);
+    g->next = sim_regs;
+    sim_regs = g;
+    pthread_mutex_unlock(&sim_regs_lock);
+    (void)pthread_setspecific(sim_thread_key, &sim_regs); /* any non-NULL value: the destructor runs */
+}
+
+static void sim_thread_forget_world(struct sim_world *w)
+{
+    pthread_mutex_lock(&sim_regs_lock);
+    for (struct sim_thread_reg *g = sim_regs; g; g = g->next)
+        if (g->w == w)
+            g->w = NULL;
+    pthread_mutex_unlock(&sim_regs_lock);
+}
+
 static void *sim_progress_main(void *arg);
 
 static int sim_open(comm_t *c, const struct comm_config *cfg)
@@ -423,6 +626,8 @@ static int sim_open(comm_t *c, const struct comm_config *cfg)
         w->ranks[cfg->rank] = (struct sim_rank){.state = SIM_RUNNING};
     }
     pthread_mutex_unlock(&w->lock);
+    if (rc == 0)
+        sim_thread_register(w, cfg->rank);
     if (rc < 0) {
         free(sc);
         return rc;
@@ -493,20 +698,19 @@ static int sim_execute(struct sim_comm *sc, const struct comm_coll_desc *d, uint
                  "killed by --fault=%s before collective #%llu", fault_describe(f, what, sizeof what),
                  (unsigned long long)d->seq);
         w->ranks[rank].state = SIM_KILLED;
+        sim_modelled_watchdog(w); /* the ranks waiting for it know now */
         pthread_mutex_unlock(&w->lock);
         sc->killed = 1;
         return err_set(ERR_STATE, "%s", w->ranks[rank].note);
     }
-    if ((f = faults_take(w->faults, w->nfaults, FAULT_DELAY, rank, d->seq))) {
-        int rc = sim_delay(w, rank, f, d);
-        if (rc < 0)
-            return rc;
-    }
-
-    uint64_t deadline = clock_deadline_s(c->timeout_s);
-    comm_fingerprint_of(d, &w->ranks[rank].fp);
     /* modelled time: it starts when this rank issued it, or when this rank's previous one ended */
-    w->ranks[rank].arrive_ns = issue_ns > sc->free_ns ? issue_ns : sc->free_ns;
+    uint64_t arrive = issue_ns > sc->free_ns ? issue_ns : sc->free_ns;
+    if ((f = faults_take(w->faults, w->nfaults, FAULT_DELAY, rank, d->seq)))
+        arrive = sim_delay(w, rank, f, d, arrive);
+
+    uint64_t deadline = clock_deadline_s(sim_wall_margin_s(w, c->timeout_s));
+    comm_fingerprint_of(d, &w->ranks[rank].fp);
+    w->ranks[rank].arrive_ns = arrive;
     int rc = sim_rendezvous(w, rank, d, deadline, c->timeout_s, "start", sim_check_fingerprints, &sc->free_ns);
     if (rc < 0)
         return rc;
@@ -665,6 +869,9 @@ static void sim_activity(comm_t *c, const char *what)
     struct sim_rank *k = &sc->w->ranks[c->rank];
     pthread_mutex_lock(&sc->w->lock);
     snprintf(k->activity, sizeof k->activity, "%s", what ? what : "");
+    struct sim_activity_mark *m = &k->marks[k->nmarks++ % SIM_ACTIVITY_MARKS];
+    m->since_ns = vclock_now_ns(); /* the rank's own thread: its modelled clock */
+    snprintf(m->text, sizeof m->text, "%s", what ? what : "");
     pthread_mutex_unlock(&sc->w->lock);
 }
 

@@ -11,9 +11,13 @@
  *   1. faults due before it (sim/faults.h): kill, skip, delay;
  *   2. rendezvous: every rank posts its fingerprint; the last to arrive
  *      compares them all (always on, like TORCH_DISTRIBUTED_DEBUG=DETAIL);
- *      a rank that waits past the timeout is the watchdog: it writes the
- *      diagnosis (who arrived, who did not and what each did last), breaks
- *      the world and every waiting thread returns;
+ *      the watchdog is modelled: a rank arriving at modelled time a waits
+ *      until a + timeout, and once every rank has arrived or is gone
+ *      (killed, or closed and its thread ended) a deadline passed with a
+ *      rank missing fires the earliest one's watchdog: it writes the
+ *      diagnosis (who arrived by then, and what each other rank was doing
+ *      then), breaks the world and every waiting thread returns. The wall
+ *      clock only ends real hangs (sim_wall_margin_s);
  *   3. the data phase: ring, tree or naive, over bounded channels;
  *   4. with COMM_CHECK_RESULTS, a second rendezvous compares checksums of
  *      the results (after any flip fault), naming the rank that differs.
@@ -62,6 +66,10 @@ enum sim_rank_state {
     SIM_KILLED,     /* killed by a fault */
 };
 
+/* Activity changes a rank keeps for the modelled watchdog: a rank says a
+ * few per step (train.c), and a deadline is at most one timeout back. */
+#define SIM_ACTIVITY_MARKS 8
+
 struct sim_rank {
     enum sim_rank_state state;
     int arrived;                /* at the current rendezvous */
@@ -75,13 +83,25 @@ struct sim_rank {
     char note[128];             /* the fault behind a KILLED / DELAYED state */
     char activity[160];         /* what it does between collectives (comm_set_activity), "" if unsaid */
     uint64_t arrive_ns;         /* modelled: when it reached the current collective (its issue time, or
-                                 * its communicator's previous end if later) */
+                                 * its communicator's previous end if later, plus any injected delay) */
+    uint64_t timeout_ns;        /* modelled: its communicator's watchdog timeout ... */
+    double timeout_s;           /* ... as configured, for the report */
+    const char *phase;          /* the rendezvous it waits at ("start", "result check") */
+    uint64_t delay_from_ns, delay_to_ns; /* modelled: its last injected delay (the note says which) */
+    struct sim_activity_mark {  /* what it said it was doing, and since when (its modelled clock), so that
+                                 * the watchdog tells what it did at a modelled deadline now past */
+        uint64_t since_ns;
+        char text[160];
+    } marks[SIM_ACTIVITY_MARKS];
+    unsigned nmarks;            /* marks recorded since open (the last SIM_ACTIVITY_MARKS kept) */
+    int ended;                  /* the thread that opened its communicator has ended: it comes no more */
 };
 
 struct sim_world {
     struct comm_world_base base; /* first: see comm_backend.h */
     int world;
     int node_size;        /* ranks per node (comm_world_options.node_size; world when one node) */
+    double hang_s;        /* comm_world_options.hang_s: the wall-clock safety net, 0 for the default */
     struct fault *faults;
     int nfaults;
     pthread_mutex_t lock;
@@ -97,6 +117,9 @@ struct sim_world {
     struct costmodel model; /* what each collective costs in modelled time (comm_world_options.hw) */
     int algo_set;
     enum comm_algo algo;  /* every rank must use the same */
+    int wd_fired;         /* the modelled watchdog fired (w->lock) ... */
+    int wd_rank;          /* ... on this rank, whose deadline came first ... */
+    uint64_t wd_gen;      /* ... at this rendezvous generation */
     struct sim_rank *ranks;
     channel_t *chans;     /* [src * world + dst], initialized on first use */
     unsigned char *chan_ready;
@@ -136,7 +159,7 @@ struct sim_exec {
     int rank, world;
     enum comm_algo algo; /* resolved: never DEFAULT */
     const struct comm_coll_desc *d;
-    uint64_t deadline_ns;
+    uint64_t deadline_ns; /* wall clock: the safety net for real hangs (sim_wall_margin_s) */
 };
 
 /* Runs the data phase of x->d (not barrier) with x->algo. 0, or an ERR_*

@@ -99,7 +99,7 @@ static const struct demo demos[] = {
 /* The diagnosis, every line indented under the demo. */
 static void demo_print_indented(double took, const char *msg)
 {
-    printf("  diagnosis, after %.1f s:\n    ", took);
+    printf("  diagnosis, after %.1f s (measured):\n    ", took);
     for (const char *p = msg; *p; p++)
         fputs(*p == '\n' ? "\n    " : (char[]){*p, 0}, stdout);
     putchar('\n');

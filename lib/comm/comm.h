@@ -195,6 +195,9 @@ struct comm_world_options {
     const struct hw_profile *hw; /* sim: the GPUs and links whose modelled time each collective
                          * takes (costmodel_from_hw on the topology above); NULL: the
                          * simulated device's default (DEVICE_GPU_DEFAULT, a100) */
+    double hang_s;      /* sim: its watchdog is modelled; this is the wall-clock safety net
+                         * for real hangs (a thread that never comes), seconds without
+                         * progress; 0: max(60 s, 10 x the timeout). Tests shorten it */
 };
 
 /* Creates the shared object that `world` rank threads of backend `backend`

@@ -350,6 +350,11 @@ fi
 
 # the failure demos: each broken run fails as its story says, naming the rank and the collective; each fix works
 T_TIMEOUT=120
+# on modelled time (the save-timeout story's watchdog included): the same bytes beside two busy
+# processes, the lines with measured seconds and the checkpoint's temporary directory aside
+t_same_under_load demos_same_bytes_under_load "slower-no-overlap.csv slower-overlap.csv" \
+    bash -c '"$1" --demo=all --out="$2" | sed -E "s|ddp-chapter6-demo-[A-Za-z0-9]+|ddp-chapter6-demo-X|g"
+             exit "${PIPESTATUS[0]}"' _ "$P" "$T_TMP/vt"
 t_run $P --demo=all --out="$OUT"
 if [ "$T_STATUS" != 0 ]; then t_failed demos "exit $T_STATUS: $(grep -E 'UNEXPECTED|====' <<<"$T_OUT" | head -n 5)"
 else

@@ -77,6 +77,7 @@ struct job {
     int collectives;     /* how many times each rank runs the collective */
     float **out;         /* per rank: its result (world x count for allgather) */
     uint64_t *bytes_sent; /* per rank */
+    const unsigned *hold_ms; /* per rank, or NULL: a real sleep before its first collective */
 };
 
 static int job_rank(struct rank_ctx *ctx)
@@ -91,6 +92,8 @@ static int job_rank(struct rank_ctx *ctx)
     size_t n_out = j->coll == COMM_ALLGATHER ? j->count * (size_t)W : j->count;
     size_t n_buf = n_in > n_out ? n_in : n_out;
     float *in = calloc(n_buf + 1, sizeof *in), *out = j->out[r];
+    if (j->hold_ms && j->hold_ms[r]) /* real time: the order in which the ranks' threads arrive */
+        clock_sleep_ns((uint64_t)j->hold_ms[r] * 1000000u);
     for (int k = 0; k < j->collectives && rc == 0; k++) {
         for (size_t i = 0; i < n_in; i++)
             in[i] = test_value(r, i);
@@ -218,17 +221,20 @@ TEST(allreduce_matches_reference_every_algo_world_count)
 }
 
 /* Whatever the thread timing: runs after the first hold back one rank or
- * two (injected delays), so the others' pieces arrive in another order. */
+ * two, so the others' pieces arrive in another order. Real sleeps in the
+ * test itself: the delay fault costs modelled time only, and the threads
+ * would run as they like. */
 TEST(allreduce_is_the_same_bits_every_run)
 {
-    static const char *const timings[] = {NULL, "delay:0@1:40", "delay:4@1:40,delay:2@1:15", "delay:3@1:25"};
+    static const unsigned timings[4][5] = {{0}, {40, 0, 0, 0, 0}, {0, 0, 15, 0, 40}, {0, 0, 0, 25, 0}};
     for (int a = 0; a < 3; a++) {
         size_t n = 65536 + 333;
         int W = 5;
         float *first = NULL;
         for (int run = 0; run < 4; run++) {
-            struct job j = {.algo = algos[a], .coll = COMM_ALLREDUCE, .count = n, .out = outs_alloc(W, n)};
-            CHECK_OK(job_run(&j, W, timings[run]));
+            struct job j = {.algo = algos[a], .coll = COMM_ALLREDUCE, .count = n, .out = outs_alloc(W, n),
+                            .hold_ms = timings[run]};
+            CHECK_OK(job_run(&j, W, NULL));
             if (!first) {
                 first = j.out[0];
                 j.out[0] = NULL;
@@ -362,6 +368,111 @@ TEST(watchdog_names_a_straggler_at_the_longest_delay)
     comm_world_t *w;
     CHECK_ERR(comm_world_create("sim", &opt, &w), ERR_ARG,
               "--fault=delay:R@K:MS: MS must be 0 to 18446744073709 milliseconds, got '18446744073710'");
+}
+
+/* The watchdog is modelled: rank 1's thread arrives first in real time (the
+ * others really sleep 50 ms before their first collective), but its
+ * injected delay makes it 3 s late in modelled time, so the others' 1 s
+ * deadline passes: the earliest deadline's rank (rank 0, the lowest of
+ * equals) fires, at once, every run the same report. */
+TEST(watchdog_fires_on_modelled_lateness_not_wall_time)
+{
+    static const unsigned hold[4] = {50, 0, 50, 50};
+    for (int run = 0; run < 3; run++) {
+        struct comm_world_options opt = {.world = 4, .faults = "delay:1@1:3000"};
+        struct job j = {.coll = COMM_ALLREDUCE, .count = 100, .collectives = 2, .timeout_s = 1,
+                        .out = outs_alloc(4, 100), .hold_ms = hold};
+        CHECK_OK(comm_world_create("sim", &opt, &j.world));
+        double t0 = clock_now_s();
+        CHECK(ranks_run(4, job_rank, &j, NULL, 0, NULL) < 0);
+        double took = clock_now_s() - t0;
+        CHECK_STR(comm_world_diagnosis(j.world),
+                  "watchdog: collective #1 (allreduce sum, 100 x float32) timed out after 1 s on rank 0, waiting "
+                  "for every rank to reach its start\n  arrived: ranks 0, 2, 3\n  missing:\n  rank 1: sleeping in "
+                  "an injected delay of 3000 ms before collective #1 (delay:1@1:3000); has completed no collective");
+        CHECK_MSG(took < 0.9, "took %.2f s of wall time: the watchdog waited for the wall clock", took);
+        comm_world_destroy(j.world);
+        outs_free(j.out, 4);
+    }
+}
+
+/* The deadline is exact: a rank late by less than the timeout (modelled) is
+ * waited for, one late by more is not. */
+TEST(a_modelled_delay_under_the_timeout_is_waited_for)
+{
+    char msg[2048];
+    CHECK_OK(fault_run("delay:1@2:999", COMM_CHECK_NONE, msg, sizeof msg));
+    CHECK(fault_run("delay:1@2:1001", COMM_CHECK_NONE, msg, sizeof msg) < 0);
+    CHECK_CONTAINS(msg, "collective #2 (allreduce sum, 1000 x float32) timed out after 1 s on rank 0");
+}
+
+/* A rank late in modelled time is told as it was at the deadline: the
+ * activity it had said then, though it cleared it before it came. */
+static int late_saver_rank(struct rank_ctx *ctx)
+{
+    comm_t *c;
+    int rc = test_open(ctx, ctx->shared, COMM_ALGO_RING, COMM_CHECK_NONE, 1, &c);
+    if (rc < 0)
+        return rc;
+    float x = 1;
+    rc = comm_allreduce(c, &x, &x, 1, COMM_FLOAT32, COMM_SUM);
+    if (ctx->rank == 2) {
+        comm_set_activity(c, "warming up");
+        vclock_advance_ns(200000000u);
+        comm_set_activity(c, "saving a checkpoint");
+        vclock_advance_ns(5000000000u); /* 5 s of modelled work, no real time */
+        comm_set_activity(c, "cooling down");
+        vclock_advance_ns(1000000u);
+        comm_set_activity(c, NULL);
+    }
+    if (rc == 0)
+        rc = comm_allreduce(c, &x, &x, 1, COMM_FLOAT32, COMM_SUM);
+    comm_close(c);
+    return rc;
+}
+
+TEST(watchdog_tells_what_a_late_rank_did_at_the_deadline)
+{
+    char diag[2048];
+    CHECK(world_run_diagnosed(3, late_saver_rank, diag, sizeof diag) < 0);
+    CHECK_CONTAINS(diag, "collective #2 (allreduce sum, 1 x float32) timed out after 1 s on rank 0");
+    CHECK_CONTAINS(diag, "arrived: ranks 0, 1\n");
+    CHECK_CONTAINS(diag, "rank 2: running its own code (saving a checkpoint), in no collective; last completed "
+                         "collective #1");
+}
+
+/* The wall-clock safety net: a rank whose thread really never comes (here
+ * it sleeps, in real time, past the net, shortened to 0.3 s) is neither
+ * late in modelled time nor gone, so only the wall clock can end the
+ * others' wait; it does, naming it as it is. */
+static int hung_rank(struct rank_ctx *ctx)
+{
+    comm_t *c;
+    int rc = test_open(ctx, ctx->shared, COMM_ALGO_RING, COMM_CHECK_NONE, 1, &c);
+    if (rc < 0)
+        return rc;
+    float x = 1;
+    if (ctx->rank == 2) {
+        comm_set_activity(c, "stuck");
+        clock_sleep_ns(1500000000u);
+    } else {
+        rc = comm_allreduce(c, &x, &x, 1, COMM_FLOAT32, COMM_SUM);
+    }
+    comm_close(c);
+    return rc;
+}
+
+TEST(a_real_hang_ends_at_the_wall_clock_safety_net)
+{
+    struct comm_world_options opt = {.world = 3, .hang_s = 0.3};
+    comm_world_t *w;
+    CHECK_OK(comm_world_create("sim", &opt, &w));
+    CHECK(ranks_run(3, hung_rank, w, NULL, 0, NULL) < 0);
+    const char *diag = comm_world_diagnosis(w);
+    CHECK_CONTAINS(diag, "collective #1 (allreduce sum, 1 x float32): no progress for 0.3 s of wall-clock time on rank");
+    CHECK_CONTAINS(diag, "the wall-clock safety net for real hangs");
+    CHECK_CONTAINS(diag, "rank 2: running its own code (stuck), in no collective; has completed no collective");
+    comm_world_destroy(w);
 }
 
 TEST(watchdog_names_the_rank_that_skipped_a_collective)
