@@ -4,7 +4,8 @@
 #
 # Both sides run build/chapter-5 on 64 MiB of float32 at world 4, with the same
 # iterations, and both report nccl-tests' out-of-place time:
-#   sim   4 rank threads in one process, ring over bounded channels;
+#   sim   4 rank threads in one process, ring over bounded channels, timed
+#         with the wall clock (--wall-clock: measured, not modelled);
 #   mpi   4 processes under `mpirun --oversubscribe -np 4`, the mpi backend
 #         with --timeout=0 (no watchdog): every all-reduce is one blocking
 #         MPI_Allreduce, as a plain MPI program calls it (lib/comm/mpi/comm_mpi.c,
@@ -56,7 +57,7 @@ best() { awk -v a="$1" -v b="$2" 'BEGIN { print (b == "" || a + 0 < b + 0) ? a :
 sim_best="" mpi_best=""
 printf '%-8s %-34s %12s %10s %14s %10s\n' "round" "" "time (us)" "busbw" "in-place (us)" "busbw"
 for ((i = 1; i <= ROUNDS; i++)); do
-    line=$(measure "the simulator" "$BUILD/chapter-5" --backend=sim --world=4 --algo=ring "${args[@]}") || exit 1
+    line=$(measure "the simulator" "$BUILD/chapter-5" --backend=sim --world=4 --algo=ring --wall-clock "${args[@]}") || exit 1
     read -r t bw ti bwi <<<"$line"
     printf '%-8s %-34s %12s %10s %14s %10s\n' "$i" "sim ring, 4 threads" "$t" "$bw" "$ti" "$bwi"
     sim_best=$(best "$t" "$sim_best")

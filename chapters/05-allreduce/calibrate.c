@@ -56,7 +56,7 @@ void ch5_calibrate(struct ch5_opts *opt, FILE *out)
         hw_peer_link(opt->hw, &peer);
         if (launch_leader())
             fprintf(out, "# model: modelled, %s, %s: %.1f GB/s a way, %.1f us a hop; reductions at %s %.0f GB/s / 3 "
-                    "(--hw=%s; lib/transfer/hw.c cites each figure). The measured columns are this machine's.\n",
+                    "(--hw=%s; lib/transfer/hw.c cites each figure). The simulator's times are modelled on it too.\n",
                     opt->hw->title, peer.title, peer.bandwidth_bps / 1e9, peer.latency_s * 1e6, opt->hw->memory,
                     opt->hw->memory_bps / 1e9, opt->hw->name);
         if (launch_leader() && opt->node_size > 0 && opt->node_size < opt->world) { /* several nodes */
@@ -97,6 +97,7 @@ int ch5_memory_bound(struct ch5_opts *opt)
     opt->iters = 3;
     opt->warmup = 1;
     opt->quiet = 1;
+    opt->wall_clock = 1; /* the simulator's own copies on this host, not the modelled GPUs */
     double copy1 = 0, copyN = 0, t = 1e30;
     for (int trial = 0; trial < CAL_TRIALS; trial++) {
         double c1 = cal_bandwidth(1, CAL_BYTES, 0), cN = cal_bandwidth(threads, CAL_BYTES, 0);

@@ -31,6 +31,8 @@ struct ch5_opts {
     const struct hw_profile *hw; /* --hw: the model priced from this GPU system, not measured; NULL: none */
     const char *csv_path;     /* the sweep's CSV, NULL = none */
     int quiet;                /* the sweep prints nothing (bench.sh's repeated trials) */
+    int wall_clock;           /* time the sweep with the wall clock even on the simulator
+                               * (--memory-bound: this host's memory traffic is the point) */
 };
 
 /* What every rank function gets as launch_rank.shared: the run's options and

@@ -62,6 +62,8 @@ static void usage(FILE *f)
             "                           {allreduce,busbw}-BACKEND.* in --out\n"
             "  --out=DIR                where --plot writes (default " CH5_OUT_DIR ")\n"
             "  --memory-bound           sim ring all-reduce against memcpy bandwidth (make bench)\n"
+            "  --wall-clock             time the simulator's table with this host's wall clock (measured),\n"
+            "                           not its modelled clock (the default: the same figures on any host)\n"
             "cost model (alpha-beta-gamma, printed beside the measurements):\n"
             "  --alpha-us=US            latency per message (default: fitted from a 4-byte all-reduce)\n"
             "  --beta-gbps=GB/s         link bandwidth (default: from memcpy measured now)\n"
@@ -86,7 +88,7 @@ static void usage(FILE *f)
 
 enum { OPT_BACKEND = 256, OPT_WORLD, OPT_MIN, OPT_MAX, OPT_STEP, OPT_ALGO, OPT_OP, OPT_ITERS, OPT_WARMUP, OPT_CHECK,
        OPT_TIMEOUT, OPT_PLOT, OPT_MEMBOUND, OPT_ALPHA, OPT_BETA, OPT_GAMMA, OPT_CORES, OPT_DEMO, OPT_FAULT,
-       OPT_LAUNCH_CHECK, OPT_IFNAME, OPT_OUT, OPT_HW, OPT_TOPOLOGY };
+       OPT_LAUNCH_CHECK, OPT_IFNAME, OPT_OUT, OPT_HW, OPT_TOPOLOGY, OPT_WALL };
 
 /* --algo=ring|tree|naive|hier|all. "all" is ring, tree and naive, and hier
  * where it differs from the ring: on a topology of several nodes of several
@@ -171,6 +173,7 @@ static const struct option ch5_longopts[] = {
     {"fault", required_argument, 0, OPT_FAULT},     {"launch-check", no_argument, 0, OPT_LAUNCH_CHECK},
     {"ifname", required_argument, 0, OPT_IFNAME},   {"out", required_argument, 0, OPT_OUT},
     {"hw", required_argument, 0, OPT_HW},           {"topology", required_argument, 0, OPT_TOPOLOGY},
+    {"wall-clock", no_argument, 0, OPT_WALL},
     {"help", no_argument, 0, 'h'},
     {0, 0, 0, 0},
 };
@@ -237,6 +240,7 @@ static int ch5_parse(int argc, char **argv, struct ch5_cli *cli)
             break;
         case OPT_PLOT: cli->plot = 1; break;
         case OPT_MEMBOUND: cli->membound = 1; break;
+        case OPT_WALL: cli->opt.wall_clock = 1; break;
         case OPT_ALPHA: {
             double us;
             rc = cli_parse_double_range("alpha-us", optarg, 0, 1e9, &us);
@@ -291,12 +295,12 @@ static int ch5_refuse_unused(const struct ch5_cli *cli)
     const struct cli_given *g = &cli->given;
     /* what only the table (the sweep) reads */
     static const int table_only[] = {OPT_MIN, OPT_MAX, OPT_STEP, OPT_OP, OPT_ITERS, OPT_WARMUP, OPT_PLOT, OPT_OUT,
-                                     OPT_ALPHA, OPT_BETA, OPT_GAMMA, OPT_CORES, OPT_MEMBOUND, OPT_HW, 0};
+                                     OPT_ALPHA, OPT_BETA, OPT_GAMMA, OPT_CORES, OPT_MEMBOUND, OPT_HW, OPT_WALL, 0};
     if (cli->launch_check) {
         static const int all_but_timeout[] = {OPT_BACKEND, OPT_WORLD, OPT_TOPOLOGY, OPT_ALGO, OPT_CHECK, OPT_DEMO,
                                               OPT_FAULT, OPT_MIN, OPT_MAX, OPT_STEP, OPT_OP, OPT_ITERS, OPT_WARMUP,
                                               OPT_PLOT, OPT_OUT, OPT_ALPHA, OPT_BETA, OPT_GAMMA, OPT_CORES,
-                                              OPT_MEMBOUND, OPT_HW, 0};
+                                              OPT_MEMBOUND, OPT_HW, OPT_WALL, 0};
         return cli_refuse_given(g, ch5_longopts, all_but_timeout,
                                 "does nothing with --launch-check (it only meets rank 0 over TCP; --timeout and "
                                 "--ifname apply)");
@@ -318,7 +322,8 @@ static int ch5_refuse_unused(const struct ch5_cli *cli)
     if (cli->membound &&
         (rc = cli_refuse_given(g, ch5_longopts,
                                (const int[]){OPT_MIN, OPT_STEP, OPT_ALGO, OPT_TOPOLOGY, OPT_ITERS, OPT_WARMUP,
-                                             OPT_PLOT, OPT_OUT, OPT_ALPHA, OPT_BETA, OPT_GAMMA, OPT_HW, 0},
+                                             OPT_PLOT, OPT_OUT, OPT_ALPHA, OPT_BETA, OPT_GAMMA, OPT_HW,
+                                             OPT_WALL, 0},
                                "does nothing with --memory-bound (it times the ring at --max-bytes, against memcpy)")) < 0)
         return rc;
     if (cli->opt.hw && (rc = cli_refuse_given(g, ch5_longopts, (const int[]){OPT_CORES, 0},
@@ -335,7 +340,11 @@ static int ch5_refuse_unused(const struct ch5_cli *cli)
             return rc;
         snprintf(why, sizeof why, "does nothing with --backend=%s: the simulator models a topology; the machines "
                  "the launcher started are the real one", cli->opt.backend);
-        rc = cli_refuse_given(g, ch5_longopts, (const int[]){OPT_TOPOLOGY, 0}, why);
+        if ((rc = cli_refuse_given(g, ch5_longopts, (const int[]){OPT_TOPOLOGY, 0}, why)) < 0)
+            return rc;
+        snprintf(why, sizeof why, "does nothing with --backend=%s: its times are measured already (only the "
+                 "simulator has a modelled clock)", cli->opt.backend);
+        rc = cli_refuse_given(g, ch5_longopts, (const int[]){OPT_WALL, 0}, why);
     }
     return rc;
 }

@@ -1,5 +1,6 @@
 # plot.gp: chapter 5's figure: bus bandwidth against message size for each
-# backend and all-reduce algorithm, measured (points) and predicted by the
+# backend and all-reduce algorithm, the table's (points: modelled on the
+# simulator, measured with mpi, nccl or --wall-clock) and predicted by the
 # alpha-beta-gamma cost model (dashed), from the CSV that
 # build/chapter-5 --plot writes (columns: backend, algo, ..., bytes = 4,
 # busbw = 8, model_busbw = 14). Only the series with rows are drawn.
@@ -26,7 +27,7 @@ do for [k in known] {
 set terminal pngcairo size 900,560
 set output out.".png"
 plot for [i=1:words(series)] csv every ::1 using 4:(sel(word(series, i), $8)) \
-         with linespoints pt 7 lc i title word(series, i)." measured", \
+         with linespoints pt 7 lc i title word(series, i)." table", \
      for [i=1:words(series)] csv every ::1 using 4:(sel(word(series, i), $14)) \
          with lines dt 2 lc i title word(series, i)." model"
 set terminal svg size 900,560

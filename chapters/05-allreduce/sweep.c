@@ -7,14 +7,23 @@
  *
  * Times are averaged over ranks, as nccl-tests does by default (-a 1);
  * algbw = size / time in GB/s (1e9 bytes); busbw = algbw x 2(W-1)/W.
+ *
+ * On the simulator the times are modelled (DESIGN.md, "Virtual time"): the
+ * rank's vclock before and after its all-reduces, each of which ends at the
+ * latest arrival plus the cost model's time for the --hw profile (the
+ * default GPU's without it), the --topology and the algorithm run. The same
+ * bytes on any machine under any load; #wrong still checks the real bits.
+ * With mpi and nccl, and for --memory-bound, the wall clock: measured.
  */
 #include "chapter5.h"
 
 #include "base/clock.h"
+#include "base/vclock.h"
 #include "base/error.h"
 #include "base/plot.h"
 #include "base/progress.h"
 #include "sim/launch.h"
+#include "transfer/device.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -29,6 +38,7 @@ struct sweep_job {
     uint64_t wrong;
     uint64_t bad_checks; /* nccl-tests' "Out of bounds values": checks (rank x row x place) with a wrong element */
     double last_time_s; /* the last row's out-of-place time */
+    int modelled;       /* times from the ranks' vclocks (the simulator), not the wall clock */
     FILE *csv;
 };
 
@@ -54,9 +64,13 @@ static int sweep_fill(comm_t *c, float *host, void *dev, size_t count)
     return comm_mem_upload(c, dev, host, count * sizeof *host);
 }
 
+/* This rank's clock, seconds: modelled (its vclock, which each all-reduce
+ * moves to that collective's modelled end) or the wall clock. */
+static double sweep_clock_s(int modelled) { return modelled ? vclock_now_s() : clock_now_s(); }
+
 /* Seconds per all-reduce of send -> recv, after `warmup` untimed ones. */
-static int sweep_time(comm_t *c, const void *send, void *recv, size_t count, enum comm_op op, int warmup, int iters,
-                      double *seconds)
+static int sweep_time(comm_t *c, int modelled, const void *send, void *recv, size_t count, enum comm_op op,
+                      int warmup, int iters, double *seconds)
 {
     int rc;
     for (int i = 0; i < warmup; i++)
@@ -64,11 +78,11 @@ static int sweep_time(comm_t *c, const void *send, void *recv, size_t count, enu
             return rc;
     if ((rc = comm_barrier(c)) < 0)
         return rc;
-    double t0 = clock_now_s();
+    double t0 = sweep_clock_s(modelled);
     for (int i = 0; i < iters; i++)
         if ((rc = comm_allreduce(c, send, recv, count, COMM_FLOAT32, op)) < 0)
             return rc;
-    *seconds = (clock_now_s() - t0) / iters;
+    *seconds = (sweep_clock_s(modelled) - t0) / iters;
     return 0;
 }
 
@@ -124,6 +138,18 @@ static void sweep_header(const struct sweep_job *j, const struct costmodel *mode
                  model->alpha_inter_s * 1e6, 1e-9 / model->beta_inter_s_per_b);
     printf("# model: alpha %.2f us/message, beta %.3f GB/s per link, gamma %s, segment %.0f KiB, %s%s\n",
            model->alpha_s * 1e6, 1e-9 / model->beta_s_per_b, gamma, model->segment_bytes / 1024, cores, across);
+    /* whose time the table is: the simulator's modelled clock, or this host's wall clock */
+    if (j->modelled) {
+        const struct hw_profile *hw = o->hw;
+        if (!hw && hw_profile_find(DEVICE_GPU_DEFAULT, &hw) < 0)
+            hw = NULL;
+        printf("# time: modelled on %s%s: each all-reduce ends at its last arrival + the cost model, the same "
+               "on any host; model column: %s\n",
+               hw ? hw->title : DEVICE_GPU_DEFAULT, o->hw ? "" : " (the default profile; --hw picks another)",
+               o->hw ? "the formula alone, no arrivals" : "the formula on this machine's figures (above)");
+    } else {
+        printf("# time: measured on this host (wall clock)\n");
+    }
     printf("#\n#%60s%-35s%-32s%s\n", "", "out-of-place", "in-place", "model");
     printf("#%11s  %12s  %8s  %6s  %6s  %7s  %6s  %6s  %6s  %7s  %6s  %6s  %6s  %9s  %7s\n", "size", "count", "type",
            "redop", "root", "time", "algbw", "busbw", "#wrong", "time", "algbw", "busbw", "#wrong", "time", "busbw");
@@ -144,8 +170,8 @@ static int sweep_row(struct sweep_job *j, const struct costmodel *model, comm_t 
      * the time does not depend on the values, and #wrong below is measured
      * on fresh input) */
     if ((rc = sweep_fill(c, host, send, count)) < 0 ||
-        (rc = sweep_time(c, send, recv, count, o->op, o->warmup, o->iters, &t[0])) < 0 ||
-        (rc = sweep_time(c, recv, recv, count, o->op, o->warmup, o->iters, &t[1])) < 0)
+        (rc = sweep_time(c, j->modelled, send, recv, count, o->op, o->warmup, o->iters, &t[0])) < 0 ||
+        (rc = sweep_time(c, j->modelled, recv, recv, count, o->op, o->warmup, o->iters, &t[1])) < 0)
         return rc;
     /* #wrong: one more collective of each kind on fresh input, checked element by element */
     if ((rc = comm_allreduce(c, send, recv, count, COMM_FLOAT32, o->op)) < 0 ||
@@ -196,15 +222,18 @@ static int sweep_row(struct sweep_job *j, const struct costmodel *model, comm_t 
 static int sweep_fit_alpha(const struct sweep_job *j, comm_t *c, void *buf, void *scratch, struct costmodel *model)
 {
     double t[1];
-    int rc = sweep_time(c, buf, buf, 1, COMM_SUM, 5, 50, &t[0]);
+    /* this host's wall clock even on the simulator: the model column is the textbook
+     * formula on this machine's figures unless --hw gives a system's (then nothing is fitted) */
+    if (j->base.opt->alpha_given)
+        return 0;
+    int rc = sweep_time(c, 0, buf, buf, 1, COMM_SUM, 5, 50, &t[0]);
     if (rc < 0 || (rc = sweep_host_allreduce(c, scratch, t, 1, COMM_AVG)) < 0)
         return rc;
     struct costmodel unit = *model;
     unit.alpha_s = 1;
     unit.beta_s_per_b = unit.gamma_s_per_b = 0;
     double per_alpha = costmodel_allreduce(&unit, j->base.comm.algo, comm_world(c), 4);
-    if (!j->base.opt->alpha_given)
-        model->alpha_s = per_alpha > 0 ? t[0] / per_alpha : 0;
+    model->alpha_s = per_alpha > 0 ? t[0] / per_alpha : 0;
     return 0;
 }
 
@@ -286,12 +315,14 @@ int ch5_sweep(struct ch5_opts *opt, uint64_t *wrong_total, double *last_time_s)
     }
     for (int a = 0; a < opt->nalgos && rc == 0; a++) {
         struct sweep_job j = {.base.opt = opt, .csv = csv.f};
+        /* the simulator's ranks keep modelled time; real backends (and --memory-bound) are timed */
+        j.modelled = strcmp(opt->backend, "sim") == 0 && !opt->wall_clock && !vclock_is_wall();
         comm_config_default(&j.base.comm);
         j.base.comm.algo = opt->algos[a];
         j.base.comm.timeout_s = opt->timeout_s;
         j.base.comm.check = opt->check ? COMM_CHECK_RESULTS : COMM_CHECK_NONE;
         struct launch_config run = {.backend = opt->backend, .world = opt->world, .shared = &j,
-                                    .node_size = opt->node_size};
+                                    .node_size = opt->node_size, .hw = opt->hw};
         rc = launch_run(&run, sweep_rank);
         *wrong_total += j.wrong;
         if (last_time_s)

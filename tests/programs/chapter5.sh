@@ -210,4 +210,19 @@ t_fail unknown_hw 2 "chapter-5: --hw: unknown hardware profile 'h200' (known: h1
     $P --hw=h200
 t_fail hw_with_cores 2 "--cores does nothing with --hw" $P --hw=a100 --cores=2
 t_fail hw_with_demo 2 "--hw does nothing with --demo or --fault" $P --hw=a100 --demo=crash
+# the table's time: on the simulator, modelled (each all-reduce's modelled end on the --hw profile), so
+# the out-of-place time is the model's 24.6 us to the hundredth; --wall-clock measures this host instead
+t_out time_modelled_header "# time: modelled on H100 SXM5 80GB: each all-reduce ends at its last arrival + the cost model" \
+    $P --hw=h100-sxm "${M[@]}"
+t_lines time_modelled_is_the_model "     1048576 " ' +1048576 +262144 +float +sum +-1 +24\.60 +42\.63 +63\.94 +0 +24\.60 .* 24\.6 +63\.94'
+t_out time_default_profile_named "# time: modelled on A100 SXM4 80GB (the default profile; --hw picks another)" \
+    $P --max-bytes=1K --iters=1 --warmup=0
+t_out wall_clock_measured "# time: measured on this host (wall clock)" $P --wall-clock --max-bytes=1K --iters=1 --warmup=0
+t_fail wall_clock_not_with_mpi 2 "--wall-clock does nothing with --backend=mpi: its times are measured already" \
+    $P --backend=mpi --wall-clock
+t_fail wall_clock_not_with_demo 2 "--wall-clock does nothing with --demo or --fault" $P --wall-clock --demo=crash
+# virtual time (DESIGN.md): the same flags write the same table and CSV, quietly and beside two
+# processes that keep both cores busy (the #wrong columns still check the real bits)
+t_same_under_load sweep_same_bytes_under_load allreduce-sim.csv $P --plot --out="$T_TMP/vt" --hw=h100-sxm \
+    --topology=2x4 --max-bytes=64K --iters=2 --warmup=1
 t_out lesson_exits_zero "every fault demo failed the way it should" $P
