@@ -120,12 +120,8 @@ static int ch4_parse(int argc, char **argv, struct ch4_cli *cli)
             cli->link_given = 1;
             break;
         case O_HW:
-            if (strcmp(optarg, "list") == 0) {
-                hw_print_list(stdout);
+            if ((rc = hw_flag_parse(optarg, &cli->hw)) == 1)
                 exit(CLI_EXIT_OK);
-            }
-            if ((rc = hw_profile_find(optarg, &cli->hw)) < 0)
-                rc = err_wrap(ERR_ARG, "--hw");
             break;
         /* the link's limits are link_profile_set()'s: more than 0 and at most 10000 GB/s, 0 to 1e6 us */
         case O_GBPS: rc = cli_parse_double_range("link-gbps", optarg, 1e-3, 1e4, &cli->gbps); break;

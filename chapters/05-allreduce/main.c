@@ -263,12 +263,8 @@ static int ch5_parse(int argc, char **argv, struct ch5_cli *cli)
         case OPT_IFNAME: rc = cli_parse_text("ifname", optarg, "a network interface", &cli->ifname); break;
         case OPT_OUT: rc = cli_parse_text("out", optarg, "a directory", &cli->out_dir); break;
         case OPT_HW:
-            if (strcmp(optarg, "list") == 0) {
-                hw_print_list(stdout);
+            if ((rc = hw_flag_parse(optarg, &o->hw)) == 1)
                 exit(CLI_EXIT_OK);
-            }
-            if ((rc = hw_profile_find(optarg, &o->hw)) < 0)
-                rc = err_wrap(ERR_ARG, "--hw");
             break;
         case 'h': usage(stdout); exit(CLI_EXIT_OK);
         default: rc = cli_getopt_error(c, argv[optind - 1], ch5_longopts);

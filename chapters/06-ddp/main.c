@@ -213,12 +213,8 @@ static int ch6_parse(int argc, char **argv, struct ch6_cli *cli)
             }
             break;
         case O_HW:
-            if (strcmp(optarg, "list") == 0) {
-                hw_print_list(stdout);
+            if ((rc = hw_flag_parse(optarg, &cli->hw)) == 1)
                 exit(CLI_EXIT_OK);
-            }
-            if ((rc = hw_profile_find(optarg, &cli->hw)) < 0)
-                rc = err_wrap(ERR_ARG, "--hw");
             break;
         case O_WORLD:
             rc = cli_parse_range("world", optarg, 1, 64, &v);

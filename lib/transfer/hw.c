@@ -174,3 +174,13 @@ void hw_print_list(FILE *f)
         fprintf(f, "             sources    %s\n", hw->sources);
     }
 }
+
+int hw_flag_parse(const char *text, const struct hw_profile **out)
+{
+    if (strcmp(text, "list") == 0) {
+        hw_print_list(stdout);
+        return 1;
+    }
+    int rc = hw_profile_find(text, out);
+    return rc < 0 ? err_wrap(ERR_ARG, "--hw") : 0;
+}

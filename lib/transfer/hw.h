@@ -77,6 +77,11 @@ void hw_node_link(const struct hw_profile *hw, struct link_profile *out);
 /* Every profile with its key figures and sources, for --hw=list. */
 void hw_print_list(FILE *f);
 
+/* The value of a program's --hw flag: "list" prints every profile on stdout
+ * and returns 1 (the program then exits 0); a profile's name sets *out and
+ * returns 0; anything else is ERR_ARG naming --hw and the known names. */
+int hw_flag_parse(const char *text, const struct hw_profile **out);
+
 #ifdef __cplusplus
 }
 #endif
