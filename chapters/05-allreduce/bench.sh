@@ -10,7 +10,7 @@
 #    ring all-reduce on 8 H100 SXM (--hw=h100-sxm, one node, NVLink through
 #    NVSwitch) at 1 GiB, against 370 GB/s, the busbw NCCL's ring reaches there
 #    (NCCL_ALGO=RING: 450 GB/s line rate less ~20 % protocol overhead), Sylvain
-#    Jeaugey (NVIDIA), NVIDIA/nccl-tests issue #212, 2024-05-06. Target: within
+#    Jeaugey (NVIDIA), NVIDIA/nccl-tests#212, 2024-05-06. Target: within
 #    10 % (two verdicts: ratio >= 0.9 and <= 1.1). 1 GiB needs 8 ranks x 3
 #    buffers = 24 GiB; where that does not fit in 60 % of MemAvailable, the
 #    largest power of two that does, and the line says so.
