@@ -49,6 +49,8 @@ static void ch4_usage(FILE *f)
             "  --hw=NAME               the link of a modelled GPU system: " HW_NAMES "\n"
             "                          (its PCIe host link; not with --link; --link-gbps and --link-latency-us\n"
             "                          still replace its figures); --hw=list prints the profiles and their sources\n"
+            "  --topology, --algo      refused: one GPU and its host link have no peers (chapters 5 and 6 model\n"
+            "                          nodes of GPUs and their all-reduce)\n"
             "  --pool=SIZE             the pinned pool's limit (default 512M; K, M, G suffixes)\n"
             "size sweep:\n"
             "  --min-bytes=SIZE        the smallest copy, at least 1 (default 64K)\n"
@@ -81,7 +83,7 @@ struct ch4_cli {
 };
 
 enum { O_BACKEND = 256, O_LINK, O_GBPS, O_LATENCY, O_POOL, O_MIN, O_MAX, O_DATA, O_BATCH, O_STEPS, O_WARMUP,
-       O_WORKERS, O_COMPUTE, O_LOOP_GBPS, O_DEMO, O_BENCH, O_OUT, O_PLOT, O_ONLY, O_HW };
+       O_WORKERS, O_COMPUTE, O_LOOP_GBPS, O_DEMO, O_BENCH, O_OUT, O_PLOT, O_ONLY, O_HW, O_TOPOLOGY, O_ALGO };
 
 static const struct option ch4_longopts[] = {
     {"backend", required_argument, 0, O_BACKEND}, {"link", required_argument, 0, O_LINK},
@@ -94,6 +96,7 @@ static const struct option ch4_longopts[] = {
     {"demo", required_argument, 0, O_DEMO},       {"bench", no_argument, 0, O_BENCH},
     {"out", required_argument, 0, O_OUT},         {"plot", no_argument, 0, O_PLOT},
     {"only", required_argument, 0, O_ONLY},       {"hw", required_argument, 0, O_HW},
+    {"topology", required_argument, 0, O_TOPOLOGY}, {"algo", required_argument, 0, O_ALGO},
     {"help", no_argument, 0, 'h'},
     {0, 0, 0, 0},
 };
@@ -122,6 +125,12 @@ static int ch4_parse(int argc, char **argv, struct ch4_cli *cli)
         case O_HW:
             if ((rc = hw_flag_parse(optarg, &cli->hw)) == 1)
                 exit(CLI_EXIT_OK);
+            break;
+        case O_TOPOLOGY:
+        case O_ALGO:
+            rc = err_set(ERR_ARG, "--%s: chapter 4 copies one GPU's batches over its own host link, which no peer "
+                                  "shares: the cluster and its all-reduce are chapter 5's and 6's (--topology, --algo)",
+                         c == O_TOPOLOGY ? "topology" : "algo");
             break;
         /* the link's limits are link_profile_set()'s: more than 0 and at most 10000 GB/s, 0 to 1e6 us */
         case O_GBPS: rc = cli_parse_double_range("link-gbps", optarg, 1e-3, 1e4, &cli->gbps); break;

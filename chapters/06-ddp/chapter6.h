@@ -15,6 +15,7 @@
 #define DDP_CHAPTER6_H
 
 #include "base/plot.h"
+#include "comm/comm.h"
 #include "dataset/dataset.h"
 #include "ddp/train.h"
 
@@ -33,6 +34,8 @@ struct ch6_run {
     const char *faults;         /* sim: faults to inject (sim/faults.h), NULL: none */
     const struct hw_profile *hw; /* sim: the GPU system whose links time the collectives (--hw), NULL: the
                                  * simulated device's default */
+    int node_size;              /* sim: ranks per node of the modelled cluster (--topology), 0: one node */
+    enum comm_algo algo;        /* sim: the all-reduce's algorithm (--algo), COMM_ALGO_DEFAULT: the ring */
     const char *trace_path;     /* --trace=FILE, NULL: none */
     const char *out_dir;        /* where the Gantt chart and the epochs' CSV go; NULL: nowhere */
     const char *gantt_name;     /* the Gantt chart's name in out_dir ("gantt": gantt.csv, .png, .svg); NULL: none */

@@ -73,6 +73,10 @@ static void ch6_usage(FILE *f)
             "                          link, its GPU times the kernels and its GPU-to-GPU links the collectives:\n"
             "                          " HW_NAMES " (default: the " LINK_DEFAULT " link, an a100);\n"
             "                          --hw=list prints the profiles and their sources\n"
+            "  --topology=NODESxGPUS   sim: the ranks as NODES nodes of GPUS each (e.g. 2x8, at most 64 ranks);\n"
+            "                          sets the world; the hops across nodes are priced from --hw's network\n"
+            "  --algo=ring|tree|hier   sim: the all-reduce's algorithm (default ring); hier: reduce-scatter in\n"
+            "                          each node, all-reduce across nodes, all-gather in the node\n"
             "  --timeout=SECONDS       a collective's watchdog, 0.01 to 1e6 (default 30)\n"
             "data:\n"
             "  --data=PATH             training images (IDX, or 'synthetic'; default Fashion-MNIST if installed)\n"
@@ -138,7 +142,7 @@ enum {
     O_WORKERS, O_AUGMENT, O_EPOCHS, O_STEPS, O_HIDDEN, O_BATCHNORM, O_OPTIMIZER, O_LR, O_MOMENTUM, O_WD, O_SCHEDULE,
     O_INIT, O_SAVE, O_BUCKET_CAP, O_FIRST_BUCKET, O_NO_OVERLAP, O_ACCUMULATE, O_COMPRESS, O_BROADCAST, O_EVAL,
     O_CHECK, O_CHECKPOINT, O_CHECKPOINT_EVERY, O_RESUME, O_TRACE, O_TRACE_STEPS, O_OUT, O_PLOT, O_DEMO, O_BENCH,
-    O_FAULT, O_DEVICE, O_DROP_EVENT, O_HW,
+    O_FAULT, O_DEVICE, O_DROP_EVENT, O_HW, O_TOPOLOGY, O_ALGO,
 };
 
 static const char *const ch6_devices[] = {"sim", "cuda", NULL};
@@ -167,6 +171,7 @@ static const struct option ch6_longopts[] = {
     {"out", required_argument, 0, O_OUT},               {"plot", no_argument, 0, O_PLOT},
     {"demo", required_argument, 0, O_DEMO},             {"bench", required_argument, 0, O_BENCH},
     {"fault", required_argument, 0, O_FAULT},           {"hw", required_argument, 0, O_HW},
+    {"topology", required_argument, 0, O_TOPOLOGY},     {"algo", required_argument, 0, O_ALGO},
     {"help", no_argument, 0, 'h'},                      {0, 0, 0, 0},
 };
 
@@ -174,12 +179,15 @@ struct ch6_cli {
     struct ch6_run run;
     const char *data, *test, *demo, *bench;
     const struct hw_profile *hw; /* --hw, NULL: none */
+    const char *topology;        /* --topology's text, NULL: none */
     struct cli_given given;
 };
 
 static int ch6_parse(int argc, char **argv, struct ch6_cli *cli)
 {
     static const char *const onoff[] = {"on", "off", NULL};
+    static const char *const ch6_algos[] = {"ring", "tree", "hier", NULL};
+    static const enum comm_algo ch6_algo_of[] = {COMM_ALGO_RING, COMM_ALGO_TREE, COMM_ALGO_HIER};
     static const char *const augments[] = {"none", "flip", NULL};
     static const char *const evals[] = {"all-ranks", "rank0-wrapped", "rank0-unwrapped", "none", NULL};
     static const enum train_eval eval_of[] = {TRAIN_EVAL_EVERY_RANK, TRAIN_EVAL_RANK0_WRAPPED,
@@ -215,6 +223,11 @@ static int ch6_parse(int argc, char **argv, struct ch6_cli *cli)
         case O_HW:
             if ((rc = hw_flag_parse(optarg, &cli->hw)) == 1)
                 exit(CLI_EXIT_OK);
+            break;
+        case O_TOPOLOGY: cli->topology = optarg; break;
+        case O_ALGO:
+            if ((rc = cli_parse_choice("algo", optarg, ch6_algos, &choice)) == 0)
+                run->algo = ch6_algo_of[choice];
             break;
         case O_WORLD:
             rc = cli_parse_range("world", optarg, 1, 64, &v);
@@ -349,6 +362,30 @@ static int ch6_choose_device(struct ch6_run *run, int drop_event)
     return 0;
 }
 
+/* --topology=NODESxGPUS and --algo: the simulator's modelled cluster, which
+ * sets the world (a different --world is refused). */
+static int ch6_topology(struct ch6_cli *cli)
+{
+    struct ch6_run *run = &cli->run;
+    if ((cli->topology || cli_given_has(&cli->given, O_ALGO)) && strcmp(run->backend, "sim") != 0)
+        return err_set(ERR_ARG, "--topology and --algo model the simulator's cluster: under --backend=%s the "
+                                "launcher's hosts are the topology and the library picks the algorithm",
+                       run->backend);
+    if (!cli->topology)
+        return 0;
+    int nodes, gpus;
+    if (comm_topology_parse(cli->topology, &nodes, &gpus) < 0)
+        return err_wrap(ERR_ARG, "--topology");
+    if (nodes * gpus > 64)
+        return err_set(ERR_ARG, "--topology=%s: %d ranks, more than --world's 64", cli->topology, nodes * gpus);
+    if (cli_given_has(&cli->given, O_WORLD) && run->world != nodes * gpus)
+        return err_set(ERR_ARG, "--world=%d with --topology=%s, which is %d ranks: give one of them", run->world,
+                       cli->topology, nodes * gpus);
+    run->world = nodes * gpus;
+    run->node_size = gpus;
+    return 0;
+}
+
 static int ch6_validate(struct ch6_cli *cli)
 {
     struct ch6_run *run = &cli->run;
@@ -366,7 +403,7 @@ static int ch6_validate(struct ch6_cli *cli)
                                         O_LR, O_MOMENTUM, O_WD, O_SCHEDULE, O_INIT, O_SAVE, O_BUCKET_CAP,
                                         O_FIRST_BUCKET, O_NO_OVERLAP, O_ACCUMULATE, O_COMPRESS, O_BROADCAST, O_EVAL,
                                         O_CHECK, O_CHECKPOINT, O_CHECKPOINT_EVERY, O_RESUME, O_TRACE, O_TRACE_STEPS,
-                                        O_PLOT, O_TIMEOUT, O_FAULT, O_DROP_EVENT, O_HW, 0};
+                                        O_PLOT, O_TIMEOUT, O_FAULT, O_DROP_EVENT, O_HW, O_TOPOLOGY, O_ALGO, 0};
         if ((rc = cli_refuse_given(g, ch6_longopts, run_flags,
                                    "does nothing with --demo or --bench (each sets up its own runs; --data, "
                                    "--test-data, --seed, --out and, for --bench, --batch apply, and --device for "
@@ -397,6 +434,8 @@ static int ch6_validate(struct ch6_cli *cli)
         c->gpu_memory_bps = cli->hw->memory_bps;
         run->hw = cli->hw; /* and the links that time its collectives */
     }
+    if ((rc = ch6_topology(cli)) < 0)
+        return rc;
     int threads = launch_threads(run->backend);
     if (threads < 0)
         return threads;

@@ -149,6 +149,13 @@ static void ch6_started(void *user, const struct train_config *c, const struct t
         hw_peer_link(hw, &peer);
         printf("  simulated communicator on %s's %s: %.1f GB/s, %.1f us a hop (modelled, alpha-beta)\n", hw->name,
                peer.title, peer.bandwidth_bps / 1e9, peer.latency_s * 1e6);
+        if (run->node_size && run->node_size < j->world) {
+            struct link_profile node;
+            hw_node_link(hw, &node);
+            printf("  %d nodes of %d GPUs, joined by %s: %.1f GB/s a node, %.1f us a hop; all-reduce: %s\n",
+                   j->world / run->node_size, run->node_size, node.title, node.bandwidth_bps / 1e9,
+                   node.latency_s * 1e6, comm_algo_name(run->algo == COMM_ALGO_DEFAULT ? COMM_ALGO_RING : run->algo));
+        }
     }
     if (!vclock_is_wall() && strcmp(run->backend, "sim") == 0)
         printf("  every time below is modelled (DESIGN.md, \"Virtual time\"), the same on any machine; only the "
@@ -215,6 +222,7 @@ static int ch6_rank(struct launch_rank *lr)
     struct comm_config base;
     comm_config_default(&base);
     base.timeout_s = j->run->timeout_s;
+    base.algo = j->run->algo;
     if (j->run->train.check && strcmp(j->run->backend, "sim") != 0)
         base.check = COMM_CHECK_FINGERPRINT; /* the simulator's is always on */
     comm_t *c;
@@ -401,7 +409,7 @@ int ch6_train(const struct ch6_run *run, struct ch6_outcome *out)
     with_faults.faults = rest;
     struct ch6_job j = {.run = &with_faults, .out = out};
     struct launch_config lc = {.backend = run->backend, .world = run->world, .faults = rest, .shared = &j,
-                              .hw = run->hw};
+                              .hw = run->hw, .node_size = run->node_size};
     if (rc == 0)
         rc = ch6_outputs_open(&j);
     double t0 = clock_now_s();

@@ -34,6 +34,9 @@ t_fail zero_batch 2 "--batch: expected 1 to" $P --batch=0
 t_out hw_list "h100-sxm   H100 SXM5 80GB: FP32 67.0 TFLOP/s peak, HBM3 3350 GB/s" $P --hw=list
 t_fail unknown_hw 2 "chapter-4: --hw: unknown hardware profile 'h200' (known: h100-sxm, h100-pcie, a100, rtx4090)" \
     $P --hw=h200
+t_fail topology_refused 2 "chapter-4: --topology: chapter 4 copies one GPU's batches over its own host link" \
+    $P --topology=2x8
+t_fail algo_refused 2 "chapter-4: --algo: chapter 4 copies one GPU's batches" $P --algo=hier
 t_fail hw_with_link 2 "--hw=a100 and --link both choose the link (the A100 SXM4 80GB sits on PCIe Gen4 x16" \
     $P --link=pcie3 --hw=a100 --out="$OUT"
 t_out default_link "simulated device on PCIe Gen4 x16 (modelled: 28.81 GB/s, 5.0 us per copy" \

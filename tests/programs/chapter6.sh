@@ -422,3 +422,24 @@ t_fail unknown_hw 2 "chapter-6: --hw: unknown hardware profile 'h200' (known: h1
 t_fail hw_with_drop_event_copy 2 "--hw with --drop-event=copy: the story sets its own congested link" \
     $P "${H[@]}" --hw=a100 --drop-event=copy
 t_fail hw_with_demo 2 "--hw does nothing with --demo or --bench" $P --demo=uneven --hw=a100
+
+# --topology and --algo: the simulator's modelled cluster; the banner names the nodes, the network
+# and the algorithm, hier keeps the replicas identical, and the flags are refused where they would
+# model nothing
+HT=(--train-size=256 --epochs=1 --batch=32 --data=synthetic --test-data=none --out="$T_TMP/hw")
+t_out topology_banner "  2 nodes of 2 GPUs, joined by 8x InfiniBand NDR: 400.0 GB/s a node, 14.0 us a hop; all-reduce: hier" \
+    $P "${HT[@]}" --topology=2x2 --algo=hier --hw=h100-sxm
+t_out topology_hier_replicas "replicas: every rank's parameters were the same bits at every step" \
+    $P "${HT[@]}" --topology=2x2 --algo=hier
+# the modelled all-reduce of the one bucket (940 KB) on 2 nodes of 4 H100s: the flat ring crosses the
+# network on every one of its 14 steps, hier only in its middle phase (the figures are modelled: exact)
+HN=(--train-size=512 --epochs=1 --batch=32 --data=synthetic --test-data=none --topology=2x4 --hw=h100-sxm)
+t_out topology_ring_crosses_nodes "bucket 0: its all-reduce (230 us)" $P "${HN[@]}" --out="$T_TMP/hw"
+t_out topology_hier_inside_first "bucket 0: its all-reduce (57 us)" $P "${HN[@]}" --algo=hier --out="$T_TMP/hw"
+t_fail topology_with_world 2 "--world=2 with --topology=2x2, which is 4 ranks: give one of them" \
+    $P "${H[@]}" --topology=2x2
+t_fail topology_bad 2 "chapter-6: --topology: topology '2x'" $P --topology=2x
+t_fail topology_too_big 2 "--topology=9x8: 72 ranks, more than --world's 64" $P --topology=9x8
+t_fail algo_unknown 2 "chapter-6: --algo: unknown value 'naive' (ring, tree or hier)" $P --algo=naive
+t_fail algo_not_sim 2 "--topology and --algo model the simulator's cluster: under --backend=mpi" \
+    $P --backend=mpi --algo=hier
