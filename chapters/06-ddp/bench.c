@@ -17,12 +17,14 @@
 #include "base/error.h"
 #include "base/verdict.h"
 #include "bench_model.h"
+#include "transfer/hw.h"
 
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/resource.h>
 
-const char *const ch6_bench_names[] = {"accuracy", "overhead", "model", NULL};
+const char *const ch6_bench_names[] = {"accuracy", "overhead", "model", "scaling", NULL};
 
 #define CH6_TARGET_ACCURACY 0.89   /* the chapter's target at the default recipe */
 #define CH6_TARGET_SPREAD 0.5      /* points: the curves at 1, 2, 4, 8 ranks agree within this */
@@ -158,12 +160,155 @@ static int ch6_bench_overhead(const struct ch6_run *base, int quick)
     return 0;
 }
 
+/* ---- scaling on the modelled cluster ------------------------------------------------------------ */
+
+/* What one run of the scaling sweep gives: the modelled step, and what the
+ * simulator spent on the host for it (measured: CPU seconds of this process
+ * per step, all ranks' threads together, and wall seconds per step). */
+struct ch6_point {
+    double step_s, comm_s, cpu_s, wall_s;
+};
+
+static double ch6_cpu_seconds(void)
+{
+    struct rusage ru;
+    getrusage(RUSAGE_SELF, &ru);
+    return (double)ru.ru_utime.tv_sec + (double)ru.ru_stime.tv_sec +
+           ((double)ru.ru_utime.tv_usec + (double)ru.ru_stime.tv_usec) * 1e-6;
+}
+
+static int ch6_point(const struct ch6_run *run, struct ch6_point *p)
+{
+    struct ch6_outcome out;
+    double cpu0 = ch6_cpu_seconds();
+    int rc = ch6_train(run, &out);
+    double cpu = ch6_cpu_seconds() - cpu0;
+    timeline_all_free(out.result.timeline);
+    double steps = out.result.steps ? (double)out.result.steps : 1;
+    *p = (struct ch6_point){.step_s = out.result.per_step.step, .comm_s = out.result.per_step.comm,
+                            .cpu_s = cpu / steps, .wall_s = out.wall_s / steps};
+    return rc;
+}
+
+/* A run of the sweep: `world` GPUs on nodes of up to 8, on `hw`. */
+static void ch6_scaling_run(const struct ch6_run *base, struct ch6_run *run, const struct hw_profile *hw, int world,
+                            int overlap, uint64_t steps)
+{
+    ch6_bench_run(base, run, world);
+    struct train_config *c = &run->train;
+    c->epochs = 100000;
+    c->max_steps = steps;
+    c->check = 0; /* the simulator's check, not DDP's cost */
+    c->eval = TRAIN_EVAL_NONE;
+    c->ddp = world > 1;
+    c->overlap = overlap;
+    run->timeout_s = 0;
+    run->node_size = world < 8 ? world : 8;
+    run->hw = hw;
+    hw_host_link(hw, &c->link);
+    c->gpu_flops = hw->fp32_flops;
+    c->gpu_memory_bps = hw->memory_bps;
+}
+
+/* The sweep's model: six hidden layers of 512, 6.9 MB of gradients in 14
+ * tensors of up to 1 MiB, so that caps of 1 to 100 MB make 1 to 7 buckets and
+ * overlap has layers to hide under; small enough that 64 ranks of it run in
+ * seconds here. */
+#define CH6_SCALING_HIDDEN "512,512,512,512,512,512"
+#define CH6_SCALING_BATCH 128
+static const int ch6_scaling_worlds[] = {1, 2, 4, 8, 16, 32, 64};
+static const double ch6_bucket_caps_mb[] = {1, 2, 5, 10, 25, 50, 100};
+#define CH6_COUNT(a) (sizeof(a) / sizeof((a)[0]))
+
+/* One row of scaling.csv, and of the table. */
+static void ch6_scaling_row(FILE *csv, const char *sweep, int world, const char *algo, int overlap, double cap_mb,
+                            const struct ch6_point *p, const struct ch6_point *one)
+{
+    double eff = one->step_s / p->step_s;
+    printf("  %-7s %3d GPUs %d node%s %-4s %-7s %5.0f MB  step %7.1f us  exposed comm %7.1f us  efficiency %5.1f %%\n",
+           sweep, world, world > 8 ? world / 8 : 1, world > 8 ? "s" : " ", algo, overlap ? "overlap" : "after", cap_mb,
+           p->step_s * 1e6, p->comm_s * 1e6, 100 * eff);
+    fflush(stdout);
+    if (csv)
+        fprintf(csv, "%s,%d,%d,%s,%d,%g,%.3f,%.3f,%.4f,%.3f,%.3f\n", sweep, world, world > 8 ? world / 8 : 1, algo,
+                overlap, cap_mb, p->step_s * 1e6, p->comm_s * 1e6, eff, p->cpu_s * 1e3, p->wall_s * 1e3);
+}
+
+/* --bench=scaling: DDP's weak scaling (the per-GPU batch fixed) on modelled
+ * H100 SXM nodes of 8 GPUs, 1 to 64 GPUs, flat ring and hierarchical, with
+ * and without overlap; then the bucket cap at 16 GPUs on 2 nodes. Every time
+ * is modelled; the host columns of the CSV are measured. */
+static int ch6_bench_scaling(const struct ch6_run *base, int quick)
+{
+    const struct hw_profile *hw;
+    int rc = hw_profile_find("h100-sxm", &hw);
+    uint64_t steps = quick ? 2 : 4;
+    struct ch6_run run;
+    ch6_scaling_run(base, &run, hw, 1, 1, steps);
+    if (rc == 0)
+        rc = model_spec_parse_hidden(&run.train.spec, CH6_SCALING_HIDDEN, "hidden");
+    struct model_spec spec = run.train.spec;
+    char csv_path[PLOT_PATH_MAX], out[PLOT_PATH_MAX];
+    struct plot_csv csv = {0};
+    if (rc == 0 && base->out_dir && plot_paths(base->out_dir, "scaling", csv_path, out) == 0 &&
+        (rc = plot_csv_open(&csv, csv_path, "--out")) == 0)
+        fprintf(csv.f, "sweep,gpus,nodes,algo,overlap,bucket_cap_mb,step_us,exposed_comm_us,efficiency,"
+                       "host_cpu_ms_per_step,host_wall_ms_per_step\n");
+    if (rc == 0)
+        printf("== chapter 6: DDP's scaling on modelled %s nodes of 8 GPUs (%s inside, 8x InfiniBand NDR\n"
+               "   between): MLP 784-%s-10 (hidden), batch %d per GPU, %llu steps a run; efficiency = 1 GPU's step / this "
+               "step\n", hw->title, hw->peer, CH6_SCALING_HIDDEN, CH6_SCALING_BATCH, (unsigned long long)steps);
+    struct ch6_point one = {0};
+    static const enum comm_algo algos[] = {COMM_ALGO_RING, COMM_ALGO_HIER};
+    for (size_t a = 0; rc == 0 && a < CH6_COUNT(algos); a++)
+        for (int overlap = 1; rc == 0 && overlap >= 0; overlap--)
+            for (size_t i = 0; rc == 0 && i < CH6_COUNT(ch6_scaling_worlds); i++) {
+                int world = ch6_scaling_worlds[i];
+                if (world == 1 && (a || !overlap))
+                    continue; /* one GPU: no all-reduce to place */
+                if (quick && world > 8)
+                    break;
+                ch6_scaling_run(base, &run, hw, world, overlap, steps);
+                run.train.spec = spec;
+                run.train.batch = CH6_SCALING_BATCH;
+                run.algo = algos[a];
+                struct ch6_point p;
+                if ((rc = ch6_point(&run, &p)) < 0)
+                    break;
+                if (world == 1)
+                    one = p;
+                ch6_scaling_row(csv.f, "gpus", world, comm_algo_name(algos[a]), overlap,
+                                run.train.reducer.bucket_cap_bytes / 1048576.0, &p, &one);
+            }
+    for (size_t i = 0; rc == 0 && i < CH6_COUNT(ch6_bucket_caps_mb); i++) {
+        int world = quick ? 8 : 16;
+        ch6_scaling_run(base, &run, hw, world, 1, steps);
+        run.train.spec = spec;
+        run.train.batch = CH6_SCALING_BATCH;
+        run.algo = COMM_ALGO_HIER;
+        run.train.reducer.bucket_cap_bytes = (size_t)(ch6_bucket_caps_mb[i] * 1048576);
+        struct ch6_point p;
+        if ((rc = ch6_point(&run, &p)) == 0)
+            ch6_scaling_row(csv.f, "buckets", world, "hier", 1, ch6_bucket_caps_mb[i], &p, &one);
+    }
+    if (csv.f && (rc = plot_csv_close(&csv, rc)) == 0) {
+        int r = plot_render("chapters/06-ddp/scaling.gp", csv_path, out, "--out");
+        if (r == 0)
+            printf("  the curves: %s.png and .svg (data: %s)\n", out, csv_path);
+        else if (r != ERR_UNSUPPORTED)
+            rc = r;
+    }
+    return rc;
+}
+
 int ch6_bench(const struct ch6_run *base, const char *name, int quick)
 {
     if (strcmp(name, "accuracy") == 0)
         return ch6_bench_accuracy(base, quick);
     if (strcmp(name, "overhead") == 0)
         return ch6_bench_overhead(base, quick);
+    if (strcmp(name, "scaling") == 0)
+        return ch6_bench_scaling(base, quick);
     struct bench_model_options o;
     bench_model_defaults(&o);
     o.batches[0] = (int)base->train.batch;
