@@ -362,11 +362,20 @@ else
     n=0
     for needle in "fingerprint mismatch before collective #" "rank 0 called #" \
                   "rank 0: running its own code (saving a checkpoint to" "timed out after 1 s" \
-                  "rank 3 called #" "4 ranks, tiny buckets, no overlap, batch 8" "its timeline: $OUT/slower-no-overlap.png"; do
+                  "rank 3 called #" "4 GPUs, batch 16 each (global 64), tiny buckets, no overlap" \
+                  "its timeline: $OUT/slower-no-overlap.png" "verdict: with the same global batch, 4 GPUs are SLOWER than 1"; do
         n=$((n + 1))
         if grep -qF -- "$needle" <<<"$T_OUT"; then t_pass "demos_say_$n"
         else t_failed "demos_say_$n" "no \"$needle\" in the demos' output"; fi
     done
+    # the slower story's claims, read off its rows (the demo checks them too): one global batch split
+    # over 4 GPUs is slower than 1 GPU, bigger buckets with overlap help, a batch of 64 per GPU is faster
+    ratios=$(sed -n '/^==== demo slower/,/verdict/p' <<<"$T_OUT" | grep -oE "[0-9.]+x 1 GPU's, (SLOWER|faster)" |
+        sed -E "s/x 1 GPU's, / /" | tr '\n' ' ')
+    if awk -v r="$ratios" 'BEGIN { n = split(r, f, " "); exit !(n == 6 && f[1] < 1 && f[2] == "SLOWER" &&
+            f[3] > f[1] && f[4] == "SLOWER" && f[5] > 1 && f[6] == "faster") }'
+    then t_pass demos_slower_story
+    else t_failed demos_slower_story "the ratios to 1 GPU (no overlap, overlap, batch 64 each): $ratios"; fi
     # the slower story's two timelines: their data always, their charts where gnuplot is
     for f in slower-no-overlap slower-overlap; do
         if [ ! -s "$OUT/$f.csv" ]; then t_failed "demos_timeline_$f" "no $OUT/$f.csv"
@@ -376,8 +385,8 @@ else
     # each titled by its own run, its steps and its buckets: no two timelines under one title
     if command -v gnuplot > /dev/null 2>&1; then
         titles=$(for f in gantt slower-no-overlap slower-overlap; do grep -o '<text>[^<]*<' "$OUT/$f.svg"; done)
-        if grep -qF "demo slower, 4 ranks, tiny buckets, no overlap, batch 8<" <<<"$titles" &&
-            grep -qF "demo slower, 4 ranks, 64/256 KiB buckets, overlap, batch 8<" <<<"$titles" &&
+        if grep -qF "demo slower, 4 GPUs, batch 16 each (global 64), tiny buckets, no overlap<" <<<"$titles" &&
+            grep -qF "demo slower, 4 GPUs, batch 16 each (global 64), 64/256 KiB buckets, overlap<" <<<"$titles" &&
             [ "$(grep -c 'of every rank; buckets: the first up to' <<<"$titles")" = 3 ]
         then t_pass demos_timelines_titled
         else t_failed demos_timelines_titled "titles: $(grep 'of every rank' <<<"$titles" | tr '\n' ' ')"; fi
