@@ -24,7 +24,7 @@
 #include <string.h>
 #include <sys/resource.h>
 
-const char *const ch6_bench_names[] = {"accuracy", "overhead", "model", "scaling", NULL};
+const char *const ch6_bench_names[] = {"accuracy", "overhead", "model", "scaling", "host", NULL};
 
 #define CH6_TARGET_ACCURACY 0.89   /* the chapter's target at the default recipe */
 #define CH6_TARGET_SPREAD 0.5      /* points: the curves at 1, 2, 4, 8 ranks agree within this */
@@ -306,6 +306,43 @@ static int ch6_bench_overhead(const struct ch6_run *base, int quick)
     return rc;
 }
 
+/* --bench=host: the simulator's own cost, measured on this host: CPU
+ * seconds of the whole process per modelled step (every rank thread, loader
+ * worker and engine together) and wall seconds, for the recipe on 1 to 64
+ * ranks. The last line, for bench.sh, is the figure its target reads: W = 4's
+ * CPU per rank and step. */
+static int ch6_bench_host(const struct ch6_run *base, int quick)
+{
+    static const int worlds[] = {1, 2, 4, 8, 16, 32, 64};
+    uint64_t steps = quick ? 5 : 100;
+    printf("== chapter 6: the simulator's host cost, the recipe (MLP 784-256-128-10, batch %u a rank), %llu steps a "
+           "run, on this host (measured)\n", base->train.batch, (unsigned long long)steps);
+    double four = 0;
+    int rc = 0;
+    for (size_t i = 0; rc == 0 && i < sizeof worlds / sizeof worlds[0]; i++) {
+        if (quick && worlds[i] > 8)
+            break;
+        struct ch6_run run;
+        ch6_bench_run(base, &run, worlds[i]);
+        run.train.epochs = 100000;
+        run.train.max_steps = steps;
+        run.train.eval = TRAIN_EVAL_NONE;
+        run.timeout_s = 0;
+        struct ch6_point p;
+        if ((rc = ch6_point(&run, &p)) < 0)
+            break;
+        printf("  %2d rank%s  CPU %7.2f ms a modelled step (%5.2f ms a rank), wall %7.2f ms; modelled step %5.0f us\n",
+               worlds[i], worlds[i] == 1 ? " " : "s", p.cpu_s * 1e3, p.cpu_s * 1e3 / worlds[i], p.wall_s * 1e3,
+               p.step_s * 1e6);
+        fflush(stdout);
+        if (worlds[i] == 4)
+            four = p.cpu_s / 4;
+    }
+    if (rc == 0)
+        printf("bench_host: world=4 cpu_us_per_rank_step=%.1f\n", four * 1e6);
+    return rc;
+}
+
 int ch6_bench(const struct ch6_run *base, const char *name, int quick)
 {
     if (strcmp(name, "accuracy") == 0)
@@ -314,6 +351,8 @@ int ch6_bench(const struct ch6_run *base, const char *name, int quick)
         return ch6_bench_overhead(base, quick);
     if (strcmp(name, "scaling") == 0)
         return ch6_bench_scaling(base, quick);
+    if (strcmp(name, "host") == 0)
+        return ch6_bench_host(base, quick);
     struct bench_model_options o;
     bench_model_defaults(&o);
     o.batches[0] = (int)base->train.batch;
