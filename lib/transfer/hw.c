@@ -63,8 +63,10 @@
  *   server or workstation, not a vendor's figure.
  *
  * Not here: an achievable fraction of the FP32 peak for a GEMM. We found no
- * public source to cite for one, and nothing in the simulator times a
- * kernel from FLOPs yet; the peaks are printed by --hw=list only.
+ * public source to cite for cuBLAS's SGEMM on these GPUs, so the simulated
+ * device (sim/device_sim.c, dsim_op_ns) times a matrix product at the full
+ * peak or the memory bandwidth, whichever is slower: a GPU faster than the
+ * real one, which makes communication's share of a step look larger.
  */
 #include "transfer/hw.h"
 
