@@ -5,8 +5,12 @@
  *   accuracy  the recipe's test accuracy on 4 ranks against 0.89, and the
  *             accuracy curve at 1, 2 and 8 ranks, same global batch, against
  *             the 4-rank one (within 0.5 points every epoch)
- *   overhead  the DDP step on 4 simulated ranks against the same ranks
- *             training alone on the same per-rank work (within 15 %)
+ *   overhead  the DDP step on 8 modelled H100 SXM (one node) in the DDP
+ *             paper's regime against one GPU alone (within 15 %)
+ *   scaling   weak scaling on 1 to 64 modelled GPUs, ring and hier, overlap
+ *             on and off, bucket caps: scaling.csv and .png (no target)
+ *   host      the simulator's CPU per modelled step, 1 to 64 ranks
+ *             (bench.sh sets one rank's step alone beside it)
  *   model     one rank's step on one thread at batch 32, 64, 256: samples/s
  *             and the time inside the GEMMs (bench.sh sets PyTorch beside it)
  *

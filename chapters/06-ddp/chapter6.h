@@ -4,7 +4,8 @@
  * run.c      a training run on every rank (sim/launch.h + lib/ddp/train.h): the
  *            per-epoch table, the time breakdown, the trace and the Gantt chart
  * demos.c    --demo=NAME: the failure stories, each shown failing, then fixed
- * bench.c    --bench=accuracy|overhead: verdicts against the targets
+ * bench.c    --bench=accuracy|overhead|scaling|host: verdicts against the
+ *            targets, the scaling table and the simulator's own cost
  * bench_model.c  --bench=model: one rank's step on one thread (bench.sh sets
  *            PyTorch beside it)
  *
@@ -73,7 +74,8 @@ void ch6_recipe(struct train_config *c);
 int ch6_demo(const struct ch6_run *base, const char *name);
 extern const char *const ch6_demo_names[]; /* NULL-terminated, "all" last */
 
-/* The benchmarks (bench.c): "accuracy", "overhead" or "model". 0 when they ran. */
+/* The benchmarks (bench.c): "accuracy", "overhead", "scaling", "host" or
+ * "model". 0 when they ran. */
 int ch6_bench(const struct ch6_run *base, const char *name, int quick);
 extern const char *const ch6_bench_names[];
 
