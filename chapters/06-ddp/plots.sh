@@ -5,12 +5,15 @@
 #   the recipe    20 epochs on 4 simulated ranks (build/chapter-6 --plot):
 #                 epochs.csv and the Gantt chart of a few steady steps
 #   demo slower   the two 4-rank timelines, without and with overlap
+#   scaling       DDP's weak scaling on 1 to 64 modelled H100 SXM, ring and
+#                 hier, overlap on and off, and the bucket cap (--bench=scaling)
 #   accuracy      test accuracy after every epoch at 1, 2, 4 and 8 ranks, the
 #                 same global batch: the curves the last `make bench` measured
 #                 (--bench=accuracy prints them, 20 minutes of training), read
 #                 from its output, with its date and machine
 plot_run "$BUILD/chapter-6" --plot --out="$out" || return 1
 plot_run "$BUILD/chapter-6" --demo=slower --out="$out" || return 1
+plot_run "$BUILD/chapter-6" --bench=scaling --out="$out" || return 1
 
 # The bench prints "== chapter 6: accuracy, the recipe (E epochs, global batch G) ..." and then one
 # line per world, the recipe's (4 ranks) first: "  W ranks x batch B: test accuracy by epoch a1 a2 ...".
