@@ -1126,25 +1126,31 @@ static int dsim_launch(device_stream_t *pub, const struct device_kernel *k)
 
 /* A device operation's modelled duration on the GPU profile: a matrix
  * product is bound by its flops or its bytes, whichever takes longer (the
- * roofline: max(2mnk / FP32 peak, bytes / memory bandwidth)); a kernel, a
- * memset or a device-to-device copy by the bytes it reads and writes; each
- * pays a launch. A marked access is the host's work on device memory: it
- * takes no device time. */
+ * roofline: max(2mnk / FP32 peak, bytes / memory bandwidth)), a batched one
+ * by count times one product's flops and bytes (its spans also cover the gaps
+ * between products, which it never touches); a kernel, a memset or a
+ * device-to-device copy by the bytes it reads and writes; each pays one
+ * launch. A marked access is the host's work on device memory: it takes no
+ * device time. */
 static uint64_t dsim_op_ns(const struct dsim *d, const struct device_op *op)
 {
     if (op->kind == DEVICE_OP_ACCESS)
         return 0;
-    double bytes = 0;
-    for (uint32_t i = 0; i < op->nreads; i++)
-        bytes += (double)op->reads[i].bytes;
-    for (uint32_t i = 0; i < op->nwrites; i++)
-        bytes += (double)op->writes[i].bytes;
-    double seconds = bytes / d->memory_bps;
+    double bytes = 0, flops = 0;
     if (op->kind == DEVICE_OP_GEMM) {
-        double flops = 2.0 * (double)op->gemm.m * (double)op->gemm.n * (double)op->gemm.k;
-        if (flops / d->flops > seconds)
-            seconds = flops / d->flops;
+        const struct device_gemm *g = &op->gemm;
+        double count = g->count > 1 ? g->count : 1;
+        bytes = count * (double)device_gemm_product_bytes(g);
+        flops = count * 2.0 * (double)g->m * (double)g->n * (double)g->k;
+    } else {
+        for (uint32_t i = 0; i < op->nreads; i++)
+            bytes += (double)op->reads[i].bytes;
+        for (uint32_t i = 0; i < op->nwrites; i++)
+            bytes += (double)op->writes[i].bytes;
     }
+    double seconds = bytes / d->memory_bps;
+    if (flops / d->flops > seconds)
+        seconds = flops / d->flops;
     return vclock_ns_of_s(seconds + DSIM_LAUNCH_S);
 }
 

@@ -168,23 +168,77 @@ static uint64_t device_matrix_bytes(int rows, int cols, int ld)
     return ((uint64_t)(cols - 1) * (uint64_t)ld + (uint64_t)rows) * sizeof(float);
 }
 
+/* The rows and columns op(A) and op(B) are stored as. */
+static void device_gemm_shapes(const struct device_gemm *g, int *arows, int *acols, int *brows, int *bcols)
+{
+    *arows = g->transa == DEVICE_OP_N ? g->m : g->k;
+    *acols = g->transa == DEVICE_OP_N ? g->k : g->m;
+    *brows = g->transb == DEVICE_OP_N ? g->k : g->n;
+    *bcols = g->transb == DEVICE_OP_N ? g->n : g->k;
+}
+
+uint64_t device_gemm_product_bytes(const struct device_gemm *g)
+{
+    int arows, acols, brows, bcols;
+    device_gemm_shapes(g, &arows, &acols, &brows, &bcols);
+    uint64_t cbytes = device_matrix_bytes(g->m, g->n, g->ldc);
+    return device_matrix_bytes(arows, acols, g->lda) + device_matrix_bytes(brows, bcols, g->ldb) +
+           (g->beta != 0.0f ? cbytes : 0) + cbytes;
+}
+
+/* Bytes from the first product's matrix to the end of the last one's: one
+ * matrix of `one` bytes, then count - 1 strides of `stride` floats. A span
+ * past 2^62 bytes is refused: no device holds it, and the sum cannot wrap. */
+static int device_batch_span(const char *dn, const char *name, const char *which, int count, int64_t stride,
+                             uint64_t one, uint64_t *out)
+{
+    uint64_t steps;
+    if (__builtin_mul_overflow((uint64_t)(count - 1), (uint64_t)stride, &steps) ||
+        __builtin_mul_overflow(steps, (uint64_t)sizeof(float), &steps) || steps > (1ull << 62) - one)
+        return err_set(ERR_ARG, "%s: sgemm '%s': %d products %lld floats apart span more than 2^62 bytes of %s", dn,
+                       name, count, (long long)stride, which);
+    *out = steps + one;
+    return 0;
+}
+
 int device_sgemm(device_stream_t *s, const struct device_gemm *g, const char *name, int64_t batch)
 {
     const char *dn = s->dev->name;
     if (g->m < 1 || g->n < 1 || g->k < 1)
         return err_set(ERR_ARG, "%s: sgemm '%s' of %d x %d x %d: every dimension must be at least 1", dn, name, g->m,
                        g->n, g->k);
-    int arows = g->transa == DEVICE_OP_N ? g->m : g->k, acols = g->transa == DEVICE_OP_N ? g->k : g->m;
-    int brows = g->transb == DEVICE_OP_N ? g->k : g->n, bcols = g->transb == DEVICE_OP_N ? g->n : g->k;
+    int arows, acols, brows, bcols;
+    device_gemm_shapes(g, &arows, &acols, &brows, &bcols);
     if (g->lda < arows || g->ldb < brows || g->ldc < g->m)
         return err_set(ERR_ARG, "%s: sgemm '%s': leading dimensions %d, %d, %d below the rows stored (%d, %d, %d)",
                        dn, name, g->lda, g->ldb, g->ldc, arows, brows, g->m);
     if (!g->a || !g->b || !g->c)
         return err_set(ERR_ARG, "%s: sgemm '%s' with a NULL matrix", dn, name);
-    struct device_op op = {.kind = DEVICE_OP_GEMM, .name = name, .batch = batch, .gemm = *g};
-    device_op_read(&op, g->a, device_matrix_bytes(arows, acols, g->lda));
-    device_op_read(&op, g->b, device_matrix_bytes(brows, bcols, g->ldb));
+    if (g->count < 0)
+        return err_set(ERR_ARG, "%s: sgemm '%s' of %d products: count must be 0 or more (0 and 1: one product)", dn,
+                       name, g->count);
+    if (g->stride_a < 0 || g->stride_b < 0 || g->stride_c < 0)
+        return err_set(ERR_ARG, "%s: sgemm '%s': strides %lld, %lld, %lld of A, B, C: none may be negative", dn, name,
+                       (long long)g->stride_a, (long long)g->stride_b, (long long)g->stride_c);
+    uint64_t abytes = device_matrix_bytes(arows, acols, g->lda), bbytes = device_matrix_bytes(brows, bcols, g->ldb);
     uint64_t cbytes = device_matrix_bytes(g->m, g->n, g->ldc);
+    if (g->count > 1) {
+        if ((uint64_t)g->stride_c * sizeof(float) < cbytes)
+            return err_set(ERR_ARG, "%s: sgemm '%s': stride_c %lld floats is less than one C (%llu floats): the %d "
+                           "products would write each other's C", dn, name, (long long)g->stride_c,
+                           (unsigned long long)(cbytes / sizeof(float)), g->count);
+        int rc = device_batch_span(dn, name, "A", g->count, g->stride_a, abytes, &abytes);
+        if (rc == 0)
+            rc = device_batch_span(dn, name, "B", g->count, g->stride_b, bbytes, &bbytes);
+        if (rc == 0)
+            rc = device_batch_span(dn, name, "C", g->count, g->stride_c, cbytes, &cbytes);
+        if (rc)
+            return rc;
+    }
+    /* A batched op's spans run from its first product's matrices to the end of its last's. */
+    struct device_op op = {.kind = DEVICE_OP_GEMM, .name = name, .batch = batch, .gemm = *g};
+    device_op_read(&op, g->a, abytes);
+    device_op_read(&op, g->b, bbytes);
     if (g->beta != 0.0f)
         device_op_read(&op, g->c, cbytes);
     device_op_write(&op, g->c, cbytes);

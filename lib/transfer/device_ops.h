@@ -20,6 +20,7 @@
  * leaves unordered.
  *
  *   device_sgemm(s, &g, "fc1 forward", batch);      cublasSgemm on s
+ *                                                    (StridedBatched if g.count > 1)
  *   device_kernel(s, KERNEL_relu, n, &args, ...);    relu<<<blocks, threads, 0, s>>>
  *   device_memset_async(s, p, 0, bytes);             cudaMemsetAsync
  *   device_copy_d2d_async(s, dst, src, bytes);       cudaMemcpyAsync(DeviceToDevice)
@@ -46,7 +47,19 @@ enum device_transpose { DEVICE_OP_N, DEVICE_OP_T };
 /* C = alpha op(A) op(B) + beta C, column-major, with cuBLAS's (and BLAS's)
  * arguments: op(A) is m x k, op(B) k x n, C m x n; lda, ldb and ldc are the
  * leading dimensions (rows as stored) of A, B and C. beta = 0: C is only
- * written (whatever it held, NaN included, as BLAS promises). */
+ * written (whatever it held, NaN included, as BLAS promises).
+ *
+ * Batched (cublasSgemmStridedBatched): count > 1 computes count products of
+ * this one shape in one operation (one launch), product i on
+ * a + i stride_a, b + i stride_b and c + i stride_c (strides in floats, not
+ * bytes), each with exactly the arguments above. The simulated device makes
+ * product i the very CBLAS call a single device_sgemm on those pointers
+ * makes, in order i = 0 .. count - 1, so it is bit-identical to it, however
+ * many products share the operation. count 0 or 1: one product, the strides
+ * ignored (so an initializer that names no batch field is a single product).
+ * Strides are never negative; stride_a or stride_b 0 shares one A or B among
+ * all products; the products' C must not overlap (stride_c at least one C's
+ * extent, (n - 1) ldc + m), as a GPU writes them concurrently. */
 struct device_gemm {
     enum device_transpose transa, transb;
     int m, n, k;
@@ -58,6 +71,8 @@ struct device_gemm {
     float beta;
     float *c;
     int ldc;
+    int count;                          /* products; 0 or 1: one */
+    int64_t stride_a, stride_b, stride_c; /* floats between consecutive products' A, B, C */
 };
 
 /* The most spans one operation declares. */
@@ -84,7 +99,8 @@ struct device_op {
     uint32_t nreads, nwrites;
 };
 
-/* cublasSgemm on stream s. `name` and `batch` label messages. */
+/* cublasSgemm on stream s (cublasSgemmStridedBatched when g->count > 1).
+ * `name` and `batch` label messages. */
 int device_sgemm(device_stream_t *s, const struct device_gemm *g, const char *name, int64_t batch);
 
 /* Kernel `id` over n elements (transfer/kernels.h says what an element is
@@ -116,6 +132,10 @@ const char *device_kernel_name(enum kernel_id id);
 /* The spans kernel `id` over n elements touches, into op->reads and
  * op->writes (the backends' tests use it too). */
 void device_kernel_spans(struct device_op *op);
+
+/* The bytes one product of g reads and writes: A, B, C read when beta != 0,
+ * C written (a batched op's modelled traffic is count times this). */
+uint64_t device_gemm_product_bytes(const struct device_gemm *g);
 
 #ifdef __cplusplus
 }

@@ -1037,6 +1037,152 @@ TEST(device_sgemm_transposes_alpha_beta_leading_dimensions)
     t_case_close(&device);
 }
 
+/* ---- batched sgemm ------------------------------------------------------------------------------ */
+
+/* `count` products of one shape, A, B and C each `gap` floats apart (stride_b
+ * 0 when shared_b: one B for all), as one batched op, against the same
+ * products issued one by one as single ops on a copy of C. The simulated
+ * device makes each product the very CBLAS call of its single op, so the two
+ * C buffers, gaps and padding included, are the same bytes (memcmp). On a GPU
+ * cublasSgemmStridedBatched may pick other kernels than cublasSgemm: each
+ * element then takes twice the sgemm test's bound (both within it of the
+ * exact value; inputs in [-1, 1], so sum |a||b| <= k), and what neither
+ * writes (NaN gaps and padding) stays the same bits. Every buffer is exactly
+ * the span from the first product to the end of the last, so on the
+ * simulated device a span past it is ERR_RANGE. */
+static void t_gemm_batched(struct t_rig *rig, enum device_transpose ta, enum device_transpose tb, int m, int n, int k,
+                           int pad, int count, int gap, int shared_b, float alpha, float beta)
+{
+    struct t_case c;
+    t_case_on(&c, rig);
+    int arows = ta == DEVICE_OP_N ? m : k, acols = ta == DEVICE_OP_N ? k : m;
+    int brows = tb == DEVICE_OP_N ? k : n, bcols = tb == DEVICE_OP_N ? n : k;
+    int lda = arows + pad, ldb = brows + pad, ldc = m + pad;
+    uint64_t one_a = t_matrix_floats(arows, acols, lda), one_b = t_matrix_floats(brows, bcols, ldb);
+    uint64_t one_c = t_matrix_floats(m, n, ldc);
+    int64_t sa = (int64_t)(one_a + gap), sb = shared_b ? 0 : (int64_t)(one_b + gap), sc = (int64_t)(one_c + gap);
+    int products = count > 1 ? count : 1;
+    uint64_t na = (uint64_t)(products - 1) * sa + one_a, nb = (uint64_t)(products - 1) * sb + one_b;
+    uint64_t nc = (uint64_t)(products - 1) * sc + one_c;
+    float *a = t_buf(&c, "A", T_READ, T_F32, na), *b = t_buf(&c, "B", T_READ, T_F32, nb);
+    float *cb = t_buf(&c, "C batched", T_UPDATE, T_F32, nc), *cs = t_buf(&c, "C single", T_UPDATE, T_F32, nc);
+    t_fill_nan(a, na);
+    t_fill_nan(b, nb);
+    t_fill_nan(cb, nc);
+    for (int i = 0; i < products; i++) {
+        t_fill_matrix(a + i * sa, arows, acols, lda);
+        if (i == 0 || !shared_b)
+            t_fill_matrix(b + i * sb, brows, bcols, ldb);
+        if (beta != 0)
+            t_fill_matrix(cb + i * sc, m, n, ldc);
+    }
+    memcpy(cs, cb, nc * sizeof *cs);
+    t_upload(&c);
+    float *da = t_dev(&c, a), *db = t_dev(&c, b), *dcb = t_dev(&c, cb), *dcs = t_dev(&c, cs);
+    struct device_gemm g = {.transa = ta, .transb = tb, .m = m, .n = n, .k = k, .alpha = alpha, .a = da, .lda = lda,
+                            .b = db, .ldb = ldb, .beta = beta, .c = dcb, .ldc = ldc, .count = count,
+                            .stride_a = sa, .stride_b = sb, .stride_c = sc};
+    CHECK_OK(device_sgemm(rig->s, &g, "batched product", -1));
+    for (int i = 0; i < products; i++) {
+        struct device_gemm one = {.transa = ta, .transb = tb, .m = m, .n = n, .k = k, .alpha = alpha,
+                                  .a = da + i * sa, .lda = lda, .b = db + i * sb, .ldb = ldb, .beta = beta,
+                                  .c = dcs + i * sc, .ldc = ldc};
+        CHECK_OK(device_sgemm(rig->s, &one, "single product", i));
+    }
+    CHECK_OK(device_stream_synchronize(rig->s));
+    float *got = malloc(nc * sizeof *got), *want = malloc(nc * sizeof *want);
+    CHECK(got && want);
+    CHECK_OK(device_copy(rig->dev, got, dcb, nc * sizeof *got, DEVICE_D2H));
+    CHECK_OK(device_copy(rig->dev, want, dcs, nc * sizeof *want, DEVICE_D2H));
+    char what[160];
+    snprintf(what, sizeof what, "%s: %d products (count %d) of sgemm %s%s, m %d n %d k %d, ld +%d, gap %d%s, beta %g",
+             t_backend(), products, count, t_op_name(ta), t_op_name(tb), m, n, k, pad, gap,
+             shared_b ? ", B shared" : "", (double)beta);
+    double tol = 2 * (k + 3) * 0x1p-24 * (fabs(alpha) * k + fabs(beta));
+    for (uint64_t at = 0; at < nc; at++) {
+        if (memcmp(&got[at], &want[at], sizeof *got) == 0)
+            continue;
+        CHECK_MSG(!t_on_sim() && isfinite(got[at]) && isfinite(want[at]) && fabs(got[at] - want[at]) <= tol,
+                  "%s: C[%llu] (product %llu) = %.9g batched, %.9g as a single op%s", what, (unsigned long long)at,
+                  (unsigned long long)(at / sc), (double)got[at], (double)want[at],
+                  t_on_sim() ? ": not the same bits" : "");
+    }
+    free(got);
+    free(want);
+    t_case_close(&c);
+}
+
+/* Three products against three single ops, every transpose pair, leading
+ * dimensions equal to the rows and 3 more, beta 0 (C NaN) and not, B apart
+ * and shared (stride 0); small and past the libraries' smallest blocks. */
+TEST(device_sgemm_batched_equals_its_single_products)
+{
+    struct t_case device;
+    T_CASE_OPEN(&device);
+    static const int sizes[][3] = {{5, 7, 9}, {67, 33, 130}};
+    static const float betas[] = {0, 0.5f};
+    t_seed(17);
+    for (size_t s = 0; s < sizeof sizes / sizeof sizes[0]; s++)
+        for (int ta = 0; ta < 2; ta++)
+            for (int tb = 0; tb < 2; tb++)
+                for (int pad = 0; pad <= 3; pad += 3)
+                    for (size_t y = 0; y < sizeof betas / sizeof betas[0]; y++)
+                        for (int shared_b = 0; shared_b < 2; shared_b++)
+                            t_gemm_batched(device.rig, (enum device_transpose)ta, (enum device_transpose)tb,
+                                           sizes[s][0], sizes[s][1], sizes[s][2], pad, 3, 5, shared_b, -1.5f,
+                                           betas[y]);
+    t_case_close(&device);
+}
+
+/* count 1 is a single product whatever the strides say (they are ignored,
+ * and the buffers hold one product only: a span past them is ERR_RANGE). */
+TEST(device_sgemm_batched_count_1_is_the_single_op)
+{
+    struct t_case device;
+    T_CASE_OPEN(&device);
+    t_seed(18);
+    t_gemm_batched(device.rig, DEVICE_OP_N, DEVICE_OP_T, 67, 33, 130, 3, 1, 1000, 0, 1.0f, 1.0f);
+    t_gemm_batched(device.rig, DEVICE_OP_T, DEVICE_OP_N, 5, 7, 9, 0, 1, 7, 0, -1.5f, 0.0f);
+    t_case_close(&device);
+}
+
+/* Each bad batch argument is refused before anything runs, naming the op:
+ * a negative count or stride, products whose C overlap (a GPU writes them
+ * concurrently), and strides whose span wraps. */
+TEST(device_sgemm_batched_refuses_bad_arguments)
+{
+    struct t_case c;
+    T_CASE_OPEN(&c);
+    float *x = t_buf(&c, "x", T_UPDATE, T_F32, 64);
+    float *dx = t_dev(&c, x);
+    const struct device_gemm ok = {.transa = DEVICE_OP_N, .transb = DEVICE_OP_N, .m = 2, .n = 2, .k = 2, .alpha = 1,
+                                   .a = dx, .lda = 2, .b = dx + 16, .ldb = 2, .c = dx + 32, .ldc = 2, .count = 3,
+                                   .stride_a = 4, .stride_b = 4, .stride_c = 4};
+    struct device_gemm g = ok;
+    g.count = -1;
+    CHECK_ERR(device_sgemm(c.rig->s, &g, "atoms forward", -1), ERR_ARG,
+              "sgemm 'atoms forward' of -1 products: count must be 0 or more");
+    g = ok;
+    g.stride_b = -4;
+    CHECK_ERR(device_sgemm(c.rig->s, &g, "atoms forward", -1), ERR_ARG,
+              "sgemm 'atoms forward': strides 4, -4, 4 of A, B, C: none may be negative");
+    g = ok;
+    g.count = 1; /* ignored strides still may not be negative */
+    g.stride_c = -1;
+    CHECK_ERR(device_sgemm(c.rig->s, &g, "atoms forward", -1), ERR_ARG, "none may be negative");
+    g = ok;
+    g.stride_c = 3;
+    CHECK_ERR(device_sgemm(c.rig->s, &g, "atoms forward", -1), ERR_ARG,
+              "sgemm 'atoms forward': stride_c 3 floats is less than one C (4 floats)");
+    g = ok;
+    g.stride_a = INT64_MAX / 2;
+    CHECK_ERR(device_sgemm(c.rig->s, &g, "atoms forward", -1), ERR_ARG, "span more than 2^62 bytes of A");
+    g = ok;
+    CHECK_OK(device_sgemm(c.rig->s, &g, "atoms forward", -1));
+    CHECK_OK(device_stream_synchronize(c.rig->s));
+    t_case_close(&c);
+}
+
 /* ---- memset and the device-to-device copy -------------------------------------------------- */
 
 /* Part of a buffer and a whole one: the bytes asked for, nothing around them. */
@@ -1159,7 +1305,8 @@ TEST(vtime_device_ops_take_the_modelled_gpu_time)
     CHECK_OK(device_memset_async(r.s, a, 0, (uint64_t)n * n * 4));
     CHECK_OK(device_memset_async(r.s, b, 0, (uint64_t)n * n * 4));
     CHECK_OK(device_event_record(e[0], r.s));
-    struct device_gemm g = {DEVICE_OP_N, DEVICE_OP_N, n, n, n, 1.0f, a, n, b, n, 0.0f, c, n};
+    struct device_gemm g = {.transa = DEVICE_OP_N, .transb = DEVICE_OP_N, .m = n, .n = n, .k = n, .alpha = 1.0f,
+                            .a = a, .lda = n, .b = b, .ldb = n, .beta = 0.0f, .c = c, .ldc = n};
     CHECK_OK(device_sgemm(r.s, &g, "gemm", -1));
     CHECK_OK(device_event_record(e[1], r.s));
     CHECK_OK(device_memset_async(r.s, c, 0, (uint64_t)n * n * 4));
@@ -1179,6 +1326,97 @@ TEST(vtime_device_ops_take_the_modelled_gpu_time)
     CHECK_MSG(fabs(memset_s - want_memset) < 1e-12, "memset: %.9f s, the model says %.9f", memset_s, want_memset);
     CHECK(access_s == 0);
     for (int i = 0; i < 4; i++)
+        device_event_destroy(e[i]);
+    device_free(r.dev, a);
+    device_free(r.dev, b);
+    device_free(r.dev, c);
+    t_close(&r);
+}
+
+/* A batched product writes every product's C: a kernel on another stream
+ * that reads the last product's C without waiting for an event is refused,
+ * naming the batched op (its span runs from the first product's C to the end
+ * of the last's); with the event it runs. */
+static void t_batched_second_stream(int with_event)
+{
+    if (!t_on_sim())
+        CHECK_SKIP("the use-before-ready detector is the simulated device's; DEVICE_OPS_BACKEND=%s", t_backend());
+    struct t_case c;
+    T_CASE_OPEN(&c);
+    device_stream_t *side;
+    device_event_t *ready;
+    CHECK_OK(device_stream_create(c.rig->dev, "side", &side));
+    CHECK_OK(device_event_create(c.rig->dev, &ready));
+    const int m = 4, n = 3, k = 2, count = 3;
+    float *w = t_buf(&c, "atom weights", T_READ, T_F32, count * m * k);
+    float *x = t_buf(&c, "atom inputs", T_READ, T_F32, count * k * n);
+    float *z = t_buf(&c, "atom activations", T_UPDATE, T_F32, count * m * n);
+    t_seed(19);
+    t_fill(w, count * m * k, -1, 1);
+    t_fill(x, count * k * n, -1, 1);
+    t_upload(&c);
+    struct device_gemm g = {.transa = DEVICE_OP_N, .transb = DEVICE_OP_N, .m = m, .n = n, .k = k, .alpha = 1,
+                            .a = t_dev(&c, w), .lda = m, .b = t_dev(&c, x), .ldb = k, .c = t_dev(&c, z), .ldc = m,
+                            .count = count, .stride_a = m * k, .stride_b = k * n, .stride_c = m * n};
+    CHECK_OK(device_sgemm(c.rig->s, &g, "atoms forward", 3));
+    union kernel_args a = {.relu = {.z = (float *)t_dev(&c, z) + (count - 1) * m * n}};
+    if (with_event) {
+        CHECK_OK(device_event_record(ready, c.rig->s));
+        CHECK_OK(device_stream_wait_event(side, ready));
+        CHECK_OK(device_kernel(side, KERNEL_relu, (uint64_t)m * n, &a, "atoms relu", 3));
+        CHECK_OK(device_synchronize(c.rig->dev));
+    } else {
+        CHECK_ERR(device_kernel(side, KERNEL_relu, (uint64_t)m * n, &a, "atoms relu", 3), ERR_STATE,
+                  "use before ready");
+        const char *msg = err_msg();
+        CHECK_CONTAINS(msg, "'atoms relu' (batch 3) on stream 'side' reads device buffer 'atom activations'");
+        CHECK_CONTAINS(msg, "'atoms forward' (batch 3) on stream 'compute' writes");
+    }
+    device_event_destroy(ready);
+    device_stream_destroy(side);
+    t_case_close(&c);
+}
+
+TEST(detector_batched_gemm_with_event_is_fine) { t_batched_second_stream(1); }
+TEST(detector_batched_gemm_without_event_is_caught) { t_batched_second_stream(0); }
+
+/* A batched product is one launch for count products: count times one
+ * product's flops and bytes (the roofline), plus one DSIM launch, exactly. */
+TEST(vtime_batched_gemm_is_count_products_one_launch)
+{
+    if (!t_on_sim())
+        CHECK_SKIP("device time is measured, not modelled, on %s", t_backend());
+    struct t_rig r;
+    if (t_open(&r))
+        return;
+    const struct hw_profile *hw;
+    CHECK_OK(hw_profile_find(DEVICE_GPU_DEFAULT, &hw));
+    const int n = 256, count = 3;
+    const uint64_t bytes = (uint64_t)count * n * n * 4;
+    float *a, *b, *c;
+    CHECK_OK(device_malloc(r.dev, bytes, "a", (void **)&a));
+    CHECK_OK(device_malloc(r.dev, bytes, "b", (void **)&b));
+    CHECK_OK(device_malloc(r.dev, bytes, "c", (void **)&c));
+    device_event_t *e[2];
+    for (int i = 0; i < 2; i++)
+        CHECK_OK(device_event_create(r.dev, &e[i]));
+    CHECK_OK(device_memset_async(r.s, a, 0, bytes));
+    CHECK_OK(device_memset_async(r.s, b, 0, bytes));
+    CHECK_OK(device_event_record(e[0], r.s));
+    struct device_gemm g = {.transa = DEVICE_OP_N, .transb = DEVICE_OP_N, .m = n, .n = n, .k = n, .alpha = 1.0f,
+                            .a = a, .lda = n, .b = b, .ldb = n, .c = c, .ldc = n, .count = count,
+                            .stride_a = (int64_t)n * n, .stride_b = (int64_t)n * n, .stride_c = (int64_t)n * n};
+    CHECK_OK(device_sgemm(r.s, &g, "batched gemm", -1));
+    CHECK_OK(device_event_record(e[1], r.s));
+    CHECK_OK(device_synchronize(r.dev));
+    double got;
+    CHECK_OK(device_event_elapsed(e[0], e[1], &got));
+    double flops_s = (double)count * 2.0 * n * n * n / hw->fp32_flops;
+    double bytes_s = (double)count * 3.0 * n * n * 4 / hw->memory_bps; /* A, B read; C written (beta 0) */
+    double want = (double)llround(((flops_s > bytes_s ? flops_s : bytes_s) + 4e-6) * 1e9) * 1e-9;
+    CHECK_MSG(fabs(got - want) < 1e-12, "%d products in one op: %.9f s of device time, the model says %.9f", count,
+              got, want);
+    for (int i = 0; i < 2; i++)
         device_event_destroy(e[i]);
     device_free(r.dev, a);
     device_free(r.dev, b);

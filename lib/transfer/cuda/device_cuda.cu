@@ -447,20 +447,24 @@ static cublasOperation_t cu_blas_op(enum device_transpose t) { return t == DEVIC
 
 /* The product with exactly the arguments device_gemm holds: they are
  * cuBLAS's own, which the simulated device passes to CBLAS's column-major
- * call. */
+ * call. count > 1: cublasSgemmStridedBatched, one launch for every product. */
 static int cu_gemm(device_t *d, cudaStream_t st, const struct device_op *op)
 {
     struct cu_device *c = cu_of(d);
     const struct device_gemm *g = &op->gemm;
     char call[160];
-    snprintf(call, sizeof call, "cublasSgemm '%.100s'", op->name);
+    snprintf(call, sizeof call, "%s '%.100s'", g->count > 1 ? "cublasSgemmStridedBatched" : "cublasSgemm", op->name);
     pthread_mutex_lock(&c->blas_mu);
     cublasHandle_t h = NULL;
     int rc = cu_blas_handle(d, &h);
     cublasStatus_t e = CUBLAS_STATUS_SUCCESS;
     if (rc == 0)
         e = cublasSetStream(h, st);
-    if (rc == 0 && e == CUBLAS_STATUS_SUCCESS)
+    if (rc == 0 && e == CUBLAS_STATUS_SUCCESS && g->count > 1)
+        e = cublasSgemmStridedBatched(h, cu_blas_op(g->transa), cu_blas_op(g->transb), g->m, g->n, g->k, &g->alpha,
+                                      g->a, g->lda, g->stride_a, g->b, g->ldb, g->stride_b, &g->beta, g->c, g->ldc,
+                                      g->stride_c, g->count);
+    else if (rc == 0 && e == CUBLAS_STATUS_SUCCESS)
         e = cublasSgemm(h, cu_blas_op(g->transa), cu_blas_op(g->transb), g->m, g->n, g->k, &g->alpha, g->a, g->lda,
                         g->b, g->ldb, &g->beta, g->c, g->ldc);
     pthread_mutex_unlock(&c->blas_mu);

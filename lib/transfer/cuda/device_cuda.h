@@ -8,7 +8,7 @@
  * streams, cudaMemcpyAsync, events with timing; a kernel is a spin kernel of
  * the requested duration (read on the GPU's global timer) followed by its
  * host function through cudaLaunchHostFunc. The device operations
- * (transfer/device_ops.h) are cublasSgemm on the stream (one cuBLAS handle
+ * (transfer/device_ops.h) are cublasSgemm (StridedBatched for a batch) on the stream (one cuBLAS handle
  * per device, float32 kept float32), one CUDA kernel per body of
  * transfer/kernels.h, cudaMemsetAsync and cudaMemcpyAsync device to device.
  * The GPU is device_config.ordinal, else $LOCAL_RANK (torchrun), else
