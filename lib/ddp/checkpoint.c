@@ -608,6 +608,7 @@ int checkpoint_save(const char *dir, const model_t *m, const optim_t *o, const s
         {"first_bucket_bytes", num[7]},
         {"bucket_cap_bytes", num[8]},
         {"compress", s->compress},
+        {"same_bits", s->same_bits ? "1" : "0"},
         {"buckets", s->buckets},
     };
     rc = checkpoint_write_file(path, l.e, l.n, meta, sizeof meta / sizeof meta[0], FSUTIL_DURABLE);
@@ -650,7 +651,7 @@ static int ck_meta_u64(const safetensors_t *st, const char *key, uint64_t min, u
 static const char *const ck_keys[] = {"format", "model", "optimizer", "optimizer_steps", "step", "epoch",
                                       "batch", "seed", "world", "batch_size", "accumulate", "records", "shuffle",
                                       "drop_last", "first_bucket_bytes", "bucket_cap_bytes", "compress",
-                                      "buckets", "checksum"};
+                                      "buckets", "checksum", "same_bits"};
 
 /* The metadata into *s, every field checked on its own: its form and the
  * values it can take. (The run's shape and position are checked against the
@@ -685,6 +686,10 @@ static int ck_read_state(const safetensors_t *st, struct checkpoint_state *s)
         (rc = ck_meta_u64(st, "bucket_cap_bytes", 0, UINT64_MAX, &s->bucket_cap_bytes)) < 0 ||
         (rc = ck_meta(st, "compress", &compress)) < 0 || (rc = ck_meta(st, "buckets", &buckets)) < 0)
         return rc;
+    uint64_t same_bits = 0; /* absent in a checkpoint written before the mode existed */
+    if (safetensors_meta(st, "same_bits") && (rc = ck_meta_u64(st, "same_bits", 0, 1, &same_bits)) < 0)
+        return rc;
+    s->same_bits = (int)same_bits;
     /* a checkpoint is written after an optimizer step, and every step of the run is one of the optimizer's */
     if (steps != s->step)
         return err_set(ERR_FORMAT, "%s: metadata \"optimizer_steps\" is %" PRIu64 ", but \"step\" is %" PRIu64
@@ -778,15 +783,34 @@ int checkpoint_load(const char *path, model_t *m, optim_t *o, struct checkpoint_
 }
 
 int checkpoint_check_resume(const char *path, const struct checkpoint_state *saved,
-                            const struct checkpoint_state *now)
+                            const struct checkpoint_state *now, char *warning, size_t warning_len)
 {
-    if (saved->world != now->world)
-        return err_set(ERR_STATE, "%s: written by a world of %d ranks; this run has %d. Each rank's share of every "
-                                  "epoch (the DistributedSampler's split) and the all-reduce's summation order "
-                                  "depend on the world size, so the run cannot continue exactly: resume with %d "
-                                  "ranks, or start a new run from its parameters (--init)",
-                       path, saved->world, now->world, saved->world);
-    if (saved->batch_size != now->batch_size || saved->accumulate != now->accumulate)
+    int warn = 0;
+    if (saved->same_bits != now->same_bits)
+        return err_set(ERR_STATE, "%s: written %s --same-bits; this run has it %s. The two sum the gradients in "
+                                  "other orders, so the run would not continue as it began: resume %s --same-bits",
+                       path, saved->same_bits ? "with" : "without", now->same_bits ? "on" : "off",
+                       saved->same_bits ? "with" : "without");
+    uint64_t global_saved = (uint64_t)saved->batch_size * (uint64_t)saved->world;
+    uint64_t global_now = (uint64_t)now->batch_size * (uint64_t)now->world;
+    if (saved->world != now->world && (global_saved != global_now || saved->accumulate != now->accumulate))
+        return err_set(ERR_STATE, "%s: written by a world of %d ranks of %d samples a batch (a global batch of "
+                                  "%llu); this run has %d of %d (%llu). Its position in the epoch (batch %llu) "
+                                  "counts global batches, so another world can continue only with the same global "
+                                  "batch: resume with --global-batch=%llu, or start a new run from its parameters "
+                                  "(--init)",
+                       path, saved->world, saved->batch_size, (unsigned long long)global_saved, now->world,
+                       now->batch_size, (unsigned long long)global_now, (unsigned long long)saved->batch,
+                       (unsigned long long)global_saved);
+    if (saved->world != now->world && !now->same_bits) {
+        snprintf(warning, warning_len, "%s: written by a world of %d ranks, resumed on %d with the same global batch "
+                                      "of %llu: every step trains on the same samples, but the ranks' gradients "
+                                      "are summed in another order, so the bits will differ from a run that never "
+                                      "stopped (--same-bits keeps them)",
+                 path, saved->world, now->world, (unsigned long long)global_now);
+        warn = 1;
+    }
+    if (saved->world == now->world && (saved->batch_size != now->batch_size || saved->accumulate != now->accumulate))
         return err_set(ERR_STATE, "%s: written with %d samples per rank and batch, accumulating %d; this run has %d "
                                   "and %d: the position in the epoch (batch %llu) would point elsewhere",
                        path, saved->batch_size, saved->accumulate, now->batch_size, now->accumulate,
@@ -815,8 +839,9 @@ int checkpoint_check_resume(const char *path, const struct checkpoint_state *sav
                        path, saved->drop_last ? "with --drop-last" : "without --drop-last",
                        now->drop_last ? "has --drop-last" : "has no --drop-last", (unsigned long long)saved->batch,
                        saved->drop_last ? "with" : "without");
-    if (saved->first_bucket_bytes != now->first_bucket_bytes || saved->bucket_cap_bytes != now->bucket_cap_bytes ||
-        strcmp(saved->compress, now->compress) != 0)
+    if (!now->same_bits && /* the tree has no buckets */
+        (saved->first_bucket_bytes != now->first_bucket_bytes || saved->bucket_cap_bytes != now->bucket_cap_bytes ||
+         strcmp(saved->compress, now->compress) != 0))
         return err_set(ERR_STATE, "%s: written with buckets of first %llu bytes, then %llu, compression %s; this run "
                                   "asks %llu, %llu, %s. The buckets decide which gradients each all-reduce sums "
                                   "together and in what order, so the resumed run would differ in the last bits: "
@@ -825,7 +850,7 @@ int checkpoint_check_resume(const char *path, const struct checkpoint_state *sav
                        (unsigned long long)saved->bucket_cap_bytes, saved->compress,
                        (unsigned long long)now->first_bucket_bytes, (unsigned long long)now->bucket_cap_bytes,
                        now->compress);
-    return 0;
+    return warn;
 }
 
 int checkpoint_check_position(const char *path, const struct checkpoint_state *saved,

@@ -81,6 +81,7 @@ struct checkpoint_state {
     uint64_t first_bucket_bytes;   /* the reducer's limits ... */
     uint64_t bucket_cap_bytes;
     char compress[8];              /* "none", "fp16", "bf16" */
+    int same_bits;                 /* written by a --same-bits run (the metadata "same_bits": 1; absent: 0) */
     char buckets[CHECKPOINT_TEXT_MAX]; /* reducer_layout_describe() */
 };
 
@@ -149,14 +150,17 @@ int checkpoint_load(const char *path, model_t *m, optim_t *o, struct checkpoint_
  * checkpoint_load. */
 int checkpoint_read_state(const char *path, struct checkpoint_state *s);
 
-/* Compares a loaded checkpoint's run with this run's: world size, per-rank
- * batch, accumulation, seed, training records, shuffle, drop_last, bucket
- * limits and compression must be equal
- * (the layout itself is restored with reducer_layout_restore). 0, or ERR_STATE
- * saying what differs and why that breaks an exact resume. `path` names the
- * checkpoint in the message. */
+/* Compares a loaded checkpoint's run with this run's: per-rank batch,
+ * accumulation, seed, training records, shuffle, drop_last, bucket limits
+ * and compression must be equal (the layout itself is restored with
+ * reducer_layout_restore), and so must the world size, except that a run of
+ * the same global batch (batch x world) may continue on another: exactly
+ * with same_bits on both sides (no buckets then), and otherwise with a
+ * warning. 0; 1 with the warning in *warning (the bits will differ, and why);
+ * or ERR_STATE saying what differs and why that breaks an exact resume.
+ * `path` names the checkpoint in the messages. */
 int checkpoint_check_resume(const char *path, const struct checkpoint_state *saved,
-                            const struct checkpoint_state *now);
+                            const struct checkpoint_state *now, char *warning, size_t warning_len);
 
 /* How far this run goes, for checkpoint_check_position. */
 struct checkpoint_span {

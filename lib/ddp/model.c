@@ -68,6 +68,8 @@ struct model {
     int loss_batch;               /* batch model_loss prepared scratch[0] for, 0 if none */
     int64_t batch_number;         /* the batch model_take_batch gave, for messages; -1: none */
     struct device_stats timing_base;
+    int atoms;                    /* model_set_atoms: 0, or the atoms of every batch */
+    float *atom_grads;            /* [atoms x the largest weight]: each atom's weight gradient, then the tree */
 };
 
 /* ---- the spec ----------------------------------------------------------------------------- */
@@ -252,7 +254,7 @@ void model_destroy(model_t *m)
         device_free(m->dev, m->layers[l].invstd);
     }
     void *bufs[] = {m->param, m->grad, m->buffer, m->input, m->bytes, m->labels, m->scratch[0], m->scratch[1],
-                    m->sample_loss, m->sample_correct, m->loss_out};
+                    m->sample_loss, m->sample_correct, m->loss_out, m->atom_grads};
     for (size_t i = 0; i < sizeof bufs / sizeof *bufs; i++)
         device_free(m->dev, bufs[i]);
     free(m);
@@ -432,17 +434,43 @@ int model_set_grad_layout(model_t *m, const size_t *offsets)
     return 0;
 }
 
+int model_set_atoms(model_t *m, int atoms)
+{
+    if (atoms < 0 || atoms > KERNEL_TREE_MAX || (atoms & (atoms - 1)))
+        return err_set(ERR_ARG, "model: %d atoms (0, or a power of two up to %d)", atoms, KERNEL_TREE_MAX);
+    if (atoms && m->spec.batchnorm)
+        return err_set(ERR_ARG, "model: BatchNorm1d normalises over the whole batch, not atom by atom");
+    size_t most = 0;
+    for (int l = 0; l < m->nlayers; l++)
+        if ((size_t)m->layers[l].out * (size_t)m->layers[l].in > most)
+            most = (size_t)m->layers[l].out * (size_t)m->layers[l].in;
+    int rc = model_sync(m); /* the last backward may still write the old buffer */
+    if (rc < 0)
+        return rc;
+    device_free(m->dev, m->atom_grads);
+    m->atom_grads = NULL;
+    m->atoms = 0;
+    if (atoms)
+        m->atom_grads = model_alloc(m, (size_t)atoms * most, sizeof(float), "the atoms' weight gradients", &rc);
+    if (rc == 0)
+        m->atoms = atoms;
+    return rc;
+}
+
 /* ---- the operations ------------------------------------------------------------------------------- */
 
 /* C = op(A) op(B) + beta C for row-major matrices, as cblas_sgemm(CblasRowMajor, ...) takes them,
  * issued as the column-major product of the transposes, C^T = op(B)^T op(A)^T: exactly the call
- * OpenBLAS's row-major interface makes inside, and the one cuBLAS takes. */
+ * OpenBLAS's row-major interface makes inside, and the one cuBLAS takes. `count` such products in
+ * one operation, each one's A, B and C `sa`, `sb`, `sc` elements past the previous one's (the atoms
+ * of a batch, model_set_atoms); count 1 is the single product. */
 static int model_gemm(model_t *m, const char *name, enum device_transpose ta, enum device_transpose tb, int rows,
-                      int cols, int depth, const float *a, int lda, const float *b, int ldb, float beta, float *c,
-                      int ldc)
+                        int cols, int depth, const float *a, int lda, int64_t sa, const float *b, int ldb, int64_t sb,
+                        float beta, float *c, int ldc, int64_t sc, int count)
 {
     struct device_gemm g = {.transa = tb, .transb = ta, .m = cols, .n = rows, .k = depth, .alpha = 1.0f, .a = b,
-                            .lda = ldb, .b = a, .ldb = lda, .beta = beta, .c = c, .ldc = ldc};
+                            .lda = ldb, .b = a, .ldb = lda, .beta = beta, .c = c, .ldc = ldc, .count = count,
+                            .stride_a = sb, .stride_b = sa, .stride_c = sc};
     return device_sgemm(m->s, &g, name, m->batch_number);
 }
 
@@ -517,6 +545,9 @@ int model_forward(model_t *m, int batch, enum model_mode mode)
     if (mode == MODEL_TRAIN && m->spec.batchnorm && batch == 1)
         return err_set(ERR_ARG, "model: BatchNorm1d in training mode needs more than 1 value per channel (a batch "
                                 "of 1 has none to normalise against), as PyTorch says");
+    int atoms = m->atoms ? m->atoms : 1, width = batch / atoms;
+    if (batch % atoms)
+        return err_set(ERR_ARG, "model: a batch of %d samples does not split into %d atoms", batch, atoms);
     m->fwd_batch = 0;
     m->loss_batch = 0;
     for (int l = 0; rc == 0 && l < m->nlayers; l++) {
@@ -526,12 +557,13 @@ int model_forward(model_t *m, int batch, enum model_mode mode)
          * (beta = 1), as torch's addmm copies the bias into its output first. */
         union kernel_args b = {.bias_rows = {.z = L->z, .bias = bias, .cols = (uint32_t)batch}};
         rc = model_kernel(m, KERNEL_bias_rows, (uint64_t)L->out * (uint64_t)batch, &b);
+        /* by atoms (model_set_atoms): T products of `width` columns each, the same shapes at any T */
         if (rc == 0 && l == 0) /* Z [out x B] = W [out x in] . X^T, X batch-major [B x in] */
-            rc = model_gemm(m, L->name[0], DEVICE_OP_N, DEVICE_OP_T, L->out, batch, L->in, w, L->in, m->input, L->in,
-                            1.0f, L->z, batch);
+            rc = model_gemm(m, L->name[0], DEVICE_OP_N, DEVICE_OP_T, L->out, width, L->in, w, L->in, 0, m->input,
+                              L->in, (int64_t)width * L->in, 1.0f, L->z, batch, width, atoms);
         else if (rc == 0) /* Z = W . A, A feature-major [in x B] */
-            rc = model_gemm(m, L->name[0], DEVICE_OP_N, DEVICE_OP_N, L->out, batch, L->in, w, L->in,
-                            m->layers[l - 1].z, batch, 1.0f, L->z, batch);
+            rc = model_gemm(m, L->name[0], DEVICE_OP_N, DEVICE_OP_N, L->out, width, L->in, w, L->in, 0,
+                              m->layers[l - 1].z, batch, width, 1.0f, L->z, batch, width, atoms);
         if (rc == 0 && l < m->nlayers - 1) /* the last layer's Z are the logits */
             rc = model_activate(m, L, batch, mode);
     }
@@ -614,6 +646,9 @@ int model_backward(model_t *m, int batch, int accumulate, model_ready_fn ready, 
         return err_set(ERR_STATE, "model: backward of a batch of %d needs a TRAIN forward and model_loss of that "
                                   "batch first", batch);
     m->loss_batch = 0; /* the loss gradient is consumed: a second backward needs a new loss */
+    int atoms = m->atoms ? m->atoms : 1, width = batch / atoms;
+    if (m->atoms && accumulate)
+        return err_set(ERR_ARG, "model: backward by atoms overwrites the gradients: it does not accumulate");
     float *dz = m->scratch[0], *da = m->scratch[1];
     for (int l = m->nlayers - 1; l >= 0; l--) {
         struct model_layer *L = &m->layers[l];
@@ -622,17 +657,29 @@ int model_backward(model_t *m, int batch, int accumulate, model_ready_fn ready, 
             return rc;
         union kernel_args rs = {.row_sum = {.dst = model_grad(m, L->bias), .d = dz, .batch = (uint32_t)batch,
                                             .accumulate = accumulate}};
-        rc = model_kernel(m, KERNEL_row_sum, (uint64_t)L->out, &rs);
+        if (m->atoms) /* each atom's sum, then the fixed tree */
+            rs = (union kernel_args){.row_sum_atoms = {.dst = model_grad(m, L->bias), .d = dz,
+                                                        .batch = (uint32_t)batch, .atoms = (uint32_t)atoms}};
+        rc = model_kernel(m, m->atoms ? KERNEL_row_sum_atoms : KERNEL_row_sum, (uint64_t)L->out, &rs);
         float beta = accumulate ? 1.0f : 0.0f;
+        /* by atoms: each atom's weight gradient into atom_grads, then the fixed tree into the gradient */
+        float *dw = m->atoms ? m->atom_grads : model_grad(m, L->weight);
+        int64_t dw_stride = (int64_t)L->out * L->in;
         if (rc == 0 && l == 0) /* dW [out x in] = dZ [out x B] . X [B x in] */
-            rc = model_gemm(m, L->name[1], DEVICE_OP_N, DEVICE_OP_N, L->out, L->in, batch, dz, batch, m->input, L->in,
-                            beta, model_grad(m, L->weight), L->in);
+            rc = model_gemm(m, L->name[1], DEVICE_OP_N, DEVICE_OP_N, L->out, L->in, width, dz, batch, width,
+                              m->input, L->in, (int64_t)width * L->in, beta, dw, L->in, dw_stride, atoms);
         else if (rc == 0) /* dW = dZ . A^T, A feature-major [in x B] */
-            rc = model_gemm(m, L->name[1], DEVICE_OP_N, DEVICE_OP_T, L->out, L->in, batch, dz, batch,
-                            m->layers[l - 1].z, batch, beta, model_grad(m, L->weight), L->in);
+            rc = model_gemm(m, L->name[1], DEVICE_OP_N, DEVICE_OP_T, L->out, L->in, width, dz, batch, width,
+                              m->layers[l - 1].z, batch, width, beta, dw, L->in, dw_stride, atoms);
+        if (rc == 0 && m->atoms) {
+            union kernel_args tr = {.tree_sum = {.dst = model_grad(m, L->weight), .src = m->atom_grads,
+                                                 .stride = (uint64_t)dw_stride, .slices = (uint32_t)atoms}};
+            rc = model_kernel(m, KERNEL_tree_sum, (uint64_t)dw_stride, &tr);
+        }
         if (rc == 0 && l > 0) { /* dA [in x B] = W^T [in x out] . dZ [out x B]; the input needs no gradient */
-            rc = model_gemm(m, L->name[2], DEVICE_OP_T, DEVICE_OP_N, L->in, batch, L->out,
-                            m->param + m->params[L->weight].offset, L->in, dz, batch, 0.0f, da, batch);
+            rc = model_gemm(m, L->name[2], DEVICE_OP_T, DEVICE_OP_N, L->in, width, L->out,
+                              m->param + m->params[L->weight].offset, L->in, 0, dz, batch, width, 0.0f, da, batch,
+                              width, atoms);
             float *t = dz;
             dz = da;
             da = t;

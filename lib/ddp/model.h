@@ -204,6 +204,18 @@ int model_write(model_t *m, enum model_part part, size_t offset, size_t count, c
 /* Waits for everything issued on the model's stream. */
 int model_sync(const model_t *m);
 
+/* Computes every batch by `atoms` atoms (0: off; else a power of two up to
+ * KERNEL_TREE_MAX), for gradients whose bits do not depend on how a global
+ * batch is split over ranks (train.h, same_bits): a batch of B samples is
+ * `atoms` blocks of B / atoms consecutive samples; every matrix product runs
+ * block by block with the shapes of one block (one device operation of
+ * `atoms` products), each block's weight and bias gradients are computed
+ * alone and then added in the fixed tree of kernel_tree (transfer/kernels.h).
+ * Every batch must then split evenly; backward cannot accumulate, and
+ * BatchNorm is refused. 0, ERR_ARG, or ERR_NOMEM (the atoms' gradient
+ * buffer: atoms x the largest weight). */
+int model_set_atoms(model_t *m, int atoms);
+
 /* ---- one step --------------------------------------------------------------- */
 
 /* The input buffer on the device, max_batch x inputs floats, batch-major

@@ -15,6 +15,7 @@
 #include "base/vclock.h"
 #include "ddp/checkpoint.h"
 #include "ddp/replica.h"
+#include "ddp/tree_reduce.h"
 #include "loader/augment.h"
 #include "loader/loader.h"
 #include "sampler/sampler.h"
@@ -54,7 +55,8 @@ struct train_run {
     int rank, world, sim, check_what;
     model_t *m;
     optim_t *o;
-    reducer_t *r;
+    reducer_t *r;           /* DDP's buckets; NULL with same_bits */
+    tree_reduce_t *tree;    /* same_bits: the ranks' fixed tree */
     device_t *dev;
     pinned_pool_t *pool;
     loader_t *L;
@@ -143,6 +145,37 @@ static int train_check_config(const struct train_config *c, int world)
     if (records > info->length)
         return err_set(ERR_ARG, "--train-size=%llu: %s has only %llu records", (unsigned long long)records,
                        dataset_name(c->train_set), (unsigned long long)info->length);
+    if (c->same_bits) {
+        int atoms = TRAIN_SAME_BITS_ATOMS;
+        if (world > atoms || atoms % world)
+            return err_set(ERR_ARG, "--same-bits with %d ranks: every global batch is cut into %d atoms and each rank "
+                                    "must hold whole subtrees of their fixed sum, so the world must divide %d (1, 2, 4 "
+                                    "or 8 ranks)", world, atoms, atoms);
+        if ((c->batch * (uint32_t)world) % (uint32_t)atoms)
+            return err_set(ERR_ARG, "--same-bits: a global batch of %u samples (%u a rank on %d) does not cut into %d "
+                                    "atoms of equal size: give a global batch that %d divides", c->batch * (uint32_t)world,
+                           c->batch, world, atoms, atoms);
+        if (!c->drop_last && records % (uint64_t)atoms)
+            return err_set(ERR_ARG, "--same-bits: %llu training records leave a last global batch of %llu, which does "
+                                    "not cut into %d atoms: use a training size that %d divides, or --drop-last",
+                           (unsigned long long)records, (unsigned long long)(records % (c->batch * (uint64_t)world)),
+                           atoms, atoms);
+        if (c->indices)
+            return err_set(ERR_ARG, "--same-bits: the atoms are cut from the DistributedSampler's stride: a sampler "
+                                    "of one's own has no such layout");
+        if (c->accumulate != 1)
+            return err_set(ERR_ARG, "--same-bits with --accumulate=%u: accumulating adds micro-batches in an order of "
+                                    "their own; give the whole global batch with --global-batch instead", c->accumulate);
+        if (c->spec.batchnorm)
+            return err_set(ERR_ARG, "--same-bits with --batchnorm: BatchNorm1d normalises by each rank's batch, whose "
+                                    "statistics change with the world size (the global batch's would need "
+                                    "synchronised BatchNorm, which this program does not have)");
+        if (c->reducer.compress != REDUCER_COMPRESS_NONE)
+            return err_set(ERR_ARG, "--same-bits with --compress: the 16-bit rounding of each rank's sum depends on "
+                                    "how many atoms the rank holds, so the bits would depend on the world size");
+        if (!c->ddp)
+            return err_set(ERR_ARG, "--same-bits without DDP: the ranks' gradients must be summed");
+    }
     if (!c->indices) { /* the DistributedSampler's share, padded: the same on every rank */
         uint64_t share = (records + (uint64_t)world - 1) / (uint64_t)world;
         if (c->batch > share)
@@ -182,6 +215,7 @@ static void train_close(struct train_run *t)
     prefetch_close(t->pf);
     loader_close(t->L);
     reducer_close(t->r);
+    tree_reduce_close(t->tree);
     optim_destroy(t->o);
     model_destroy(t->m);
     device_stream_destroy(t->compute);
@@ -208,6 +242,7 @@ static void train_state_of(const struct train_run *t, uint64_t epoch, uint64_t b
     s->records = t->records;
     s->shuffle = c->shuffle;
     s->drop_last = c->drop_last;
+    s->same_bits = c->same_bits;
     s->first_bucket_bytes = c->reducer.first_bucket_bytes;
     s->bucket_cap_bytes = c->reducer.bucket_cap_bytes;
     snprintf(s->compress, sizeof s->compress, "%s", reducer_compress_name(c->ddp ? c->reducer.compress
@@ -287,6 +322,8 @@ static int train_open(struct train_run *t, const struct train_config *c, comm_t 
     uint32_t max_batch = c->batch > c->eval_batch ? c->batch : c->eval_batch;
     if ((rc = model_create(&c->spec, (int)max_batch, t->compute, &t->m)) < 0)
         return rc;
+    if (c->same_bits && (rc = model_set_atoms(t->m, TRAIN_SAME_BITS_ATOMS / t->world)) < 0)
+        return rc;
     if (c->init_path)
         rc = checkpoint_load_model(c->init_path, t->m, t->init_note, sizeof t->init_note);
     else if ((rc = model_init(t->m, c->seed)) < 0)
@@ -307,11 +344,14 @@ static int train_open(struct train_run *t, const struct train_config *c, comm_t 
         fsutil_tmp_sweep(path); /* what a save killed by SIGKILL left beside it */
         uint64_t nb = c->indices ? 0 : train_batches_of(c, sampler_len(t->s));
         struct checkpoint_span span = {.epochs = c->epochs, .batches = nb, .max_steps = c->max_steps};
+        char warning[1024] = "";
         if ((rc = checkpoint_read_state(c->resume_dir, saved)) < 0 ||
-            (rc = checkpoint_check_resume(path, saved, &now)) < 0 ||
+            (rc = checkpoint_check_resume(path, saved, &now, warning, sizeof warning)) < 0 ||
             (rc = checkpoint_check_position(path, saved, &span)) < 0 ||
             (rc = checkpoint_load(c->resume_dir, t->m, t->o, saved)) < 0)
             return err_wrap(rc, "--resume");
+        if (*warning && t->rank == 0)
+            fprintf(stderr, "warning: --resume=%s\n", warning);
         t->step = t->start_step = saved->step;
         t->start_epoch = saved->epoch;
         t->start_batch = saved->batch;
@@ -374,7 +414,9 @@ static int train_start(struct train_run *t, const struct checkpoint_state *saved
     const struct train_config *c = t->c;
     comm_t *comm = t->comm;
     int rc;
-    if (c->ddp) {
+    if (c->same_bits && (rc = tree_reduce_open(comm, t->m, &t->tree)) < 0)
+        return rc;
+    if (c->ddp && !c->same_bits) {
         if ((rc = reducer_open(&c->reducer, comm, t->m, &t->r)) < 0)
             return rc;
         if (c->resume_dir && (rc = reducer_layout_restore(t->r, saved->buckets)) < 0)
@@ -437,11 +479,17 @@ static int train_backward(struct train_run *t, int n, uint32_t k, uint32_t g)
     const struct train_config *c = t->c;
     uint64_t t0 = vclock_now_ns(), t1;
     int rc;
-    if (!c->ddp) {
+    if (!c->ddp || c->same_bits) {
         rc = model_backward(t->m, n, k > 0, NULL, NULL);
         t1 = vclock_now_ns();
         t->t.backward += train_s(t0, t1);
         timeline_add(t->tl, TIMELINE_BACKWARD, t->step, t0, t1);
+        if (rc < 0 || !c->same_bits)
+            return rc;
+        rc = tree_reduce_run(t->tree); /* every rank's sum, then the tree's upper levels */
+        uint64_t t2 = vclock_now_ns();
+        t->t.comm += train_s(t1, t2);
+        timeline_add(t->tl, TIMELINE_COMM, t->step, t1, t2);
         return rc;
     }
     reducer_set_sync(t->r, k + 1 == g);
@@ -492,7 +540,7 @@ static int train_step(struct train_run *t, uint32_t g)
         rc = 0;
         if (c->ddp) { /* the forward through the DDP wrapper: rebuild once, buffers from rank 0 */
             uint64_t t0 = vclock_now_ns();
-            rc = reducer_prepare_forward(t->r, 1);
+            rc = t->r ? reducer_prepare_forward(t->r, 1) : 0;
             uint64_t t1 = vclock_now_ns();
             t->t.comm += train_s(t0, t1);
             timeline_add(t->tl, TIMELINE_COMM, t->step, t0, t1);
@@ -510,7 +558,7 @@ static int train_step(struct train_run *t, uint32_t g)
         struct model_loss loss;
         rc = model_forward(t->m, n, MODEL_TRAIN);
         if (rc == 0)
-            rc = model_loss(t->m, n, 1.0f / (float)g, &loss);
+            rc = model_loss(t->m, n, c->same_bits ? 1.0f / (float)t->world : 1.0f / (float)g, &loss);
         uint64_t f1 = vclock_now_ns();
         t->t.forward += train_s(f0, f1);
         timeline_add(t->tl, TIMELINE_FORWARD, t->step, f0, f1);
@@ -573,6 +621,28 @@ static int train_save(struct train_run *t, uint64_t epoch, uint64_t batch)
 
 /* ---- epochs -------------------------------------------------------------------------------- */
 
+/* same_bits: each batch of idx[0 .. n) (batches of `batch`, the last one
+ * shorter) reordered atom by atom: the rank's `atoms` atoms are its samples
+ * j = t (mod atoms), atom t's samples j = t, t + atoms, ... in that order
+ * (DistributedSampler's stride, one level down: TRAIN_SAME_BITS_ATOMS), and
+ * the model computes a batch as `atoms` blocks of consecutive samples
+ * (model_set_atoms). The global batch's samples stay the same; only the
+ * order within a rank's batch changes. */
+static int train_atoms_first(uint64_t *idx, uint64_t n, uint32_t batch, uint32_t atoms)
+{
+    uint64_t *held = malloc((size_t)batch * sizeof *held);
+    if (!held)
+        return err_set(ERR_NOMEM, "train: out of memory for a batch's indices");
+    for (uint64_t at = 0; at < n; at += batch) {
+        uint64_t count = n - at < batch ? n - at : batch, width = count / atoms;
+        memcpy(held, idx + at, count * sizeof *idx);
+        for (uint64_t j = 0; j < count; j++)
+            idx[at + (j % atoms) * width + j / atoms] = held[j];
+    }
+    free(held);
+    return 0;
+}
+
 /* This rank's indices of `epoch` from batch `first` on, into t->epoch_idx;
  * *total is the whole epoch's count. */
 static int train_epoch_indices(struct train_run *t, uint64_t epoch, uint64_t first, uint64_t *count, uint64_t *total)
@@ -599,6 +669,10 @@ static int train_epoch_indices(struct train_run *t, uint64_t epoch, uint64_t fir
             return rc;
         }
     }
+    if (c->same_bits && (rc = train_atoms_first(all, n, c->batch, TRAIN_SAME_BITS_ATOMS / (uint32_t)t->world)) < 0) {
+        free(all);
+        return rc;
+    }
     uint64_t skip = first * c->batch;
     skip = skip < n ? skip : n;
     memmove(all, all + skip, (size_t)(n - skip) * sizeof *all);
@@ -621,7 +695,7 @@ static int train_evaluate(struct train_run *t, uint64_t *correct, uint64_t *coun
     /* Through the DDP wrapper, a forward broadcasts rank 0's buffers first (a
      * collective). In evaluation the buffers do not move, so one broadcast
      * before the pass gives the bits one per forward would. */
-    if (c->ddp && c->eval != TRAIN_EVAL_RANK0_UNWRAPPED && (rc = reducer_prepare_forward(t->r, 0)) < 0)
+    if (t->r && c->eval != TRAIN_EVAL_RANK0_UNWRAPPED && (rc = reducer_prepare_forward(t->r, 0)) < 0)
         return rc;
     uint64_t n = dataset_info(c->test_set)->length, stride = every ? (uint64_t)t->world : 1;
     uint64_t first = every ? (uint64_t)t->rank : 0;
@@ -813,6 +887,10 @@ int train_rank(const struct train_config *c, comm_t *comm, const struct train_ho
         char plan[REDUCER_LAYOUT_MAX + 512], layout[REDUCER_LAYOUT_MAX] = "no DDP";
         if (t.r)
             reducer_layout_describe(t.r, layout, sizeof layout);
+        if (t.tree)
+            snprintf(layout, sizeof layout, "none (--same-bits: %d atoms a step, %d a rank, each rank's sum then the "
+                     "ranks' in one fixed tree; %.1f KB gathered a step)", TRAIN_SAME_BITS_ATOMS,
+                     TRAIN_SAME_BITS_ATOMS / t.world, (double)tree_reduce_bytes(t.tree) / 1e3);
         if (c->indices)
             snprintf(plan, sizeof plan, "each rank's indices from a custom sampler; buckets %s", layout);
         else

@@ -109,6 +109,9 @@ struct train_config {
 
     /* data parallelism */
     int ddp;                     /* 0: no reducer, every rank trains alone (a benchmark's baseline) */
+    int same_bits;               /* the same bits at any world size (1, 2, 4 or 8 ranks, the same global batch):
+                                  * every batch by atoms (model_set_atoms), the ranks' sums added in a fixed tree
+                                  * (tree_reduce.h) instead of the reducer's buckets; see TRAIN_SAME_BITS_ATOMS */
     struct reducer_config reducer;
     uint32_t accumulate;         /* micro-batches per optimizer step (no_sync for all but the last) */
     int overlap;                 /* 1: buckets start during backward; 0: only after it */
@@ -138,6 +141,15 @@ struct train_config {
      * rank's */
     uint64_t trace_steps;
 };
+
+/* same_bits: every global batch is cut into this many atoms, the samples at
+ * positions t, t + 8, t + 16, ... of the batch (t < 8): rank r of W holds the
+ * atoms t = r (mod W) (DistributedSampler's stride), each atom's gradient is
+ * computed alone with the same shapes at any W, and the atoms' gradients are
+ * added in one fixed tree. So W must divide it, and so must the global batch
+ * and the training set's size (the last, shorter global batch splits too),
+ * unless drop_last. */
+#define TRAIN_SAME_BITS_ATOMS 8
 
 /* The defaults: Fashion-MNIST's shape, batch 64, shuffle, seed 0, 1 worker,
  * flip off, evaluation batches of 1000, 1 epoch, the default MLP, SGD

@@ -141,6 +141,14 @@ void device_kernel_spans(struct device_op *op)
         device_op_read(op, a->unpack16.h, n * sizeof(uint16_t));
         device_op_write(op, a->unpack16.g, n * f);
         break;
+    case KERNEL_row_sum_atoms:
+        device_op_read(op, a->row_sum_atoms.d, n * a->row_sum_atoms.batch * f);
+        device_op_write(op, a->row_sum_atoms.dst, n * f);
+        break;
+    case KERNEL_tree_sum:
+        device_op_read(op, a->tree_sum.src, ((a->tree_sum.slices - 1) * a->tree_sum.stride + n) * f);
+        device_op_write(op, a->tree_sum.dst, n * f);
+        break;
     case KERNEL_hash_chunks:
         device_op_read(op, a->hash_chunks.x, a->hash_chunks.count * f);
         device_op_write(op, a->hash_chunks.out, n * sizeof(uint64_t));
@@ -223,7 +231,11 @@ int device_sgemm(device_stream_t *s, const struct device_gemm *g, const char *na
     uint64_t abytes = device_matrix_bytes(arows, acols, g->lda), bbytes = device_matrix_bytes(brows, bcols, g->ldb);
     uint64_t cbytes = device_matrix_bytes(g->m, g->n, g->ldc);
     if (g->count > 1) {
-        if ((uint64_t)g->stride_c * sizeof(float) < cbytes)
+        /* each product's C whole before the next, or side by side within the leading dimension (column
+         * blocks of one matrix: the atoms of a batch) */
+        int side_by_side = g->stride_c >= g->m && (uint64_t)(g->count - 1) * (uint64_t)g->stride_c + (uint64_t)g->m <=
+                                                      (uint64_t)g->ldc;
+        if ((uint64_t)g->stride_c * sizeof(float) < cbytes && !side_by_side)
             return err_set(ERR_ARG, "%s: sgemm '%s': stride_c %lld floats is less than one C (%llu floats): the %d "
                            "products would write each other's C", dn, name, (long long)g->stride_c,
                            (unsigned long long)(cbytes / sizeof(float)), g->count);
@@ -252,6 +264,12 @@ static int device_kernel_op(device_stream_t *s, enum kernel_id id, uint64_t n, c
         return err_set(ERR_ARG, "%s: kernel %d does not exist", s->dev->name, (int)id);
     if (n == 0)
         return err_set(ERR_ARG, "%s: kernel '%s' over 0 elements", s->dev->name, name ? name : device_kernel_name(id));
+    uint32_t tree = id == KERNEL_tree_sum ? args->tree_sum.slices : id == KERNEL_row_sum_atoms ? args->row_sum_atoms.atoms : 1;
+    if (tree == 0 || tree > KERNEL_TREE_MAX || (tree & (tree - 1)) ||
+        (id == KERNEL_row_sum_atoms && args->row_sum_atoms.batch % tree))
+        return err_set(ERR_ARG, "%s: kernel '%s' over %u slices: a power of two up to %d%s", s->dev->name,
+                       device_kernel_name(id), tree, KERNEL_TREE_MAX,
+                       id == KERNEL_row_sum_atoms ? " that divides the batch" : "");
     struct device_op op = {.kind = DEVICE_OP_KERNEL, .name = name ? name : device_kernel_name(id), .batch = batch,
                            .kernel = id, .n = n, .args = *args, .flush_subnormals = flush};
     device_kernel_spans(&op);

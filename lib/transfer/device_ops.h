@@ -58,8 +58,10 @@ enum device_transpose { DEVICE_OP_N, DEVICE_OP_T };
  * many products share the operation. count 0 or 1: one product, the strides
  * ignored (so an initializer that names no batch field is a single product).
  * Strides are never negative; stride_a or stride_b 0 shares one A or B among
- * all products; the products' C must not overlap (stride_c at least one C's
- * extent, (n - 1) ldc + m), as a GPU writes them concurrently. */
+ * all products; the products' C must not overlap, as a GPU writes them
+ * concurrently: stride_c at least one C's extent, (n - 1) ldc + m, or the Cs
+ * side by side within the leading dimension (stride_c >= m and
+ * (count - 1) stride_c + m <= ldc: column blocks of one matrix). */
 struct device_gemm {
     enum device_transpose transa, transb;
     int m, n, k;

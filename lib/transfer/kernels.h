@@ -232,6 +232,66 @@ KERNEL_FN void kernel_row_sum(const struct kernel_row_sum *a, uint64_t j)
     a->dst[j] = a->accumulate ? a->dst[j] + (float)s : (float)s;
 }
 
+/* ---- sums that do not depend on the world size (--same-bits) ------------------------------------ */
+
+/* The most slices a fixed tree adds: the atoms of a global batch
+ * (lib/ddp/train.h, TRAIN_SAME_BITS_ATOMS). */
+#define KERNEL_TREE_MAX 8
+
+/* The fixed tree over `slices` values (a power of two, at most
+ * KERNEL_TREE_MAX): v[t] += v[t + s] for t < s, s = slices/2, ..., 1, and
+ * the result is v[0]. Its top level adds the even slices' sum to the odd
+ * ones', the next level splits by the next bit, and so on: the tree whose
+ * subtrees are the slices t = r (mod W), for every power of two W, which is
+ * what lets W ranks each add their own slices and the all-reduce add the
+ * ranks' sums in the same tree. v is modified. */
+KERNEL_FN float kernel_tree(float *v, uint32_t slices)
+{
+    for (uint32_t s = slices / 2; s >= 1; s /= 2)
+        for (uint32_t t = 0; t < s; t++)
+            v[t] = v[t] + v[t + s];
+    return v[0];
+}
+
+/* dst[i] = the fixed tree over src[t x stride + i], t < slices. n = elements. */
+struct kernel_tree_sum {
+    float *dst;
+    const float *src;
+    uint64_t stride;
+    uint32_t slices;
+};
+KERNEL_FN void kernel_tree_sum(const struct kernel_tree_sum *a, uint64_t i)
+{
+    float v[KERNEL_TREE_MAX];
+    for (uint32_t t = 0; t < a->slices; t++)
+        v[t] = a->src[t * a->stride + i];
+    a->dst[i] = kernel_tree(v, a->slices);
+}
+
+/* The bias gradient by atoms: row j of d [rows x batch] is `atoms` blocks
+ * of batch / atoms columns; each block is summed in double and rounded to
+ * float, as one rank holding that atom alone would, then the blocks go
+ * through the fixed tree. n = rows. */
+struct kernel_row_sum_atoms {
+    float *dst;
+    const float *d;
+    uint32_t batch;
+    uint32_t atoms;
+};
+KERNEL_FN void kernel_row_sum_atoms(const struct kernel_row_sum_atoms *a, uint64_t j)
+{
+    float v[KERNEL_TREE_MAX];
+    uint32_t width = a->batch / a->atoms;
+    for (uint32_t t = 0; t < a->atoms; t++) {
+        const float *block = a->d + j * a->batch + t * width;
+        double s = 0;
+        for (uint32_t b = 0; b < width; b++)
+            s += block[b];
+        v[t] = (float)s;
+    }
+    a->dst[j] = kernel_tree(v, a->atoms);
+}
+
 /* BatchNorm1d's backward for feature j (n = features), in place on dY:
  *     dgamma = sum dY xhat,  dbeta = sum dY   (double, then float)
  *     dZ = gamma invstd / B (B dY - dbeta - xhat dgamma). */
@@ -387,6 +447,8 @@ KERNEL_FN void kernel_hash_chunks(const struct kernel_hash_chunks *a, uint64_t i
     X(loss_sum)                                                                                                        \
     X(relu_backward)                                                                                                   \
     X(row_sum)                                                                                                         \
+    X(row_sum_atoms)                                                                                                   \
+    X(tree_sum)                                                                                                        \
     X(bn_backward)                                                                                                     \
     X(sgd)                                                                                                             \
     X(adam)                                                                                                            \

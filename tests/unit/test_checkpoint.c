@@ -270,36 +270,49 @@ TEST(checkpoint_refuses_foreign_damaged_and_mismatched_files)
 TEST(checkpoint_resume_checks_the_run)
 {
     struct checkpoint_state saved = run_state(), now = run_state();
-    CHECK_OK(checkpoint_check_resume("ck", &saved, &now));
-    now.world = 2;
-    CHECK_ERR(checkpoint_check_resume("ck", &saved, &now), ERR_STATE, "ck: written by a world of 4 ranks; this run has 2");
+    char w[1024] = "";
+    CHECK_OK(checkpoint_check_resume("ck", &saved, &now, w, sizeof w));
+    now.world = 2; /* another world, the same per-rank batch: another global batch */
+    CHECK_ERR(checkpoint_check_resume("ck", &saved, &now, w, sizeof w), ERR_STATE,
+              "ck: written by a world of 4 ranks of 8 samples a batch (a global batch of 32); this run has 2 of 8");
+    CHECK_CONTAINS(err_msg(), "resume with --global-batch=32");
+    now.batch_size = 16; /* the same global batch: allowed, with the warning that the bits will differ */
+    CHECK(checkpoint_check_resume("ck", &saved, &now, w, sizeof w) == 1);
+    CHECK_CONTAINS(w, "the bits will differ from a run that never stopped (--same-bits keeps them)");
+    saved.same_bits = now.same_bits = 1; /* with --same-bits on both sides: exactly, no warning, no buckets */
+    now.bucket_cap_bytes = 1 << 20;
+    CHECK_OK(checkpoint_check_resume("ck", &saved, &now, w, sizeof w));
+    now.same_bits = 0;
+    CHECK_ERR(checkpoint_check_resume("ck", &saved, &now, w, sizeof w), ERR_STATE,
+              "ck: written with --same-bits; this run has it off");
+    saved = run_state();
     now = run_state();
     now.batch_size = 16;
-    CHECK_ERR(checkpoint_check_resume("ck", &saved, &now), ERR_STATE, "the position in the epoch (batch 7)");
+    CHECK_ERR(checkpoint_check_resume("ck", &saved, &now, w, sizeof w), ERR_STATE, "the position in the epoch (batch 7)");
     now = run_state();
     now.seed = 1;
-    CHECK_ERR(checkpoint_check_resume("ck", &saved, &now), ERR_STATE, "seed 42; this run has 1");
+    CHECK_ERR(checkpoint_check_resume("ck", &saved, &now, w, sizeof w), ERR_STATE, "seed 42; this run has 1");
     now = run_state();
     now.records = 3000;
-    CHECK_ERR(checkpoint_check_resume("ck", &saved, &now), ERR_STATE,
+    CHECK_ERR(checkpoint_check_resume("ck", &saved, &now, w, sizeof w), ERR_STATE,
               "ck: written with 2048 training records; this run has 3000");
     CHECK_CONTAINS(err_msg(), "resume with --train-size=2048");
     now = run_state();
     now.shuffle = 0;
-    CHECK_ERR(checkpoint_check_resume("ck", &saved, &now), ERR_STATE,
+    CHECK_ERR(checkpoint_check_resume("ck", &saved, &now, w, sizeof w), ERR_STATE,
               "ck: written with the sampler shuffling; this run has --no-shuffle");
     CHECK_CONTAINS(err_msg(), "resume without --no-shuffle");
     now = run_state();
     now.drop_last = 1;
-    CHECK_ERR(checkpoint_check_resume("ck", &saved, &now), ERR_STATE,
+    CHECK_ERR(checkpoint_check_resume("ck", &saved, &now, w, sizeof w), ERR_STATE,
               "ck: written without --drop-last; this run has --drop-last");
     CHECK_CONTAINS(err_msg(), "the position in the epoch (batch 7)");
     now = run_state();
     now.bucket_cap_bytes = 1 << 20;
-    CHECK_ERR(checkpoint_check_resume("ck", &saved, &now), ERR_STATE, "resume with the same bucket sizes");
+    CHECK_ERR(checkpoint_check_resume("ck", &saved, &now, w, sizeof w), ERR_STATE, "resume with the same bucket sizes");
     now = run_state();
     snprintf(now.compress, sizeof now.compress, "fp16");
-    CHECK_ERR(checkpoint_check_resume("ck", &saved, &now), ERR_STATE, "compression none");
+    CHECK_ERR(checkpoint_check_resume("ck", &saved, &now, w, sizeof w), ERR_STATE, "compression none");
 }
 
 /* A checkpoint whose metadata lacks keys (here the training records, shuffle

@@ -33,7 +33,7 @@
 #include <string.h>
 
 /* A kernel added to KERNEL_LIST needs its test here. */
-_Static_assert(KERNEL_COUNT == 16, "every kernel of KERNEL_LIST has a test in this file: add the new one's");
+_Static_assert(KERNEL_COUNT == 18, "every kernel of KERNEL_LIST has a test in this file: add the new one's");
 
 static const char *t_backend(void)
 {
@@ -629,6 +629,74 @@ static void t_row_sum(int accumulate)
 
 TEST(row_sum) { t_row_sum(0); }
 TEST(row_sum_accumulating) { t_row_sum(1); }
+
+/* The fixed tree, defined by its subtrees: the even slices' sum plus the
+ * odd ones' (the split that gives rank r of W the slices t = r mod W), the
+ * kernels' loop written another way. */
+static float t_tree(const float *v, uint32_t n, uint32_t step)
+{
+    return n == 1 ? v[0] : t_tree(v, n / 2, step * 2) + t_tree(v + step, n / 2, step * 2);
+}
+
+/* The bias gradient by atoms: each block of columns summed in double,
+ * rounded, then the tree; for 1, 2, 4 and 8 atoms. */
+static void t_row_sum_atoms(uint32_t atoms)
+{
+    struct t_case c;
+    T_CASE_OPEN(&c);
+    const uint32_t rows = 5, width = 3, batch = atoms * width;
+    float *dst = t_buf(&c, "dbias", T_WRITE, T_F32, rows);
+    float *d = t_buf(&c, "dZ", T_READ, T_F32, rows * batch);
+    t_seed(19 + atoms);
+    t_fill(dst, rows, -1, 1);
+    t_fill(d, rows * batch, -1, 1);
+    for (uint32_t k = 0; k < rows * batch; k++) /* each block's sum of another magnitude, 2^-24 to 2^24 */
+        d[k] = ldexpf(d[k], (int)(((k % batch) / width * 7 + k / batch * 3) % 49) - 24);
+    union kernel_args a = {.row_sum_atoms = {.dst = t_dev(&c, dst), .d = t_dev(&c, d), .batch = batch,
+                                             .atoms = atoms}};
+    t_run_kernel(&c, KERNEL_row_sum_atoms, rows, &a);
+    for (uint32_t j = 0; j < rows; j++) {
+        float v[8];
+        for (uint32_t t = 0; t < atoms; t++) {
+            double s = 0;
+            for (uint32_t b = 0; b < width; b++)
+                s += d[j * batch + t * width + b];
+            v[t] = (float)s;
+        }
+        dst[j] = t_tree(v, atoms, 1);
+    }
+    t_finish(&c, t_tol_for(t_exact));
+}
+
+TEST(row_sum_atoms) { for (uint32_t atoms = 1; atoms <= 8; atoms *= 2) t_row_sum_atoms(atoms); }
+
+/* The tree over slices of a buffer, for 1, 2, 4 and 8 slices. */
+static void t_tree_sum(uint32_t slices)
+{
+    struct t_case c;
+    T_CASE_OPEN(&c);
+    const uint64_t n = 7, stride = 9;
+    float *dst = t_buf(&c, "sum", T_WRITE, T_F32, n);
+    float *src = t_buf(&c, "slices", T_READ, T_F32, (slices - 1) * stride + n);
+    t_seed(29 + slices);
+    t_fill(dst, n, -1, 1);
+    t_fill(src, (slices - 1) * stride + n, -1, 1);
+    for (uint64_t k = 0; k < (slices - 1) * stride + n; k++) /* magnitudes 2^-24 to 2^24: any other order rounds
+                                                                * differently somewhere */
+        src[k] = ldexpf(src[k], (int)((k * 7) % 49) - 24);
+    union kernel_args a = {.tree_sum = {.dst = t_dev(&c, dst), .src = t_dev(&c, src), .stride = stride,
+                                        .slices = slices}};
+    t_run_kernel(&c, KERNEL_tree_sum, n, &a);
+    for (uint64_t i = 0; i < n; i++) {
+        float v[8];
+        for (uint32_t t = 0; t < slices; t++)
+            v[t] = src[t * stride + i];
+        dst[i] = t_tree(v, slices, 1);
+    }
+    t_finish(&c, t_tol_for(t_exact));
+}
+
+TEST(tree_sum) { for (uint32_t slices = 1; slices <= 8; slices *= 2) t_tree_sum(slices); }
 
 /* BatchNorm1d's backward: dgamma, dbeta (stored or added) and dZ in place. */
 static void t_bn_backward(int accumulate)
