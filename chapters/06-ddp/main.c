@@ -83,6 +83,8 @@ static void ch6_usage(FILE *f)
             "  --test-data=PATH        test images, or 'none' (default: the test set beside the training set)\n"
             "  --train-size=N          train on the first N records only\n"
             "  --batch=N               samples per rank and batch, 1 to 65536 (default %d)\n"
+            "  --global-batch=G        samples per step over all ranks: the batch per rank is G / W (W must\n"
+            "                          divide G; not with --batch)\n"
             "  --drop-last             drop each rank's last short batch (DataLoader's drop_last)\n"
             "  --no-shuffle            the sampler keeps the dataset's order (shuffle=False)\n"
             "  --seed=S                sampler, initialisation and augmentation (default 0)\n"
@@ -107,6 +109,10 @@ static void ch6_usage(FILE *f)
             "  --first-bucket-kb=KB    the first bucket's, 0.1 to 1048576 (default 1024, PyTorch's)\n"
             "  --no-overlap            start the all-reduces only after backward\n"
             "  --accumulate=K          micro-batches per optimizer step, 1 to 1024 (no_sync for all but the last)\n"
+            "  --same-bits             the same parameters, bit for bit, at 1, 2, 4 or 8 ranks with the same\n"
+            "                          --global-batch (8 divides it and the training size, or --drop-last):\n"
+            "                          each step's 8 atoms computed alone, summed in one fixed tree, gathered\n"
+            "                          from every rank instead of bucketed; resumes on another world size\n"
             "  --compress=none|fp16|bf16   all-reduce the gradients in 16 bits (PyTorch's compression hooks)\n"
             "  --broadcast-buffers=on|off  rank 0's BatchNorm statistics to all before each forward (default on)\n"
             "  --eval=all-ranks|rank0-wrapped|rank0-unwrapped|none   who evaluates after each epoch, and through\n"
@@ -143,7 +149,7 @@ enum {
     O_WORKERS, O_AUGMENT, O_EPOCHS, O_STEPS, O_HIDDEN, O_BATCHNORM, O_OPTIMIZER, O_LR, O_MOMENTUM, O_WD, O_SCHEDULE,
     O_INIT, O_SAVE, O_BUCKET_CAP, O_FIRST_BUCKET, O_NO_OVERLAP, O_ACCUMULATE, O_COMPRESS, O_BROADCAST, O_EVAL,
     O_CHECK, O_CHECKPOINT, O_CHECKPOINT_EVERY, O_RESUME, O_TRACE, O_TRACE_STEPS, O_OUT, O_PLOT, O_DEMO, O_BENCH,
-    O_FAULT, O_DEVICE, O_DROP_EVENT, O_HW, O_TOPOLOGY, O_ALGO,
+    O_FAULT, O_DEVICE, O_DROP_EVENT, O_HW, O_TOPOLOGY, O_ALGO, O_SAME_BITS, O_GLOBAL_BATCH,
 };
 
 static const char *const ch6_devices[] = {"sim", "cuda", NULL};
@@ -173,6 +179,7 @@ static const struct option ch6_longopts[] = {
     {"demo", required_argument, 0, O_DEMO},             {"bench", required_argument, 0, O_BENCH},
     {"fault", required_argument, 0, O_FAULT},           {"hw", required_argument, 0, O_HW},
     {"topology", required_argument, 0, O_TOPOLOGY},     {"algo", required_argument, 0, O_ALGO},
+    {"same-bits", no_argument, 0, O_SAME_BITS},         {"global-batch", required_argument, 0, O_GLOBAL_BATCH},
     {"help", no_argument, 0, 'h'},                      {0, 0, 0, 0},
 };
 
@@ -181,6 +188,7 @@ struct ch6_cli {
     const char *data, *test, *demo, *bench;
     const struct hw_profile *hw; /* --hw, NULL: none */
     const char *topology;        /* --topology's text, NULL: none */
+    uint64_t global_batch;       /* --global-batch, 0: none */
     struct cli_given given;
 };
 
@@ -226,6 +234,8 @@ static int ch6_parse(int argc, char **argv, struct ch6_cli *cli)
                 exit(CLI_EXIT_OK);
             break;
         case O_TOPOLOGY: cli->topology = optarg; break;
+        case O_SAME_BITS: c->same_bits = 1; break;
+        case O_GLOBAL_BATCH: rc = cli_parse_range("global-batch", optarg, 1, (uint64_t)MODEL_MAX_BATCH * 64, &cli->global_batch); break;
         case O_ALGO:
             if ((rc = cli_parse_choice("algo", optarg, ch6_algos, &choice)) == 0)
                 run->algo = ch6_algo_of[choice];
@@ -404,7 +414,7 @@ static int ch6_validate(struct ch6_cli *cli)
                                         O_LR, O_MOMENTUM, O_WD, O_SCHEDULE, O_INIT, O_SAVE, O_BUCKET_CAP,
                                         O_FIRST_BUCKET, O_NO_OVERLAP, O_ACCUMULATE, O_COMPRESS, O_BROADCAST, O_EVAL,
                                         O_CHECK, O_CHECKPOINT, O_CHECKPOINT_EVERY, O_RESUME, O_TRACE, O_TRACE_STEPS,
-                                        O_PLOT, O_TIMEOUT, O_FAULT, O_DROP_EVENT, O_HW, O_TOPOLOGY, O_ALGO, 0};
+                                        O_PLOT, O_TIMEOUT, O_FAULT, O_DROP_EVENT, O_HW, O_TOPOLOGY, O_ALGO, O_SAME_BITS, O_GLOBAL_BATCH, 0};
         if ((rc = cli_refuse_given(g, ch6_longopts, run_flags,
                                    "does nothing with --demo or --bench (each sets up its own runs; --data, "
                                    "--test-data, --seed, --out and, for --bench, --batch apply, and --device for "
@@ -440,6 +450,17 @@ static int ch6_validate(struct ch6_cli *cli)
     int threads = launch_threads(run->backend);
     if (threads < 0)
         return threads;
+    if (cli->global_batch) { /* the batch per rank: the world's, or the launcher's */
+        int world = threads ? run->world : launch_launcher_world();
+        world = world > 0 ? world : 1;
+        if (cli_given_has(g, O_BATCH))
+            return err_set(ERR_ARG, "--batch and --global-batch both give the batch: give one of them");
+        if (cli->global_batch % (uint64_t)world || cli->global_batch / (uint64_t)world > MODEL_MAX_BATCH)
+            return err_set(ERR_ARG, "--global-batch=%llu on %d ranks: the batch per rank is G / W, so W must divide "
+                                    "G, and G / W be at most %d", (unsigned long long)cli->global_batch, world,
+                           MODEL_MAX_BATCH);
+        c->batch = (uint32_t)(cli->global_batch / (uint64_t)world);
+    }
     if (!threads && cli_given_has(g, O_WORLD))
         return err_set(ERR_ARG, "--world=%d: this process is one rank of a job mpirun started: mpirun -np W sets "
                                 "the world", run->world);

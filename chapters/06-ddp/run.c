@@ -163,7 +163,10 @@ static void ch6_started(void *user, const struct train_config *c, const struct t
     else if (!vclock_is_wall()) /* the simulated device under a real communicator */
         printf("  the device's times below are modelled; the %s communicator's collectives take no modelled time "
                "(only the simulator's communicator is modelled)\n", run->backend);
-    if (c->ddp)
+    if (c->ddp && c->same_bits)
+        printf("  DDP, --same-bits: every step's gradients the same bits at any world size; replicas %s\n",
+               c->check ? "compared bit for bit every step" : "not compared (--check)");
+    else if (c->ddp)
         printf("  DDP: buckets of first %llu KiB then %llu KiB, %s, broadcast_buffers %s, compression %s, "
                "replicas %s\n",
                (unsigned long long)(c->reducer.first_bucket_bytes >> 10),
@@ -259,7 +262,7 @@ static void ch6_summary(const struct ch6_run *run, const struct ch6_outcome *o)
            ch6_ms(p->forward, d, sizeof d), ch6_ms(p->backward, e, sizeof e), ch6_ms(p->comm, f, sizeof f),
            ch6_ms(p->optim, g, sizeof g), ch6_ms(p->check, h, sizeof h),
            ch6_ms(p->step > known ? p->step - known : 0, rest, sizeof rest));
-    if (run->train.ddp) {
+    if (run->train.ddp && !run->train.same_bits) {
         printf("gradients: %d bucket%s (%s), %llu all-reduces of %.1f MB in all", r->buckets,
                r->buckets == 1 ? "" : "s", r->layout, (unsigned long long)r->reducer.buckets_launched,
                (double)r->reducer.bytes_reduced / 1e6);
@@ -311,7 +314,7 @@ static uint64_t ch6_traced_steps(const struct ch6_run *run, const struct train_r
 static void ch6_print_overlap(const struct ch6_run *run, const struct train_result *r)
 {
     uint64_t traced = ch6_traced_steps(run, r);
-    if (run->quiet || !run->train.ddp || traced < 2)
+    if (run->quiet || !run->train.ddp || run->train.same_bits || traced < 2)
         return;
     uint64_t first = r->first_step + 1, last = r->first_step + traced - 1;
     printf("overlap with backward, mean over steps %llu to %llu of every rank (the trace's, after the step that "
