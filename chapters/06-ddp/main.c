@@ -110,7 +110,7 @@ static void ch6_usage(FILE *f)
             "  --no-overlap            start the all-reduces only after backward\n"
             "  --accumulate=K          micro-batches per optimizer step, 1 to 1024 (no_sync for all but the last)\n"
             "  --same-bits             the same parameters, bit for bit, at 1, 2, 4 or 8 ranks with the same\n"
-            "                          --global-batch (8 divides it and the training size, or --drop-last):\n"
+            "                          --global-batch (8 must divide it and the training set's size):\n"
             "                          each step's 8 atoms computed alone, summed in one fixed tree, gathered\n"
             "                          from every rank instead of bucketed; resumes on another world size\n"
             "  --compress=none|fp16|bf16   all-reduce the gradients in 16 bits (PyTorch's compression hooks)\n"

@@ -155,11 +155,11 @@ static int train_check_config(const struct train_config *c, int world)
             return err_set(ERR_ARG, "--same-bits: a global batch of %u samples (%u a rank on %d) does not cut into %d "
                                     "atoms of equal size: give a global batch that %d divides", c->batch * (uint32_t)world,
                            c->batch, world, atoms, atoms);
-        if (!c->drop_last && records % (uint64_t)atoms)
-            return err_set(ERR_ARG, "--same-bits: %llu training records leave a last global batch of %llu, which does "
-                                    "not cut into %d atoms: use a training size that %d divides, or --drop-last",
-                           (unsigned long long)records, (unsigned long long)(records % (c->batch * (uint64_t)world)),
-                           atoms, atoms);
+        if (records % (uint64_t)atoms)
+            return err_set(ERR_ARG, "--same-bits: %llu training records: use a training size that %d divides, so that "
+                                    "the DistributedSampler pads no world of 1, 2, 4 or 8 ranks (each would pad with "
+                                    "other samples) and the last, shorter global batch cuts into %d atoms too",
+                           (unsigned long long)records, atoms, atoms);
         if (c->indices)
             return err_set(ERR_ARG, "--same-bits: the atoms are cut from the DistributedSampler's stride: a sampler "
                                     "of one's own has no such layout");
@@ -481,6 +481,8 @@ static int train_backward(struct train_run *t, int n, uint32_t k, uint32_t g)
     int rc;
     if (!c->ddp || c->same_bits) {
         rc = model_backward(t->m, n, k > 0, NULL, NULL);
+        if (rc == 0 && c->same_bits) /* the tree starts from the whole gradient: the host waits for it here */
+            rc = model_sync(t->m);
         t1 = vclock_now_ns();
         t->t.backward += train_s(t0, t1);
         timeline_add(t->tl, TIMELINE_BACKWARD, t->step, t0, t1);

@@ -147,8 +147,8 @@ struct train_config {
  * atoms t = r (mod W) (DistributedSampler's stride), each atom's gradient is
  * computed alone with the same shapes at any W, and the atoms' gradients are
  * added in one fixed tree. So W must divide it, and so must the global batch
- * and the training set's size (the last, shorter global batch splits too),
- * unless drop_last. */
+ * and the training set's size (no world pads the sampler's split, and the
+ * last, shorter global batch cuts into atoms too). */
 #define TRAIN_SAME_BITS_ATOMS 8
 
 /* The defaults: Fashion-MNIST's shape, batch 64, shuffle, seed 0, 1 worker,

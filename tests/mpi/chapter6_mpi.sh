@@ -49,6 +49,23 @@ t_ok staged_fp16.mpirun mpirun --oversubscribe -np 2 $P --backend=mpi "${small[@
 t_out staged_fp16.same_bits "tensordiff: the same bits" "$TD" "$T_TMP/sim16.safetensors" "$T_TMP/mpi16.safetensors"
 t_fail staged_drop_event 1 "to pinned 'reducer staging' from 'gradients', batch 0) on stream 'communication' reads device buffer 'gradients'" \
     mpirun --oversubscribe -np 2 $P --backend=mpi "${small[@]}" --drop-event=bucket-ready --out="$T_TMP/mpi"
+# --same-bits: the same parameters at 1 simulated rank and under mpirun -np 2 and 4 (one global batch of 64;
+# 2000 records leave a last global batch of 16, which cuts into 8 atoms too), and a -np 4 checkpoint
+# resumed at -np 2, exactly
+sb=(--same-bits --global-batch=64 --train-size=2000 --epochs=2 --steps=40 --test-data=none)
+t_ok same_bits.sim1 $P "${sb[@]}" --world=1 --save="$T_TMP/sb1.safetensors" --out="$T_TMP/sim"
+for np in 2 4; do
+    t_ok same_bits.np$np mpirun --oversubscribe -np $np $P --backend=mpi "${sb[@]}" --save="$T_TMP/sbmpi$np.safetensors" \
+        --out="$T_TMP/mpi"
+    t_out same_bits.np$np.equals_one_rank "tensordiff: the same bits" "$TD" "$T_TMP/sb1.safetensors" \
+        "$T_TMP/sbmpi$np.safetensors"
+done
+t_ok same_bits.np4_stops mpirun --oversubscribe -np 4 $P --backend=mpi "${sb[@]}" --steps=20 --checkpoint="$T_TMP/sbck" \
+    --out="$T_TMP/mpi"
+t_ok same_bits.np2_resumes mpirun --oversubscribe -np 2 $P --backend=mpi "${sb[@]}" --resume="$T_TMP/sbck" \
+    --save="$T_TMP/sbres.safetensors" --out="$T_TMP/mpi"
+t_out same_bits.resumed_on_2_equals_one_rank "tensordiff: the same bits" "$TD" "$T_TMP/sb1.safetensors" \
+    "$T_TMP/sbres.safetensors"
 # a checkpoint written under mpirun resumes there, exactly
 t_ok np2.checkpoint mpirun --oversubscribe -np 2 $P --backend=mpi "${job[@]}" --steps=13 --checkpoint="$T_TMP/ck" \
     --out="$T_TMP/mpi"

@@ -198,7 +198,8 @@ resume_case resume_mid_epoch_2 23 "${small_buckets[@]}" --augment=flip
 resume_case resume_batchnorm_accumulate_world3 11 --world=3 --batchnorm --accumulate=3 --workers=2
 # resuming another run is refused, saying why
 rm -rf "$T_TMP/ck-other" && $P "${S[@]}" --steps=3 --checkpoint="$T_TMP/ck-other" > /dev/null 2>&1
-t_fail resume_other_world 1 "written by a world of 4 ranks; this run has 2" $P "${S[@]}" --resume="$T_TMP/ck-other" --world=2
+t_fail resume_other_world 1 "written by a world of 4 ranks of 32 samples a batch (a global batch of 128); this run has 2 of 32 (64)" \
+    $P "${S[@]}" --resume="$T_TMP/ck-other" --world=2
 t_fail resume_other_buckets 1 "The buckets decide which gradients each all-reduce sums together" \
     $P "${S[@]}" --resume="$T_TMP/ck-other" --bucket-cap-mb=1
 t_fail resume_other_train_size 1 "written with 2048 training records; this run has 3000" \
@@ -445,6 +446,52 @@ t_out topology_hier_replicas "replicas: every rank's parameters were the same bi
 HN=(--train-size=512 --epochs=1 --batch=32 --data=synthetic --test-data=none --topology=2x4 --hw=h100-sxm)
 t_out topology_ring_crosses_nodes "bucket 0: its all-reduce (230 us)" $P "${HN[@]}" --out="$T_TMP/hw"
 t_out topology_hier_inside_first "bucket 0: its all-reduce (57 us)" $P "${HN[@]}" --algo=hier --out="$T_TMP/hw"
+# --same-bits: one global batch of 64 on 1, 2, 4 and 8 ranks gives the same parameters, bit for bit (4000
+# records: 62 full global batches and a last one of 32, which cuts into the 8 atoms too); the default mode
+# does not (the rounding order changes with W); a checkpoint of 4 ranks resumes on 2 and on 8 to the same
+# end; outside the mode another world resumes with a warning; each refusal names the flag and why
+SB=(--same-bits --global-batch=64 --train-size=4000 --epochs=2 --test-data=none --out="$T_TMP/sb")
+for w in 1 2 4 8; do
+    t_ok same_bits.w$w $P "${SB[@]}" --world=$w --save="$T_TMP/sb$w.safetensors"
+done
+for w in 2 4 8; do
+    t_out same_bits.w$w.equals_w1 "tensordiff: the same bits" "$BUILD/tools/tensordiff" "$T_TMP/sb1.safetensors" \
+        "$T_TMP/sb$w.safetensors"
+done
+DM=(--global-batch=64 --train-size=4000 --epochs=2 --test-data=none --out="$T_TMP/sb")
+for w in 1 4; do
+    t_ok default_mode.w$w $P "${DM[@]}" --world=$w --save="$T_TMP/default$w.safetensors"
+done
+t_fail default_mode.w4_differs_from_w1 1 "tensordiff: " "$BUILD/tools/tensordiff" "$T_TMP/default1.safetensors" \
+    "$T_TMP/default4.safetensors"
+t_ok same_bits.w4_stops $P "${SB[@]}" --world=4 --steps=70 --checkpoint="$T_TMP/sbck"
+for w in 2 8; do
+    t_ok same_bits.resume_w$w $P "${SB[@]}" --world=$w --resume="$T_TMP/sbck" --save="$T_TMP/sbres$w.safetensors"
+    t_out same_bits.resumed_on_w$w.equals_uninterrupted "tensordiff: the same bits" "$BUILD/tools/tensordiff" \
+        "$T_TMP/sb1.safetensors" "$T_TMP/sbres$w.safetensors"
+done
+t_ok default_mode.w4_stops $P "${DM[@]}" --world=4 --steps=70 --checkpoint="$T_TMP/dmck"
+t_out default_mode.resume_w2_warns "the ranks' gradients are summed in another order, so the bits will differ" \
+    $P "${DM[@]}" --world=2 --resume="$T_TMP/dmck"
+t_fail same_bits.resume_without_the_mode 1 "written with --same-bits; this run has it off" \
+    $P "${DM[@]}" --world=2 --resume="$T_TMP/sbck"
+t_fail default_mode.resume_other_global_batch 1 "another world can continue only with the same global batch: resume with --global-batch=64" \
+    $P --batch=64 --train-size=4000 --epochs=2 --test-data=none --world=2 --resume="$T_TMP/dmck"
+SR=(--epochs=1 --train-size=4000 --test-data=none)
+t_fail same_bits.world3 1 "--same-bits with 3 ranks: every global batch is cut into 8 atoms" \
+    $P "${SR[@]}" --same-bits --global-batch=48 --world=3
+t_fail same_bits.global_batch_20 1 "--same-bits: a global batch of 20 samples (10 a rank on 2) does not cut into 8 atoms" \
+    $P "${SR[@]}" --same-bits --global-batch=20 --world=2
+t_fail same_bits.train_size 1 "--same-bits: 4004 training records: use a training size that 8 divides" \
+    $P "${SR[@]}" --same-bits --global-batch=64 --world=2 --train-size=4004
+t_fail same_bits.batchnorm 1 "--same-bits with --batchnorm: BatchNorm1d normalises by each rank's batch" \
+    $P "${SR[@]}" --same-bits --global-batch=64 --world=2 --batchnorm
+t_fail same_bits.compress 1 "--same-bits with --compress: the 16-bit rounding" \
+    $P "${SR[@]}" --same-bits --global-batch=64 --world=2 --compress=bf16
+t_fail same_bits.accumulate 1 "--same-bits with --accumulate=2" \
+    $P "${SR[@]}" --same-bits --global-batch=64 --world=2 --accumulate=2
+t_fail global_batch_and_batch 2 "--batch and --global-batch both give the batch" $P "${SR[@]}" --global-batch=64 --batch=32
+t_fail global_batch_world3 2 "--global-batch=64 on 3 ranks: the batch per rank is G / W" $P "${SR[@]}" --global-batch=64 --world=3
 t_fail topology_with_world 2 "--world=2 with --topology=2x2, which is 4 ranks: give one of them" \
     $P "${H[@]}" --topology=2x2
 t_fail topology_bad 2 "chapter-6: --topology: topology '2x'" $P --topology=2x
