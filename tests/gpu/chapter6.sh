@@ -18,7 +18,9 @@
 #                --check): both ranks' parameters the same bits at every step,
 #                and where the simulator's 2 ranks end, to the tolerance;
 #   nccl_refused one rank more than the GPUs with --backend=nccl: refused
-#                (exit 1 or 2), saying NCCL wants one GPU per rank.
+#                (exit 1 or 2), saying NCCL wants one GPU per rank;
+#   same_bits    --same-bits: one rank under NCCL and two processes sharing
+#                the GPU under MPI end with the same parameters, bit for bit.
 # The per-step losses: --train-size=640 at batch 32 makes each epoch 20
 # steps, so the epochs' CSV (--out) holds the loss every 20 steps, 10 points
 # of the 200-step run. Each part skips with its reason where this machine
@@ -162,7 +164,21 @@ if t_need_mpirun mpirun; then
     fi
 fi
 
-# 5. NCCL takes one GPU per rank: one rank more than this machine has is refused, in words
+# 5. --same-bits on the GPU: one rank under NCCL and two processes sharing the GPU through MPI, one global
+# batch of 64, end with the same parameters, bit for bit (each atom's products have the same shapes on
+# both, and the ranks' sums meet in the same tree)
+sb=(--same-bits --global-batch=64 --data=synthetic --test-data=none --train-size=640 --epochs=4 --device=cuda)
+t_run "$P" "${sb[@]}" --backend=nccl --world=1 --save="$T_TMP/sb-nccl1.safetensors" --out="$T_TMP/sb1"
+if [ "$T_STATUS" != 0 ]; then t_failed same_bits.nccl1 "exit $T_STATUS: $(tail -n 3 <<<"$T_OUT")"
+elif t_need_mpirun same_bits.mpirun2; then
+    t_run mpirun --oversubscribe -np 2 "$P" --backend=mpi "${sb[@]}" --save="$T_TMP/sb-mpi2.safetensors" \
+        --out="$T_TMP/sb2"
+    if [ "$T_STATUS" != 0 ]; then t_failed same_bits.mpirun2 "exit $T_STATUS: $(tail -n 3 <<<"$T_OUT")"
+    else t_out same_bits.nccl1_equals_mpi2 "tensordiff: the same bits" "$TD" "$T_TMP/sb-nccl1.safetensors" \
+        "$T_TMP/sb-mpi2.safetensors"; fi
+fi
+
+# 6. NCCL takes one GPU per rank: one rank more than this machine has is refused, in words
 t_run "$P" "${gpu[@]}" --world=$((ngpu + 1)) --data=synthetic --test-data=none --steps=1 --out="$T_TMP/refused"
 if [ "$T_STATUS" != 1 ] && [ "$T_STATUS" != 2 ]; then
     t_failed nccl_refused "--world=$((ngpu + 1)) on $ngpu GPU(s): expected exit 1 or 2, got $T_STATUS: $(tail -n 3 <<<"$T_OUT")"
