@@ -9,6 +9,9 @@
  *   uneven        a custom sampler gives one rank a batch fewer
  *   slower        four GPUs slower than one: the same global batch split four ways,
  *                 tiny buckets, no overlap (modelled on PCIe-connected GPUs), and the fixes
+ *   world-size    the same global batch on 1, 2, 4 and 8 ranks ends in other
+ *                 parameters (float addition is not associative); --same-bits
+ *                 ends in the same ones
  *
  * A demo exits 0 when the broken run failed the way the story says and every
  * fix ran to the end; 1 otherwise (a "fix" that failed, a failure of another
@@ -17,14 +20,16 @@
 #include "chapter6.h"
 
 #include "base/error.h"
+#include "base/hash.h"
 #include "transfer/hw.h"
 
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
-const char *const ch6_demo_names[] = {"eval-hang", "save-timeout", "uneven", "slower", "all", NULL};
+const char *const ch6_demo_names[] = {"eval-hang", "save-timeout", "uneven", "slower", "world-size", "all", NULL};
 
 /* The watchdog of the save-timeout story's failing run, the one story told
  * by a timeout; every other run keeps the communicator's default (30 s), so
@@ -363,12 +368,129 @@ static int ch6_demo_slower(const struct ch6_run *base)
     return bad;
 }
 
+/* ---- the same global batch at any world size ------------------------------------------------- */
+
+/* One float sum, grouped as written: volatile so that the compiler adds in
+ * float, in this order. */
+static float ch6_add(float a, float b)
+{
+    volatile float s = a + b;
+    return s;
+}
+
+/* The 64-bit hash of a file's bytes into *h: 0, or 1 with the error printed. */
+static int ch6_file_hash(const char *path, uint64_t *h)
+{
+    FILE *f = fopen(path, "rb");
+    *h = HASH_FNV1A_BASIS;
+    char buf[1 << 16];
+    size_t n;
+    while (f && (n = fread(buf, 1, sizeof buf, f)) > 0)
+        *h = hash_fnv1a(*h, buf, n);
+    int bad = !f || ferror(f);
+    if (f)
+        fclose(f);
+    if (bad)
+        printf("  UNEXPECTED: cannot read %s\n", path);
+    return bad;
+}
+
+/* The test accuracy after each epoch (rank 0's report), for the table. */
+struct ch6_world_curve {
+    double acc[4];
+    int epochs;
+};
+static void ch6_world_epoch(void *user, const struct train_epoch *e)
+{
+    struct ch6_world_curve *cv = user;
+    if (cv->epochs < 4)
+        cv->acc[cv->epochs++] = e->test_accuracy;
+}
+
+static int ch6_demo_world_size(const struct ch6_run *base)
+{
+    float a = 1e8f, b = 1.0f, c = -1e8f, d = 1.0f;
+    printf("==== demo world-size: one global batch of 64 on 1, 2, 4 and 8 ranks\n"
+           "  DistributedSampler gives the W ranks of a step the same 64 samples whatever W is, but the sum of\n"
+           "  their gradients is grouped by W, and float addition is not associative. Four numbers:\n"
+           "    ((1e8 + 1) + -1e8) + 1 = %g   one rank, in order\n"
+           "    (1e8 + 1) + (-1e8 + 1) = %g   two ranks, each half its own sum, then the all-reduce\n"
+           "    (1e8 + -1e8) + (1 + 1) = %g   two ranks holding every other number (the sampler's stride)\n",
+           (double)ch6_add(ch6_add(ch6_add(a, b), c), d), (double)ch6_add(ch6_add(a, b), ch6_add(c, d)),
+           (double)ch6_add(ch6_add(a, c), ch6_add(b, d)));
+    const char *tmp = getenv("TMPDIR");
+    char dir[PATH_MAX];
+    snprintf(dir, sizeof dir, "%s/ch6-world-size-XXXXXX", tmp && *tmp ? tmp : "/tmp");
+    if (!mkdtemp(dir)) {
+        printf("  UNEXPECTED: cannot make a temporary directory\n");
+        return 1;
+    }
+    static const int worlds[] = {1, 2, 4, 8};
+    int bad = 0, parted = 0, same = 1;
+    for (int mode = 0; mode < 2 && !bad; mode++) {
+        printf("  %s, 2 epochs of 8192 samples, Adam:\n", mode ? "--same-bits" : "DDP as PyTorch sums (the ring)");
+        uint64_t first = 0;
+        for (int i = 0; i < 4 && !bad; i++) {
+            struct ch6_run run;
+            ch6_demo_run(base, &run, 8192);
+            run.world = worlds[i];
+            run.train.batch = (uint32_t)(64 / worlds[i]);
+            run.train.same_bits = mode;
+            struct ch6_world_curve cv = {0};
+            run.on_epoch = ch6_world_epoch;
+            run.on_epoch_user = &cv;
+            char path[PATH_MAX + 32];
+            snprintf(path, sizeof path, "%s/w%d-%d.safetensors", dir, worlds[i], mode);
+            run.train.save_path = path;
+            struct ch6_outcome out;
+            uint64_t h = 0;
+            if (ch6_train(&run, &out) < 0) {
+                printf("  UNEXPECTED: %d rank%s failed:\n", worlds[i], worlds[i] == 1 ? "" : "s");
+                ch6_indent(err_msg());
+                bad++;
+            } else {
+                bad += ch6_file_hash(path, &h);
+            }
+            timeline_all_free(out.result.timeline);
+            remove(path);
+            if (bad)
+                break;
+            if (i == 0)
+                first = h;
+            printf("    %d rank%s x batch %2u: test accuracy", worlds[i], worlds[i] == 1 ? " " : "s", run.train.batch);
+            for (int e = 0; e < cv.epochs; e++)
+                printf(" %.4f", cv.acc[e]);
+            printf(", parameters' hash %016llx%s\n", (unsigned long long)h,
+                   i == 0 ? "" : h == first ? " (the same bits)" : " (other bits)");
+            if (mode == 0 && i > 0 && h != first)
+                parted = 1;
+            if (mode == 1 && h != first)
+                same = 0;
+        }
+    }
+    rmdir(dir);
+    if (!bad && !parted) {
+        printf("  UNEXPECTED: DDP's default mode ended in the same bits at every world size\n");
+        bad++;
+    }
+    if (!bad && !same) {
+        printf("  UNEXPECTED: --same-bits ended in other bits at some world size\n");
+        bad++;
+    }
+    if (!bad)
+        printf("  lesson: the same samples, other roundings: the default runs part in the last bits at the first\n"
+               "  step, and training carries the difference on. --same-bits cuts every global batch into 8 atoms,\n"
+               "  computes each atom alone with the same shapes at any W, and adds them in one fixed tree whose\n"
+               "  subtrees are what each rank holds: 1, 2, 4 and 8 ranks end in one set of bits.\n\n");
+    return bad;
+}
+
 int ch6_demo(const struct ch6_run *base, const char *name)
 {
     static int (*const fns[])(const struct ch6_run *) = {ch6_demo_eval_hang, ch6_demo_save_timeout, ch6_demo_uneven,
-                                                         ch6_demo_slower};
+                                                         ch6_demo_slower, ch6_demo_world_size};
     int bad = 0;
-    for (int i = 0; i < 4; i++)
+    for (int i = 0; i < 5; i++)
         if (strcmp(name, "all") == 0 || strcmp(name, ch6_demo_names[i]) == 0)
             bad += fns[i](base);
     if (bad)

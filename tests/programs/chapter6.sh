@@ -364,11 +364,18 @@ else
     for needle in "fingerprint mismatch before collective #" "rank 0 called #" \
                   "rank 0: running its own code (saving a checkpoint to" "timed out after 1 s" \
                   "rank 3 called #" "4 GPUs, batch 16 each (global 64), tiny buckets, no overlap" \
-                  "its timeline: $OUT/slower-no-overlap.png" "verdict: with the same global batch, 4 GPUs are SLOWER than 1"; do
+                  "its timeline: $OUT/slower-no-overlap.png" "verdict: with the same global batch, 4 GPUs are SLOWER than 1" \
+                  "((1e8 + 1) + -1e8) + 1 = 1   one rank" "(1e8 + -1e8) + (1 + 1) = 2" \
+                  "(other bits)" "8 ranks x batch  8: test accuracy"; do
         n=$((n + 1))
         if grep -qF -- "$needle" <<<"$T_OUT"; then t_pass "demos_say_$n"
         else t_failed "demos_say_$n" "no \"$needle\" in the demos' output"; fi
     done
+    # the world-size story: the default mode's 2, 4 and 8 ranks end in other bits than 1 rank's, --same-bits in one
+    same=$(sed -n '/^  --same-bits, 2 epochs/,/lesson/p' <<<"$T_OUT" | grep -c "(the same bits)")
+    other=$(sed -n '/^  DDP as PyTorch sums/,/^  --same-bits/p' <<<"$T_OUT" | grep -c "(the same bits)")
+    if [ "$same" = 3 ] && [ "$other" = 0 ]; then t_pass demos_world_size_story
+    else t_failed demos_world_size_story "--same-bits rows the same as 1 rank's: $same of 3; default rows: $other of 0"; fi
     # the slower story's claims, read off its rows (the demo checks them too): one global batch split
     # over 4 GPUs is slower than 1 GPU, bigger buckets with overlap help, a batch of 64 per GPU is faster
     ratios=$(sed -n '/^==== demo slower/,/verdict/p' <<<"$T_OUT" | grep -oE "[0-9.]+x 1 GPU's, (SLOWER|faster)" |
