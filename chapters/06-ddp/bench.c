@@ -11,6 +11,8 @@
  *             on and off, bucket caps: scaling.csv and .png (no target)
  *   host      the simulator's CPU per modelled step, 1 to 64 ranks
  *             (bench.sh sets one rank's step alone beside it)
+ *   same-bits what --same-bits costs against the default mode at 1, 4 and 8
+ *             ranks (within 1.5x); its curves are accuracy's
  *   model     one rank's step on one thread at batch 32, 64, 256: samples/s
  *             and the time inside the GEMMs (bench.sh sets PyTorch beside it)
  *
@@ -28,7 +30,7 @@
 #include <string.h>
 #include <sys/resource.h>
 
-const char *const ch6_bench_names[] = {"accuracy", "overhead", "model", "scaling", "host", NULL};
+const char *const ch6_bench_names[] = {"accuracy", "overhead", "model", "scaling", "host", "same-bits", NULL};
 
 #define CH6_TARGET_ACCURACY 0.89   /* the chapter's target at the default recipe */
 #define CH6_TARGET_SPREAD 0.5      /* points: the curves at 1, 2, 4, 8 ranks agree within this */
@@ -65,22 +67,20 @@ static void ch6_curve_epoch(void *user, const struct train_epoch *e)
     }
 }
 
-static int ch6_bench_accuracy(const struct ch6_run *base, int quick)
+/* The recipe's curves at 4, 1, 2 and 8 ranks (that order: the 4-rank one
+ * is the reference), one global batch, into curves[0 .. 4); --same-bits
+ * with same_bits. The largest difference from the reference's, in points,
+ * into *spread. */
+static int ch6_bench_curves(const struct ch6_run *base, int quick, int same_bits, struct ch6_curve *curves,
+                            double *spread)
 {
     static const int worlds[] = {4, 1, 2, 8};
     uint32_t global = base->train.batch * 4;
-    static struct ch6_curve curves[4];
-    printf("== chapter 6: accuracy, the recipe (%llu epochs, global batch %u) at 1, 2, 4 and 8 ranks\n",
-           (unsigned long long)(quick ? 1 : base->train.epochs), global);
-    if (!base->train.test_set) {
-        verdict_print_not_run(stdout, "test accuracy at the default recipe", "the target", VERDICT_AT_MOST, 1,
-                              "no test set");
-        return 0;
-    }
     for (int i = 0; i < 4; i++) {
         struct ch6_run run;
         ch6_bench_run(base, &run, worlds[i]);
         run.train.batch = global / (uint32_t)worlds[i];
+        run.train.same_bits = same_bits;
         if (quick) {
             run.train.train_records = 4096;
             run.train.epochs = 1;
@@ -93,18 +93,38 @@ static int ch6_bench_accuracy(const struct ch6_run *base, int quick)
         if (rc < 0)
             return rc;
         curves[i].seconds = out.wall_s;
-        printf("  %d rank%s x batch %3u: test accuracy by epoch", worlds[i], worlds[i] == 1 ? " " : "s",
-               run.train.batch);
+        printf("  %s%d rank%s x batch %3u: test accuracy by epoch", same_bits ? "same-bits " : "", worlds[i],
+               worlds[i] == 1 ? " " : "s", run.train.batch);
         for (uint64_t e = 0; e < curves[i].epochs; e++)
             printf(" %.4f", curves[i].acc[e]);
         printf("  (%.1f s)\n", out.wall_s);
         fflush(stdout);
     }
-    const struct ch6_curve *ref = &curves[0];
-    double acc = ref->epochs ? ref->acc[ref->epochs - 1] : 0, spread = 0;
+    *spread = 0;
     for (int i = 1; i < 4; i++)
-        for (uint64_t e = 0; e < ref->epochs && e < curves[i].epochs; e++)
-            spread = fmax(spread, 100 * fabs(curves[i].acc[e] - ref->acc[e]));
+        for (uint64_t e = 0; e < curves[0].epochs && e < curves[i].epochs; e++)
+            *spread = fmax(*spread, 100 * fabs(curves[i].acc[e] - curves[0].acc[e]));
+    return 0;
+}
+
+static int ch6_bench_accuracy(const struct ch6_run *base, int quick)
+{
+    static struct ch6_curve curves[4], same[4];
+    printf("== chapter 6: accuracy, the recipe (%llu epochs, global batch %u) at 1, 2, 4 and 8 ranks\n",
+           (unsigned long long)(quick ? 1 : base->train.epochs), base->train.batch * 4);
+    if (!base->train.test_set) {
+        verdict_print_not_run(stdout, "test accuracy at the default recipe", "the target", VERDICT_AT_MOST, 1,
+                              "no test set");
+        return 0;
+    }
+    double spread, same_spread;
+    int rc = ch6_bench_curves(base, quick, 0, curves, &spread);
+    if (rc == 0)
+        rc = ch6_bench_curves(base, quick, 1, same, &same_spread);
+    if (rc < 0)
+        return rc;
+    const struct ch6_curve *ref = &curves[0];
+    double acc = ref->epochs ? ref->acc[ref->epochs - 1] : 0;
     char what[160];
     snprintf(what, sizeof what, "test error (1 - accuracy), recipe on 4 ranks, %llu epochs in %.0f s",
              (unsigned long long)ref->epochs, ref->seconds);
@@ -116,6 +136,13 @@ static int ch6_bench_accuracy(const struct ch6_run *base, int quick)
                          .figure = spread, .unit = "points", .peer = "the allowed spread",
                          .peer_figure = CH6_TARGET_SPREAD, .peer_unit = "points", .ratio = spread / CH6_TARGET_SPREAD,
                          .op = VERDICT_AT_MOST, .target = 1};
+    verdict_print(stdout, &v);
+    /* --same-bits: no spread at all (ratio 0 against the default mode's allowance; any point is a MISS) */
+    v = (struct verdict){.what = "--same-bits: largest accuracy difference from the 4-rank curve, 1 2 8 ranks, any "
+                                 "epoch",
+                         .figure = same_spread, .unit = "points", .peer = "the default mode's allowance",
+                         .peer_figure = CH6_TARGET_SPREAD, .peer_unit = "points",
+                         .ratio = same_spread / CH6_TARGET_SPREAD, .op = VERDICT_AT_MOST, .target = 0};
     verdict_print(stdout, &v);
     return 0;
 }
@@ -347,6 +374,53 @@ static int ch6_bench_host(const struct ch6_run *base, int quick)
     return rc;
 }
 
+/* --bench=same-bits: what the mode costs, the recipe at a global batch of
+ * 4 x --batch on 1, 4 and 8 ranks: the modelled step against the default
+ * mode's (within 1.5x at 1 and 4 ranks), the bytes each step's gradient
+ * exchange moves per rank, and the simulator's CPU per step (measured). */
+static int ch6_bench_same_bits(const struct ch6_run *base, int quick)
+{
+    static const int worlds[] = {1, 4, 8};
+    uint32_t global = base->train.batch * 4;
+    uint64_t steps = quick ? 5 : 100;
+    printf("== chapter 6: what --same-bits costs, the recipe at a global batch of %u, %llu steps a run (the steps "
+           "modelled, the CPU measured)\n", global, (unsigned long long)steps);
+    int rc = 0;
+    for (size_t i = 0; rc == 0 && i < sizeof worlds / sizeof worlds[0]; i++) {
+        struct ch6_point p[2];
+        for (int mode = 0; rc == 0 && mode < 2; mode++) {
+            struct ch6_run run;
+            ch6_bench_run(base, &run, worlds[i]);
+            run.train.batch = global / (uint32_t)worlds[i];
+            run.train.same_bits = mode;
+            run.train.epochs = 100000;
+            run.train.max_steps = steps;
+            run.train.check = 0; /* the simulator's check, not the mode's cost */
+            run.train.eval = TRAIN_EVAL_NONE;
+            rc = ch6_point(&run, &p[mode]);
+        }
+        if (rc < 0)
+            break;
+        int w = worlds[i];
+        double grad = 235146.0 * 4; /* the recipe's gradient, bytes */
+        printf("  %d rank%s: a step %.0f us by default, %.0f us with --same-bits (%.2fx); per rank and step the ring "
+               "sends %.0f KB, the gather receives %.0f KB; CPU %.2f and %.2f ms a step\n", w, w == 1 ? " " : "s",
+               p[0].step_s * 1e6, p[1].step_s * 1e6, p[1].step_s / p[0].step_s, grad * 2 * (w - 1) / w / 1e3,
+               grad * (w - 1) / 1e3, p[0].cpu_s * 1e3, p[1].cpu_s * 1e3);
+        fflush(stdout);
+        if (w == 8)
+            continue;
+        char what[96];
+        snprintf(what, sizeof what, "--same-bits step, recipe, %d rank%s, global batch %u", w, w == 1 ? "" : "s",
+                 global);
+        struct verdict v = {.what = what, .figure = p[1].step_s * 1e6, .unit = "us", .peer = "the default mode's step",
+                            .peer_figure = p[0].step_s * 1e6, .peer_unit = "us", .ratio = p[1].step_s / p[0].step_s,
+                            .op = VERDICT_AT_MOST, .target = 1.5};
+        verdict_print(stdout, &v);
+    }
+    return rc;
+}
+
 int ch6_bench(const struct ch6_run *base, const char *name, int quick)
 {
     if (strcmp(name, "accuracy") == 0)
@@ -357,6 +431,8 @@ int ch6_bench(const struct ch6_run *base, const char *name, int quick)
         return ch6_bench_scaling(base, quick);
     if (strcmp(name, "host") == 0)
         return ch6_bench_host(base, quick);
+    if (strcmp(name, "same-bits") == 0)
+        return ch6_bench_same_bits(base, quick);
     struct bench_model_options o;
     bench_model_defaults(&o);
     o.batches[0] = (int)base->train.batch;

@@ -136,9 +136,9 @@ static void ch6_usage(FILE *f)
             "  --out=DIR               the Gantt chart and the epochs' CSV (default " CH6_OUT_DIR ")\n"
             "  --plot                  the default run (for make plots)\n"
             "stories and figures:\n"
-            "  --demo=NAME             eval-hang, save-timeout, uneven, slower, or all\n"
-            "  --bench=NAME            accuracy, overhead, scaling, host or model: the benchmarks (make bench\n"
-            "                          runs bench.sh; scaling writes scaling.csv and .png to --out);\n"
+            "  --demo=NAME             eval-hang, save-timeout, uneven, slower, world-size, or all\n"
+            "  --bench=NAME            accuracy, overhead, scaling, host, same-bits or model: the benchmarks\n"
+            "                          (make bench runs bench.sh; scaling writes scaling.csv and .png to --out);\n"
             "                          --batch sets the per-rank batch they start from\n"
             "  --help                  this text\n",
             "784-256-128-10", CH6_BATCH, CH6_EPOCHS, CH6_TRACE_STEPS);
