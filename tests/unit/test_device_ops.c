@@ -1302,16 +1302,42 @@ TEST(sim_refuses_an_op_past_a_buffer_end)
  * (beta = 1) issued on stream 'side': with an event recorded after the bias
  * and waited for on 'side' the product runs; without, the detector refuses
  * it, naming the buffer, both streams and both operations. */
+/* The detector's two cases on a second stream, after the compute stream
+ * wrote: `issue` runs an operation on stream `side` that reads what was
+ * written, after waiting for an event recorded behind the writer
+ * (with_event: it runs), or without (the detector refuses it, naming the
+ * reader and the writer as `reader` and `writer` say). Closes the case. */
+static void t_side_stream(struct t_case *c, int with_event, int (*issue)(device_stream_t *side, void *arg), void *arg,
+                          const char *reader, const char *writer)
+{
+    device_stream_t *side;
+    device_event_t *ready;
+    CHECK_OK(device_stream_create(c->rig->dev, "side", &side));
+    CHECK_OK(device_event_create(c->rig->dev, &ready));
+    if (with_event) {
+        CHECK_OK(device_event_record(ready, c->rig->s));
+        CHECK_OK(device_stream_wait_event(side, ready));
+        CHECK_OK(issue(side, arg));
+        CHECK_OK(device_synchronize(c->rig->dev));
+    } else {
+        CHECK_ERR(issue(side, arg), ERR_STATE, "use before ready");
+        const char *msg = err_msg();
+        CHECK_CONTAINS(msg, reader);
+        CHECK_CONTAINS(msg, writer);
+    }
+    device_event_destroy(ready);
+    device_stream_destroy(side);
+    t_case_close(c);
+}
+
+static int t_issue_fc1_forward(device_stream_t *side, void *g) { return device_sgemm(side, g, "fc1 forward", 3); }
+
 static void t_second_stream(int with_event)
 {
     if (!t_on_sim())
         CHECK_SKIP("the use-before-ready detector is the simulated device's; DEVICE_OPS_BACKEND=%s", t_backend());
     struct t_case c;
     T_CASE_OPEN(&c);
-    device_stream_t *side;
-    device_event_t *ready;
-    CHECK_OK(device_stream_create(c.rig->dev, "side", &side));
-    CHECK_OK(device_event_create(c.rig->dev, &ready));
     const int m = 4, n = 3, k = 2;
     float *z = t_buf(&c, "fc1 activations", T_UPDATE, T_F32, m * n);
     float *bias = t_buf(&c, "fc1 bias", T_READ, T_F32, m);
@@ -1328,21 +1354,9 @@ static void t_second_stream(int with_event)
     struct device_gemm g = {.transa = DEVICE_OP_N, .transb = DEVICE_OP_N, .m = m, .n = n, .k = k, .alpha = 1,
                             .a = t_dev(&c, w), .lda = m, .b = t_dev(&c, x), .ldb = k, .beta = 1,
                             .c = t_dev(&c, z), .ldc = m};
-    if (with_event) {
-        CHECK_OK(device_event_record(ready, c.rig->s));
-        CHECK_OK(device_stream_wait_event(side, ready));
-        CHECK_OK(device_sgemm(side, &g, "fc1 forward", 3));
-        CHECK_OK(device_synchronize(c.rig->dev));
-    } else {
-        CHECK_ERR(device_sgemm(side, &g, "fc1 forward", 3), ERR_STATE, "use before ready");
-        const char *msg = err_msg();
-        CHECK_CONTAINS(msg, "kernel #2 'fc1 forward' (batch 3) on stream 'side' reads device buffer "
-                            "'fc1 activations'");
-        CHECK_CONTAINS(msg, "kernel #1 'fc1 bias' (batch 3) on stream 'compute' writes");
-    }
-    device_event_destroy(ready);
-    device_stream_destroy(side);
-    t_case_close(&c);
+    t_side_stream(&c, with_event, t_issue_fc1_forward, &g,
+                  "kernel #2 'fc1 forward' (batch 3) on stream 'side' reads device buffer 'fc1 activations'",
+                  "kernel #1 'fc1 bias' (batch 3) on stream 'compute' writes");
 }
 
 TEST(detector_second_stream_with_event_is_fine) { t_second_stream(1); }
@@ -1405,16 +1419,17 @@ TEST(vtime_device_ops_take_the_modelled_gpu_time)
  * that reads the last product's C without waiting for an event is refused,
  * naming the batched op (its span runs from the first product's C to the end
  * of the last's); with the event it runs. */
+static int t_issue_atoms_relu(device_stream_t *side, void *a)
+{
+    return device_kernel(side, KERNEL_relu, 4 * 3, a, "atoms relu", 3); /* the last product's m x n */
+}
+
 static void t_batched_second_stream(int with_event)
 {
     if (!t_on_sim())
         CHECK_SKIP("the use-before-ready detector is the simulated device's; DEVICE_OPS_BACKEND=%s", t_backend());
     struct t_case c;
     T_CASE_OPEN(&c);
-    device_stream_t *side;
-    device_event_t *ready;
-    CHECK_OK(device_stream_create(c.rig->dev, "side", &side));
-    CHECK_OK(device_event_create(c.rig->dev, &ready));
     const int m = 4, n = 3, k = 2, count = 3;
     float *w = t_buf(&c, "atom weights", T_READ, T_F32, count * m * k);
     float *x = t_buf(&c, "atom inputs", T_READ, T_F32, count * k * n);
@@ -1428,21 +1443,9 @@ static void t_batched_second_stream(int with_event)
                             .count = count, .stride_a = m * k, .stride_b = k * n, .stride_c = m * n};
     CHECK_OK(device_sgemm(c.rig->s, &g, "atoms forward", 3));
     union kernel_args a = {.relu = {.z = (float *)t_dev(&c, z) + (count - 1) * m * n}};
-    if (with_event) {
-        CHECK_OK(device_event_record(ready, c.rig->s));
-        CHECK_OK(device_stream_wait_event(side, ready));
-        CHECK_OK(device_kernel(side, KERNEL_relu, (uint64_t)m * n, &a, "atoms relu", 3));
-        CHECK_OK(device_synchronize(c.rig->dev));
-    } else {
-        CHECK_ERR(device_kernel(side, KERNEL_relu, (uint64_t)m * n, &a, "atoms relu", 3), ERR_STATE,
-                  "use before ready");
-        const char *msg = err_msg();
-        CHECK_CONTAINS(msg, "'atoms relu' (batch 3) on stream 'side' reads device buffer 'atom activations'");
-        CHECK_CONTAINS(msg, "'atoms forward' (batch 3) on stream 'compute' writes");
-    }
-    device_event_destroy(ready);
-    device_stream_destroy(side);
-    t_case_close(&c);
+    t_side_stream(&c, with_event, t_issue_atoms_relu, &a,
+                  "'atoms relu' (batch 3) on stream 'side' reads device buffer 'atom activations'",
+                  "'atoms forward' (batch 3) on stream 'compute' writes");
 }
 
 TEST(detector_batched_gemm_with_event_is_fine) { t_batched_second_stream(1); }
