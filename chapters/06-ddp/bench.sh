@@ -18,7 +18,9 @@
 # 2d. What --same-bits costs (--bench=same-bits): the modelled step against
 #    the default mode's at 1 and 4 ranks (within 1.5x; 8 printed), the bytes
 #    each step's exchange moves, the simulator's CPU per step (measured). Its
-#    accuracy curves at 1, 2, 4 and 8 ranks are item 1's, spread 0 allowed.
+#    accuracy curves at 1, 2, 4 and 8 ranks are item 1's, spread 0 allowed;
+#    and the recipe's parameters after 2 epochs of global batch 64 have one
+#    SHA-256 at 1, 2, 4 and 8 ranks and resumed at 2 and 8 from 4.
 # 2e. The simulator's host cost (--bench=host, measured): CPU per modelled
 #    step and rank at 4 ranks against one rank's step on one thread (item 3's
 #    figure at batch 32): at most 1.5x.
@@ -49,6 +51,21 @@ trap 'rm -rf "$tmp"' EXIT
 "$P" --bench=overhead
 "$P" --bench=scaling --out="$tmp/scaling"
 "$P" --bench=same-bits
+
+# --same-bits' target: the recipe's parameters after 2 epochs, one global batch of 64, the same SHA-256 at 1, 2, 4
+# and 8 ranks, and after stopping at 4 ranks (in epoch 2) and resuming at 2 and at 8
+sb=(--same-bits --global-batch=64 --epochs=2 --test-data=none --out="$tmp/sb")
+bench_quick && sb+=(--train-size=4000)
+for w in 1 2 4 8; do "$P" "${sb[@]}" --world=$w --save="$tmp/sb$w.safetensors" >/dev/null; done
+stop=$(bench_quick && echo 70 || echo 1000)
+"$P" "${sb[@]}" --world=4 --steps="$stop" --checkpoint="$tmp/sbck" >/dev/null
+for w in 2 8; do "$P" "${sb[@]}" --world=$w --resume="$tmp/sbck" --save="$tmp/sbres$w.safetensors" >/dev/null; done
+runs=$(sha256sum "$tmp"/sb[1248].safetensors "$tmp"/sbres[28].safetensors)
+distinct=$(awk '{ print $1 }' <<<"$runs" | sort -u | wc -l)
+echo "# --same-bits, SHA-256 of the saved parameters:"
+sed "s|$tmp/||; s/^/#   /" <<<"$runs"
+bench_verdict "--same-bits: distinct parameter files, 1 2 4 8 ranks and resumed at 2 and 8 from 4" "$distinct" \
+    "files" "one for all six" 1 "file" "$distinct" "<=1"
 
 # the trace of one modelled epoch (every step traced), quiet, then beside two busy loops
 trace_run() { "$P" --world=4 --epochs=1 --train-size="$1" --test-data=none --trace-steps=100000 \
