@@ -388,7 +388,7 @@ static int ch6_topology(struct ch6_cli *cli)
     if (comm_topology_parse(cli->topology, &nodes, &gpus) < 0)
         return err_wrap(ERR_ARG, "--topology");
     if (nodes * gpus > 64)
-        return err_set(ERR_ARG, "--topology=%s: %d ranks, more than --world's 64", cli->topology, nodes * gpus);
+        return err_set(ERR_ARG, "--topology: topology '%s': %d ranks, more than --world's 64", cli->topology, nodes * gpus);
     if (cli_given_has(&cli->given, O_WORLD) && run->world != nodes * gpus)
         return err_set(ERR_ARG, "--world=%d with --topology=%s, which is %d ranks: give one of them", run->world,
                        cli->topology, nodes * gpus);

@@ -502,7 +502,7 @@ t_fail global_batch_world3 2 "--global-batch=64 on 3 ranks: the batch per rank i
 t_fail topology_with_world 2 "--world=2 with --topology=2x2, which is 4 ranks: give one of them" \
     $P "${H[@]}" --topology=2x2
 t_fail topology_bad 2 "chapter-6: --topology: topology '2x'" $P --topology=2x
-t_fail topology_too_big 2 "--topology=9x8: 72 ranks, more than --world's 64" $P --topology=9x8
+t_fail topology_too_big 2 "--topology: topology '9x8': 72 ranks, more than --world's 64" $P --topology=9x8
 t_fail algo_unknown 2 "chapter-6: --algo: unknown value 'naive' (ring, tree or hier)" $P --algo=naive
 t_fail algo_not_sim 2 "--topology and --algo model the simulator's cluster: under --backend=mpi" \
     $P --backend=mpi --algo=hier
