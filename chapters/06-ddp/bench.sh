@@ -20,7 +20,8 @@
 #    each step's exchange moves, the simulator's CPU per step (measured). Its
 #    accuracy curves at 1, 2, 4 and 8 ranks are item 1's, spread 0 allowed;
 #    and the recipe's parameters after 2 epochs of global batch 64 have one
-#    SHA-256 at 1, 2, 4 and 8 ranks and resumed at 2 and 8 from 4.
+#    SHA-256 at 1, 2, 4 and 8 ranks, resumed at 2 and 8 from 4, and under
+#    mpirun -np 2 and 4 (when mpirun is there).
 # 2e. The simulator's host cost (--bench=host, measured): CPU per modelled
 #    step and rank at 4 ranks against one rank's step on one thread (item 3's
 #    figure at batch 32): at most 1.5x.
@@ -60,12 +61,20 @@ for w in 1 2 4 8; do "$P" "${sb[@]}" --world=$w --save="$tmp/sb$w.safetensors" >
 stop=$(bench_quick && echo 70 || echo 1000)
 "$P" "${sb[@]}" --world=4 --steps="$stop" --checkpoint="$tmp/sbck" >/dev/null
 for w in 2 8; do "$P" "${sb[@]}" --world=$w --resume="$tmp/sbck" --save="$tmp/sbres$w.safetensors" >/dev/null; done
-runs=$(sha256sum "$tmp"/sb[1248].safetensors "$tmp"/sbres[28].safetensors)
+mpi=()
+if command -v mpirun >/dev/null 2>&1; then # the same job, one process per rank
+    if [ "$(id -u)" = 0 ]; then export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1; fi
+    for np in 2 4; do
+        mpirun --oversubscribe -np $np "$P" --backend=mpi "${sb[@]}" --save="$tmp/sbmpi$np.safetensors" >/dev/null
+        mpi+=("$tmp/sbmpi$np.safetensors")
+    done
+fi
+runs=$(sha256sum "$tmp"/sb[1248].safetensors "$tmp"/sbres[28].safetensors "${mpi[@]}")
 distinct=$(awk '{ print $1 }' <<<"$runs" | sort -u | wc -l)
 echo "# --same-bits, SHA-256 of the saved parameters:"
 sed "s|$tmp/||; s/^/#   /" <<<"$runs"
-bench_verdict "--same-bits: distinct parameter files, 1 2 4 8 ranks and resumed at 2 and 8 from 4" "$distinct" \
-    "files" "one for all six" 1 "file" "$distinct" "<=1"
+bench_verdict "--same-bits: distinct parameter files, 1 2 4 8 ranks, resumed at 2 and 8 from 4${mpi[*]:+, mpirun -np 2 and 4}" \
+    "$distinct" "files" "one for all $(wc -l <<<"$runs")" 1 "file" "$distinct" "<=1"
 
 # the trace of one modelled epoch (every step traced), quiet, then beside two busy loops
 trace_run() { "$P" --world=4 --epochs=1 --train-size="$1" --test-data=none --trace-steps=100000 \
