@@ -633,9 +633,11 @@ TEST(row_sum_accumulating) { t_row_sum(1); }
 /* The fixed tree, defined by its subtrees: the even slices' sum plus the
  * odd ones' (the split that gives rank r of W the slices t = r mod W), the
  * kernels' loop written another way. */
-static float t_tree(const float *v, uint32_t n, uint32_t step)
+static float t_tree(const float v[8], uint32_t first, uint32_t n, uint32_t step)
 {
-    return n == 1 ? v[0] : t_tree(v, n / 2, step * 2) + t_tree(v + step, n / 2, step * 2);
+    if (n == 1) /* n a power of two from at most 8 down: first stays below 8 */
+        return first < 8 ? v[first] : NAN;
+    return t_tree(v, first, n / 2, step * 2) + t_tree(v, first + step, n / 2, step * 2);
 }
 
 /* The bias gradient by atoms: each block of columns summed in double,
@@ -663,7 +665,7 @@ static void t_row_sum_atoms(uint32_t atoms)
                 s += d[j * batch + t * width + b];
             v[t] = (float)s;
         }
-        dst[j] = t_tree(v, atoms, 1);
+        dst[j] = t_tree(v, 0, atoms, 1);
     }
     t_finish(&c, t_tol_for(t_exact));
 }
@@ -691,7 +693,7 @@ static void t_tree_sum(uint32_t slices)
         float v[8];
         for (uint32_t t = 0; t < slices; t++)
             v[t] = src[t * stride + i];
-        dst[i] = t_tree(v, slices, 1);
+        dst[i] = t_tree(v, 0, slices, 1);
     }
     t_finish(&c, t_tol_for(t_exact));
 }
