@@ -293,7 +293,9 @@ static int sim_modelled_watchdog(struct sim_world *w)
     for (int r = 0; r < w->world; r++) {
         const struct sim_rank *k = &w->ranks[r];
         gone += sim_rank_gone(k);
-        if (!k->arrived)
+        /* a rank whose collective a rank's abort ended is released by the abort, not late: it may just not
+         * have run since (a loaded machine), while the ranks that failed it end their threads */
+        if (!k->arrived || sim_aborted_before(w, k->at.seq))
             continue;
         uint64_t dl = sim_add_ns(k->arrive_ns, k->timeout_ns);
         if (first < 0 || dl < deadline)
