@@ -1,6 +1,8 @@
 /* costmodel: alpha-beta-gamma predictions of all-reduce time (see costmodel.h). */
 #include "comm/costmodel.h"
 
+#include "base/error.h"
+
 #include <math.h>
 
 /* Messages needed to move `bytes` in segments. */
@@ -27,6 +29,30 @@ static struct costmodel_link costmodel_across(const struct costmodel *m)
                                      : costmodel_inside(m);
 }
 
+/* The nodes `world` ranks make on the model's topology: 1 without one, or
+ * with a node size that does not divide the world. */
+static int costmodel_nodes(const struct costmodel *m, int world)
+{
+    return m->node_size > 0 && m->node_size < world && world % m->node_size == 0 ? world / m->node_size : 1;
+}
+
+/* The ports a node's network has: inter_ports, or one a rank of the G in a node. */
+static double costmodel_ports(const struct costmodel *m, double G)
+{
+    return m->inter_ports > 0 ? m->inter_ports : G;
+}
+
+/* The link hier's G rings across nodes see: a port each, or fewer ports
+ * shared (beta_o G/P). */
+static struct costmodel_link costmodel_hier_across(const struct costmodel *m, double G)
+{
+    struct costmodel_link across = costmodel_across(m);
+    double ports = costmodel_ports(m, G);
+    if (ports < G)
+        across.beta *= G / ports;
+    return across;
+}
+
 /* `steps` ring steps over `link`, each moving `chunk` bytes in segments. */
 static double costmodel_steps(const struct costmodel *m, struct costmodel_link link, double steps, double chunk)
 {
@@ -37,7 +63,7 @@ double costmodel_allreduce(const struct costmodel *m, enum comm_algo algo, int w
 {
     if (world <= 1 || bytes <= 0)
         return 0;
-    int N = m->node_size > 0 && m->node_size < world && world % m->node_size == 0 ? world / m->node_size : 1;
+    int N = costmodel_nodes(m, world);
     double W = world, G = world / N, n = bytes, path, work;
     /* a flat algorithm goes at the pace of its slowest hop: across nodes when there are several */
     struct costmodel_link flat = N > 1 ? costmodel_across(m) : costmodel_inside(m);
@@ -58,9 +84,7 @@ double costmodel_allreduce(const struct costmodel *m, enum comm_algo algo, int w
         /* reduce-scatter in the node, all-reduce of one 1/G slice across the
          * N nodes, all-gather in the node (see costmodel.h) */
         double slice = n / G;
-        struct costmodel_link across = costmodel_across(m);
-        if (m->inter_ports > 0 && m->inter_ports < G) /* G rings at once through fewer ports */
-            across.beta *= G / m->inter_ports;
+        struct costmodel_link across = costmodel_hier_across(m, G);
         path = costmodel_steps(m, costmodel_inside(m), G - 1, slice) + (G - 1) * slice * m->gamma_s_per_b +
                costmodel_steps(m, across, 2 * (N - 1), slice / N) +
                (N - 1) / (double)N * slice * m->gamma_s_per_b +
@@ -87,7 +111,7 @@ double costmodel_collective(const struct costmodel *m, enum comm_coll coll, enum
         return 0;
     if (coll == COMM_ALLREDUCE)
         return costmodel_allreduce(m, algo, world, bytes);
-    int N = m->node_size > 0 && m->node_size < world && world % m->node_size == 0 ? world / m->node_size : 1;
+    int N = costmodel_nodes(m, world);
     struct costmodel_link link = N > 1 ? costmodel_across(m) : costmodel_inside(m);
     double W = world, n = bytes > 0 ? bytes : 0, depth = ceil(log2(W));
     switch (coll) {
@@ -101,4 +125,79 @@ double costmodel_collective(const struct costmodel *m, enum comm_coll coll, enum
     default: /* barrier */
         return depth * link.alpha;
     }
+}
+
+/* Spans being written (costmodel_allreduce_spans): out[0 .. max-1] gets
+ * them, n counts them all; step and t are the next step's number and start. */
+struct costmodel_spans {
+    struct costmodel_span *out;
+    int max, n, step;
+    double t;
+};
+
+/* What one step sends on one lane: over which link, using which share of the lane. */
+struct costmodel_hop {
+    enum costmodel_lane lane;
+    struct costmodel_link link;
+    double share;
+};
+
+static void costmodel_span_add(struct costmodel_spans *s, enum costmodel_lane lane, const char *phase, double bytes,
+                               double len, double share)
+{
+    if (s->n < s->max)
+        s->out[s->n] = (struct costmodel_span){.lane = lane, .phase = phase, .step = s->step, .bytes = bytes,
+                                               .start_s = s->t, .end_s = s->t + len, .share = share};
+    s->n++;
+}
+
+/* `steps` steps of `phase`, each sender moving `chunk` on every hop at once;
+ * hops[0] sets the step's pace (the model's), the others end within it; in
+ * a reduce phase (`reduce`) the chunk's addition follows the transfer. */
+static void costmodel_span_phase(struct costmodel_spans *s, const struct costmodel *m, const char *phase,
+                                 double steps, double chunk, int reduce, const struct costmodel_hop *hops, int nhops)
+{
+    for (double k = 0; k < steps; k++, s->step++) {
+        double pace = costmodel_steps(m, hops[0].link, 1, chunk);
+        for (int h = 0; h < nhops; h++)
+            costmodel_span_add(s, hops[h].lane, phase, chunk, fmin(costmodel_steps(m, hops[h].link, 1, chunk), pace),
+                               hops[h].share);
+        s->t += pace;
+        double add = reduce ? chunk * m->gamma_s_per_b : 0;
+        if (add > 0) {
+            costmodel_span_add(s, COSTMODEL_LANE_REDUCE, phase, 0, add, 1);
+            s->t += add;
+        }
+    }
+}
+
+int costmodel_allreduce_spans(const struct costmodel *m, enum comm_algo algo, int world, double bytes,
+                              struct costmodel_span *out, int max)
+{
+    if (algo == COMM_ALGO_TREE || algo == COMM_ALGO_NAIVE)
+        return err_set(ERR_ARG, "the link timeline draws ring and hier: the model charges every level of %s at the "
+                       "slowest link", algo == COMM_ALGO_TREE ? "tree" : "naive");
+    struct costmodel_spans s = {.out = out, .max = max > 0 ? max : 0};
+    if (world <= 1 || bytes <= 0)
+        return 0;
+    int N = costmodel_nodes(m, world);
+    double W = world, G = world / N, ports = costmodel_ports(m, G);
+    struct costmodel_hop inside = {COSTMODEL_LANE_INSIDE, costmodel_inside(m), 1};
+    if (algo == COMM_ALGO_HIER) {
+        double slice = bytes / G;
+        struct costmodel_hop across = {COSTMODEL_LANE_ACROSS, costmodel_hier_across(m, G), fmin(G, ports) / ports};
+        costmodel_span_phase(&s, m, "reduce-scatter in the node", G - 1, slice, 1, &inside, 1);
+        costmodel_span_phase(&s, m, "all-reduce across nodes", N - 1, slice / N, 1, &across, 1);
+        costmodel_span_phase(&s, m, "all-reduce across nodes", N - 1, slice / N, 0, &across, 1);
+        costmodel_span_phase(&s, m, "all-gather in the node", G - 1, slice, 0, &inside, 1);
+    } else if (N > 1) { /* every step crosses each node boundary once, at the network's pace */
+        struct costmodel_hop hops[2] = {{COSTMODEL_LANE_ACROSS, costmodel_across(m), 1 / ports},
+                                        {COSTMODEL_LANE_INSIDE, costmodel_inside(m), (G - 1) / G}};
+        costmodel_span_phase(&s, m, "reduce-scatter", W - 1, bytes / W, 1, hops, 2);
+        costmodel_span_phase(&s, m, "all-gather", W - 1, bytes / W, 0, hops, 2);
+    } else {
+        costmodel_span_phase(&s, m, "reduce-scatter", W - 1, bytes / W, 1, &inside, 1);
+        costmodel_span_phase(&s, m, "all-gather", W - 1, bytes / W, 0, &inside, 1);
+    }
+    return s.n;
 }

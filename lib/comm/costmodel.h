@@ -76,4 +76,40 @@ double costmodel_allreduce(const struct costmodel *m, enum comm_algo algo, int w
 double costmodel_collective(const struct costmodel *m, enum comm_coll coll, enum comm_algo algo, int world,
                             double bytes);
 
+/* Which link is busy when during one all-reduce: the model's time cut into
+ * spans, one per link class and ring step (chapter 5's --links draws them).
+ * Three lanes: the links inside a node, the network across nodes, and the
+ * GPUs adding what they received (gamma). */
+enum costmodel_lane {
+    COSTMODEL_LANE_INSIDE, /* every GPU's link inside its node (NVLink) */
+    COSTMODEL_LANE_ACROSS, /* each node's network ports */
+    COSTMODEL_LANE_REDUCE, /* the GPUs adding a received chunk into theirs */
+};
+
+struct costmodel_span {
+    enum costmodel_lane lane;
+    const char *phase;   /* "reduce-scatter", "all-gather"; hier: "... in the node", "all-reduce across nodes" */
+    int step;            /* the ring step, from 0, over the whole all-reduce */
+    double bytes;        /* what each sender moves in this step (a chunk); 0 on the reduce lane */
+    double start_s, end_s;
+    double share;        /* the part of the lane in use: of a node's GPU links (a flat ring sends
+                          * G-1 of its G hops a node inside), of its network ports (a flat ring
+                          * crosses each node boundary with one flow, one port; hier's G rings
+                          * use G of them), 1 on the reduce lane */
+};
+
+/* The spans of one all-reduce of `bytes` on `world` ranks on the model's
+ * topology, ring (or DEFAULT) or hier, in order of start: each step's
+ * transfers start together, the step lasts as long as the model's pace (the
+ * slowest link class the algorithm crosses in it) and, in a reduce phase,
+ * the chunk's addition follows. The last span ends at costmodel_allreduce()'s
+ * time when the ranks have a core each (cores 0 or >= world; on fewer cores
+ * the model adds their contention, which no link shows). Writes at most
+ * `max` spans into out (out may be NULL with max 0) and returns how many
+ * there are; 0 for world 1 or 0 bytes. ERR_ARG for tree and naive: the
+ * model charges their every level at the slowest link, so it cannot say
+ * which link a level uses. Pure. */
+int costmodel_allreduce_spans(const struct costmodel *m, enum comm_algo algo, int world, double bytes,
+                              struct costmodel_span *out, int max);
+
 #endif

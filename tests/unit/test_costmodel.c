@@ -8,7 +8,9 @@
  * (NVIDIA H100 datasheet: 900 GB/s of NVLink bandwidth, both directions
  * together); 50 GB/s across nodes, one InfiniBand NDR port per GPU (400
  * Gb/s, NVIDIA ConnectX-7 datasheet). Bandwidth terms only (alpha = gamma =
- * 0), so each number is bytes over links and can be checked by hand. */
+ * 0), so each number is bytes over links and can be checked by hand.
+ * Last, the link timeline (costmodel_allreduce_spans): which link each step
+ * of ring and hier keeps busy, ending where costmodel_allreduce does. */
 #include "check.h"
 #include "base/error.h"
 #include "comm/costmodel.h"
@@ -16,6 +18,7 @@
 
 #include <math.h>
 #include <stdio.h>
+#include <string.h>
 
 #define MIB256 268435456.0
 #define NVLINK_BPS 450e9 /* bytes per second, one direction */
@@ -160,4 +163,78 @@ TEST(broadcast_reduce_scatter_allgather_barrier_by_hand)
     m.beta_inter_s_per_b = 1e-8;
     CHECK(fabs(costmodel_collective(&m, COMM_BARRIER, COMM_ALGO_RING, 4, 0) - 2e-5) < 1e-15);
     CHECK(fabs(costmodel_collective(&m, COMM_ALLGATHER, COMM_ALGO_RING, 4, n) - (3e-5 + 7.5e-3)) < 1e-12);
+}
+
+/* The spans of ring and hier on `topo` (node size) and `world`: in order of
+ * start, each inside its step, ending at costmodel_allreduce's time; a span
+ * count the caller checks. */
+static int check_spans(const struct costmodel *m, enum comm_algo algo, int world, double bytes, const char *what)
+{
+    struct costmodel_span sp[512];
+    int n = costmodel_allreduce_spans(m, algo, world, bytes, NULL, 0);
+    CHECK_MSG(n > 0 && n <= 512, "%s: %d spans", what, n);
+    if (n <= 0 || n > 512)
+        return n;
+    CHECK_EQ(costmodel_allreduce_spans(m, algo, world, bytes, sp, 512), n);
+    double end = 0;
+    for (int i = 0; i < n; i++) {
+        CHECK_MSG(sp[i].end_s >= sp[i].start_s && sp[i].share > 0 && sp[i].share <= 1, "%s: span %d", what, i);
+        CHECK_MSG(i == 0 || sp[i].start_s >= sp[i - 1].start_s, "%s: span %d starts before span %d", what, i, i - 1);
+        CHECK_MSG(i == 0 || sp[i].step >= sp[i - 1].step, "%s: span %d's step goes back", what, i);
+        end = fmax(end, sp[i].end_s);
+    }
+    check_time(end, costmodel_allreduce(m, algo, world, bytes), what);
+    return n;
+}
+
+/* 2x8 on the datasheets' figures, alpha and gamma too: the flat ring's 30
+ * steps keep one network port of 8 busy and NVLink a ninth of each step;
+ * hier's 7 + 7 NVLink steps surround 2 steps on all 8 ports. */
+TEST(link_timeline_of_ring_and_hier_on_2x8)
+{
+    struct costmodel m = model_cluster(8);
+    m.alpha_s = 1e-6;
+    m.alpha_inter_s = 5e-6;
+    m.gamma_s_per_b = 1 / 1e12;
+    m.inter_ports = 8;
+    /* ring: 30 steps of a network and an NVLink span, 15 of them followed by an addition */
+    CHECK_EQ(check_spans(&m, COMM_ALGO_RING, 16, MIB256, "2x8 ring"), 30 * 2 + 15);
+    /* hier: 7 NVLink + 7 additions, 1 network + 1 addition, 1 network, 7 NVLink */
+    CHECK_EQ(check_spans(&m, COMM_ALGO_HIER, 16, MIB256, "2x8 hier"), 7 * 2 + 2 + 1 + 7);
+    struct costmodel_span sp[75];
+    CHECK_EQ(costmodel_allreduce_spans(&m, COMM_ALGO_RING, 16, MIB256, sp, 75), 75);
+    CHECK(sp[0].lane == COSTMODEL_LANE_ACROSS && sp[1].lane == COSTMODEL_LANE_INSIDE && sp[2].lane == COSTMODEL_LANE_REDUCE);
+    check_time(sp[0].share, 1.0 / 8, "ring: one port of 8");
+    check_time(sp[1].share, 7.0 / 8, "ring: 7 of a node's 8 hops on NVLink");
+    check_time(sp[0].end_s - sp[0].start_s, 5e-6 + MIB256 / 16 / NDR_BPS, "a ring step on the network");
+    check_time(sp[1].end_s - sp[1].start_s, 1e-6 + MIB256 / 16 / NVLINK_BPS, "its NVLink hops");
+    CHECK(sp[74].lane == COSTMODEL_LANE_INSIDE && sp[74].step == 29 && strcmp(sp[74].phase, "all-gather") == 0);
+    CHECK_EQ(costmodel_allreduce_spans(&m, COMM_ALGO_HIER, 16, MIB256, sp, 75), 24);
+    CHECK(sp[13].lane == COSTMODEL_LANE_REDUCE && sp[14].lane == COSTMODEL_LANE_ACROSS);
+    check_time(sp[14].share, 1, "hier: every port");
+    CHECK(strcmp(sp[14].phase, "all-reduce across nodes") == 0 && strcmp(sp[23].phase, "all-gather in the node") == 0);
+    /* a short array gets the first spans and the count of all */
+    CHECK_EQ(costmodel_allreduce_spans(&m, COMM_ALGO_HIER, 16, MIB256, sp, 3), 24);
+    /* hier with one port a node: the 8 rings share it (slower) and use all of it */
+    m.inter_ports = 1;
+    check_spans(&m, COMM_ALGO_HIER, 16, MIB256, "2x8 hier, one port");
+}
+
+TEST(link_timeline_on_one_node_and_of_nothing)
+{
+    struct costmodel m = model_cluster(8);
+    m.gamma_s_per_b = 1 / 1e12;
+    /* one node: NVLink only, 14 steps and 7 additions; hier is the same ring */
+    CHECK_EQ(check_spans(&m, COMM_ALGO_RING, 8, MIB256, "1x8 ring"), 21);
+    CHECK_EQ(check_spans(&m, COMM_ALGO_HIER, 8, MIB256, "1x8 hier"), 21);
+    CHECK_EQ(check_spans(&m, COMM_ALGO_DEFAULT, 8, 1000, "1x8 default"), 21);
+    /* a GPU a node: the network only */
+    m.node_size = 1;
+    CHECK_EQ(check_spans(&m, COMM_ALGO_HIER, 4, 1e6, "4x1 hier"), 6 + 3);
+    CHECK_EQ(costmodel_allreduce_spans(&m, COMM_ALGO_RING, 1, 1e6, NULL, 0), 0);
+    CHECK_EQ(costmodel_allreduce_spans(&m, COMM_ALGO_RING, 4, 0, NULL, 0), 0);
+    /* tree and naive have no link timeline: refused, named */
+    CHECK_EQ(costmodel_allreduce_spans(&m, COMM_ALGO_TREE, 4, 1e6, NULL, 0), ERR_ARG);
+    CHECK(strstr(err_msg(), "tree") != NULL);
+    CHECK_EQ(costmodel_allreduce_spans(&m, COMM_ALGO_NAIVE, 4, 1e6, NULL, 0), ERR_ARG);
 }
