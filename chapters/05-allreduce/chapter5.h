@@ -1,6 +1,7 @@
 /* chapter5: what the chapter-5 program's files share. main.c parses the
  * flags and calls the others; sweep.c is the nccl-tests-style benchmark;
- * demos.c the fault stories; calibrate.c measures the cost model's
+ * demos.c the fault stories; links.c which link is busy when in one
+ * modelled all-reduce (--links); calibrate.c measures the cost model's
  * parameters and the memory bound (which runs a sweep); launch_check.c the
  * torchrun rendezvous check. Calls go one way: main.c -> the others,
  * calibrate.c -> sweep.c; the ranks are started by sim/launch.h. */
@@ -62,6 +63,13 @@ void ch5_calibrate(struct ch5_opts *opt, FILE *out);
 /* Memory-bandwidth bound of the sim ring all-reduce (bench.sh): measures
  * memcpy, runs the all-reduce, prints both and the ratio (calibrate.c). */
 int ch5_memory_bound(struct ch5_opts *opt);
+
+/* --links=SIZE (links.c): one all-reduce of `bytes` on opt's modelled
+ * topology (opt->model priced from opt->hw, which is set), for each of opt->algos (ring or hier): the phases and how busy
+ * each link class is in them, printed; the spans written to csv_path and
+ * drawn at plot_path (PNG and SVG; without gnuplot, the CSV alone). 0 or
+ * ERR_* (ERR_ARG for tree or naive, or a world of one rank). */
+int ch5_links(const struct ch5_opts *opt, uint64_t bytes, const char *csv_path, const char *plot_path);
 
 /* The fault demos (demos.c). `name` is a demo or "all"; `lesson` = 1 when
  * run as part of the default lesson: an expected failure is then the lesson

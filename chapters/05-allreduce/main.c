@@ -5,6 +5,7 @@
  *   build/chapter-5                           the lesson: a short table, then the fault demos
  *   build/chapter-5 --world=4 --min-bytes=1K --max-bytes=64M --step-factor=2 [--algo=ring|tree|naive|hier|all] [--check]
  *   build/chapter-5 --topology=2x4 --algo=hier   hierarchical all-reduce on 2 nodes of 4 ranks
+ *   build/chapter-5 --hw=h100-sxm --topology=2x8 --links=256M   which link is busy when, ring against hier
  *   build/chapter-5 --demo=timeout|crash|uneven|mismatch|flip   one failure story; exits 1 with the diagnosis
  *   build/chapter-5 --fault=kill:2@3          a training loop with your own faults (sim/faults.h)
  *   mpirun -np 4 build/chapter-5 --backend=mpi      the same table with one process per rank
@@ -23,6 +24,7 @@
 #include "base/plot.h"
 #include "comm/costmodel_hw.h"
 #include "sim/launch.h"
+#include "transfer/device.h"
 
 #include <getopt.h>
 #include <stdio.h>
@@ -60,8 +62,11 @@ static void usage(FILE *f)
             "                           0 = no watchdog (mpi only: blocking MPI_Allreduce, as make bench runs it)\n"
             "  --plot                   all algorithms (1K..16M, factor 4 unless given): CSV, PNG, SVG\n"
             "                           {allreduce,busbw}-BACKEND.* in --out\n"
-            "  --out=DIR                where --plot writes (default " CH5_OUT_DIR ")\n"
+            "  --out=DIR                where --plot and --links write (default " CH5_OUT_DIR ")\n"
             "  --memory-bound           sim ring all-reduce against memcpy bandwidth (make bench)\n"
+            "  --links=SIZE             which link is busy when during one all-reduce of SIZE on the modelled\n"
+            "                           --hw (default a100) and --topology: ring and hier (or --algo's), each\n"
+            "                           phase's links and how busy; CSV, PNG, SVG links.* in --out; runs nothing\n"
             "  --wall-clock             time the simulator's table with this host's wall clock (measured),\n"
             "                           not its modelled clock (the default: the same figures on any host)\n"
             "cost model (alpha-beta-gamma, printed beside the measurements):\n"
@@ -88,7 +93,7 @@ static void usage(FILE *f)
 
 enum { OPT_BACKEND = 256, OPT_WORLD, OPT_MIN, OPT_MAX, OPT_STEP, OPT_ALGO, OPT_OP, OPT_ITERS, OPT_WARMUP, OPT_CHECK,
        OPT_TIMEOUT, OPT_PLOT, OPT_MEMBOUND, OPT_ALPHA, OPT_BETA, OPT_GAMMA, OPT_CORES, OPT_DEMO, OPT_FAULT,
-       OPT_LAUNCH_CHECK, OPT_IFNAME, OPT_OUT, OPT_HW, OPT_TOPOLOGY, OPT_WALL };
+       OPT_LAUNCH_CHECK, OPT_IFNAME, OPT_OUT, OPT_HW, OPT_TOPOLOGY, OPT_WALL, OPT_LINKS };
 
 /* --algo=ring|tree|naive|hier|all. "all" is ring, tree and naive, and hier
  * where it differs from the ring: on a topology of several nodes of several
@@ -153,6 +158,7 @@ struct ch5_cli {
     const char *demo, *out_dir, *ifname;
     int plot, membound, sizes_given, launch_check, world_given, lesson;
     int world_flag;          /* --world's value, before --topology sets the world */
+    uint64_t links;          /* --links=SIZE; 0 = none */
     const char *topology;    /* --topology's text, NULL = none */
     const char *algo_text;   /* --algo's text: "all" depends on the topology, read last */
     struct cli_given given; /* which flags were given, to refuse those the run would ignore */
@@ -173,7 +179,7 @@ static const struct option ch5_longopts[] = {
     {"fault", required_argument, 0, OPT_FAULT},     {"launch-check", no_argument, 0, OPT_LAUNCH_CHECK},
     {"ifname", required_argument, 0, OPT_IFNAME},   {"out", required_argument, 0, OPT_OUT},
     {"hw", required_argument, 0, OPT_HW},           {"topology", required_argument, 0, OPT_TOPOLOGY},
-    {"wall-clock", no_argument, 0, OPT_WALL},
+    {"wall-clock", no_argument, 0, OPT_WALL},       {"links", required_argument, 0, OPT_LINKS},
     {"help", no_argument, 0, 'h'},
     {0, 0, 0, 0},
 };
@@ -241,6 +247,7 @@ static int ch5_parse(int argc, char **argv, struct ch5_cli *cli)
         case OPT_PLOT: cli->plot = 1; break;
         case OPT_MEMBOUND: cli->membound = 1; break;
         case OPT_WALL: cli->opt.wall_clock = 1; break;
+        case OPT_LINKS: rc = cli_parse_bytes("links", optarg, 4, 1ull << 40, &cli->links); break;
         case OPT_ALPHA: {
             double us;
             rc = cli_parse_double_range("alpha-us", optarg, 0, 1e9, &us);
@@ -296,7 +303,7 @@ static int ch5_refuse_unused(const struct ch5_cli *cli)
         static const int all_but_timeout[] = {OPT_BACKEND, OPT_WORLD, OPT_TOPOLOGY, OPT_ALGO, OPT_CHECK, OPT_DEMO,
                                               OPT_FAULT, OPT_MIN, OPT_MAX, OPT_STEP, OPT_OP, OPT_ITERS, OPT_WARMUP,
                                               OPT_PLOT, OPT_OUT, OPT_ALPHA, OPT_BETA, OPT_GAMMA, OPT_CORES,
-                                              OPT_MEMBOUND, OPT_HW, OPT_WALL, 0};
+                                              OPT_MEMBOUND, OPT_HW, OPT_WALL, OPT_LINKS, 0};
         return cli_refuse_given(g, ch5_longopts, all_but_timeout,
                                 "does nothing with --launch-check (it only meets rank 0 over TCP; --timeout and "
                                 "--ifname apply)");
@@ -304,6 +311,14 @@ static int ch5_refuse_unused(const struct ch5_cli *cli)
     int rc = 0;
     if ((rc = cli_refuse_given(g, ch5_longopts, (const int[]){OPT_IFNAME, 0},
                                "does nothing without --launch-check (only its rendezvous listens on a port)")) < 0)
+        return rc;
+    if (cli->links &&
+        (rc = cli_refuse_given(g, ch5_longopts,
+                               (const int[]){OPT_BACKEND, OPT_MIN, OPT_MAX, OPT_STEP, OPT_OP, OPT_ITERS, OPT_WARMUP,
+                                             OPT_PLOT, OPT_ALPHA, OPT_BETA, OPT_GAMMA, OPT_CORES, OPT_MEMBOUND,
+                                             OPT_WALL, OPT_CHECK, OPT_DEMO, OPT_FAULT, 0},
+                               "does nothing with --links (it draws the cost model's all-reduce on --hw's "
+                               "--topology; nothing runs)")) < 0)
         return rc;
     if (cli->demo && (rc = cli_refuse_given(g, ch5_longopts,
                                             (const int[]){OPT_WORLD, OPT_TOPOLOGY, OPT_ALGO, OPT_CHECK, OPT_FAULT, 0},
@@ -325,8 +340,9 @@ static int ch5_refuse_unused(const struct ch5_cli *cli)
     if (cli->opt.hw && (rc = cli_refuse_given(g, ch5_longopts, (const int[]){OPT_CORES, 0},
                                               "does nothing with --hw (each modelled GPU reduces its own data)")) < 0)
         return rc;
-    if (!cli->plot && (rc = cli_refuse_given(g, ch5_longopts, (const int[]){OPT_OUT, 0},
-                                             "does nothing without --plot (only the plot writes files)")) < 0)
+    if (!cli->plot && !cli->links &&
+        (rc = cli_refuse_given(g, ch5_longopts, (const int[]){OPT_OUT, 0},
+                               "does nothing without --plot or --links (only they write files)")) < 0)
         return rc;
     if (strcmp(cli->opt.backend, "sim") != 0) {
         char why[160];
@@ -345,6 +361,28 @@ static int ch5_refuse_unused(const struct ch5_cli *cli)
     return rc;
 }
 
+/* --links: ring and hier unless --algo names one of them (tree and naive
+ * have no link timeline: the model charges their every level at the slowest
+ * link), on two ranks or more, its files writable in --out. */
+static int ch5_validate_links(struct ch5_cli *cli)
+{
+    struct ch5_opts *o = &cli->opt;
+    if (!cli->algo_text || strcmp(cli->algo_text, "all") == 0) {
+        o->algos[0] = COMM_ALGO_RING;
+        o->algos[1] = COMM_ALGO_HIER;
+        o->nalgos = o->node_size > 1 && o->node_size < o->world ? 2 : 1; /* on one node hier is the ring */
+    }
+    if (o->algos[0] == COMM_ALGO_TREE || o->algos[0] == COMM_ALGO_NAIVE)
+        return err_set(ERR_ARG, "--links draws ring and hier (--algo=ring, hier or all), not %s: the model charges "
+                       "its every level at the slowest link, so it cannot say which link a level uses",
+                       comm_algo_name(o->algos[0]));
+    if (o->world < 2)
+        return err_set(ERR_ARG, "--links: one rank moves nothing: give --topology or --world of 2 or more");
+    if (plot_paths(cli->out_dir, "links", cli->csv_path, cli->plot_path) < 0)
+        return err_wrap(ERR_ARG, "--out");
+    return plot_check(cli->out_dir, "links", "--out");
+}
+
 /* The flags together, and the defaults each mode implies. 0; ERR_ARG for a
  * usage error; another ERR_* for what only running can tell (a backend this
  * build lacks). */
@@ -356,6 +394,8 @@ static int ch5_validate(struct ch5_cli *cli)
         return unused;
     if (cli->plot && (unused = fsutil_check_output_dir(cli->out_dir, "--out")) < 0) /* before the sweep */
         return unused;
+    if (cli->links)
+        return ch5_validate_links(cli);
     if (cli->launch_check) {
         if (o->timeout_s == COMM_NO_TIMEOUT)
             return err_set(ERR_ARG, "--launch-check needs a timeout above 0 (a rank that never comes must be named)");
@@ -434,6 +474,12 @@ static int ch5_run(struct ch5_cli *cli)
     }
     if (o->fault)
         return ch5_fault_run(o) < 0 ? cli_error(CH5_PROG) : CLI_EXIT_OK;
+    if (cli->links) { /* the simulator's model: --hw's, or its default profile's */
+        if (!o->hw && hw_profile_find(DEVICE_GPU_DEFAULT, &o->hw) < 0)
+            return cli_error(CH5_PROG);
+        costmodel_from_hw(&o->model, o->hw);
+        return ch5_links(o, cli->links, cli->csv_path, cli->plot_path) < 0 ? cli_error(CH5_PROG) : CLI_EXIT_OK;
+    }
 
     if (o->hw) { /* the profile's alpha, beta and gamma, under what the flags gave */
         struct costmodel given = o->model;

@@ -10,7 +10,11 @@
 #                     the times do not vary; up to 256, 64 and 16 MiB, what
 #                     the ranks' buffers allow), beside nccl-tests' published
 #                     ring busbw for 8 H100 (370 GB/s, NVIDIA/nccl-tests#212)
+#   links             which link is busy when during one 256 MiB all-reduce on
+#                     2x8 H100 SXM, flat ring against hier (--links: the cost
+#                     model's steps, drawn by links.gp; nothing runs)
 plot_run "$BUILD/chapter-5" --plot --out="$out" || return 1
+plot_run "$BUILD/chapter-5" --hw=h100-sxm --topology=2x8 --links=256M --out="$out" || return 1
 printf 'topology,' > "$out/allreduce-topologies.csv"
 head -n 1 "$out/allreduce-sim.csv" >> "$out/allreduce-topologies.csv"
 for run in 1x8:256M 2x8:64M 8x8:16M; do # the largest size each: W ranks x 3 buffers, 3 to 6 GiB

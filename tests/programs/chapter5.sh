@@ -120,6 +120,36 @@ t_run $P --topology=1x4 --algo=all --max-bytes=1K --iters=1 --warmup=0
 if [ "$T_STATUS" = 0 ] && ! grep -q "algo hier" <<<"$T_OUT" && grep -q "algo naive" <<<"$T_OUT"; then
     t_pass all_has_no_hier_on_one_node
 else t_failed all_has_no_hier_on_one_node "exit $T_STATUS: $(grep '^# backend' <<<"$T_OUT")"; fi
+
+# --links: which link is busy when in one modelled all-reduce (the cost model's spans; nothing runs).
+# 2x8 H100 SXM, 256 MiB: the flat ring's 30 steps keep 1 of a node's 8 NDR ports busy, NVLink a ninth
+# of each step; hier's 7 + 7 NVLink steps surround 2 steps on all 8 ports, 5.3 times faster.
+t_out links_2x8_ring "ring: 10.712 ms (busbw 47.0 GB/s)" \
+    $P --hw=h100-sxm --topology=2x8 --links=256M --out="$T_TMP/links"
+t_said links_2x8_hier "hier: 2.016 ms (busbw 249.7 GB/s)"
+t_lines links_2x8_ring_one_port "    0.000 -   5.469 ms  reduce-scatter " '.*15 steps of 16 MiB .*NVLink 11 %, 7 of 8 GPUs. links  InfiniBand NDR 96 %, 1 of 8 ports .*'
+t_lines links_2x8_hier_every_port "    0.756 -   1.470 ms  all-reduce across nodes" '.* 2 steps of 16 MiB .*InfiniBand NDR 98 %, 8 of 8 ports .*'
+# the CSV: 75 spans of ring (30 steps on two link classes, 15 additions) and 24 of hier, each inside
+# the all-reduce's time, its share of the links in (0, 1]
+csv=$T_TMP/links/links.csv
+if [ "$(head -n 1 "$csv" 2>/dev/null)" = "algo,row,label,lane,phase,step,bytes,start_ms,end_ms,share" ] &&
+    [ "$(grep -c '^ring,' "$csv" || true)" = 75 ] && [ "$(grep -c '^hier,' "$csv" || true)" = 24 ] &&
+    awk -F, 'NR > 1 && !($9 >= $8 && $8 >= 0 && $10 > 0 && $10 <= 1 && $9 <= 10.713) { bad = 1 } END { exit bad }' "$csv"
+then t_pass links_csv
+else t_failed links_csv "$(head -n 3 "$csv" 2>/dev/null)"; fi
+# one node: the ring alone (hier is the same), on the simulator's default profile
+t_out links_one_node "ring: " $P --links=1M --out="$T_TMP/links1"
+if grep -q "^hier" <<<"$T_OUT" || grep -q "ports" <<<"$T_OUT"; then
+    t_failed links_one_node_has_no_network "$T_OUT"
+else t_pass links_one_node_has_no_network; fi
+t_out links_hier_alone "8 of 8 ports" $P --hw=h100-sxm --topology=2x8 --algo=hier --links=1G --out="$T_TMP/links"
+if grep -q "^ring" <<<"$T_OUT"; then t_failed links_hier_alone_no_ring "$T_OUT"; else t_pass links_hier_alone_no_ring; fi
+t_fail links_not_tree 2 "--links draws ring and hier (--algo=ring, hier or all), not tree" \
+    $P --topology=2x2 --algo=tree --links=1M
+t_fail links_one_rank 2 "--links: one rank moves nothing" $P --world=1 --links=1M
+t_fail links_runs_no_table 2 "--max-bytes does nothing with --links" $P --links=1M --max-bytes=1M
+mkdir -p "$T_TMP/fifo" && mkfifo "$T_TMP/fifo/links.csv"
+T_TIMEOUT=30 t_fail links_fifo_refused 1 "links.csv" $P --links=1M --out="$T_TMP/fifo"
 t_out table_has_nccl_tests_columns "#wrong     time   algbw   busbw" $P --world=2 --max-bytes=4K --iters=1 --warmup=0
 t_out table_no_wrong_elements "# Out of bounds values : 0 OK" $P --world=5 --max-bytes=64K --step-factor=16 --iters=1 --op=avg
 

@@ -113,6 +113,7 @@ numeric_flags=(
     "chapter-5 --gamma-gbps 5 0 1000000001"
     "chapter-5 --cores 1 0 4097"
     "chapter-5 --iters 1 0 100001"
+    "chapter-5 --links 1M 3 1025G $B"
     "chapter-5 --max-bytes 64K 17179869184G $B"
     "chapter-5 --min-bytes 1K 17179869184G $B"
     "chapter-5 --step-factor 2 1 $B"
