@@ -154,6 +154,7 @@ static int ch6_bench_accuracy(const struct ch6_run *base, int quick)
  * per step, all ranks' threads together, and wall seconds per step). */
 struct ch6_point {
     double step_s, comm_s, cpu_s, wall_s;
+    double grad_bytes; /* what DDP's reducer all-reduced a step (0 when it did not run) */
 };
 
 static double ch6_cpu_seconds(void)
@@ -172,8 +173,10 @@ static int ch6_point(const struct ch6_run *run, struct ch6_point *p)
     double cpu = ch6_cpu_seconds() - cpu0;
     timeline_all_free(out.result.timeline);
     double steps = out.result.steps ? (double)out.result.steps : 1;
+    const struct reducer_stats *r = &out.result.reducer;
     *p = (struct ch6_point){.step_s = out.result.per_step.step, .comm_s = out.result.per_step.comm,
-                            .cpu_s = cpu / steps, .wall_s = out.wall_s / steps};
+                            .cpu_s = cpu / steps, .wall_s = out.wall_s / steps,
+                            .grad_bytes = r->iterations ? (double)r->bytes_reduced / (double)r->iterations : 0};
     return rc;
 }
 
@@ -402,7 +405,7 @@ static int ch6_bench_same_bits(const struct ch6_run *base, int quick)
         if (rc < 0)
             break;
         int w = worlds[i];
-        double grad = 235146.0 * 4; /* the recipe's gradient, bytes */
+        double grad = p[0].grad_bytes; /* the default mode's all-reduce: the whole gradient */
         printf("  %d rank%s: a step %.0f us by default, %.0f us with --same-bits (%.2fx); per rank and step the ring "
                "sends %.0f KB, the gather receives %.0f KB; CPU %.2f and %.2f ms a step\n", w, w == 1 ? " " : "s",
                p[0].step_s * 1e6, p[1].step_s * 1e6, p[1].step_s / p[0].step_s, grad * 2 * (w - 1) / w / 1e3,
