@@ -33,7 +33,10 @@ typedef struct tree_reduce tree_reduce_t;
 int tree_reduce_open(comm_t *comm, model_t *m, tree_reduce_t **out);
 
 /* The model's gradient <- the fixed tree's sum of every rank's (call it on
- * every rank after backward; the host waits for backward first). 0, or the
+ * every rank after backward). It waits for the model's stream itself before
+ * the gradient leaves the rank, so it is right whatever the caller did; the
+ * training loop waits first anyway, to end backward's bar in the timeline,
+ * and the second wait then finds nothing to wait for. 0, or the
  * communicator's or the device's error. */
 int tree_reduce_run(tree_reduce_t *t);
 
