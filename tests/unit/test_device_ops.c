@@ -1364,6 +1364,38 @@ static void t_second_stream(int with_event)
 TEST(detector_second_stream_with_event_is_fine) { t_second_stream(1); }
 TEST(detector_second_stream_without_event_is_caught) { t_second_stream(0); }
 
+/* The rig of a virtual-time test (sim only: elsewhere device time is
+ * measured) and the GPU profile whose peaks time it. 0, or nonzero when the
+ * test cannot go on (skipped, or failed already). */
+static int t_vtime_open(struct t_rig *r, const struct hw_profile **hw)
+{
+    if (!t_on_sim()) {
+        check_skip("device time is measured, not modelled, on %s", t_backend());
+        return 1;
+    }
+    if (t_open(r))
+        return 1;
+    CHECK_OK(hw_profile_find(DEVICE_GPU_DEFAULT, hw));
+    return 0;
+}
+
+/* A product's three matrices of `bytes` each, a and b zeroed on r's stream. */
+static void t_gemm_operands(struct t_rig *r, uint64_t bytes, float **a, float **b, float **c)
+{
+    CHECK_OK(device_malloc(r->dev, bytes, "a", (void **)a));
+    CHECK_OK(device_malloc(r->dev, bytes, "b", (void **)b));
+    CHECK_OK(device_malloc(r->dev, bytes, "c", (void **)c));
+    CHECK_OK(device_memset_async(r->s, *a, 0, bytes));
+    CHECK_OK(device_memset_async(r->s, *b, 0, bytes));
+}
+
+static void t_gemm_operands_free(struct t_rig *r, float *a, float *b, float *c)
+{
+    device_free(r->dev, a);
+    device_free(r->dev, b);
+    device_free(r->dev, c);
+}
+
 /* Virtual time: a device operation lasts what the modelled GPU's peaks say,
  * never how long this CPU took. A 1024^3 matrix product is bound by its flops
  * (2 x 1024^3 / the FP32 peak, plus a launch); a memset by its bytes over the
@@ -1371,23 +1403,16 @@ TEST(detector_second_stream_without_event_is_caught) { t_second_stream(0); }
  * nothing. Exactly, in integer nanoseconds. */
 TEST(vtime_device_ops_take_the_modelled_gpu_time)
 {
-    if (!t_on_sim())
-        CHECK_SKIP("device time is measured, not modelled, on %s", t_backend());
     struct t_rig r;
-    if (t_open(&r))
-        return;
     const struct hw_profile *hw;
-    CHECK_OK(hw_profile_find(DEVICE_GPU_DEFAULT, &hw));
+    if (t_vtime_open(&r, &hw))
+        return;
     const int n = 1024;
-    float *a, *b, *c;
-    CHECK_OK(device_malloc(r.dev, (uint64_t)n * n * 4, "a", (void **)&a));
-    CHECK_OK(device_malloc(r.dev, (uint64_t)n * n * 4, "b", (void **)&b));
-    CHECK_OK(device_malloc(r.dev, (uint64_t)n * n * 4, "c", (void **)&c));
     device_event_t *e[4];
     for (int i = 0; i < 4; i++)
         CHECK_OK(device_event_create(r.dev, &e[i]));
-    CHECK_OK(device_memset_async(r.s, a, 0, (uint64_t)n * n * 4));
-    CHECK_OK(device_memset_async(r.s, b, 0, (uint64_t)n * n * 4));
+    float *a, *b, *c;
+    t_gemm_operands(&r, (uint64_t)n * n * 4, &a, &b, &c);
     CHECK_OK(device_event_record(e[0], r.s));
     struct device_gemm g = {.transa = DEVICE_OP_N, .transb = DEVICE_OP_N, .m = n, .n = n, .k = n, .alpha = 1.0f,
                             .a = a, .lda = n, .b = b, .ldb = n, .beta = 0.0f, .c = c, .ldc = n};
@@ -1411,9 +1436,7 @@ TEST(vtime_device_ops_take_the_modelled_gpu_time)
     CHECK(access_s == 0);
     for (int i = 0; i < 4; i++)
         device_event_destroy(e[i]);
-    device_free(r.dev, a);
-    device_free(r.dev, b);
-    device_free(r.dev, c);
+    t_gemm_operands_free(&r, a, b, c);
     t_close(&r);
 }
 
@@ -1457,24 +1480,17 @@ TEST(detector_batched_gemm_without_event_is_caught) { t_batched_second_stream(0)
  * product's flops and bytes (the roofline), plus one DSIM launch, exactly. */
 TEST(vtime_batched_gemm_is_count_products_one_launch)
 {
-    if (!t_on_sim())
-        CHECK_SKIP("device time is measured, not modelled, on %s", t_backend());
     struct t_rig r;
-    if (t_open(&r))
-        return;
     const struct hw_profile *hw;
-    CHECK_OK(hw_profile_find(DEVICE_GPU_DEFAULT, &hw));
+    if (t_vtime_open(&r, &hw))
+        return;
     const int n = 256, count = 3;
     const uint64_t bytes = (uint64_t)count * n * n * 4;
-    float *a, *b, *c;
-    CHECK_OK(device_malloc(r.dev, bytes, "a", (void **)&a));
-    CHECK_OK(device_malloc(r.dev, bytes, "b", (void **)&b));
-    CHECK_OK(device_malloc(r.dev, bytes, "c", (void **)&c));
     device_event_t *e[2];
     for (int i = 0; i < 2; i++)
         CHECK_OK(device_event_create(r.dev, &e[i]));
-    CHECK_OK(device_memset_async(r.s, a, 0, bytes));
-    CHECK_OK(device_memset_async(r.s, b, 0, bytes));
+    float *a, *b, *c;
+    t_gemm_operands(&r, bytes, &a, &b, &c);
     CHECK_OK(device_event_record(e[0], r.s));
     struct device_gemm g = {.transa = DEVICE_OP_N, .transb = DEVICE_OP_N, .m = n, .n = n, .k = n, .alpha = 1.0f,
                             .a = a, .lda = n, .b = b, .ldb = n, .c = c, .ldc = n, .count = count,
@@ -1491,8 +1507,6 @@ TEST(vtime_batched_gemm_is_count_products_one_launch)
               got, want);
     for (int i = 0; i < 2; i++)
         device_event_destroy(e[i]);
-    device_free(r.dev, a);
-    device_free(r.dev, b);
-    device_free(r.dev, c);
+    t_gemm_operands_free(&r, a, b, c);
     t_close(&r);
 }
