@@ -3,7 +3,11 @@
 # all-reduce, the communication the step waited for, optimizer, replica
 # check), bars along the rank's host clock (modelled time on the simulator,
 # the wall clock on a GPU), from the CSV build/chapter-6 writes
-# (timeline_write_gantt_csv: rank,row,lane,label,step,start_ms,end_ms).
+# (timeline_write_gantt_csv: rank,row,lane,label,step,start_ms,end_ms,share).
+# On the simulator the last rows are the links each all-reduce kept busy, as
+# the cost model charged it: GPU links in a node, the network between nodes,
+# the GPUs adding; a link's bar is as tall as the share of those links in
+# use (a flat ring across nodes uses one port of a node's eight).
 # An all-reduce bar beside the backward bar ran under it (overlap); one after
 # it, and the "exposed communication" bar under it, is time the step waited.
 # gnuplot -e "csv='...'; out='...'" plot.gp  ->  out.png and out.svg
@@ -23,13 +27,15 @@ set ytics font ",8"
 set grid x
 set style fill solid 0.85 border lc "black"
 set key off
-# colours by lane: data, copy, forward, backward, exposed communication, optimizer, check, save, eval, buckets
+# colours by lane: data, copy, forward, backward, exposed communication, optimizer, check, save, eval,
+# links in a node, network, adds, buckets
 colour(l) = l == 0 ? 0x999999 : l == 1 ? 0x8c564b : l == 2 ? 0x1f77b4 : l == 3 ? 0x2ca02c : l == 4 ? 0xd62728 : \
-            l == 5 ? 0x9467bd : l == 6 ? 0xbcbd22 : l == 7 ? 0x7f7f7f : l == 8 ? 0x17becf : 0xff7f0e
+            l == 5 ? 0x9467bd : l == 6 ? 0xbcbd22 : l == 7 ? 0x7f7f7f : l == 8 ? 0x17becf : \
+            l == 9 ? 0x98df8a : l == 10 ? 0xff9896 : l == 11 ? 0xaec7e8 : 0xff7f0e
 height = 900 < rows * 22 + 120 ? rows * 22 + 120 : 900
 set terminal pngcairo size 1200,height
 set output out.".png"
-plot csv every ::1 using (($6 + $7) / 2):2:6:7:($2 - 0.4):($2 + 0.4):(colour($3)):ytic(4) \
+plot csv every ::1 using (($6 + $7) / 2):2:6:7:($2 - 0.4 * $8):($2 + 0.4 * $8):(colour($3)):ytic(4) \
      with boxxyerror lc rgb variable
 set terminal svg size 1200,height
 set output out.".svg"

@@ -26,7 +26,8 @@ static const char *const timeline_names[] = {
     [TIMELINE_DATA] = "data wait", [TIMELINE_COPY] = "copy",       [TIMELINE_FORWARD] = "forward",
     [TIMELINE_BACKWARD] = "backward", [TIMELINE_COMM] = "exposed communication",
     [TIMELINE_OPTIM] = "optimizer", [TIMELINE_CHECK] = "replica check", [TIMELINE_SAVE] = "checkpoint",
-    [TIMELINE_EVAL] = "evaluation",
+    [TIMELINE_EVAL] = "evaluation", [TIMELINE_LINK_INSIDE] = "GPU links in a node",
+    [TIMELINE_LINK_ACROSS] = "network between nodes", [TIMELINE_LINK_ADDS] = "GPUs adding received chunks",
 };
 
 const char *timeline_lane_name(int lane, char *buf, size_t len)
@@ -87,7 +88,7 @@ static void timeline_push(timeline_t *t, int lane, uint64_t step, uint64_t start
     uint64_t s = start_ns > t->origin_ns ? start_ns - t->origin_ns : 0;
     uint64_t e = end_ns > t->origin_ns ? end_ns - t->origin_ns : 0;
     t->events[t->count++] = (struct timeline_event){
-        .lane = lane, .step = step, .start_ns = s, .end_ns = e < s ? s : e, .seq = seq, .bytes = bytes};
+        .lane = lane, .step = step, .start_ns = s, .end_ns = e < s ? s : e, .seq = seq, .bytes = bytes, .share = 1};
 }
 
 void timeline_add(timeline_t *t, int lane, uint64_t step, uint64_t start_ns, uint64_t end_ns)
@@ -160,7 +161,7 @@ int timeline_gather(timeline_t *t, comm_t *c, struct timeline_all **out)
                 struct timeline_event *e = &all->events[all->count++];
                 *e = (struct timeline_event){.lane = (int32_t)w[0], .rank = r, .step = (uint64_t)w[1],
                                              .start_ns = (uint64_t)w[2], .end_ns = (uint64_t)w[3],
-                                             .seq = (uint64_t)w[4], .bytes = (uint64_t)w[5]};
+                                             .seq = (uint64_t)w[4], .bytes = (uint64_t)w[5], .share = 1};
                 if (e->lane + 1 > all->nlanes)
                     all->nlanes = e->lane + 1;
             }
@@ -191,6 +192,70 @@ void timeline_all_free(struct timeline_all *all)
     free(all);
 }
 
+/* ---- the links (simulator) ------------------------------------------------------- */
+
+/* The link lane of a cost model's span. */
+static int timeline_link_lane(enum costmodel_lane lane)
+{
+    return lane == COSTMODEL_LANE_INSIDE ? TIMELINE_LINK_INSIDE
+           : lane == COSTMODEL_LANE_ACROSS ? TIMELINE_LINK_ACROSS
+                                           : TIMELINE_LINK_ADDS;
+}
+
+/* The events of one all-reduce's spans (n of them), from `start` (ns, the
+ * timeline's) and at most to `end`, appended to all->events. */
+static void timeline_push_spans(struct timeline_all *all, const struct timeline_event *ar,
+                                const struct costmodel_span *sp, int n, uint64_t start)
+{
+    for (int k = 0; k < n; k++) {
+        uint64_t s = start + vclock_ns_of_s(sp[k].start_s), e = start + vclock_ns_of_s(sp[k].end_s);
+        all->events[all->count++] = (struct timeline_event){
+            .lane = timeline_link_lane(sp[k].lane), .rank = all->world, .step = ar->step,
+            .start_ns = s < ar->end_ns ? s : ar->end_ns, .end_ns = e < ar->end_ns ? e : ar->end_ns, .seq = ar->seq,
+            .bytes = (uint64_t)sp[k].bytes, .share = sp[k].share};
+    }
+}
+
+int timeline_add_links(struct timeline_all *all, const struct costmodel *m, enum comm_algo algo)
+{
+    if (!all || all->links || algo == COMM_ALGO_TREE || algo == COMM_ALGO_NAIVE)
+        return 0;
+    size_t add = 0, most = 0; /* spans to add, and the most of one all-reduce */
+    for (size_t i = 0; i < all->count; i++) {
+        const struct timeline_event *e = &all->events[i];
+        if (e->rank != 0 || e->lane < TIMELINE_BUCKET)
+            continue;
+        int n = costmodel_allreduce_spans(m, algo, all->world, (double)e->bytes, NULL, 0);
+        add += n > 0 ? (size_t)n : 0;
+        most = n > 0 && (size_t)n > most ? (size_t)n : most;
+    }
+    all->links = 1;
+    if (!add)
+        return 0;
+    struct timeline_event *grown = realloc(all->events, (all->count + add) * sizeof *grown);
+    struct costmodel_span *sp = calloc(most, sizeof *sp);
+    if (grown)
+        all->events = grown;
+    if (!grown || !sp) {
+        free(sp);
+        return err_set(ERR_NOMEM, "timeline: out of memory for %zu link spans", add);
+    }
+    size_t count = all->count; /* the ranks' events: the loop below appends after them */
+    for (size_t i = 0; i < count; i++) {
+        const struct timeline_event ar = all->events[i];
+        if (ar.rank != 0 || ar.lane < TIMELINE_BUCKET)
+            continue;
+        int n = costmodel_allreduce_spans(m, algo, all->world, (double)ar.bytes, sp, (int)most);
+        uint64_t cost = vclock_ns_of_s(costmodel_allreduce(m, algo, all->world, (double)ar.bytes));
+        timeline_push_spans(all, &ar, sp, n, ar.end_ns > cost ? ar.end_ns - cost : 0);
+    }
+    free(sp);
+    if (all->nlanes < TIMELINE_BUCKET)
+        all->nlanes = TIMELINE_BUCKET;
+    qsort(all->events, all->count, sizeof *all->events, timeline_by_rank_then_start);
+    return 0;
+}
+
 /* ---- the Chrome trace ------------------------------------------------------------ */
 
 /* Appends `ev` (a new reference) to `arr`; 0 or -1 (and ev released). */
@@ -206,14 +271,17 @@ int timeline_write_chrome(const struct timeline_all *all, const char *path, cons
     json_t *root = json_object(), *events = json_array(), *other = json_object();
     int bad = !root || !events || !other;
     char lane[64];
-    /* which lanes each rank used: only those get a name */
-    unsigned char *used = calloc((size_t)all->world * (size_t)all->nlanes, 1);
+    /* which lanes each rank (and the links) used: only those get a name */
+    int procs = all->world + all->links;
+    unsigned char *used = calloc((size_t)procs * (size_t)all->nlanes, 1);
     bad = bad || !used;
     for (size_t i = 0; !bad && i < all->count; i++)
         used[(size_t)all->events[i].rank * (size_t)all->nlanes + (size_t)all->events[i].lane] = 1;
-    for (int r = 0; !bad && r < all->world; r++) {
+    for (int r = 0; !bad && r < procs; r++) {
         char name[32];
-        snprintf(name, sizeof name, "rank %d", r);
+        snprintf(name, sizeof name, r < all->world ? "rank %d" : "links (modelled)", r);
+        if (r == all->world && !memchr(used + (size_t)r * (size_t)all->nlanes, 1, (size_t)all->nlanes))
+            break; /* no all-reduce had a link to show */
         bad = timeline_append(events, timeline_meta("process_name", r, 0, json_pack("{s:s}", "name", name))) ||
               timeline_append(events, timeline_meta("process_sort_index", r, 0, json_pack("{s:i}", "sort_index", r)));
         for (int l = 0; !bad && l < all->nlanes; l++) {
@@ -233,13 +301,20 @@ int timeline_write_chrome(const struct timeline_all *all, const char *path, cons
                      (unsigned long long)e->seq);
             args = json_pack("{s:I, s:I, s:i, s:I}", "step", (json_int_t)e->step, "seq", (json_int_t)e->seq,
                              "bucket", e->lane - TIMELINE_BUCKET, "bytes", (json_int_t)e->bytes);
+        } else if (e->rank == all->world) { /* a link: which all-reduce, how much a sender moves, in what share */
+            timeline_lane_name(e->lane, name, sizeof name);
+            args = json_pack("{s:I, s:I, s:I, s:f}", "step", (json_int_t)e->step, "seq", (json_int_t)e->seq,
+                             "chunk_bytes", (json_int_t)e->bytes, "share", e->share);
         } else {
             timeline_lane_name(e->lane, name, sizeof name);
             args = json_pack("{s:I}", "step", (json_int_t)e->step);
         }
         /* microseconds, as the format wants them; fractions keep the nanoseconds */
         bad = !args || timeline_append(events, json_pack("{s:s, s:s, s:s, s:f, s:f, s:i, s:i, s:o}", "name", name,
-                                                         "cat", e->lane >= TIMELINE_BUCKET ? "comm" : "step", "ph",
+                                                         "cat", e->lane >= TIMELINE_BUCKET ? "comm"
+                                                                : e->rank == all->world  ? "link"
+                                                                                         : "step",
+                                                         "ph",
                                                          "X", "ts", (double)e->start_ns / 1e3, "dur",
                                                          (double)(e->end_ns - e->start_ns) / 1e3, "pid", e->rank,
                                                          "tid", e->lane, "args", args));
@@ -275,7 +350,7 @@ int timeline_write_chrome(const struct timeline_all *all, const char *path, cons
 int timeline_write_gantt_csv(const struct timeline_all *all, const char *path, uint64_t first, uint64_t last)
 {
     size_t lanes = (size_t)all->nlanes;
-    unsigned char *used = calloc(lanes, 1);
+    unsigned char *used = calloc(2 * lanes, 1); /* [0, lanes): the ranks'; [lanes, 2 lanes): the links' */
     if (!used)
         return err_set(ERR_NOMEM, "timeline: out of memory");
     uint64_t origin = UINT64_MAX;
@@ -283,26 +358,31 @@ int timeline_write_gantt_csv(const struct timeline_all *all, const char *path, u
         const struct timeline_event *e = &all->events[i];
         if (e->step < first || e->step > last)
             continue;
-        used[e->lane] = 1;
+        used[(e->rank == all->world ? lanes : 0) + (size_t)e->lane] = 1;
         origin = e->start_ns < origin ? e->start_ns : origin;
     }
-    /* rows: every used lane of rank 0 from the top, a blank row, then rank 1's ... */
-    int *row_of = calloc(lanes, sizeof *row_of);
-    int nrows = 0;
-    for (size_t l = 0; row_of && l < lanes; l++)
+    /* rows: every used lane of rank 0 from the top, a blank row, then rank 1's ..., the links' last */
+    int *row_of = calloc(2 * lanes, sizeof *row_of);
+    int nrows = 0, nlinks = 0;
+    for (size_t l = 0; row_of && l < lanes; l++) {
         row_of[l] = used[l] ? nrows++ : -1;
+        row_of[lanes + l] = used[lanes + l] ? nlinks++ : -1;
+    }
     struct plot_csv csv;
     int rc = row_of ? plot_csv_open(&csv, path, NULL) : err_set(ERR_NOMEM, "timeline: out of memory");
     if (rc == 0) {
-        fprintf(csv.f, "rank,row,lane,label,step,start_ms,end_ms\n");
-        char name[64];
+        fprintf(csv.f, "rank,row,lane,label,step,start_ms,end_ms,share\n");
+        char name[64], who[16];
         for (size_t i = 0; i < all->count; i++) {
             const struct timeline_event *e = &all->events[i];
             if (e->step < first || e->step > last)
                 continue;
-            fprintf(csv.f, "%d,%d,%d,rank %d: %s,%llu,%.4f,%.4f\n", e->rank, e->rank * (nrows + 1) + row_of[e->lane],
-                    e->lane, e->rank, timeline_lane_name(e->lane, name, sizeof name), (unsigned long long)e->step,
-                    (double)(e->start_ns - origin) / 1e6, (double)(e->end_ns - origin) / 1e6);
+            int link = e->rank == all->world;
+            snprintf(who, sizeof who, link ? "links" : "rank %d", e->rank);
+            fprintf(csv.f, "%d,%d,%d,%s: %s,%llu,%.4f,%.4f,%.4f\n", e->rank,
+                    e->rank * (nrows + 1) + row_of[(link ? lanes : 0) + (size_t)e->lane], e->lane, who,
+                    timeline_lane_name(e->lane, name, sizeof name), (unsigned long long)e->step,
+                    (double)(e->start_ns - origin) / 1e6, (double)(e->end_ns - origin) / 1e6, e->share);
         }
         rc = plot_csv_close(&csv, 0);
     }

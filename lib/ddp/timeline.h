@@ -19,12 +19,17 @@
  * barrier's release (on one machine; across machines, as well as their
  * clocks agree).
  *
+ * On the simulator, timeline_add_links() adds what the cost model says each
+ * all-reduce kept busy (one more process, "links (modelled)": which link is
+ * busy when, step by step).
+ *
  * Read enum timeline_lane, then timeline_gather() and the two writers.
  */
 #ifndef DDP_TIMELINE_H
 #define DDP_TIMELINE_H
 
 #include "comm/comm.h"
+#include "comm/costmodel.h"
 
 #include <stddef.h>
 #include <stdint.h>
@@ -41,6 +46,9 @@ enum timeline_lane {
     TIMELINE_CHECK,    /* the replica check (simulator) */
     TIMELINE_SAVE,     /* writing a checkpoint (rank 0) */
     TIMELINE_EVAL,     /* evaluation on the test set */
+    TIMELINE_LINK_INSIDE, /* the links (modelled): GPU-to-GPU links inside a node busy with an all-reduce */
+    TIMELINE_LINK_ACROSS, /* ... the network between nodes */
+    TIMELINE_LINK_ADDS,   /* ... the GPUs adding what they received */
     TIMELINE_BUCKET,   /* the first bucket's all-reduce; then one lane per bucket */
 };
 
@@ -57,7 +65,8 @@ struct timeline_event {
     uint64_t start_ns;       /* since the rank's timeline_start() */
     uint64_t end_ns;
     uint64_t seq;            /* all-reduces: the collective's sequence number; else 0 */
-    uint64_t bytes;          /* all-reduces: the bytes reduced; else 0 */
+    uint64_t bytes;          /* all-reduces: the bytes reduced; links: a sender's chunk; else 0 */
+    double share;            /* links: the part of the lane's links in use (costmodel_span); else 1 */
 };
 
 typedef struct timeline timeline_t;
@@ -89,6 +98,7 @@ uint64_t timeline_dropped(const timeline_t *t);
 /* Every rank's events together, on rank 0. */
 struct timeline_all {
     int world;
+    int links;                     /* timeline_add_links() ran: events of rank `world` are the links' */
     int nlanes;                    /* TIMELINE_BUCKET + the most buckets any rank had */
     struct timeline_event *events; /* sorted by rank, then start */
     size_t count;
@@ -100,6 +110,16 @@ struct timeline_all {
 int timeline_gather(timeline_t *t, comm_t *c, struct timeline_all **out);
 void timeline_all_free(struct timeline_all *all);
 
+/* Adds the links every bucket all-reduce of rank 0 kept busy, as model `m`
+ * charged it with `algo` on all->world ranks (what the simulator's clock
+ * does, sim/comm_sim.c): the collective ends where its bar ends, starts its
+ * modelled time before, and in between come the spans of
+ * costmodel_allreduce_spans(), as events of rank all->world (the process
+ * "links (modelled)"), lanes TIMELINE_LINK_*. Tree and naive add nothing
+ * (no span of theirs says which link). For the simulator only: on a GPU the
+ * bars are measured and the model knows nothing of them. 0 or ERR_NOMEM. */
+int timeline_add_links(struct timeline_all *all, const struct costmodel *m, enum comm_algo algo);
+
 /* Writes the Chrome trace event format (JSON object form: "traceEvents",
  * complete events "ph": "X" in microseconds, one process per rank named
  * "rank R", one thread per lane named after it), with `notes` (key, value
@@ -109,11 +129,13 @@ void timeline_all_free(struct timeline_all *all);
 int timeline_write_chrome(const struct timeline_all *all, const char *path, const char *const *notes);
 
 /* Writes steps [first, last] as CSV for the Gantt chart (chapters/06-ddp/
- * plot.gp): rank,row,lane,label,step,start_ms,end_ms, one line per bar
- * (lane: enum timeline_lane; label: "rank 2: backward"), times from
+ * plot.gp): rank,row,lane,label,step,start_ms,end_ms,share, one line per bar
+ * (lane: enum timeline_lane; label: "rank 2: backward", "links: network
+ * between nodes"), times from
  * the first bar of step `first` on any rank, rows numbered from the top (rank
- * 0's first lane) with a gap between ranks. Lanes no rank used in those steps
- * get no row. 0, or ERR_IO naming the file. */
+ * 0's first lane) with a gap between ranks, the links' rows last; a last
+ * column, share, is a link's share in use (1 for the rest). Lanes no rank
+ * used in those steps get no row. 0, or ERR_IO naming the file. */
 int timeline_write_gantt_csv(const struct timeline_all *all, const char *path, uint64_t first, uint64_t last);
 
 /* How bucket b's all-reduce sat against backward in steps [first, last] of

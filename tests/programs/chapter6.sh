@@ -273,7 +273,8 @@ else
     fi
 fi
 
-# the Chrome trace: valid JSON, one process per rank, every lane, all-reduces with sequence number, size and bucket
+# the Chrome trace: valid JSON, one process per rank, every lane, all-reduces with sequence number, size and
+# bucket; and the links (modelled) each all-reduce kept busy, inside its bar (one node: NVLink, no network)
 t_run $P "${S[@]}" --steps=6 --bucket-cap-mb=0.1 --first-bucket-kb=50 --trace="$T_TMP/trace.json" --trace-steps=6
 # ... and what overlap bought, bucket by bucket, over the traced steps after the first
 for check in "said:overlap with backward, mean over steps 1 to 5 of every rank" \
@@ -289,7 +290,8 @@ else
 import json, sys
 d = json.load(open(sys.argv[1]))
 ev = d["traceEvents"]
-ranks = {e["pid"] for e in ev if e.get("name") == "process_name"}
+procs = {e["pid"]: e["args"]["name"] for e in ev if e.get("name") == "process_name"}
+ranks = {p for p, n in procs.items() if n.startswith("rank ")}
 lanes = {}
 for e in ev:
     if e.get("name") == "thread_name":
@@ -307,6 +309,15 @@ if not ar or any(not {"seq", "bytes", "bucket", "step"} <= set(e["args"]) for e 
     bad.append("all-reduce events without seq, bytes, bucket and step")
 if any(e["dur"] < 0 or e["ts"] < 0 for e in ev if e.get("ph") == "X"):
     bad.append("negative times")
+links = [p for p, n in procs.items() if n == "links (modelled)"]
+if links != [4] or lanes.get(4) != {"GPU links in a node", "GPUs adding received chunks"}:
+    bad.append("links: process %s, lanes %s" % (links, sorted(lanes.get(4, set()))))
+bars = {e["args"]["seq"]: e for e in ar if e["pid"] == 0}
+spans = [e for e in ev if e.get("ph") == "X" and e.get("cat") == "link"]
+out = [e for e in spans if e["args"]["seq"] not in bars or e["ts"] < bars[e["args"]["seq"]]["ts"] - 1e-3 or
+       e["ts"] + e["dur"] > bars[e["args"]["seq"]]["ts"] + bars[e["args"]["seq"]]["dur"] + 1e-3]
+if not spans or out:
+    bad.append("%d link spans, %d outside their all-reduce's bar" % (len(spans), len(out)))
 print("; ".join(bad))
 EOF
 )
@@ -453,6 +464,35 @@ t_out topology_hier_replicas "replicas: every rank's parameters were the same bi
 HN=(--train-size=512 --epochs=1 --batch=32 --data=synthetic --test-data=none --topology=2x4 --hw=h100-sxm)
 t_out topology_ring_crosses_nodes "bucket 0: its all-reduce (230 us)" $P "${HN[@]}" --out="$T_TMP/hw"
 t_out topology_hier_inside_first "bucket 0: its all-reduce (57 us)" $P "${HN[@]}" --algo=hier --out="$T_TMP/hw"
+# ... and the trace says which link: per all-reduce the ring's 14 steps each hold 1 of a node's 8 network
+# ports, hier's 2 steps across nodes hold 4 (one ring a GPU); the Gantt chart's last rows are the links'
+if command -v python3 > /dev/null; then
+    for algo in ring hier; do
+        t_run $P "${HN[@]}" --algo=$algo --out="$T_TMP/hw" --trace="$T_TMP/hw/$algo.json" --trace-steps=4
+        got=$(python3 - "$T_TMP/hw/$algo.json" <<'EOF'
+import collections, json, sys
+ev = json.load(open(sys.argv[1]))["traceEvents"]
+net = [e for e in ev if e.get("cat") == "link" and e["name"] == "network between nodes"]
+per = collections.Counter(e["args"]["seq"] for e in net)
+print(sorted(set(per.values())), sorted({e["args"]["share"] for e in net}))
+# every rank launches the one bucket at once: its bar is the collective, and the links fill it end to end
+bars = {e["args"]["seq"]: e for e in ev if e.get("cat") == "comm" and e["pid"] == 0}
+for seq, bar in bars.items():
+    ls = [e for e in ev if e.get("cat") == "link" and e["args"]["seq"] == seq]
+    if abs(min(e["ts"] for e in ls) - bar["ts"]) > 0.01 or \
+       abs(max(e["ts"] + e["dur"] for e in ls) - bar["ts"] - bar["dur"]) > 0.01:
+        print("all-reduce #%d: links from %.3f to %.3f us, its bar from %.3f to %.3f" % (
+            seq, min(e["ts"] for e in ls), max(e["ts"] + e["dur"] for e in ls), bar["ts"], bar["ts"] + bar["dur"]))
+EOF
+)
+        want=$([ $algo = ring ] && echo "[14] [0.125]" || echo "[2] [0.5]")
+        if [ "$T_STATUS" = 0 ] && [ "$got" = "$want" ] && grep -q '^8,[0-9]*,10,links: network between nodes,' "$T_TMP/hw/gantt.csv"
+        then t_pass "topology_links_$algo"
+        else t_failed "topology_links_$algo" "exit $T_STATUS; network spans per all-reduce and shares: $got, want $want"; fi
+    done
+else
+    t_skip topology_links "python3 is not installed"
+fi
 # --same-bits: one global batch of 64 on 1, 2, 4 and 8 ranks gives the same parameters, bit for bit (4000
 # records: 62 full global batches and a last one of 32, which cuts into the 8 atoms too); the default mode
 # does not (the rounding order changes with W); a checkpoint of 4 ranks resumes on 2 and on 8 to the same
