@@ -326,10 +326,7 @@ static uint64_t sim_modelled_end(const struct sim_world *w, const struct comm_co
     uint64_t start = 0;
     for (int r = 0; r < w->world; r++)
         start = w->ranks[r].arrive_ns > start ? w->ranks[r].arrive_ns : start;
-    double bytes = (double)d->count * (double)comm_dtype_size(d->dtype);
-    if (d->coll == COMM_REDUCE_SCATTER || d->coll == COMM_ALLGATHER)
-        bytes *= w->world;
-    uint64_t cost = vclock_ns_of_s(costmodel_collective(&w->model, d->coll, w->algo, w->world, bytes));
+    uint64_t cost = costmodel_coll_ns(&w->model, d, w->algo, w->world);
     return cost > UINT64_MAX - start ? UINT64_MAX : start + cost;
 }
 

@@ -114,6 +114,21 @@ static int ch6_outputs_open(struct ch6_job *j)
     return 0;
 }
 
+/* The GPU system whose links time the collectives on the modelled clock
+ * (--hw, or the simulated device's default profile), when the ranks compute
+ * on the simulated device: the simulator's communicator, or MPI between
+ * processes on simulated devices. NULL on a GPU: its times are the wall
+ * clock's. */
+static const struct hw_profile *ch6_modelled_hw(const struct ch6_run *run)
+{
+    const char *device = run->train.device;
+    int sim = strcmp(run->backend, "sim") == 0;
+    if (device ? strcmp(device, "sim") != 0 : !sim)
+        return NULL;
+    const struct hw_profile *hw = run->hw;
+    return hw || hw_profile_find(DEVICE_GPU_DEFAULT, &hw) == 0 ? hw : NULL;
+}
+
 static void ch6_started(void *user, const struct train_config *c, const struct train_epoch *resumed, const char *plan,
                         const char *init)
 {
@@ -144,12 +159,13 @@ static void ch6_started(void *user, const struct train_config *c, const struct t
     if (c->device && strcmp(c->device, "sim") == 0) /* the link every batch's copy is timed by (--hw) */
         printf("  simulated device on %s: %.2f GB/s, %.1f us per copy (modelled)\n", c->link.title,
                c->link.bandwidth_bps / 1e9, c->link.latency_s * 1e6);
-    const struct hw_profile *hw = run->hw;
-    if (strcmp(run->backend, "sim") == 0 && (hw || hw_profile_find(DEVICE_GPU_DEFAULT, &hw) == 0)) {
+    const struct hw_profile *hw = ch6_modelled_hw(run);
+    if (hw) {
         struct link_profile peer;
         hw_peer_link(hw, &peer);
-        printf("  simulated communicator on %s's %s: %.1f GB/s, %.1f us a hop (modelled, alpha-beta)\n", hw->name,
-               peer.title, peer.bandwidth_bps / 1e9, peer.latency_s * 1e6);
+        printf("  %s communicator on %s's %s: %.1f GB/s, %.1f us a hop (modelled, alpha-beta)\n",
+               strcmp(run->backend, "sim") == 0 ? "simulated" : "the mpi", hw->name, peer.title,
+               peer.bandwidth_bps / 1e9, peer.latency_s * 1e6);
         if (run->node_size && run->node_size < j->world) {
             struct link_profile node;
             hw_node_link(hw, &node);
@@ -161,9 +177,9 @@ static void ch6_started(void *user, const struct train_config *c, const struct t
     if (!vclock_is_wall() && strcmp(run->backend, "sim") == 0)
         printf("  every time below is modelled (DESIGN.md, \"Virtual time\"), the same on any machine; only the "
                "run's wall seconds are measured\n");
-    else if (!vclock_is_wall()) /* the simulated device under a real communicator */
-        printf("  the device's times below are modelled; the %s communicator's collectives take no modelled time "
-               "(only the simulator's communicator is modelled)\n", run->backend);
+    else if (!vclock_is_wall()) /* the simulated device under MPI: its collectives are charged as the simulator's */
+        printf("  every time below is modelled, the %s collectives' too (what the simulator's communicator charges "
+               "them, on one node); only the run's wall seconds are measured\n", run->backend);
     if (c->ddp && c->same_bits)
         printf("  DDP, --same-bits: every step's gradients the same bits at any world size; replicas %s\n",
                c->check ? "compared bit for bit every step" : "not compared (--check)");
@@ -227,6 +243,8 @@ static int ch6_rank(struct launch_rank *lr)
     comm_config_default(&base);
     base.timeout_s = j->run->timeout_s;
     base.algo = j->run->algo;
+    if (strcmp(j->run->backend, "sim") != 0) /* processes on simulated devices: MPI on their modelled clock */
+        base.modelled_hw = ch6_modelled_hw(j->run);
     if (j->run->train.check && strcmp(j->run->backend, "sim") != 0)
         base.check = COMM_CHECK_FINGERPRINT; /* the simulator's is always on */
     comm_t *c;
@@ -341,9 +359,8 @@ static int ch6_timeline_files(const struct ch6_run *run, const struct train_resu
     if (!all)
         return 0;
     int rc = 0;
-    const struct hw_profile *hw = run->hw;
-    if (strcmp(run->backend, "sim") == 0 && !vclock_is_wall() &&
-        (hw || hw_profile_find(DEVICE_GPU_DEFAULT, &hw) == 0)) {
+    const struct hw_profile *hw = ch6_modelled_hw(run);
+    if (hw) {
         struct costmodel m = {0};
         costmodel_from_hw(&m, hw);
         m.node_size = run->node_size;

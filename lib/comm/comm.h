@@ -173,6 +173,10 @@ struct comm_config {
                               * (ENV), local rank (MPI) or rank (THREADS) */
     void *stream;            /* nccl: a cudaStream_t to order collectives on;
                               * NULL = the communicator creates its own */
+    const struct hw_profile *modelled_hw; /* mpi beside a simulated device: each collective moves this
+                              * rank's modelled clock (base/vclock.h) as the simulator's would, on
+                              * this GPU system's links, one node (transfer/hw.h); NULL = it takes
+                              * no modelled time (the wall clock's backends) */
 };
 
 /* Fills the defaults: backend "sim", launch AUTO, world 0, rank -1, no shared

@@ -2,6 +2,8 @@
 #include "comm/costmodel.h"
 
 #include "base/error.h"
+#include "base/vclock.h"
+#include "comm/comm_backend.h"
 
 #include <math.h>
 
@@ -125,6 +127,14 @@ double costmodel_collective(const struct costmodel *m, enum comm_coll coll, enum
     default: /* barrier */
         return depth * link.alpha;
     }
+}
+
+uint64_t costmodel_coll_ns(const struct costmodel *m, const struct comm_coll_desc *d, enum comm_algo algo, int world)
+{
+    double bytes = (double)d->count * (double)comm_dtype_size(d->dtype);
+    if (d->coll == COMM_REDUCE_SCATTER || d->coll == COMM_ALLGATHER)
+        bytes *= world;
+    return vclock_ns_of_s(costmodel_collective(m, d->coll, algo, world, bytes));
 }
 
 /* Spans being written (costmodel_allreduce_spans): out[0 .. max-1] gets

@@ -76,6 +76,17 @@ double costmodel_allreduce(const struct costmodel *m, enum comm_algo algo, int w
 double costmodel_collective(const struct costmodel *m, enum comm_coll coll, enum comm_algo algo, int world,
                             double bytes);
 
+struct comm_coll_desc; /* comm/comm_backend.h */
+
+/* What a communicator on a modelled clock charges collective d on `world`
+ * ranks, in integer nanoseconds (vclock_ns_of_s): costmodel_collective() of
+ * its bytes, the buffer's, or the world's blocks for a reduce-scatter or an
+ * all-gather. One computation for every backend that models time (the
+ * simulator's, MPI's beside a simulated device), so that they agree to the
+ * nanosecond. */
+uint64_t costmodel_coll_ns(const struct costmodel *m, const struct comm_coll_desc *d, enum comm_algo algo,
+                           int world);
+
 /* Which link is busy when during one all-reduce: the model's time cut into
  * spans, one per link class and ring step (chapter 5's --links draws them).
  * Three lanes: the links inside a node, the network across nodes, and the

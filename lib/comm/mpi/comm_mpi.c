@@ -63,6 +63,14 @@
  * failed rank has had its answers, and a rank that answered only sleeps,
  * giving the failed rank time to end the job first.
  *
+ * Modelled time (comm_config.modelled_hw: processes on simulated devices).
+ * Each collective then moves the rank's modelled clock as the simulator's
+ * communicator does (sim/comm_sim.c): it starts when the last rank issued it
+ * or when the one before ended, whichever is later, and lasts what the cost
+ * model charges (costmodel_coll_ns). The latest issue time comes from an
+ * MPI_Iallreduce (MAX) posted just before the collective, in the same order
+ * on every rank; a wait works the ends out in issue order (mpi_clock_resolve).
+ *
  * Errors. Every communicator is a duplicate of MPI_COMM_WORLD with the
  * MPI_ERRORS_RETURN handler, so a failing call comes back here and is reported
  * with its name, the rank and MPI_Error_string() instead of MPI's default
@@ -72,6 +80,7 @@
 
 #include "base/clock.h"
 #include "comm/comm_checks.h"
+#include "comm/costmodel_hw.h"
 #include "base/error.h"
 
 #include <limits.h>
@@ -448,6 +457,17 @@ struct mpi_whereabouts {
  * collective, at comm_close's final barrier. */
 enum mpi_phase { MPI_PHASE_COLLECTIVE, MPI_PHASE_FINGERPRINT, MPI_PHASE_RESULT, MPI_PHASE_CLOSE, MPI_PHASE_COUNT };
 
+/* One collective's modelled clock (see "Modelled time" above). */
+struct mpi_clock {
+    struct mpi_clock *next;     /* the next one posted */
+    MPI_Request r;              /* the MAX of every rank's issue time */
+    uint64_t issue, latest;     /* this rank's issue time; every rank's latest */
+    uint64_t cost_ns;           /* what the model charges the collective */
+    uint64_t end_ns;            /* its modelled end, once resolved */
+    int resolved, waited;       /* end_ns known; its collective's wait has taken it */
+    struct comm_coll_desc d;    /* the collective, for messages */
+};
+
 struct mpi_comm {
     MPI_Comm comm;     /* our own duplicate: its collectives match only ours */
     MPI_Comm census;   /* another: a timed-out rank's "where are you?" (mpi_census), and the final barrier */
@@ -458,6 +478,11 @@ struct mpi_comm {
     char failed_msg[MPI_NOTICE_BYTES]; /* its message */
     const char *last_call; /* comm_mpi_last_call() */
     struct mpi_whereabouts here; /* this rank's answer to a census */
+    int modelled;               /* comm_config.modelled_hw was given: the collectives take modelled time */
+    struct costmodel model;     /* ... priced from it */
+    enum comm_algo algo;        /* ... as this algorithm (the configuration's; Open MPI picks its own) */
+    uint64_t free_ns;           /* the modelled end of the last collective resolved */
+    struct mpi_clock *clocks;   /* the clocks not yet both resolved and waited for, oldest first */
 };
 
 /* A failure notice just heard: this rank says why it will stop, and answers
@@ -649,6 +674,7 @@ struct mpi_req {
     MPI_Request r;
     const char *call; /* the MPI function that posted it, for messages */
     void *tmp;        /* in-place reduce-scatter: the result before its copy */
+    struct mpi_clock *clock; /* its modelled clock; NULL: none */
 };
 
 static MPI_Datatype mpi_type(enum comm_dtype dtype)
@@ -707,6 +733,11 @@ static int mpi_open(comm_t *c, const struct comm_config *cfg)
     c->rank = at.rank;
     c->world = at.world;
     c->impl = mc;
+    if (cfg->modelled_hw) {
+        mc->modelled = 1;
+        costmodel_from_hw(&mc->model, cfg->modelled_hw);
+        mc->algo = cfg->algo;
+    }
     return 0;
 }
 
@@ -743,6 +774,62 @@ static int mpi_finish(comm_t *c, MPI_Request *r, const char *call, const struct 
                        c->rank, desc, call, phase, c->timeout_s, census);
     }
     return mpi_fail(rc, call, c->rank, desc);
+}
+
+/* Posts collective d's modelled clock, before the collective itself: the
+ * MAX of every rank's issue time. 0, or ERR_NOMEM / ERR_IO. */
+static int mpi_clock_post(comm_t *c, const comm_request_t *req, struct mpi_clock **out)
+{
+    struct mpi_comm *mc = c->impl;
+    struct mpi_clock *k = calloc(1, sizeof *k);
+    if (!k)
+        return err_set(ERR_NOMEM, "mpi: rank %d: cannot allocate a modelled clock", c->rank);
+    k->issue = req->issue_ns;
+    k->cost_ns = costmodel_coll_ns(&mc->model, &req->desc, mc->algo, c->world);
+    k->d = req->desc;
+    int rc = MPI_Iallreduce(&k->issue, &k->latest, 1, MPI_UINT64_T, MPI_MAX, mc->comm, &k->r);
+    if (rc != MPI_SUCCESS) {
+        char desc[128];
+        free(k);
+        mc->abort_on_close = 1;
+        return mpi_fail(rc, "MPI_Iallreduce", c->rank, comm_coll_describe(&req->desc, desc, sizeof desc));
+    }
+    struct mpi_clock **tail = &mc->clocks;
+    while (*tail)
+        tail = &(*tail)->next;
+    *tail = k;
+    *out = k;
+    return 0;
+}
+
+/* Works out the modelled ends of every clock up to k, in issue order (a
+ * collective starts when the last rank issued it or when the one before
+ * ended), and gives req k's end; frees the clocks both resolved and waited
+ * for. 0, or mpi_finish's error. */
+static int mpi_clock_resolve(comm_t *c, struct mpi_clock *k, comm_request_t *req)
+{
+    struct mpi_comm *mc = c->impl;
+    for (struct mpi_clock *p = mc->clocks; p; p = p->next) {
+        if (!p->resolved) {
+            int rc = mpi_finish(c, &p->r, "MPI_Iallreduce", &p->d, " (the modelled clock's issue times)");
+            if (rc < 0)
+                return rc;
+            uint64_t start = p->latest > mc->free_ns ? p->latest : mc->free_ns;
+            p->end_ns = p->cost_ns > UINT64_MAX - start ? UINT64_MAX : start + p->cost_ns;
+            mc->free_ns = p->end_ns;
+            p->resolved = 1;
+        }
+        if (p == k)
+            break;
+    }
+    req->done_ns = k->end_ns;
+    k->waited = 1;
+    while (mc->clocks && mc->clocks->resolved && mc->clocks->waited) {
+        struct mpi_clock *done = mc->clocks;
+        mc->clocks = done->next;
+        free(done);
+    }
+    return 0;
 }
 
 /* The end of a healthy communicator: a barrier under the watchdog, census
@@ -804,6 +891,11 @@ static void mpi_close(comm_t *c)
         fflush(stderr);
     }
     int abort_job = mc->abort_on_close;
+    while (!abort_job && mc->clocks) { /* aborting, MPI may still write into a posted one: kept, as q->tmp */
+        struct mpi_clock *k = mc->clocks;
+        mc->clocks = k->next;
+        free(k);
+    }
     free(mc);
     comm_mpi_session_end(abort_job);
 }
@@ -946,8 +1038,13 @@ static int mpi_start(comm_t *c, comm_request_t *req)
     struct mpi_req *q = calloc(1, sizeof *q);
     if (!q)
         return err_set(ERR_NOMEM, "mpi: rank %d: cannot allocate a request", c->rank);
+    int rc;
+    if (mc->modelled && (rc = mpi_clock_post(c, req, &q->clock)) < 0) {
+        free(q);
+        return rc;
+    }
     int blocking = req->blocking && c->timeout_s == 0;
-    int rc = mpi_post(c, d, q, blocking);
+    rc = mpi_post(c, d, q, blocking);
     mc->last_call = q->call;
     if (rc != MPI_SUCCESS) {
         mc->abort_on_close = 1;
@@ -957,7 +1054,10 @@ static int mpi_start(comm_t *c, comm_request_t *req)
         return ERR_IO;
     }
     if (blocking) {
+        struct mpi_clock *clock = q->clock;
         req->status = mpi_complete(c, d, q);
+        if (req->status == 0 && clock)
+            req->status = mpi_clock_resolve(c, clock, req);
         if (req->status < 0)
             snprintf(req->err_buf, sizeof req->err_buf, "%s", err_msg());
         req->done = 1;
@@ -984,7 +1084,9 @@ static int mpi_wait(comm_t *c, comm_request_t *req)
         free(q);
         return rc;
     }
-    return mpi_complete(c, &req->desc, q);
+    struct mpi_clock *clock = q->clock;
+    rc = mpi_complete(c, &req->desc, q);
+    return rc == 0 && clock ? mpi_clock_resolve(c, clock, req) : rc;
 }
 
 const char *comm_mpi_last_call(const comm_t *c)
