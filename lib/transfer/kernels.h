@@ -420,17 +420,24 @@ struct kernel_hash_chunks {
     const float *x;
     uint64_t count;
 };
+/* One lane's word: the bits of x[1] above those of x[0]. */
+KERNEL_FN uint64_t kernel_hash_pair(const float *x) { return (uint64_t)half_bits(x[1]) << 32 | half_bits(x[0]); }
 KERNEL_FN void kernel_hash_chunks(const struct kernel_hash_chunks *a, uint64_t i)
 {
     uint64_t begin = i * KERNEL_HASH_CHUNK, j = begin;
     uint64_t end = a->count - begin < KERNEL_HASH_CHUNK ? a->count : begin + KERNEL_HASH_CHUNK;
-    uint64_t h[4] = {HASH_FNV1A_BASIS, HASH_FNV1A_BASIS ^ 1, HASH_FNV1A_BASIS ^ 2, HASH_FNV1A_BASIS ^ 3};
-    for (; j + 8 <= end; j += 8)
-        for (int k = 0; k < 4; k++) {
-            uint64_t pair = (uint64_t)half_bits(a->x[j + 2 * k + 1]) << 32 | half_bits(a->x[j + 2 * k]);
-            h[k] = (h[k] ^ pair) * HASH_FNV1A_PRIME;
-        }
-    uint64_t t = h[0] ^ hash_mix64(h[1]) ^ hash_mix64(h[2] + 1) ^ hash_mix64(h[3] + 2);
+    /* Four named lanes, not an array and a loop over it: GCC vectorized that
+     * loop into two-lane vectors, and SSE2 has no 64-bit multiply, so each
+     * multiply became a chain of shifts and adds: 4x slower than the scalar
+     * multiplies here (150 against 37 us for the recipe's 235146 floats). */
+    uint64_t h0 = HASH_FNV1A_BASIS, h1 = HASH_FNV1A_BASIS ^ 1, h2 = HASH_FNV1A_BASIS ^ 2, h3 = HASH_FNV1A_BASIS ^ 3;
+    for (; j + 8 <= end; j += 8) {
+        h0 = (h0 ^ kernel_hash_pair(a->x + j)) * HASH_FNV1A_PRIME;
+        h1 = (h1 ^ kernel_hash_pair(a->x + j + 2)) * HASH_FNV1A_PRIME;
+        h2 = (h2 ^ kernel_hash_pair(a->x + j + 4)) * HASH_FNV1A_PRIME;
+        h3 = (h3 ^ kernel_hash_pair(a->x + j + 6)) * HASH_FNV1A_PRIME;
+    }
+    uint64_t t = h0 ^ hash_mix64(h1) ^ hash_mix64(h2 + 1) ^ hash_mix64(h3 + 2);
     for (; j < end; j++)
         t = (t ^ half_bits(a->x[j])) * HASH_FNV1A_PRIME;
     a->out[i] = hash_mix64(t ^ i << 32 ^ (end - begin));
