@@ -99,7 +99,11 @@ endif
 # Adam's loop ran scalar and took half the simulator's CPU). This never
 # changes a result: no reassociation without -ffast-math, and IEEE square
 # root is correctly rounded whichever instruction computes it.
-$(BUILD)/obj/sim/device_exec.o: CFLAGS += -ftree-vectorize -fvect-cost-model=dynamic -funswitch-loops -fno-math-errno
+# -ffp-contract=off: no multiply and add fused into one rounding, in the
+# baseline or in the AVX2 and AVX-512 clones (device_exec_kernel), whatever
+# the -std (GCC fuses by default in its GNU modes).
+$(BUILD)/obj/sim/device_exec.o: CFLAGS += -ftree-vectorize -fvect-cost-model=dynamic -funswitch-loops -fno-math-errno \
+    -ffp-contract=off
 $(BUILD)/obj/%.o: %.cu $(BUILD)/config.mk
 	@mkdir -p $(@D)
 	$(NVCC) $(CPPFLAGS) $(NVCCFLAGS) $(NVCC_IEEE) -MD -MF $(@:.o=.d) -c -o $@ $<
