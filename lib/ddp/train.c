@@ -266,6 +266,13 @@ static void train_schedule(const struct train_config *c, uint64_t steps_per_epoc
     }
 }
 
+/* 1 when this rank evaluates the test set (train_evaluate): with
+ * TRAIN_EVAL_EVERY_RANK every rank its share, otherwise rank 0 alone. */
+static int train_evaluates(const struct train_config *c, int rank)
+{
+    return c->eval != TRAIN_EVAL_NONE && c->test_set && (c->eval == TRAIN_EVAL_EVERY_RANK || rank == 0);
+}
+
 /* Everything a rank builds before the first collective: the checks every
  * rank makes alike (flags, files, the checkpoint to resume), then its model,
  * optimizer, device and loader; *saved is the checkpoint's state when
@@ -319,7 +326,9 @@ static int train_open(struct train_run *t, const struct train_config *c, comm_t 
         return err_wrap(rc, "--device=%s", c->device ? c->device : "auto");
     if ((rc = device_stream_create(t->dev, "compute", &t->compute)) < 0)
         return rc;
-    uint32_t max_batch = c->batch > c->eval_batch ? c->batch : c->eval_batch;
+    /* room for an evaluation's batch only on a rank that evaluates: each
+     * buffer is populated and zeroed up front, 12 MB at the default 1000 */
+    uint32_t max_batch = train_evaluates(c, t->rank) && c->eval_batch > c->batch ? c->eval_batch : c->batch;
     if ((rc = model_create(&c->spec, (int)max_batch, t->compute, &t->m)) < 0)
         return rc;
     if (c->same_bits && (rc = model_set_atoms(t->m, TRAIN_SAME_BITS_ATOMS / t->world)) < 0)
@@ -691,7 +700,7 @@ static int train_evaluate(struct train_run *t, uint64_t *correct, uint64_t *coun
     const struct train_config *c = t->c;
     *correct = *count = 0;
     int every = c->eval == TRAIN_EVAL_EVERY_RANK;
-    if (c->eval == TRAIN_EVAL_NONE || !c->test_set || (!every && t->rank != 0))
+    if (!train_evaluates(c, t->rank))
         return 0;
     int rc = 0;
     /* Through the DDP wrapper, a forward broadcasts rank 0's buffers first (a
