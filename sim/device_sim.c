@@ -58,6 +58,14 @@ enum dsim_kind { DSIM_COPY, DSIM_KERNEL, DSIM_WAIT };
  * launched with device_launch declare their own seconds and pay nothing more. */
 #define DSIM_LAUNCH_S 4e-6
 
+/* A freed device buffer of up to DSIM_SPARE_BYTES stays mapped, up to
+ * DSIM_SPARES of them, for the next allocation of the same length: the
+ * replica check allocates its few hash words every step, and an mmap with
+ * its page populated, then a munmap that shoots down every core's TLB, each
+ * step cost more than the words. Handed out zeroed, as a fresh mapping is. */
+#define DSIM_SPARES 4
+#define DSIM_SPARE_BYTES (64u << 10)
+
 struct dsim_op {
     int refs;
     enum dsim_kind kind;
@@ -153,6 +161,11 @@ struct dsim {
     int guard_hit; /* set by write_guard's signal handler */
     struct dsim_op **armed; /* copies whose write guard is up: until the host learns they are done */
     int narmed, caparmed;
+    struct dsim_spare { /* freed small device buffers, still mapped (dsim_mem_free) */
+        uint8_t *base;
+        uint64_t bytes;
+    } spare[DSIM_SPARES];
+    int nspare;
     /* statistics */
     uint64_t staged_copies, staged_bytes, guarded, pin_refused;
     uint64_t staging_ns; /* modelled */
@@ -590,11 +603,23 @@ static void dsim_drain(struct dsim *d)
 static int dsim_mem_alloc(device_t *dev, uint64_t bytes, const char *name, void **out)
 {
     struct dsim *d = dsim_of(dev);
-    /* Populated now, as cudaMalloc's memory is: a first copy into it must not pay page faults. */
-    void *p = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_POPULATE, -1, 0);
-    if (p == MAP_FAILED)
-        return err_set(ERR_NOMEM, "%s: cannot allocate %llu bytes of device memory for '%s': %s", dev->name,
-                       (unsigned long long)bytes, name, strerror(errno));
+    void *p = NULL;
+    pthread_mutex_lock(&d->mu);
+    for (int i = 0; i < d->nspare && !p; i++)
+        if (d->spare[i].bytes == bytes) {
+            p = d->spare[i].base;
+            d->spare[i] = d->spare[--d->nspare];
+        }
+    pthread_mutex_unlock(&d->mu);
+    if (p) {
+        memset(p, 0, bytes);
+    } else {
+        /* Populated now, as cudaMalloc's memory is: a first copy into it must not pay page faults. */
+        p = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_POPULATE, -1, 0);
+        if (p == MAP_FAILED)
+            return err_set(ERR_NOMEM, "%s: cannot allocate %llu bytes of device memory for '%s': %s", dev->name,
+                           (unsigned long long)bytes, name, strerror(errno));
+    }
     pthread_mutex_lock(&d->mu);
     if (dsim_grow((void **)&d->dev, &d->capdev, d->ndev, sizeof *d->dev)) {
         pthread_mutex_unlock(&d->mu);
@@ -619,7 +644,10 @@ static void dsim_mem_free(device_t *dev, void *ptr)
     for (int i = 0; i < d->ndev; i++) {
         if (d->dev[i].base != ptr)
             continue;
-        munmap(d->dev[i].base, d->dev[i].bytes);
+        if (d->dev[i].bytes <= DSIM_SPARE_BYTES && d->nspare < DSIM_SPARES)
+            d->spare[d->nspare++] = (struct dsim_spare){d->dev[i].base, d->dev[i].bytes};
+        else
+            munmap(d->dev[i].base, d->dev[i].bytes);
         race_buffer_free(&d->dev[i].race);
         d->dev[i] = d->dev[--d->ndev];
         break;
@@ -1407,6 +1435,8 @@ static void dsim_free(struct dsim *d)
         munmap(d->dev[i].base, d->dev[i].bytes);
         race_buffer_free(&d->dev[i].race);
     }
+    for (int i = 0; i < d->nspare; i++)
+        munmap(d->spare[i].base, d->spare[i].bytes);
     for (int i = 0; i < d->nhost; i++) {
         struct dsim_hostbuf *h = &d->host_bufs[i];
         if (h->kind == DEVICE_HOST_REGISTERED)
