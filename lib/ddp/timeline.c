@@ -192,7 +192,7 @@ void timeline_all_free(struct timeline_all *all)
     free(all);
 }
 
-/* ---- the links (simulator) ------------------------------------------------------- */
+/* ---- the links (a modelled clock) ------------------------------------------------------- */
 
 /* The link lane of a cost model's span. */
 static int timeline_link_lane(enum costmodel_lane lane)
@@ -202,8 +202,8 @@ static int timeline_link_lane(enum costmodel_lane lane)
                                            : TIMELINE_LINK_ADDS;
 }
 
-/* The events of one all-reduce's spans (n of them), from `start` (ns, the
- * timeline's) and at most to `end`, appended to all->events. */
+/* The events of all-reduce ar's spans (n of them), from `start` (ns, the
+ * timeline's) and at most to ar's end, appended to all->events. */
 static void timeline_push_spans(struct timeline_all *all, const struct timeline_event *ar,
                                 const struct costmodel_span *sp, int n, uint64_t start)
 {
@@ -279,7 +279,10 @@ int timeline_write_chrome(const struct timeline_all *all, const char *path, cons
         used[(size_t)all->events[i].rank * (size_t)all->nlanes + (size_t)all->events[i].lane] = 1;
     for (int r = 0; !bad && r < procs; r++) {
         char name[32];
-        snprintf(name, sizeof name, r < all->world ? "rank %d" : "links (modelled)", r);
+        if (r < all->world)
+            snprintf(name, sizeof name, "rank %d", r);
+        else
+            snprintf(name, sizeof name, "links (modelled)");
         if (r == all->world && !memchr(used + (size_t)r * (size_t)all->nlanes, 1, (size_t)all->nlanes))
             break; /* no all-reduce had a link to show */
         bad = timeline_append(events, timeline_meta("process_name", r, 0, json_pack("{s:s}", "name", name))) ||
@@ -378,7 +381,10 @@ int timeline_write_gantt_csv(const struct timeline_all *all, const char *path, u
             if (e->step < first || e->step > last)
                 continue;
             int link = e->rank == all->world;
-            snprintf(who, sizeof who, link ? "links" : "rank %d", e->rank);
+            if (link)
+                snprintf(who, sizeof who, "links");
+            else
+                snprintf(who, sizeof who, "rank %d", e->rank);
             fprintf(csv.f, "%d,%d,%d,%s: %s,%llu,%.4f,%.4f,%.4f\n", e->rank,
                     e->rank * (nrows + 1) + row_of[(link ? lanes : 0) + (size_t)e->lane], e->lane, who,
                     timeline_lane_name(e->lane, name, sizeof name), (unsigned long long)e->step,

@@ -19,7 +19,7 @@
  * barrier's release (on one machine; across machines, as well as their
  * clocks agree).
  *
- * On the simulator, timeline_add_links() adds what the cost model says each
+ * On a modelled clock, timeline_add_links() adds what the cost model says each
  * all-reduce kept busy (one more process, "links (modelled)": which link is
  * busy when, step by step).
  *
@@ -116,7 +116,8 @@ void timeline_all_free(struct timeline_all *all);
  * modelled time before, and in between come the spans of
  * costmodel_allreduce_spans(), as events of rank all->world (the process
  * "links (modelled)"), lanes TIMELINE_LINK_*. Tree and naive add nothing
- * (no span of theirs says which link). For the simulator only: on a GPU the
+ * (no span of theirs says which link). On a modelled clock only (the
+ * simulator's communicator, or MPI between simulated devices): on a GPU the
  * bars are measured and the model knows nothing of them. 0 or ERR_NOMEM. */
 int timeline_add_links(struct timeline_all *all, const struct costmodel *m, enum comm_algo algo);
 
