@@ -907,6 +907,13 @@ static void sim_abort(comm_t *c, const char *msg)
     sim_abort_from(((struct sim_comm *)c->impl)->w, c->rank, c->next_seq, msg);
 }
 
+static const struct costmodel *sim_cost_model(const comm_t *c, enum comm_algo *algo)
+{
+    const struct sim_world *w = ((const struct sim_comm *)c->impl)->w;
+    *algo = w->algo;
+    return &w->model;
+}
+
 const struct comm_backend_ops comm_backend_sim = {
     .name = "sim",
     .device_memory = 1, /* the stand-in for NCCL: the simulated device's memory, which the host can read */
@@ -923,4 +930,5 @@ const struct comm_backend_ops comm_backend_sim = {
     .close = sim_close,
     .start = sim_start,
     .wait = sim_wait,
+    .cost_model = sim_cost_model,
 };

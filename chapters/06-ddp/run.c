@@ -11,7 +11,6 @@
 #include "base/plot.h"
 #include "base/units.h"
 #include "base/vclock.h"
-#include "comm/costmodel_hw.h"
 #include "dataset/dataset_default.h"
 #include "sim/faults.h"
 #include "sim/launch.h"
@@ -349,24 +348,14 @@ static void ch6_print_overlap(const struct ch6_run *run, const struct train_resu
     }
 }
 
-/* The trace and the Gantt chart, from rank 0's gathered timeline; on the
- * simulator's clock, with the links each all-reduce kept busy as its cost
- * model charged them (the communicator's: --hw or the default profile,
- * --topology, --algo). */
+/* The trace and the Gantt chart, from rank 0's gathered timeline (on the
+ * modelled clock, with the links each all-reduce kept busy). */
 static int ch6_timeline_files(const struct ch6_run *run, const struct train_result *r)
 {
-    struct timeline_all *all = r->timeline;
+    const struct timeline_all *all = r->timeline;
     if (!all)
         return 0;
     int rc = 0;
-    const struct hw_profile *hw = ch6_modelled_hw(run);
-    if (hw) {
-        struct costmodel m = {0};
-        costmodel_from_hw(&m, hw);
-        m.node_size = run->node_size;
-        if ((rc = timeline_add_links(all, &m, run->algo)) < 0)
-            return rc;
-    }
     if (r->trace_dropped) /* the trace is sized for every bar a step can leave: this is a bug, said */
         fprintf(stderr, "%s: the timeline dropped %llu bars that did not fit: the trace and chart lack them\n",
                 CH6_PROG, (unsigned long long)r->trace_dropped);

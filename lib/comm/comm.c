@@ -9,6 +9,7 @@
 #include "base/hash.h"
 #include "base/vclock.h"
 #include "comm/comm_backend.h"
+#include "comm/costmodel.h"
 
 #include <stdint.h>
 #include <stdio.h>
@@ -283,6 +284,14 @@ void comm_set_activity(comm_t *c, const char *what)
     snprintf(c->activity, sizeof c->activity, "%s", what ? what : "");
     if (c->ops->activity)
         c->ops->activity(c, what);
+}
+
+int comm_cost_model(const comm_t *c, struct costmodel *out, enum comm_algo *algo)
+{
+    const struct costmodel *m = c && c->ops->cost_model && !vclock_is_wall() ? c->ops->cost_model(c, algo) : NULL;
+    if (m)
+        *out = *m;
+    return m != NULL;
 }
 
 /* How every rank hears of this rank's own failure: "rank R failed while

@@ -347,6 +347,15 @@ int comm_barrier(comm_t *c);
  * that cannot report it ignore it. */
 void comm_set_activity(comm_t *c, const char *what);
 
+struct costmodel; /* comm/costmodel.h */
+
+/* The cost model this communicator charges its collectives on the modelled
+ * clock (base/vclock.h): 1 with *out and *algo (the algorithm it prices them
+ * as) filled; 0 when they take real time (NCCL; MPI without
+ * comm_config.modelled_hw; any backend once the clock is the wall's). What a
+ * timeline draws the links from, so that it draws what was charged. */
+int comm_cost_model(const comm_t *c, struct costmodel *out, enum comm_algo *algo);
+
 /* This rank failed in its own code (a save, its loader, a read, memory), not
  * in a collective: tells every rank of the communicator now, so that the
  * others do not wait for the watchdog and then blame the wrong rank. Call it

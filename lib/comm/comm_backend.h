@@ -159,6 +159,11 @@ struct comm_backend_ops {
      * simulated device's, which is host memory. 0: host memory only (MPI),
      * so a device buffer must be staged through host memory. */
     int device_memory;
+
+    /* comm_cost_model: the model whose time the collectives take on the
+     * modelled clock, *algo the algorithm it prices them as; NULL (the
+     * function or its result) when they take real time. */
+    const struct costmodel *(*cost_model)(const comm_t *c, enum comm_algo *algo);
 };
 
 /* Every comm_world_t starts with this, so the front can find its backend.

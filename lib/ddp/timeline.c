@@ -7,6 +7,7 @@
 #include "base/fsutil.h"
 #include "base/mem.h"
 #include "base/plot.h"
+#include "comm/costmodel.h"
 
 #include <jansson.h>
 #include <stdio.h>
@@ -105,8 +106,7 @@ void timeline_add_allreduce(timeline_t *t, int bucket, uint64_t step, uint64_t s
 
 uint64_t timeline_dropped(const timeline_t *t) { return t ? t->dropped : 0; }
 
-/* ---- gathering ---------------------------------------------------------------- */
-
+/* The order of every gathered timeline: by rank, then start, then lane. */
 static int timeline_by_rank_then_start(const void *a, const void *b)
 {
     const struct timeline_event *x = a, *y = b;
@@ -116,6 +116,72 @@ static int timeline_by_rank_then_start(const void *a, const void *b)
         return x->start_ns < y->start_ns ? -1 : 1;
     return x->lane < y->lane ? -1 : x->lane > y->lane;
 }
+
+/* ---- the links (a modelled clock) ------------------------------------------------------- */
+
+/* The link lane of a cost model's span. */
+static int timeline_link_lane(enum costmodel_lane lane)
+{
+    return lane == COSTMODEL_LANE_INSIDE ? TIMELINE_LINK_INSIDE
+           : lane == COSTMODEL_LANE_ACROSS ? TIMELINE_LINK_ACROSS
+                                           : TIMELINE_LINK_ADDS;
+}
+
+/* The events of all-reduce ar's spans (n of them), from `start` (ns, the
+ * timeline's) and at most to ar's end, appended to all->events. */
+static void timeline_push_spans(struct timeline_all *all, const struct timeline_event *ar,
+                                const struct costmodel_span *sp, int n, uint64_t start)
+{
+    for (int k = 0; k < n; k++) {
+        uint64_t s = start + vclock_ns_of_s(sp[k].start_s), e = start + vclock_ns_of_s(sp[k].end_s);
+        all->events[all->count++] = (struct timeline_event){
+            .lane = timeline_link_lane(sp[k].lane), .rank = all->world, .step = ar->step,
+            .start_ns = s < ar->end_ns ? s : ar->end_ns, .end_ns = e < ar->end_ns ? e : ar->end_ns, .seq = ar->seq,
+            .bytes = (uint64_t)sp[k].bytes, .share = sp[k].share};
+    }
+}
+
+/* Adds the links (see timeline_gather) of every bucket all-reduce of rank 0,
+ * as model m charged it with algo. */
+static int timeline_add_links(struct timeline_all *all, const struct costmodel *m, enum comm_algo algo)
+{
+    if (algo == COMM_ALGO_TREE || algo == COMM_ALGO_NAIVE)
+        return 0;
+    size_t add = 0, most = 0; /* spans to add, and the most of one all-reduce */
+    for (size_t i = 0; i < all->count; i++) {
+        const struct timeline_event *e = &all->events[i];
+        if (e->rank != 0 || e->lane < TIMELINE_BUCKET)
+            continue;
+        int n = costmodel_allreduce_spans(m, algo, all->world, (double)e->bytes, NULL, 0);
+        add += n > 0 ? (size_t)n : 0;
+        most = n > 0 && (size_t)n > most ? (size_t)n : most;
+    }
+    all->links = 1;
+    if (!add)
+        return 0;
+    struct timeline_event *grown = realloc(all->events, (all->count + add) * sizeof *grown);
+    struct costmodel_span *sp = calloc(most, sizeof *sp);
+    if (grown)
+        all->events = grown;
+    if (!grown || !sp) {
+        free(sp);
+        return err_set(ERR_NOMEM, "timeline: out of memory for %zu link spans", add);
+    }
+    size_t count = all->count; /* the ranks' events: the loop below appends after them */
+    for (size_t i = 0; i < count; i++) {
+        const struct timeline_event ar = all->events[i];
+        if (ar.rank != 0 || ar.lane < TIMELINE_BUCKET)
+            continue;
+        int n = costmodel_allreduce_spans(m, algo, all->world, (double)ar.bytes, sp, (int)most);
+        uint64_t cost = vclock_ns_of_s(costmodel_allreduce(m, algo, all->world, (double)ar.bytes));
+        timeline_push_spans(all, &ar, sp, n, ar.end_ns > cost ? ar.end_ns - cost : 0);
+    }
+    free(sp);
+    qsort(all->events, all->count, sizeof *all->events, timeline_by_rank_then_start);
+    return 0;
+}
+
+/* ---- gathering ---------------------------------------------------------------- */
 
 int timeline_gather(timeline_t *t, comm_t *c, struct timeline_all **out)
 {
@@ -172,6 +238,10 @@ int timeline_gather(timeline_t *t, comm_t *c, struct timeline_all **out)
                 all->nlanes = TIMELINE_BUCKET;
             qsort(all->events, all->count, sizeof *all->events, timeline_by_rank_then_start);
         }
+        struct costmodel m;
+        enum comm_algo algo;
+        if (rc == 0 && comm_cost_model(c, &m, &algo)) /* the modelled clock: what each all-reduce was charged */
+            rc = timeline_add_links(all, &m, algo);
     }
     free(counts);
     free(send);
@@ -190,70 +260,6 @@ void timeline_all_free(struct timeline_all *all)
         return;
     free(all->events);
     free(all);
-}
-
-/* ---- the links (a modelled clock) ------------------------------------------------------- */
-
-/* The link lane of a cost model's span. */
-static int timeline_link_lane(enum costmodel_lane lane)
-{
-    return lane == COSTMODEL_LANE_INSIDE ? TIMELINE_LINK_INSIDE
-           : lane == COSTMODEL_LANE_ACROSS ? TIMELINE_LINK_ACROSS
-                                           : TIMELINE_LINK_ADDS;
-}
-
-/* The events of all-reduce ar's spans (n of them), from `start` (ns, the
- * timeline's) and at most to ar's end, appended to all->events. */
-static void timeline_push_spans(struct timeline_all *all, const struct timeline_event *ar,
-                                const struct costmodel_span *sp, int n, uint64_t start)
-{
-    for (int k = 0; k < n; k++) {
-        uint64_t s = start + vclock_ns_of_s(sp[k].start_s), e = start + vclock_ns_of_s(sp[k].end_s);
-        all->events[all->count++] = (struct timeline_event){
-            .lane = timeline_link_lane(sp[k].lane), .rank = all->world, .step = ar->step,
-            .start_ns = s < ar->end_ns ? s : ar->end_ns, .end_ns = e < ar->end_ns ? e : ar->end_ns, .seq = ar->seq,
-            .bytes = (uint64_t)sp[k].bytes, .share = sp[k].share};
-    }
-}
-
-int timeline_add_links(struct timeline_all *all, const struct costmodel *m, enum comm_algo algo)
-{
-    if (!all || all->links || algo == COMM_ALGO_TREE || algo == COMM_ALGO_NAIVE)
-        return 0;
-    size_t add = 0, most = 0; /* spans to add, and the most of one all-reduce */
-    for (size_t i = 0; i < all->count; i++) {
-        const struct timeline_event *e = &all->events[i];
-        if (e->rank != 0 || e->lane < TIMELINE_BUCKET)
-            continue;
-        int n = costmodel_allreduce_spans(m, algo, all->world, (double)e->bytes, NULL, 0);
-        add += n > 0 ? (size_t)n : 0;
-        most = n > 0 && (size_t)n > most ? (size_t)n : most;
-    }
-    all->links = 1;
-    if (!add)
-        return 0;
-    struct timeline_event *grown = realloc(all->events, (all->count + add) * sizeof *grown);
-    struct costmodel_span *sp = calloc(most, sizeof *sp);
-    if (grown)
-        all->events = grown;
-    if (!grown || !sp) {
-        free(sp);
-        return err_set(ERR_NOMEM, "timeline: out of memory for %zu link spans", add);
-    }
-    size_t count = all->count; /* the ranks' events: the loop below appends after them */
-    for (size_t i = 0; i < count; i++) {
-        const struct timeline_event ar = all->events[i];
-        if (ar.rank != 0 || ar.lane < TIMELINE_BUCKET)
-            continue;
-        int n = costmodel_allreduce_spans(m, algo, all->world, (double)ar.bytes, sp, (int)most);
-        uint64_t cost = vclock_ns_of_s(costmodel_allreduce(m, algo, all->world, (double)ar.bytes));
-        timeline_push_spans(all, &ar, sp, n, ar.end_ns > cost ? ar.end_ns - cost : 0);
-    }
-    free(sp);
-    if (all->nlanes < TIMELINE_BUCKET)
-        all->nlanes = TIMELINE_BUCKET;
-    qsort(all->events, all->count, sizeof *all->events, timeline_by_rank_then_start);
-    return 0;
 }
 
 /* ---- the Chrome trace ------------------------------------------------------------ */

@@ -19,9 +19,9 @@
  * barrier's release (on one machine; across machines, as well as their
  * clocks agree).
  *
- * On a modelled clock, timeline_add_links() adds what the cost model says each
- * all-reduce kept busy (one more process, "links (modelled)": which link is
- * busy when, step by step).
+ * On a modelled clock, timeline_gather() adds what the communicator's cost
+ * model charged each all-reduce (one more process, "links (modelled)": which
+ * link is busy when, step by step).
  *
  * Read enum timeline_lane, then timeline_gather() and the two writers.
  */
@@ -29,7 +29,6 @@
 #define DDP_TIMELINE_H
 
 #include "comm/comm.h"
-#include "comm/costmodel.h"
 
 #include <stddef.h>
 #include <stdint.h>
@@ -98,7 +97,7 @@ uint64_t timeline_dropped(const timeline_t *t);
 /* Every rank's events together, on rank 0. */
 struct timeline_all {
     int world;
-    int links;                     /* timeline_add_links() ran: events of rank `world` are the links' */
+    int links;                     /* events of rank `world` are the links' (timeline_gather) */
     int nlanes;                    /* TIMELINE_BUCKET + the most buckets any rank had */
     struct timeline_event *events; /* sorted by rank, then start */
     size_t count;
@@ -106,20 +105,16 @@ struct timeline_all {
 
 /* Collective: every rank sends its events to rank 0 (two all-gathers of
  * int64). On rank 0 *out is set (free it with timeline_all_free), on the
- * others it is NULL. 0, ERR_NOMEM, or the communicator's error. */
+ * others it is NULL. When the communicator charges its collectives on the
+ * modelled clock (comm_cost_model: the simulator's, or MPI between simulated
+ * devices), rank 0's also holds the links every bucket all-reduce of rank 0
+ * kept busy, as that model charged it: the collective ends where its bar ends
+ * and starts its modelled time before; in between come the spans of
+ * costmodel_allreduce_spans(), as events of rank `world` (the process "links
+ * (modelled)"), lanes TIMELINE_LINK_*. Tree and naive add none (no span of
+ * theirs says which link). 0, ERR_NOMEM, or the communicator's error. */
 int timeline_gather(timeline_t *t, comm_t *c, struct timeline_all **out);
 void timeline_all_free(struct timeline_all *all);
-
-/* Adds the links every bucket all-reduce of rank 0 kept busy, as model `m`
- * charged it with `algo` on all->world ranks (what the simulator's clock
- * does, sim/comm_sim.c): the collective ends where its bar ends, starts its
- * modelled time before, and in between come the spans of
- * costmodel_allreduce_spans(), as events of rank all->world (the process
- * "links (modelled)"), lanes TIMELINE_LINK_*. Tree and naive add nothing
- * (no span of theirs says which link). On a modelled clock only (the
- * simulator's communicator, or MPI between simulated devices): on a GPU the
- * bars are measured and the model knows nothing of them. 0 or ERR_NOMEM. */
-int timeline_add_links(struct timeline_all *all, const struct costmodel *m, enum comm_algo algo);
 
 /* Writes the Chrome trace event format (JSON object form: "traceEvents",
  * complete events "ph": "X" in microseconds, one process per rank named

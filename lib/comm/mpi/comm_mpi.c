@@ -1095,6 +1095,13 @@ const char *comm_mpi_last_call(const comm_t *c)
     return call ? call : "";
 }
 
+static const struct costmodel *mpi_cost_model(const comm_t *c, enum comm_algo *algo)
+{
+    const struct mpi_comm *mc = c->impl;
+    *algo = mc->algo;
+    return mc->modelled ? &mc->model : NULL;
+}
+
 const struct comm_backend_ops comm_backend_mpi = {
     .name = "mpi",
     .untimed = 1,
@@ -1104,4 +1111,5 @@ const struct comm_backend_ops comm_backend_mpi = {
     .start = mpi_start,
     .wait = mpi_wait,
     .abort = mpi_abort,
+    .cost_model = mpi_cost_model,
 };

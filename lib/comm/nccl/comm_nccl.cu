@@ -661,4 +661,5 @@ const struct comm_backend_ops comm_backend_nccl = {
     nccl_world_abort,
     0, /* settled: nothing kept; each rank reports a shared failure with its own error */
     1, /* device_memory: the GPU's */
+    0, /* cost_model: NCCL's collectives take the GPU's real time */
 };
