@@ -86,6 +86,21 @@ int link_profile_set(struct link_profile *l, double gbps, double latency_us)
     return 0;
 }
 
+int link_profile_share(struct link_profile *l, int gpus, int links)
+{
+    if (gpus < 1 || links < 1 || links > gpus || gpus % links != 0)
+        return err_set(ERR_ARG, "%d GPUs on %d host links: each link carries as many GPUs, so the links are a "
+                       "divisor of %d (1 to %d)", gpus, links, gpus > 0 ? gpus : 1, gpus > 0 ? gpus : 1);
+    int per = gpus / links;
+    if (per == 1)
+        return 0;
+    l->bandwidth_bps /= per;
+    l->limit_bps /= per;
+    size_t n = strlen(l->title);
+    snprintf(l->title + n, sizeof l->title - n, ", shared by %d GPUs", per);
+    return 0;
+}
+
 double link_copy_seconds(const struct link_profile *l, uint64_t bytes)
 {
     return l->latency_s + (double)bytes / l->bandwidth_bps;

@@ -25,7 +25,7 @@ extern "C" {
 
 struct link_profile {
     char name[16];        /* "pcie4", or "custom" */
-    char title[48];       /* "PCIe Gen4 x16" */
+    char title[80];       /* "PCIe Gen4 x16" */
     double limit_bps;     /* the wire's limit, bytes per second, one direction */
     double bandwidth_bps; /* B: a long copy's modelled rate, bytes per second */
     double latency_s;     /* α: a copy's fixed cost, seconds */
@@ -48,6 +48,15 @@ const char *link_profile_names(void);
  * renamed "custom". ERR_ARG for a bandwidth that is not in (0, 10000] GB/s or
  * a latency not in [0, 1e6] us, naming which. */
 int link_profile_set(struct link_profile *l, double gbps, double latency_us);
+
+/* The share of *l each GPU gets when `gpus` GPUs copy at once through
+ * `links` such links (a PCIe switch's uplinks to the host): bandwidth and
+ * limit divided by gpus / links, the title saying so; nothing changes when
+ * each GPU has a link of its own. A static share: every GPU copies all the
+ * time, as in a data-parallel job's steady state, where each rank's loader
+ * copies its next batch while the step computes. ERR_ARG unless 1 <= links
+ * <= gpus and links divides gpus (every link carries as many GPUs). */
+int link_profile_share(struct link_profile *l, int gpus, int links);
 
 /* α + S/B: the modelled seconds of one copy of `bytes` bytes. */
 double link_copy_seconds(const struct link_profile *l, uint64_t bytes);

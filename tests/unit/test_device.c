@@ -561,6 +561,26 @@ TEST(link_profiles)
     CHECK_ERR(link_pcie_limit(7, 16, &bps), ERR_RANGE, "generation 7");
 }
 
+/* GPUs sharing host links: each gets links / gpus of one, its latency whole */
+TEST(link_share)
+{
+    struct link_profile l, alone;
+    CHECK_OK(link_profile_find("pcie4", &alone));
+    l = alone;
+    CHECK_OK(link_profile_share(&l, 8, 8)); /* a link each: nothing changes */
+    CHECK(memcmp(&l, &alone, sizeof l) == 0);
+    CHECK_OK(link_profile_share(&l, 8, 2));
+    CHECK(l.bandwidth_bps == alone.bandwidth_bps / 4 && l.limit_bps == alone.limit_bps / 4);
+    CHECK(l.latency_s == alone.latency_s);
+    CHECK_STR(l.title, "PCIe Gen4 x16, shared by 4 GPUs");
+    CHECK_STR(l.name, "pcie4");
+    l = alone;
+    CHECK_ERR(link_profile_share(&l, 8, 3), ERR_ARG, "8 GPUs on 3 host links");
+    CHECK_ERR(link_profile_share(&l, 8, 9), ERR_ARG, "8 GPUs on 9 host links");
+    CHECK_ERR(link_profile_share(&l, 8, 0), ERR_ARG, "8 GPUs on 0 host links");
+    CHECK(memcmp(&l, &alone, sizeof l) == 0); /* a refusal leaves it as it was */
+}
+
 /* ---- virtual time (DESIGN.md): every time the simulator reports is modelled ---------- */
 
 /* A kernel lasts its declared seconds, however long its function really ran:
