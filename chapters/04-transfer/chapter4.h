@@ -27,6 +27,8 @@ struct ch4_opts {
     const char *backend;        /* NULL: cuda when a GPU is found, else sim */
     struct link_profile link;   /* the sweep's link (sim) */
     struct link_profile loop_link; /* the loop's link (sim) */
+    struct link_profile own_loop_link; /* ... were it the GPU's alone (--topology): the default compute */
+    int node_gpus, host_links;  /* --topology's GPUs a node and --host-links; 0: not given */
     uint64_t min_bytes, max_bytes; /* the sweep's sizes, times 4 per row */
     uint64_t pool_bytes;        /* the pinned pool's limit */
     const char *data;           /* the loop's dataset; NULL: dataset_open_default() */

@@ -21,6 +21,7 @@
 #include "base/error.h"
 #include "base/fsutil.h"
 #include "base/units.h"
+#include "comm/comm.h"
 #include "transfer/hw.h"
 
 #include <getopt.h>
@@ -49,8 +50,11 @@ static void ch4_usage(FILE *f)
             "  --hw=NAME               the link of a modelled GPU system: " HW_NAMES "\n"
             "                          (its PCIe host link; not with --link; --link-gbps and --link-latency-us\n"
             "                          still replace its figures); --hw=list prints the profiles and their sources\n"
-            "  --topology, --algo      refused: one GPU and its host link have no peers (chapters 5 and 6 model\n"
-            "                          nodes of GPUs and their all-reduce)\n"
+            "  --topology=NODESxGPUS   sim: the GPUs of a node copy at once, each its own batches; with\n"
+            "  --host-links=K          they reach the host through K links (a PCIe switch's uplinks, default\n"
+            "                          one per GPU; K divides GPUS), and each GPU gets K/GPUS of one\n"
+            "                          (the loop's default compute stays one batch's copy on a link of its own)\n"
+            "  --algo                  refused: no all-reduce runs here (chapters 5 and 6 take it)\n"
             "  --pool=SIZE             the pinned pool's limit (default 512M; K, M, G suffixes)\n"
             "size sweep:\n"
             "  --min-bytes=SIZE        the smallest copy, at least 1 (default 64K)\n"
@@ -79,11 +83,14 @@ struct ch4_cli {
     const struct hw_profile *hw; /* --hw, NULL: none */
     int link_given;
     double gbps, latency_us, loop_gbps; /* < 0: the profile's own */
+    const char *topology;               /* --topology, NULL: none */
+    uint64_t host_links;                /* --host-links, 0: one per GPU */
     int bench, max_given;
 };
 
 enum { O_BACKEND = 256, O_LINK, O_GBPS, O_LATENCY, O_POOL, O_MIN, O_MAX, O_DATA, O_BATCH, O_STEPS, O_WARMUP,
-       O_WORKERS, O_COMPUTE, O_LOOP_GBPS, O_DEMO, O_BENCH, O_OUT, O_PLOT, O_ONLY, O_HW, O_TOPOLOGY, O_ALGO };
+       O_WORKERS, O_COMPUTE, O_LOOP_GBPS, O_DEMO, O_BENCH, O_OUT, O_PLOT, O_ONLY, O_HW, O_TOPOLOGY, O_HOST_LINKS,
+       O_ALGO };
 
 static const struct option ch4_longopts[] = {
     {"backend", required_argument, 0, O_BACKEND}, {"link", required_argument, 0, O_LINK},
@@ -96,7 +103,8 @@ static const struct option ch4_longopts[] = {
     {"demo", required_argument, 0, O_DEMO},       {"bench", no_argument, 0, O_BENCH},
     {"out", required_argument, 0, O_OUT},         {"plot", no_argument, 0, O_PLOT},
     {"only", required_argument, 0, O_ONLY},       {"hw", required_argument, 0, O_HW},
-    {"topology", required_argument, 0, O_TOPOLOGY}, {"algo", required_argument, 0, O_ALGO},
+    {"topology", required_argument, 0, O_TOPOLOGY}, {"host-links", required_argument, 0, O_HOST_LINKS},
+    {"algo", required_argument, 0, O_ALGO},
     {"help", no_argument, 0, 'h'},
     {0, 0, 0, 0},
 };
@@ -126,11 +134,11 @@ static int ch4_parse(int argc, char **argv, struct ch4_cli *cli)
             if ((rc = hw_flag_parse(optarg, &cli->hw)) == 1)
                 exit(CLI_EXIT_OK);
             break;
-        case O_TOPOLOGY:
+        case O_TOPOLOGY: cli->topology = optarg; break; /* comm_topology_parse() reads it */
+        case O_HOST_LINKS: rc = cli_parse_range("host-links", optarg, 1, COMM_TOPOLOGY_MAX_RANKS, &cli->host_links); break;
         case O_ALGO:
-            rc = err_set(ERR_ARG, "--%s: chapter 4 copies one GPU's batches over its own host link, which no peer "
-                                  "shares: the cluster and its all-reduce are chapter 5's and 6's (--topology, --algo)",
-                         c == O_TOPOLOGY ? "topology" : "algo");
+            rc = err_set(ERR_ARG, "--algo: chapter 4 runs no all-reduce, so there is no algorithm to choose: the "
+                                  "all-reduce on a topology is chapter 5's and 6's (--topology and --algo there)");
             break;
         /* the link's limits are link_profile_set()'s: more than 0 and at most 10000 GB/s, 0 to 1e6 us */
         case O_GBPS: rc = cli_parse_double_range("link-gbps", optarg, 1e-3, 1e4, &cli->gbps); break;
@@ -172,6 +180,34 @@ static int ch4_parse(int argc, char **argv, struct ch4_cli *cli)
     return rc;
 }
 
+/* --topology=NODESxGPUS and --host-links=K: the GPUs of one node copying at
+ * once through K shared host links. Each node's host feeds its own GPUs, so
+ * only GPUS matters here. The share is modelled, so the simulated device is
+ * the one that runs it. */
+static int ch4_topology(struct ch4_cli *cli)
+{
+    struct ch4_opts *o = &cli->opt;
+    if (!cli->topology) {
+        if (cli->host_links)
+            return err_set(ERR_ARG, "--host-links: the links the GPUs of a node share; give --topology=NODESxGPUS "
+                                    "to say how many GPUs there are");
+        return 0;
+    }
+    int nodes, gpus;
+    if (comm_topology_parse(cli->topology, &nodes, &gpus) < 0)
+        return err_wrap(ERR_ARG, "--topology");
+    if (o->backend && strcmp(o->backend, "sim") != 0)
+        return err_set(ERR_ARG, "--topology models GPUs sharing their host links on the simulated device: under "
+                                "--backend=%s each copy takes the link it has", o->backend);
+    o->backend = "sim";
+    o->node_gpus = gpus;
+    o->host_links = cli->host_links ? (int)cli->host_links : gpus;
+    int rc = link_profile_share(&o->link, gpus, o->host_links);
+    if (rc == 0)
+        rc = link_profile_share(&o->loop_link, gpus, o->host_links);
+    return rc < 0 ? err_wrap(ERR_ARG, "--host-links") : 0;
+}
+
 /* The flags together, every size against every other and against the
  * machine, before anything starts. 0 or ERR_ARG naming the flag. */
 static int ch4_validate(struct ch4_cli *cli)
@@ -189,6 +225,9 @@ static int ch4_validate(struct ch4_cli *cli)
     o->loop_link = o->link;
     if (rc == 0)
         rc = link_profile_set(&o->loop_link, cli->loop_gbps, -1);
+    o->own_loop_link = o->loop_link;
+    if (rc == 0)
+        rc = ch4_topology(cli);
     if (rc < 0)
         return rc;
     uint64_t memory = (uint64_t)sysconf(_SC_PHYS_PAGES) * (uint64_t)sysconf(_SC_PAGESIZE);
@@ -217,6 +256,16 @@ static int ch4_run(const struct ch4_cli *cli)
 {
     const struct ch4_opts *o = &cli->opt;
     int rc = 0;
+    if (o->node_gpus > 1) {
+        int per = o->node_gpus / o->host_links;
+        printf("(--topology=%s: the %d GPUs of a node copy at once, each its own batches, through %d host link%s",
+               cli->topology, o->node_gpus, o->host_links, o->host_links == 1 ? "" : "s");
+        if (per > 1)
+            printf(", %d on each: a GPU's copies get 1/%d of a link, a fixed share (modelled)", per, per);
+        else
+            printf(", one each: nothing is shared");
+        printf(". Each node's host feeds its own GPUs, so the number of nodes changes nothing here.)\n\n");
+    }
     if (cli->demo)
         rc = ch4_demo_race(o);
     else if (cli->bench)

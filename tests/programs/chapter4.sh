@@ -34,9 +34,8 @@ t_fail zero_batch 2 "--batch: expected 1 to" $P --batch=0
 t_out hw_list "h100-sxm   H100 SXM5 80GB: FP32 67.0 TFLOP/s peak, HBM3 3350 GB/s" $P --hw=list
 t_fail unknown_hw 2 "chapter-4: --hw: unknown hardware profile 'h200' (known: h100-sxm, h100-pcie, a100, rtx4090)" \
     $P --hw=h200
-t_fail topology_refused 2 "chapter-4: --topology: chapter 4 copies one GPU's batches over its own host link" \
-    $P --topology=2x8
-t_fail algo_refused 2 "chapter-4: --algo: chapter 4 copies one GPU's batches" $P --algo=hier
+t_fail algo_refused 2 "chapter-4: --algo: chapter 4 runs no all-reduce, so there is no algorithm to choose" \
+    $P --algo=hier
 t_fail hw_with_link 2 "--hw=a100 and --link both choose the link (the A100 SXM4 80GB sits on PCIe Gen4 x16" \
     $P --link=pcie3 --hw=a100 --out="$OUT"
 t_out default_link "simulated device on PCIe Gen4 x16 (modelled: 28.81 GB/s, 5.0 us per copy" \
@@ -45,6 +44,34 @@ t_out hw_link "simulated device on PCIe Gen5 x16 (H100 SXM5 80GB) (modelled: 57.
     $P --only=sweep --max-bytes=64K --out="$OUT" --hw=h100-sxm
 t_out hw_link_gbps "simulated device on a 10 GB/s link (modelled: 10.00 GB/s, 5.0 us per copy" \
     $P --only=sweep --max-bytes=64K --out="$OUT" --hw=rtx4090 --link-gbps=10
+
+# --topology and --host-links: a node's GPUs copying at once through shared host links
+t_fail topology_bad 2 "chapter-4: --topology: topology '2y8': expected NODESxGPUS" $P --topology=2y8
+t_fail host_links_alone 2 "chapter-4: --host-links: the links the GPUs of a node share; give --topology" \
+    $P --host-links=2
+t_fail host_links_not_a_divisor 2 "chapter-4: --host-links: 8 GPUs on 3 host links: each link carries as many" \
+    $P --topology=2x8 --host-links=3
+t_fail host_links_too_many 2 "chapter-4: --host-links: 8 GPUs on 9 host links" $P --topology=1x8 --host-links=9
+t_fail topology_on_cuda 2 "chapter-4: --topology models GPUs sharing their host links on the simulated device" \
+    $P --topology=1x8 --backend=cuda
+t_out topology_shares_the_link "PCIe Gen3 x16, shared by 4 GPUs (modelled: 3.60 GB/s, 5.0 us per copy; the wire's limit 3.94 GB/s)" \
+    $P --only=sweep --max-bytes=64K --out="$T_TMP/share" --link=pcie3 --topology=2x8 --host-links=2
+# a link per GPU shares nothing: the loop writes the bytes it writes without --topology
+t_run $P "${small_loop[@]}" --out="$T_TMP/alone"
+t_run $P "${small_loop[@]}" --out="$T_TMP/own_links" --topology=1x8
+if cmp -s "$T_TMP/alone/loop.csv" "$T_TMP/own_links/loop.csv"; then t_pass topology_own_links_same_bytes
+else t_failed topology_own_links_same_bytes "$(diff "$T_TMP/alone/loop.csv" "$T_TMP/own_links/loop.csv" | head -5)"; fi
+# 8 GPUs on 2 links: each copy's bytes take 4 times as long (its fixed 5 us does not), the compute stays one
+# batch's copy on a link of its own, and double buffering can hide no more than the compute
+t_run $P "${small_loop[@]}" --out="$T_TMP/shared" --topology=1x8 --host-links=2
+why=$(awk -F, 'FNR == 1 { next } NR == FNR { alone[$1 "," $2] = $0; compute[$1 "," $2] = $7; dma[$1 "," $2] = $5; next }
+               { k = $1 "," $2; rows++
+                 if ($7 != compute[k]) printf "%s: compute %s ms, %s alone; ", k, $7, compute[k]
+                 if ($5 < 3.8 * dma[k] || $5 > 4.0 * dma[k]) printf "%s: dma %s ms, not about 4 x %s; ", k, $5, dma[k]
+                 if ($1 == "pinned ring" && $2 == 2 && ($8 < $5 * 0.999 || $8 > $5 * 1.001))
+                     printf "double-buffered step %s ms, not the copy'"'"'s %s ms; ", $8, $5 }
+               END { if (rows != 4) printf "expected 4 rows, got %d", rows }' "$T_TMP/alone/loop.csv" "$T_TMP/shared/loop.csv")
+if [ -n "$why" ]; then t_failed topology_shared_links_loop "$why"; else t_pass topology_shared_links_loop; fi
 
 # where the CUDA toolkit was found, the device's CUDA backend is built (it needs CUDA only, not NCCL)
 if [ "${SUITE:-plain}" != plain ]; then
