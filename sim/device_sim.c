@@ -37,6 +37,7 @@
 #include "sim/device_exec.h"
 #include "sim/device_race.h"
 #include "sim/write_guard.h"
+#include "transfer/hw.h"
 
 #include <errno.h>
 #include <pthread.h>
@@ -135,7 +136,7 @@ struct dsim_hostbuf { /* a host allocation or registration the device knows */
 struct dsim {
     device_t *pub;
     struct link_profile link;
-    double flops, memory_bps; /* the modelled GPU (device_config) */
+    double gemm_flops, memory_bps; /* the modelled GPU (device_config): its GEMMs' FP32 rate, its memory's */
     pthread_mutex_t mu;
     pthread_cond_t changed; /* an operation completed, or the device broke */
     struct dsim_engine eng[DSIM_ENGINES];
@@ -1154,7 +1155,8 @@ static int dsim_launch(device_stream_t *pub, const struct device_kernel *k)
 
 /* A device operation's modelled duration on the GPU profile: a matrix
  * product is bound by its flops or its bytes, whichever takes longer (the
- * roofline: max(2mnk / FP32 peak, bytes / memory bandwidth)), a batched one
+ * roofline: max(2mnk / GEMM rate, bytes / memory bandwidth), the GEMM rate
+ * being HW_SGEMM_FRACTION of the FP32 peak), a batched one
  * by count times one product's flops and bytes (its spans also cover the gaps
  * between products, which it never touches); a kernel, a memset or a
  * device-to-device copy by the bytes it reads and writes; each pays one
@@ -1177,8 +1179,8 @@ static uint64_t dsim_op_ns(const struct dsim *d, const struct device_op *op)
             bytes += (double)op->writes[i].bytes;
     }
     double seconds = bytes / d->memory_bps;
-    if (flops / d->flops > seconds)
-        seconds = flops / d->flops;
+    if (flops / d->gemm_flops > seconds)
+        seconds = flops / d->gemm_flops;
     return vclock_ns_of_s(seconds + DSIM_LAUNCH_S);
 }
 
@@ -1487,7 +1489,7 @@ static int dsim_open(device_t *dev, const struct device_config *cfg)
         return err_set(ERR_NOMEM, "%s: out of memory", dev->name);
     d->pub = dev;
     d->link = cfg->link;
-    d->flops = cfg->gpu_flops;
+    d->gemm_flops = cfg->gpu_flops * HW_SGEMM_FRACTION;
     d->memory_bps = cfg->gpu_memory_bps;
     device_exec_one_blas_thread();
     pthread_mutex_init(&d->mu, NULL);

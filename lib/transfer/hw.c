@@ -1,7 +1,8 @@
 /* hw: the hardware profiles' table and the links it implies (see hw.h).
  *
  * Every figure below is a modelled one: a vendor's peak or nominal figure,
- * or NCCL's own latency model, never a measurement of ours. Units as the
+ * NCCL's own latency model, or (the GEMMs' share of the peak) someone else's
+ * published measurement, never a measurement of ours. Units as the
  * sources give them: GB/s and TB/s are 1e9 and 1e12 bytes per second, Gb/s
  * 1e9 bits per second, TFLOP/s 1e12 floating-point operations per second.
  *
@@ -27,6 +28,16 @@
  *   model's figures from PCI-SIG's rates with the encoding: 63.0 GB/s a way
  *   for Gen5 (128 / 2 x 128/130), times its packet efficiency for B.
  *   test_hw checks that the two agree.
+ *
+ * GEMMs (HW_SGEMM_FRACTION): cuBLAS's FP32 SGEMM on the CUDA cores
+ * (cublasSgemm) measured at 50.49 TFLOP/s on an "NVIDIA H100 80GB HBM3" (the
+ * SXM5 part) for m = n = k = 8192, 45.68 at 4096 and 21.82 at 2048: the
+ * repository waynehacking8/blackwell-tensorcore-kernels on GitHub,
+ * results/bench_sm90a.csv. 50.49 of the datasheet's 67 is 75 %, the fraction
+ * the model takes. It is the only measured SGEMM fraction we found for these
+ * GPUs: the A100, H100 PCIe and RTX 4090 profiles take it as an assumption,
+ * and products far smaller than 8192 reach less (the recipe's, a few
+ * microseconds, are bound by their launches anyway).
  *
  * GPU to GPU:
  * - h100-sxm and a100: NVLink through NVSwitch (HGX / DGX boards): every
@@ -61,12 +72,6 @@
  * - 100gbe: 100 Gigabit Ethernet (IEEE 802.3), 100 Gb/s a port. One a node
  *   for the h100-pcie and rtx4090 profiles: our assumption of a plain
  *   server or workstation, not a vendor's figure.
- *
- * Not here: an achievable fraction of the FP32 peak for a GEMM. We found no
- * public source to cite for cuBLAS's SGEMM on these GPUs, so the simulated
- * device (sim/device_sim.c, dsim_op_ns) times a matrix product at the full
- * peak or the memory bandwidth, whichever is slower: a GPU faster than the
- * real one, which makes communication's share of a step look larger.
  */
 #include "transfer/hw.h"
 
@@ -161,8 +166,8 @@ void hw_print_list(FILE *f)
         hw_host_link(hw, &host);
         hw_peer_link(hw, &peer);
         hw_node_link(hw, &node);
-        fprintf(f, "  %-10s %s: FP32 %.1f TFLOP/s peak, %s %.0f GB/s\n", hw->name, hw->title, hw->fp32_flops / 1e12,
-                hw->memory, hw->memory_bps / 1e9);
+        fprintf(f, "  %-10s %s: FP32 %.1f TFLOP/s peak (GEMMs at %.0f %% of it), %s %.0f GB/s\n", hw->name, hw->title,
+                hw->fp32_flops / 1e12, 100 * HW_SGEMM_FRACTION, hw->memory, hw->memory_bps / 1e9);
         char datasheet[64] = "";
         if (hw->pcie_bidir_bps > 0)
             snprintf(datasheet, sizeof datasheet, " (datasheet: %.0f GB/s both ways, before encoding)",

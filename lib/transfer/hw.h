@@ -47,6 +47,12 @@ struct hw_profile {
     const char *sources;     /* where the figures come from, in short */
 };
 
+/* The share of the FP32 peak a GPU's matrix products reach: the simulated
+ * device times a GEMM's 2mnk FLOPs at fp32_flops x this. cuBLAS's SGEMM,
+ * measured on an H100 SXM, the one figure we could cite (hw.c); the other
+ * profiles take it too, an assumption. */
+#define HW_SGEMM_FRACTION 0.75
+
 /* The profiles' names, for --help texts (hw_profile_names() at run time). */
 #define HW_NAMES "h100-sxm, h100-pcie, a100, rtx4090"
 

@@ -31,7 +31,7 @@ t_fail zero_batch 2 "--batch: expected 1 to" $P --batch=0
 
 # --hw: a modelled GPU system's host link; --link names a link too, so the two are refused together,
 # and --link-gbps replaces the profile's figure as it does --link's
-t_out hw_list "h100-sxm   H100 SXM5 80GB: FP32 67.0 TFLOP/s peak, HBM3 3350 GB/s" $P --hw=list
+t_out hw_list "h100-sxm   H100 SXM5 80GB: FP32 67.0 TFLOP/s peak (GEMMs at 75 % of it), HBM3 3350 GB/s" $P --hw=list
 t_fail unknown_hw 2 "chapter-4: --hw: unknown hardware profile 'h200' (known: h100-sxm, h100-pcie, a100, rtx4090)" \
     $P --hw=h200
 t_fail algo_refused 2 "chapter-4: --algo: chapter 4 runs no all-reduce, so there is no algorithm to choose" \

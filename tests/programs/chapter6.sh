@@ -444,7 +444,7 @@ H=(--world=2 --train-size=256 --epochs=1 --batch=32 --data=synthetic --test-data
 t_out default_link "  simulated device on PCIe Gen4 x16: 28.81 GB/s, 5.0 us per copy (modelled)" $P "${H[@]}"
 t_out hw_link "  simulated device on PCIe Gen5 x16 (H100 SXM5 80GB): 57.61 GB/s, 5.0 us per copy (modelled)" \
     $P "${H[@]}" --hw=h100-sxm
-t_out hw_list "a100       A100 SXM4 80GB: FP32 19.5 TFLOP/s peak, HBM2e 2039 GB/s" $P --hw=list
+t_out hw_list "a100       A100 SXM4 80GB: FP32 19.5 TFLOP/s peak (GEMMs at 75 % of it), HBM2e 2039 GB/s" $P --hw=list
 t_fail unknown_hw 2 "chapter-6: --hw: unknown hardware profile 'h200' (known: h100-sxm, h100-pcie, a100, rtx4090)" \
     $P --hw=h200
 t_fail hw_with_drop_event_copy 2 "--hw with --drop-event=copy: the story sets its own congested link" \
