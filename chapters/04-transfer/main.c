@@ -135,7 +135,9 @@ static int ch4_parse(int argc, char **argv, struct ch4_cli *cli)
                 exit(CLI_EXIT_OK);
             break;
         case O_TOPOLOGY: cli->topology = optarg; break; /* comm_topology_parse() reads it */
-        case O_HOST_LINKS: rc = cli_parse_range("host-links", optarg, 1, COMM_TOPOLOGY_MAX_RANKS, &cli->host_links); break;
+        case O_HOST_LINKS:
+            rc = cli_parse_range("host-links", optarg, 1, COMM_TOPOLOGY_MAX_RANKS, &cli->host_links);
+            break;
         case O_ALGO:
             rc = err_set(ERR_ARG, "--algo: chapter 4 runs no all-reduce, so there is no algorithm to choose: the "
                                   "all-reduce on a topology is chapter 5's and 6's (--topology and --algo there)");
