@@ -425,6 +425,16 @@ static int sim_check_fingerprints(struct sim_world *w, const struct comm_coll_de
     return rc;
 }
 
+/* The start rendezvous's check: the fingerprints, then, when they agree on
+ * an all-gather of a few words, its data (sim_allgather_direct). */
+static int sim_check_start(struct sim_world *w, const struct comm_coll_desc *d, char *msg, size_t len)
+{
+    int rc = sim_check_fingerprints(w, d, msg, len);
+    if (rc == 0 && sim_allgather_is_direct(d, w->world))
+        sim_allgather_direct(w);
+    return rc;
+}
+
 /* The first element where rank odd's result differs from rank ref's, printed
  * (comm_checks_detail_fn; ctx is the world, whose ranks are all posted). */
 static void sim_first_difference(const void *ctx, int odd, int ref, char *buf, size_t len)
@@ -710,7 +720,7 @@ static int sim_execute(struct sim_comm *sc, const struct comm_coll_desc *d, uint
     uint64_t deadline = clock_deadline_s(sim_wall_margin_s(w, c->timeout_s));
     comm_fingerprint_of(d, &w->ranks[rank].fp);
     w->ranks[rank].arrive_ns = arrive;
-    int rc = sim_rendezvous(w, rank, d, deadline, c->timeout_s, "start", sim_check_fingerprints, &sc->free_ns);
+    int rc = sim_rendezvous(w, rank, d, deadline, c->timeout_s, "start", sim_check_start, &sc->free_ns);
     if (rc < 0)
         return rc;
     *end_ns = sc->free_ns;

@@ -18,7 +18,9 @@
  *      diagnosis (who arrived by then, and what each other rank was doing
  *      then), breaks the world and every waiting thread returns. The wall
  *      clock only ends real hangs (sim_wall_margin_s);
- *   3. the data phase: ring, tree or naive, over bounded channels;
+ *   3. the data phase: ring, tree or naive, over bounded channels (an
+ *      all-gather of a few words was already copied at the rendezvous:
+ *      SIM_ALLGATHER_DIRECT_BYTES);
  *   4. with COMM_CHECK_RESULTS, a second rendezvous compares checksums of
  *      the results (after any flip fault), naming the rank that differs.
  * A rank that fails in its own code (comm_abort, or the rank launcher's
@@ -165,6 +167,22 @@ struct sim_exec {
 /* Runs the data phase of x->d (not barrier) with x->algo. 0, or an ERR_*
  * after breaking the world with a diagnosis (sim_world_fail). */
 int sim_algo_run(struct sim_exec *x);
+
+/* All-gathers whose whole result is at most this many bytes skip the ring:
+ * the last rank to reach the start rendezvous copies every rank's block into
+ * every rank's result (sim_allgather_direct). The replica check's two tiny
+ * all-gathers each step would otherwise cost W - 1 thread hand-offs on every
+ * rank for a few words; the ring stays the path of real payloads. */
+#define SIM_ALLGATHER_DIRECT_BYTES 4096u
+
+/* Whether collective d on `world` ranks is such an all-gather. */
+int sim_allgather_is_direct(const struct comm_coll_desc *d, int world);
+
+/* Fills every rank's result of the all-gather under way from every rank's
+ * posted block (w->ranks[q].at); runs in the last rank to arrive at the
+ * start rendezvous, w->lock held and every other rank waiting there, after
+ * the fingerprints agreed. */
+void sim_allgather_direct(struct sim_world *w);
 
 /* The channel src -> dst, created on first use. 0 or ERR_NOMEM. */
 int sim_channel(struct sim_world *w, int src, int dst, channel_t **out);

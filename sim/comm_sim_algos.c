@@ -324,6 +324,28 @@ static int chain_piece(struct sim_exec *x, unsigned char *buf, size_t bytes)
     return 0;
 }
 
+/* ---- all-gather of a few words: copied at the rendezvous ------------------------ */
+
+int sim_allgather_is_direct(const struct comm_coll_desc *d, int world)
+{
+    return d->coll == COMM_ALLGATHER &&
+           d->count * comm_dtype_size(d->dtype) * (size_t)world <= SIM_ALLGATHER_DIRECT_BYTES;
+}
+
+void sim_allgather_direct(struct sim_world *w)
+{
+    const struct comm_coll_desc *d0 = &w->ranks[0].at;
+    size_t block = d0->count * comm_dtype_size(d0->dtype);
+    if (block == 0)
+        return;
+    for (int r = 0; r < w->world; r++)
+        for (int q = 0; q < w->world; q++) {
+            unsigned char *dst = (unsigned char *)w->ranks[r].at.recvbuf + (size_t)q * block;
+            if (dst != (const unsigned char *)w->ranks[q].at.sendbuf) /* in place: rank q's block is there */
+                memcpy(dst, w->ranks[q].at.sendbuf, block);
+        }
+}
+
 /* ---- dispatch ---------------------------------------------------------------- */
 
 int sim_algo_run(struct sim_exec *x)
@@ -370,6 +392,10 @@ int sim_algo_run(struct sim_exec *x)
         return rc;
     }
     case COMM_ALLGATHER: {
+        if (sim_allgather_is_direct(d, x->world)) { /* moved at the rendezvous; counted as the ring would send */
+            x->sc->bytes_sent += (W - 1) * d->count * es;
+            return 0;
+        }
         unsigned char *own = (unsigned char *)d->recvbuf + (size_t)x->rank * d->count * es;
         if (own != (const unsigned char *)d->sendbuf && d->count)
             memcpy(own, d->sendbuf, d->count * es);

@@ -309,6 +309,61 @@ TEST(broadcast_reduce_scatter_allgather_barrier)
         }
 }
 
+/* An all-gather of a few words is copied at the rendezvous, not by the
+ * ring (SIM_ALLGATHER_DIRECT_BYTES): every block in every rank's result,
+ * in place or not, run after run, and the bytes counted as the ring sends
+ * them, at every world size and on both sides of the threshold. */
+TEST(small_allgather_every_world_and_its_bytes)
+{
+    for (int W = 1; W <= 8; W++) {
+        size_t edge = SIM_ALLGATHER_DIRECT_BYTES / sizeof(float) / (size_t)W;
+        const size_t counts[] = {1, 3, edge, edge + 1};
+        for (size_t ci = 0; ci < sizeof counts / sizeof counts[0]; ci++)
+            for (int in_place = 0; in_place < 2; in_place++) {
+                size_t n = counts[ci];
+                uint64_t sent[8];
+                struct job j = {.coll = COMM_ALLGATHER, .count = n, .in_place = in_place, .collectives = 3,
+                                .check = COMM_CHECK_RESULTS, .out = outs_alloc(W, n * (size_t)W), .bytes_sent = sent};
+                CHECK_OK(job_run(&j, W, NULL));
+                for (int r = 0; r < W; r++) {
+                    CHECK_EQ_U64(sent[r], 3 * (uint64_t)(W - 1) * n * sizeof(float));
+                    for (int q = 0; q < W; q++)
+                        for (size_t i = 0; i < n; i++)
+                            CHECK_MSG(j.out[r][(size_t)q * n + i] == test_value(q, i),
+                                      "W=%d count=%zu %s: rank %d holds a wrong value in rank %d's block, element %zu",
+                                      W, n, in_place ? "in-place" : "out-of-place", r, q, i);
+                }
+                outs_free(j.out, W);
+            }
+    }
+}
+
+/* The faults act on a small all-gather as on the ring's: a flipped result is
+ * caught by the result check, a killed rank by the watchdog. */
+TEST(small_allgather_faults)
+{
+    int W = 4;
+    char msg[2048];
+    struct comm_world_options opt = {.world = W, .faults = "flip:2@2"};
+    struct job j = {.coll = COMM_ALLGATHER, .count = 5, .collectives = 3, .timeout_s = 1,
+                    .check = COMM_CHECK_RESULTS, .out = outs_alloc(W, 5 * (size_t)W)};
+    CHECK_OK(comm_world_create("sim", &opt, &j.world));
+    CHECK(ranks_run(W, job_rank, &j, NULL, 0, NULL) < 0);
+    snprintf(msg, sizeof msg, "%s", comm_world_diagnosis(j.world));
+    comm_world_destroy(j.world);
+    CHECK_CONTAINS(msg, "after collective #2 (allgather, 5 x float32 per rank), rank 2's result differs from the "
+                        "other 3 ranks', which agree");
+    CHECK_CONTAINS(msg, "element 10: rank 2 has");
+    opt.faults = "kill:1@3";
+    CHECK_OK(comm_world_create("sim", &opt, &j.world));
+    CHECK(ranks_run(W, job_rank, &j, NULL, 0, NULL) < 0);
+    snprintf(msg, sizeof msg, "%s", comm_world_diagnosis(j.world));
+    comm_world_destroy(j.world);
+    CHECK_CONTAINS(msg, "arrived: ranks 0, 2, 3");
+    CHECK_CONTAINS(msg, "rank 1: killed by --fault=kill:1@3 before collective #3");
+    outs_free(j.out, W);
+}
+
 /* ---- faults and diagnoses ------------------------------------------------------ */
 
 /* Runs W ranks x 3 all-reduces with `faults`; returns the world's diagnosis
