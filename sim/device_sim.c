@@ -1108,10 +1108,14 @@ static struct dsim_op *dsim_issue_compute(struct dsim *d, struct dsim_stream *s,
                                           const struct device_span *reads, uint32_t nreads,
                                           const struct device_span *writes, uint32_t nwrites, int *rc)
 {
-    char what[192], tag[32] = "";
+    /* one snprintf per kernel (each formats this, for the messages that may name it): formatting showed in
+     * the simulator's host profile */
+    char what[sizeof ((struct dsim_op *)0)->what];
+    unsigned long long number = (unsigned long long)(d->kernel_number + 1);
     if (batch >= 0)
-        snprintf(tag, sizeof tag, " (batch %lld)", (long long)batch);
-    snprintf(what, sizeof what, "kernel #%llu '%s'%s", (unsigned long long)(d->kernel_number + 1), name, tag);
+        snprintf(what, sizeof what, "kernel #%llu '%s' (batch %lld)", number, name, (long long)batch);
+    else
+        snprintf(what, sizeof what, "kernel #%llu '%s'", number, name);
     struct race_clock clock = dsim_next_clock(d, s);
     *rc = dsim_enter(d);
     for (uint32_t i = 0; *rc == 0 && i < nreads + nwrites; i++) {
@@ -1127,7 +1131,7 @@ static struct dsim_op *dsim_issue_compute(struct dsim *d, struct dsim_stream *s,
         *rc = ERR_NOMEM;
     if (op) {
         d->kernel_number++;
-        snprintf(op->what, sizeof op->what, "%s", what);
+        memcpy(op->what, what, sizeof what);
         dsim_issue(d, s, op);
     }
     return op;
