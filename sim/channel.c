@@ -78,13 +78,15 @@ int channel_send_begin(channel_t *ch, uint64_t deadline_ns, void **slot)
     return rc;
 }
 
+/* The hand-offs below wake the other side after unlocking: woken under the
+ * lock, it would find the lock still held and sleep once more on it. */
 void channel_send_end(channel_t *ch, size_t bytes)
 {
     pthread_mutex_lock(&ch->lock);
     ch->len[ch->sent % (uint64_t)ch->slots] = bytes;
     ch->sent++;
-    pthread_cond_broadcast(&ch->changed);
     pthread_mutex_unlock(&ch->lock);
+    pthread_cond_broadcast(&ch->changed);
 }
 
 int channel_recv_begin(channel_t *ch, uint64_t deadline_ns, const void **slot, size_t *bytes)
@@ -102,8 +104,8 @@ void channel_recv_end(channel_t *ch)
 {
     pthread_mutex_lock(&ch->lock);
     ch->received++;
-    pthread_cond_broadcast(&ch->changed);
     pthread_mutex_unlock(&ch->lock);
+    pthread_cond_broadcast(&ch->changed);
 }
 
 void channel_reset(channel_t *ch)

@@ -357,7 +357,8 @@ static int sim_rendezvous(struct sim_world *w, int rank, const struct comm_coll_
     ++w->count;
     if (sim_modelled_watchdog(w))
         goto fired;
-    if (w->count == w->world) {
+    int last = w->count == w->world;
+    if (last) {
         w->rdv_rc = check ? check(w, d, w->rdv_msg, sizeof w->rdv_msg) : 0;
         if (end_ns)
             w->rdv_end_ns = sim_modelled_end(w, d);
@@ -366,8 +367,7 @@ static int sim_rendezvous(struct sim_world *w, int rank, const struct comm_coll_
         for (int r = 0; r < w->world; r++)
             w->ranks[r].arrived = 0;
         w->count = 0;
-        w->gen++;
-        pthread_cond_broadcast(&w->cond);
+        w->gen++; /* the others are woken once the lock is free (below): woken now, they would sleep on it */
     }
     struct timespec ts = channel_deadline(deadline_ns);
     while (w->gen == gen && !atomic_load(&w->broken) && !sim_aborted_before(w, d->seq)) {
@@ -390,6 +390,8 @@ static int sim_rendezvous(struct sim_world *w, int rank, const struct comm_coll_
             *end_ns = w->rdv_end_ns;
         me->state = SIM_MOVING;
         pthread_mutex_unlock(&w->lock);
+        if (last)
+            pthread_cond_broadcast(&w->cond);
         return rc;
     }
 fired:
@@ -787,7 +789,10 @@ static void *sim_progress_main(void *arg)
         if (rc < 0)
             snprintf(sr->msg, sizeof sr->msg, "%s", err_msg());
         sr->finished = 1;
+        /* the waiter is woken with the lock free: woken under it, it would sleep on it once more */
+        pthread_mutex_unlock(&sc->qlock);
         pthread_cond_broadcast(&sc->qcond);
+        pthread_mutex_lock(&sc->qlock);
     }
     pthread_mutex_unlock(&sc->qlock);
     return NULL;
@@ -836,8 +841,8 @@ static int sim_start(comm_t *c, comm_request_t *req)
     else
         sc->head = sr;
     sc->tail = sr;
-    pthread_cond_broadcast(&sc->qcond);
     pthread_mutex_unlock(&sc->qlock);
+    pthread_cond_broadcast(&sc->qcond); /* the progress thread, once the lock is free (sim_progress_main) */
     return 0;
 }
 
