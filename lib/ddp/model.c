@@ -70,6 +70,7 @@ struct model {
     struct device_stats timing_base;
     int atoms;                    /* model_set_atoms: 0, or the atoms of every batch */
     float *atom_grads;            /* [atoms x the largest weight]: each atom's weight gradient, then the tree */
+    uint64_t *check_words;        /* [model_check_chunks]: the replica check's hash words (model_check_words) */
 };
 
 /* ---- the spec ----------------------------------------------------------------------------- */
@@ -232,6 +233,11 @@ int model_create(const struct model_spec *spec, int max_batch, device_stream_t *
             L->invstd = model_alloc(m, (size_t)L->out, sizeof(float), name, &rc);
         }
     }
+    /* not zeroed: the check's kernel writes every word it reads back, and a memset would be one more
+     * operation on the stream, in the modelled timeline */
+    if (rc == 0)
+        rc = device_malloc(m->dev, model_check_chunks(m) * sizeof *m->check_words, "replica check hashes",
+                           (void **)&m->check_words);
     if (rc < 0) {
         model_destroy(m);
         return rc;
@@ -254,7 +260,7 @@ void model_destroy(model_t *m)
         device_free(m->dev, m->layers[l].invstd);
     }
     void *bufs[] = {m->param, m->grad, m->buffer, m->input, m->bytes, m->labels, m->scratch[0], m->scratch[1],
-                    m->sample_loss, m->sample_correct, m->loss_out, m->atom_grads};
+                    m->sample_loss, m->sample_correct, m->loss_out, m->atom_grads, m->check_words};
     for (size_t i = 0; i < sizeof bufs / sizeof *bufs; i++)
         device_free(m->dev, bufs[i]);
     free(m);
@@ -379,6 +385,23 @@ int model_buffer_tensors(const model_t *m) { return m->nbuffers; }
 const struct model_tensor *model_buffer(const model_t *m, int b) { return &m->buffers[b]; }
 size_t model_buffer_floats(const model_t *m) { return m->buffer_floats; }
 float *model_buffers(model_t *m) { return m->buffer; }
+
+uint64_t model_tensor_chunks(const struct model_tensor *t)
+{
+    return (t->numel + KERNEL_HASH_CHUNK - 1) / KERNEL_HASH_CHUNK;
+}
+
+uint64_t model_check_chunks(const model_t *m)
+{
+    uint64_t n = 0;
+    for (int t = 0; t < m->nparams; t++)
+        n += model_tensor_chunks(&m->params[t]);
+    for (int b = 0; b < m->nbuffers; b++)
+        n += model_tensor_chunks(&m->buffers[b]);
+    return n;
+}
+
+uint64_t *model_check_words(model_t *m) { return m->check_words; }
 int64_t model_batches_tracked(const model_t *m) { return m->batches_tracked; }
 void model_set_batches_tracked(model_t *m, int64_t n) { m->batches_tracked = n; }
 float *model_input(model_t *m) { return m->input; }

@@ -185,6 +185,14 @@ int model_buffer_tensors(const model_t *m);                   /* running_mean an
 const struct model_tensor *model_buffer(const model_t *m, int b);
 size_t model_buffer_floats(const model_t *m);
 float *model_buffers(model_t *m);
+/* Device memory for the replica check (ddp/replica.h): one word per chunk
+ * of KERNEL_HASH_CHUNK floats of every parameter and buffer tensor, each
+ * tensor's chunks rounded up (model_tensor_chunks), model_check_chunks
+ * words in all. The model keeps it, so that the check allocates and frees
+ * nothing each step (a free waits for the whole device). */
+uint64_t model_tensor_chunks(const struct model_tensor *t);
+uint64_t model_check_chunks(const model_t *m);
+uint64_t *model_check_words(model_t *m);
 /* bn*.num_batches_tracked: one counter for all the model's BatchNorm1d
  * layers, which always see the same batches. */
 int64_t model_batches_tracked(const model_t *m);

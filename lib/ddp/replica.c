@@ -30,15 +30,11 @@ static const struct model_tensor *replica_tensor(model_t *m, int t, enum model_p
     return mt;
 }
 
-static uint64_t replica_chunks(const struct model_tensor *mt)
-{
-    return (mt->numel + KERNEL_HASH_CHUNK - 1) / KERNEL_HASH_CHUNK;
-}
-
 /* mine[t]: the hash of each wanted tensor (0 for the others). The device
- * hashes every chunk of KERNEL_HASH_CHUNK floats, after everything the
- * compute stream has queued; the host receives those words through one copy
- * and folds each tensor's into one. */
+ * hashes every chunk of KERNEL_HASH_CHUNK floats into the model's words for
+ * it (model_check_words), after everything the compute stream has queued;
+ * the host receives those words through one copy and folds each tensor's
+ * into one. */
 static int replica_hashes(model_t *m, unsigned what, uint64_t *mine)
 {
     int nt = replica_tensors(m), rc = 0;
@@ -46,17 +42,16 @@ static int replica_hashes(model_t *m, unsigned what, uint64_t *mine)
     for (int t = 0; t < nt; t++) {
         enum model_part part;
         const float *data;
-        total += replica_wanted(m, t, what) ? replica_chunks(replica_tensor(m, t, &part, &data)) : 0;
+        total += replica_wanted(m, t, what) ? model_tensor_chunks(replica_tensor(m, t, &part, &data)) : 0;
     }
     memset(mine, 0, (size_t)nt * sizeof *mine);
     if (total == 0)
         return 0;
     device_stream_t *s = model_stream(m);
     device_t *dev = device_stream_device(s);
-    uint64_t *words = malloc(total * sizeof *words), *on_device = NULL;
+    uint64_t *words = malloc(total * sizeof *words), *on_device = model_check_words(m);
     if (!words)
         return err_set(ERR_NOMEM, "replica check: out of memory");
-    rc = device_malloc(dev, total * sizeof *words, "replica hashes", (void **)&on_device);
     uint64_t at = 0;
     for (int t = 0; rc == 0 && t < nt; t++) {
         enum model_part part;
@@ -65,8 +60,8 @@ static int replica_hashes(model_t *m, unsigned what, uint64_t *mine)
         if (!replica_wanted(m, t, what) || mt->numel == 0)
             continue;
         union kernel_args a = {.hash_chunks = {.out = on_device + at, .x = data, .count = mt->numel}};
-        rc = device_kernel(s, KERNEL_hash_chunks, replica_chunks(mt), &a, NULL, model_batch_number(m));
-        at += replica_chunks(mt);
+        rc = device_kernel(s, KERNEL_hash_chunks, model_tensor_chunks(mt), &a, NULL, model_batch_number(m));
+        at += model_tensor_chunks(mt);
     }
     if (rc == 0)
         rc = model_sync(m);
@@ -79,11 +74,9 @@ static int replica_hashes(model_t *m, unsigned what, uint64_t *mine)
         const struct model_tensor *mt = replica_tensor(m, t, &part, &data);
         if (!replica_wanted(m, t, what))
             continue;
-        mine[t] = hash_mix64(hash_fnv1a_words(HASH_FNV1A_BASIS, words + at, replica_chunks(mt) * sizeof *words));
-        at += replica_chunks(mt);
+        mine[t] = hash_mix64(hash_fnv1a_words(HASH_FNV1A_BASIS, words + at, model_tensor_chunks(mt) * sizeof *words));
+        at += model_tensor_chunks(mt);
     }
-    if (on_device)
-        device_free(dev, on_device);
     free(words);
     return rc;
 }
