@@ -60,10 +60,11 @@ enum dsim_kind { DSIM_COPY, DSIM_KERNEL, DSIM_WAIT };
 #define DSIM_LAUNCH_S 4e-6
 
 /* A freed device buffer of up to DSIM_SPARE_BYTES stays mapped, up to
- * DSIM_SPARES of them, for the next allocation of the same length: the
- * replica check allocates its few hash words every step, and an mmap with
- * its page populated, then a munmap that shoots down every core's TLB, each
- * step cost more than the words. Handed out zeroed, as a fresh mapping is. */
+ * DSIM_SPARES of them, for the next allocation of the same length: for a
+ * program that allocates a few words every step (as the replica check did
+ * before the model kept its words), an mmap with its page populated, then a
+ * munmap that shoots down every core's TLB, each step cost more than the
+ * words. Handed out zeroed, as a fresh mapping is. */
 #define DSIM_SPARES 4
 #define DSIM_SPARE_BYTES (64u << 10)
 
