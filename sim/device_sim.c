@@ -439,11 +439,15 @@ static void dsim_complete_inline(struct dsim *d, struct dsim_engine *e, struct d
 }
 
 
-/* A staged chunk (the host waits for it at once) runs on the host's own
- * thread when its engine is idle and its stream's previous operation is
- * done, as dsim_run runs compute: its times were scheduled at issue, and an
- * engine thread's wake-up would cost more than a small chunk (the loss's
- * 16 bytes every step). mu held; dropped for the memcpy. */
+/* A staged chunk (the host waits for it at once), or a copy from pinned
+ * memory to the device, runs on the host's own thread when its engine is
+ * idle and its stream's previous operation is done, as dsim_run runs
+ * compute: its times were scheduled at issue, its guard stays up until the
+ * host learns it ended (dsim_lift_guards), and an engine thread's wake-up
+ * would cost more than a small copy (the loss's 16 bytes, a batch's labels
+ * and images every step). A pinned copy to the host stays the engine's: it
+ * first lifts the guards of copies out of the same bytes (dsim_lift_for_writer).
+ * mu held; dropped for the memcpy. */
 static void dsim_copy_inline(struct dsim *d, struct dsim_engine *e, struct dsim_op *op)
 {
     e->inline_busy = 1;
@@ -913,7 +917,7 @@ static struct dsim_op *dsim_queue_copy(struct dsim *d, struct dsim_stream *s, vo
         d->armed[d->narmed++] = dsim_op_ref(op);
     }
     struct dsim_engine *e = &d->eng[engine];
-    if (staged && !e->head && !e->inline_busy && (!op->prev || op->prev->done))
+    if ((staged || dir == DEVICE_H2D) && !e->head && !e->inline_busy && (!op->prev || op->prev->done))
         dsim_copy_inline(d, e, op);
     else
         dsim_enqueue(d, engine, op);
