@@ -503,14 +503,15 @@ static void dsim_lift_for_writer(struct dsim *d, const struct dsim_op *w)
 static void dsim_lift_guards_where(struct dsim *d, int all, const struct dsim_op *writer)
 {
     for (;;) {
-        struct dsim_op *lift[32];
-        int n = 0;
+        struct dsim_op *lift[WRITE_GUARD_BATCH];
+        int n = 0, ids[WRITE_GUARD_BATCH];
         uint64_t now = vclock_now_ns();
-        for (int i = 0; i < d->narmed && n < 32;) {
+        for (int i = 0; i < d->narmed && n < WRITE_GUARD_BATCH;) {
             struct dsim_op *op = d->armed[i];
             int over = writer ? dsim_overlaps(op, writer) && op->end_ns <= writer->start_ns
                               : all || op->end_ns <= now;
             if (op->done && over) {
+                ids[n] = op->guard;
                 lift[n++] = op;
                 d->armed[i] = d->armed[--d->narmed];
             } else {
@@ -519,10 +520,9 @@ static void dsim_lift_guards_where(struct dsim *d, int all, const struct dsim_op
         }
         if (n == 0)
             return;
-        struct write_guard_hit hit[32];
+        struct write_guard_hit hit[WRITE_GUARD_BATCH];
         pthread_mutex_unlock(&d->mu);
-        for (int i = 0; i < n; i++)
-            write_guard_remove(lift[i]->guard, &hit[i]); /* mprotect: not under the lock the host's calls need */
+        write_guard_remove_all(ids, n, hit); /* mprotect: not under the lock the host's calls need */
         pthread_mutex_lock(&d->mu);
         for (int i = 0; i < n; i++) {
             lift[i]->guard = -1;

@@ -21,6 +21,7 @@
  */
 #include "sim/write_guard.h"
 
+#include <assert.h>
 #include <errno.h>
 #include <pthread.h>
 #include <sched.h>
@@ -172,11 +173,11 @@ static void wg_install(void)
     wg_installed = sigaction(SIGSEGV, &sa, &wg_previous) == 0;
 }
 
-/* Frees guard g (wg_mu held), lifting its pages if it was still armed, and
- * fills *out with what happened. A hit being recorded is waited for. */
-static void wg_free(struct write_guard *g, struct write_guard_hit *out)
+/* Frees guard g (wg_mu held, inside a change) and fills *out with what
+ * happened. A hit being recorded is waited for. Returns 1 when it was still
+ * armed: its pages, read-only still, are then the caller's to lift. */
+static int wg_release(struct write_guard *g, struct write_guard_hit *out)
 {
-    wg_change_begin();
     uint64_t word = atomic_load(&g->state);
     for (;;) {
         if (wg_kind(word) == WG_TAKING) { /* a handler is lifting its pages: a moment */
@@ -187,17 +188,44 @@ static void wg_free(struct write_guard *g, struct write_guard_hit *out)
         }
     }
     memset(out, 0, sizeof *out);
-    if (wg_kind(word) == WG_ARMED) {
-        wg_lift(atomic_load(&g->plo), atomic_load(&g->phi));
-    } else {
-        out->hit = wg_kind(word) == WG_HIT;
-        out->dropped = wg_kind(word) == WG_DROPPED;
-        out->offset = out->hit ? atomic_load(&g->offset) : 0;
-        out->tid = out->hit ? atomic_load(&g->tid) : 0;
-        atomic_store(&g->state, wg_as(word, WG_FREE));
+    if (wg_kind(word) == WG_ARMED)
+        return 1;
+    out->hit = wg_kind(word) == WG_HIT;
+    out->dropped = wg_kind(word) == WG_DROPPED;
+    out->offset = out->hit ? atomic_load(&g->offset) : 0;
+    out->tid = out->hit ? atomic_load(&g->tid) : 0;
+    atomic_store(&g->state, wg_as(word, WG_FREE));
+    return 0;
+}
+
+/* Frees guards ids[0..n) (wg_mu held), filling out[i] for each, and lifts the
+ * pages of those still armed: pages that touch or overlap are lifted in one
+ * call (a copy's labels share a page with its images), since every call
+ * makes each core that runs this process flush its TLB. While they come down
+ * a trap on them waits (wg_changing), as for one guard. */
+static void wg_free_all(const int *ids, int n, struct write_guard_hit *out)
+{
+    int armed[WRITE_GUARD_BATCH], na = 0;
+    assert(n <= WRITE_GUARD_BATCH);
+    wg_change_begin();
+    for (int i = 0; i < n; i++)
+        if (wg_release(&wg_table[ids[i]], &out[i])) { /* kept in order of their first page */
+            int k = na++;
+            for (; k > 0 && atomic_load(&wg_table[armed[k - 1]].plo) > atomic_load(&wg_table[ids[i]].plo); k--)
+                armed[k] = armed[k - 1];
+            armed[k] = ids[i];
+        }
+    for (int i = 0; i < na;) {
+        uintptr_t plo = atomic_load(&wg_table[armed[i]].plo), phi = atomic_load(&wg_table[armed[i]].phi);
+        for (i++; i < na && atomic_load(&wg_table[armed[i]].plo) <= phi; i++)
+            if (atomic_load(&wg_table[armed[i]].phi) > phi)
+                phi = atomic_load(&wg_table[armed[i]].phi);
+        wg_lift(plo, phi);
     }
     wg_change_end();
 }
+
+static void wg_free(int id, struct write_guard_hit *out) { wg_free_all(&id, 1, out); }
 
 int write_guard_add(const void *ptr, uint64_t bytes, int *flag)
 {
@@ -229,7 +257,7 @@ int write_guard_add(const void *ptr, uint64_t bytes, int *flag)
         wg_change_end();
         if (!protected) {
             struct write_guard_hit ignored;
-            wg_free(g, &ignored);
+            wg_free(id, &ignored);
             id = -1;
         }
     }
@@ -250,9 +278,11 @@ void write_guard_peek(int id, struct write_guard_hit *out)
     }
 }
 
-void write_guard_remove(int id, struct write_guard_hit *out)
+void write_guard_remove(int id, struct write_guard_hit *out) { write_guard_remove_all(&id, 1, out); }
+
+void write_guard_remove_all(const int *ids, int n, struct write_guard_hit *out)
 {
     pthread_mutex_lock(&wg_mu);
-    wg_free(&wg_table[id], out);
+    wg_free_all(ids, n, out);
     pthread_mutex_unlock(&wg_mu);
 }

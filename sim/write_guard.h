@@ -42,6 +42,11 @@ int write_guard_add(const void *ptr, uint64_t bytes, int *flag);
 
 /* Lifts guard `id` and fills *out with what happened. */
 void write_guard_remove(int id, struct write_guard_hit *out);
+/* Lifts guards ids[0..n), n <= WRITE_GUARD_BATCH, filling out[i] for each:
+ * as write_guard_remove on each, but pages they share, or that touch, come
+ * down in one mprotect (each one a TLB flush on every core running us). */
+#define WRITE_GUARD_BATCH 32
+void write_guard_remove_all(const int *ids, int n, struct write_guard_hit *out);
 
 /* Reads guard `id`'s state without lifting it. */
 void write_guard_peek(int id, struct write_guard_hit *out);

@@ -51,8 +51,12 @@ static void test_before_mprotect(int prot, const volatile uint8_t *page, void (*
     atomic_store(&test_step, step);
 }
 
+static atomic_int test_lifts; /* mprotect calls that made pages writable */
+
 int mprotect(void *addr, size_t len, int prot)
 {
+    if (prot == (PROT_READ | PROT_WRITE))
+        atomic_fetch_add(&test_lifts, 1);
     const volatile uint8_t *page = atomic_load(&test_step_page);
     if (page && prot == atomic_load(&test_step_prot) && (const volatile uint8_t *)addr <= page &&
         page < (const volatile uint8_t *)addr + len) {
@@ -227,6 +231,29 @@ TEST(write_guard_hit_keeps_a_neighbour_on_a_shared_page_up)
               "not caught (hit %d, byte %llu)", hit.hit, (unsigned long long)hit.offset);
     write_guard_remove(wide, &hit);
     CHECK(hit.hit && hit.offset == 10);
+}
+
+/* A batch's images and labels, whose guards share a page, come down
+ * together in one mprotect (each one flushes the TLB of every core running
+ * the process); a third guard on that page stays up and still catches. */
+TEST(write_guard_remove_all_lifts_shared_pages_at_once)
+{
+    size_t page = test_page_bytes();
+    volatile uint8_t *buf = test_pages(3);
+    int ids[2] = {write_guard_add((const void *)buf, page + 100, NULL),
+                  write_guard_add((const void *)(buf + page + 100), 50, NULL)};
+    int third = write_guard_add((const void *)(buf + page + 3000), page, NULL);
+    CHECK(ids[0] >= 0 && ids[1] >= 0 && third >= 0);
+    struct write_guard_hit hits[2], hit;
+    int lifts = atomic_load(&test_lifts);
+    write_guard_remove_all(ids, 2, hits);
+    CHECK_EQ(atomic_load(&test_lifts) - lifts, 1);
+    CHECK(!hits[0].hit && !hits[0].dropped && !hits[1].hit && !hits[1].dropped);
+    buf[10] = 1; /* the first page is the host's again */
+    buf[page + 3001] = 2;
+    write_guard_remove(third, &hit);
+    CHECK_MSG(hit.hit && hit.offset == 1, "a write into the third guard's bytes was not caught (hit %d, byte %llu)",
+              hit.hit, (unsigned long long)hit.offset);
 }
 
 static volatile uint8_t *test_reused;
