@@ -40,7 +40,9 @@
 #                   the job has ended: such a run ends in time and counts as
 #                   it is).
 # Each is said, and this script ends what is left (the stopped process, then
-# mpirun), by pid.
+# mpirun), by pid. A stop that stops nothing (the rank had finished: kill
+# succeeds on a process exiting or not yet reaped, and `end` can land there)
+# is counted as missed.
 #
 # The few-run form (RUNS=4 LOAD=0) runs in the plain suite as tests/mpi/stopped_rank.sh.
 . "$(dirname "$0")/../harness/lib.sh"
@@ -93,6 +95,22 @@ wait_for_line() {
     done
 }
 
+# Whether the stop sent to process $1 stopped it: 1 when the process had
+# already ended (a zombie not yet reaped, or one exiting: kill succeeds on
+# either and stops nothing), 0 once its state is T, or after 2 s in any other
+# state (a stop still pending; the run is judged as any other).
+stop_took() {
+    local state i
+    for ((i = 0; i < 200; i++)); do
+        state=$(ps -o stat= -p "$1" 2>/dev/null) || return 1
+        case $state in
+        T*) return 0 ;;
+        Z* | X*) return 1 ;;
+        esac
+        sleep 0.01
+    done
+}
+
 read -r -a moments <<<"${MOMENTS:-start step save end}"
 named=0 guarded=0 after_end=0 hung=0 missed=0 failed=0 worst=0
 fail() { failed=$((failed + 1)); t_failed "$@"; }
@@ -116,10 +134,10 @@ for ((run = 1; run <= RUNS; run++)); do
     save) until compgen -G "$ck/checkpoint.safetensors.tmp-*" > /dev/null || ! kill -0 $mp 2>/dev/null; do :; done ;;
     end) wait_for_line "$out" '^ +3 ' $mp && sleep_ms_between 0 50 ;;
     esac
-    if [ -z "$pid" ] || ! kill -0 $mp 2>/dev/null || ! kill -STOP "$pid" 2>/dev/null; then
+    if [ -z "$pid" ] || ! kill -0 $mp 2>/dev/null || ! kill -STOP "$pid" 2>/dev/null || ! stop_took "$pid"; then
         wait $mp
         missed=$((missed + 1))
-        t_pass "$name (missed: rank $rank had finished before the moment came; nothing to check)"
+        t_pass "$name (missed: rank $rank had finished, or was ending, before the stop landed; nothing to check)"
         continue
     fi
     stopped=$(now_ms)
