@@ -12,6 +12,8 @@
 #include "sim/ranks.h"
 
 #include <getopt.h>
+#include <pthread.h>
+#include <sched.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -282,4 +284,49 @@ TEST(ranks_carry_the_first_error_and_its_rank)
     CHECK_EQ(out.rank, 2);
     CHECK_EQ(locals[3], 34);
     CHECK_ERR(ranks_run(0, rank_fails_if_two, NULL, NULL, 0, NULL), ERR_ARG, "at least 1");
+}
+
+static void *policy_of_a_child(void *out)
+{
+    *(int *)out = sched_getscheduler(0);
+    return NULL;
+}
+
+/* Each rank's policy, and that of a thread it starts (a progress thread, a
+ * loader worker, an engine), into locals[rank][0..1]. */
+static int rank_policies(struct rank_ctx *ctx)
+{
+    int *mine = ctx->local;
+    pthread_t child;
+    mine[0] = sched_getscheduler(0);
+    if (pthread_create(&child, NULL, policy_of_a_child, &mine[1]) != 0)
+        return err_set(ERR_NOMEM, "cannot start a thread");
+    pthread_join(child, NULL);
+    return 0;
+}
+
+/* The ranks, and every thread they start, run under SCHED_BATCH (no
+ * preemption on wake-up: see ranks.c); the caller keeps its own policy. */
+static void *batch_allowed(void *out)
+{
+    struct sched_param none = {.sched_priority = 0};
+    *(int *)out = pthread_setschedparam(pthread_self(), SCHED_BATCH, &none) == 0;
+    return NULL;
+}
+
+TEST(ranks_and_their_threads_run_as_batch_work)
+{
+    int before = sched_getscheduler(0), allowed = 0;
+    pthread_t probe;
+    CHECK(pthread_create(&probe, NULL, batch_allowed, &allowed) == 0);
+    pthread_join(probe, NULL);
+    if (!allowed)
+        CHECK_SKIP("this process may not take SCHED_BATCH (under SCHED_IDLE, or a sandbox refuses it)");
+    int policies[3][2] = {{-1, -1}, {-1, -1}, {-1, -1}};
+    CHECK_OK(ranks_run(3, rank_policies, NULL, policies, sizeof policies[0], NULL));
+    for (int r = 0; r < 3; r++) {
+        CHECK_MSG(policies[r][0] == SCHED_BATCH, "rank %d runs under policy %d", r, policies[r][0]);
+        CHECK_MSG(policies[r][1] == SCHED_BATCH, "rank %d's thread runs under policy %d", r, policies[r][1]);
+    }
+    CHECK_EQ(sched_getscheduler(0), before);
 }
