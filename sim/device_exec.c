@@ -56,7 +56,9 @@ static void device_exec_restore_subnormals(unsigned saved) { (void)saved; }
  * the recipe's 235146 parameters took 142 us in SSE2, 75 in AVX2 and 43 in
  * AVX-512. Every clone computes the same bits: each element's operations are
  * IEEE's, in the source's order, whatever the vector width (no FMA: the
- * Makefile compiles this file with -ffp-contract=off). Not under
+ * Makefile compiles this file with -ffp-contract=off). `flatten` inlines
+ * every body into each clone: GCC left the replica check's hash, the longest,
+ * out of line, where it ran in SSE2 on every CPU. Not under
  * ThreadSanitizer: the dynamic loader runs the ifunc's resolver before TSan's
  * runtime is up, and the instrumented resolver crashes the program there. */
 #if defined(__SANITIZE_THREAD__) /* GCC's */
@@ -67,7 +69,7 @@ static void device_exec_restore_subnormals(unsigned saved) { (void)saved; }
 #endif
 #endif
 #if defined(__x86_64__) && defined(__GNUC__) && !defined(DEVICE_EXEC_TSAN)
-#define DEVICE_EXEC_WIDEST __attribute__((target_clones("avx512f", "avx2", "default")))
+#define DEVICE_EXEC_WIDEST __attribute__((target_clones("avx512f", "avx2", "default"), flatten))
 #else
 #define DEVICE_EXEC_WIDEST
 #endif

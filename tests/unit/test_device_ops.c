@@ -939,7 +939,7 @@ static void t_hash_host(const float *x, uint64_t count, uint64_t *out)
 
 /* The device's words are the host's, bit for bit (a GPU included: integer
  * arithmetic), over two whole chunks and a short third whose tail is not a
- * multiple of the eight floats a lane step takes. */
+ * multiple of the 16 floats a block takes. */
 TEST(hash_chunks)
 {
     struct t_case c;
@@ -956,7 +956,9 @@ TEST(hash_chunks)
 }
 
 /* What the replica check relies on: any one bit of any element, in a lane
- * or in a chunk's tail, changes its chunk's word and no other; -0 is not 0;
+ * or in a chunk's tail, changes its chunk's word and no other, and so do two
+ * signs flipped together (an FNV lane over pairs of floats lost both: the top
+ * bit of its product only ever moves itself); -0 is not 0;
  * a tensor one float shorter, or a chunk moved to another place, changes
  * the words. */
 TEST(hash_chunks_tells_replicas_apart)
@@ -981,6 +983,17 @@ TEST(hash_chunks_tells_replicas_apart)
                       (unsigned long long)chunk, got[chunk] != ref[chunk] ? "changed" : "did not change",
                       got[1 - chunk] == ref[1 - chunk] ? "did not" : "did too");
         }
+    /* two sign bits at once, in every pair of places a lane or a block shares */
+    const uint64_t two[][2] = {{1, 9}, {8, 24}, {0, 8}, {3, 19}, {KERNEL_HASH_CHUNK - 16, KERNEL_HASH_CHUNK - 1}};
+    for (size_t k = 0; k < sizeof two / sizeof *two; k++) {
+        x[two[k][0]] = -x[two[k][0]];
+        x[two[k][1]] = -x[two[k][1]];
+        t_hash_host(x, count, got);
+        x[two[k][0]] = -x[two[k][0]];
+        x[two[k][1]] = -x[two[k][1]];
+        CHECK_MSG(got[0] != ref[0], "the signs of elements %llu and %llu flipped together: chunk 0's word did not "
+                  "change", (unsigned long long)two[k][0], (unsigned long long)two[k][1]);
+    }
     float zeros[2] = {0.0f, 0.0f}, signed_zeros[2] = {0.0f, -0.0f};
     uint64_t hz, hs;
     t_hash_host(zeros, 2, &hz);
