@@ -862,6 +862,27 @@ static void dsim_copy_text(char *dst, const char *src, size_t len)
     dst[n] = '\0';
 }
 
+/* Appends text to dst[0..len), from *at, cut to len - 1 characters as
+ * snprintf would, and always terminated. */
+static void dsim_text_append(char *dst, size_t len, size_t *at, const char *text)
+{
+    size_t n = *at < len - 1 ? strnlen(text, len - 1 - *at) : 0;
+    memcpy(dst + *at, text, n);
+    *at += n;
+    dst[*at] = '\0';
+}
+
+/* Appends v in decimal, as dsim_text_append. */
+static void dsim_text_number(char *dst, size_t len, size_t *at, uint64_t v)
+{
+    char digits[21], *p = digits + sizeof digits - 1;
+    *p = '\0';
+    do
+        *--p = (char)('0' + v % 10);
+    while ((v /= 10) != 0);
+    dsim_text_append(dst, len, at, p);
+}
+
 /* The detector's ordering check of one operation's access to device memory
  * (mu held): 0, or the hazard (the device breaks). */
 static int dsim_access(struct dsim *d, struct dsim_devbuf *b, const void *ptr, uint64_t bytes, int write,
@@ -1113,14 +1134,22 @@ static struct dsim_op *dsim_issue_compute(struct dsim *d, struct dsim_stream *s,
                                           const struct device_span *reads, uint32_t nreads,
                                           const struct device_span *writes, uint32_t nwrites, int *rc)
 {
-    /* one snprintf per kernel (each formats this, for the messages that may name it): formatting showed in
-     * the simulator's host profile */
+    /* "kernel #N 'name' (batch B)", for the messages that may name it: put
+     * together by hand, not by snprintf, which takes glibc's slow path in
+     * this program (libquadmath, loaded with OpenBLAS's libgfortran,
+     * registers a printf modifier) and showed in the host's profile */
     char what[sizeof ((struct dsim_op *)0)->what];
-    unsigned long long number = (unsigned long long)(d->kernel_number + 1);
-    if (batch >= 0)
-        snprintf(what, sizeof what, "kernel #%llu '%s' (batch %lld)", number, name, (long long)batch);
-    else
-        snprintf(what, sizeof what, "kernel #%llu '%s'", number, name);
+    size_t at = 0;
+    dsim_text_append(what, sizeof what, &at, "kernel #");
+    dsim_text_number(what, sizeof what, &at, d->kernel_number + 1);
+    dsim_text_append(what, sizeof what, &at, " '");
+    dsim_text_append(what, sizeof what, &at, name);
+    dsim_text_append(what, sizeof what, &at, "'");
+    if (batch >= 0) {
+        dsim_text_append(what, sizeof what, &at, " (batch ");
+        dsim_text_number(what, sizeof what, &at, (uint64_t)batch);
+        dsim_text_append(what, sizeof what, &at, ")");
+    }
     struct race_clock clock = dsim_next_clock(d, s);
     *rc = dsim_enter(d);
     for (uint32_t i = 0; *rc == 0 && i < nreads + nwrites; i++) {
