@@ -425,9 +425,9 @@ static int ch6_bench_host(const struct ch6_run *base, int quick)
         }
         qsort(cpu, MEASURED, sizeof *cpu, ch6_double_order);
         qsort(wall, MEASURED, sizeof *wall, ch6_double_order);
-        printf("  %2d rank%s  CPU %7.2f ms a modelled step (%5.2f ms a rank; median %5.2f), wall %7.2f ms; "
+        printf("  %2d rank%s  CPU %7.2f ms a modelled step (%4.0f us a rank; median %4.0f), wall %7.2f ms; "
                "modelled step %5.0f us (epochs of %llu steps)\n", worlds[i], worlds[i] == 1 ? " " : "s", cpu[0] * 1e3,
-               cpu[0] * 1e3 / worlds[i], cpu[MEASURED / 2] * 1e3 / worlds[i], wall[0] * 1e3, p.step_s * 1e6,
+               cpu[0] * 1e6 / worlds[i], cpu[MEASURED / 2] * 1e6 / worlds[i], wall[0] * 1e3, p.step_s * 1e6,
                (unsigned long long)per_epoch);
         fflush(stdout);
         if (worlds[i] == 4)
