@@ -413,8 +413,9 @@ KERNEL_FN void kernel_unpack16(const struct kernel_unpack16 *a, uint64_t i)
  * its sum both the pair's bits and the product of the two floats' bits, each
  * offset by a constant. One bit k flipped anywhere moves its lane's sum by
  * 2^k (or 2^(32+k)) plus 2^k times the other float's offset bits, with the
- * same sign: never by 0. The eight sums go through splitmix64's finaliser
- * one after another, the tail (under 16 floats) through FNV-1a's multiply
+ * same sign: never by 0. Each of the eight sums, offset by its lane's
+ * multiple of the golden ratio, goes through splitmix64's finaliser (eight
+ * at once, not one after another), the tail (under 16 floats) through FNV-1a's multiply
  * one float at a time, and the finaliser takes the chunk's number and length
  * last, so that a chunk cut short or swapped with another changes its word.
  * Bits, not values: -0 differs from 0, and a NaN from every other NaN. It
@@ -442,8 +443,8 @@ KERNEL_FN void kernel_hash_chunks(const struct kernel_hash_chunks *a, uint64_t i
             acc[l] += ((uint64_t)hi << 32 | lo) + (uint64_t)(lo ^ 0x9e3779b9u) * (hi ^ 0x7f4a7c15u);
         }
     uint64_t t = HASH_FNV1A_BASIS;
-    for (unsigned l = 0; l < KERNEL_HASH_LANES; l++)
-        t = hash_mix64(t + acc[l]);
+    for (unsigned l = 0; l < KERNEL_HASH_LANES; l++) /* independent finalisers, not a chain of eight */
+        t ^= hash_mix64(acc[l] + (l + 1) * 0x9e3779b97f4a7c15ull);
     for (; j < end; j++)
         t = (t ^ half_bits(a->x[j])) * HASH_FNV1A_PRIME;
     a->out[i] = hash_mix64(t ^ i << 32 ^ (end - begin));
