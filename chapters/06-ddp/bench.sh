@@ -23,9 +23,10 @@
 #    SHA-256 at 1, 2, 4 and 8 ranks, resumed at 2 and 8 from 4, and under
 #    mpirun -np 2 and 4 (when mpirun is there).
 # 2e. The simulator's host cost (--bench=host, measured): CPU per modelled
-#    step and rank at 4 ranks, in the steady state and with bench_model's SGD,
-#    against one rank's step on one thread (item 3's figure at batch 32): at
-#    most 1.5x.
+#    step and rank at 4 ranks, in the steady state (the best of five epochs
+#    after one to warm up, each timed on its own) and with bench_model's SGD,
+#    against one rank's step on one thread (bench_model at batch 32, the best
+#    of its repetitions, run right after): at most 1.5x.
 # 3. Speed on the CPU (--bench=model): one rank, one thread, training
 #    samples/s at batch 32, 64 and 256 against Debian's PyTorch 1.13 on the
 #    same OpenBLAS (bench_model.py: same model, batch, SGD), interleaved size by
