@@ -58,7 +58,8 @@ static void device_exec_restore_subnormals(unsigned saved) { (void)saved; }
  * IEEE's, in the source's order, whatever the vector width (no FMA: the
  * Makefile compiles this file with -ffp-contract=off). `flatten` inlines
  * every body into each clone: GCC left the replica check's hash, the longest,
- * out of line, where it ran in SSE2 on every CPU. Not under
+ * out of line, where it ran in SSE2 on every CPU (clang, which builds the
+ * fuzzers, refuses the two attributes together). Not under
  * ThreadSanitizer: the dynamic loader runs the ifunc's resolver before TSan's
  * runtime is up, and the instrumented resolver crashes the program there. */
 #if defined(__SANITIZE_THREAD__) /* GCC's */
@@ -68,7 +69,9 @@ static void device_exec_restore_subnormals(unsigned saved) { (void)saved; }
 #define DEVICE_EXEC_TSAN 1
 #endif
 #endif
-#if defined(__x86_64__) && defined(__GNUC__) && !defined(DEVICE_EXEC_TSAN)
+#if defined(__x86_64__) && defined(__clang__) && !defined(DEVICE_EXEC_TSAN)
+#define DEVICE_EXEC_WIDEST __attribute__((target_clones("avx512f", "avx2", "default"))) /* no flatten with it */
+#elif defined(__x86_64__) && defined(__GNUC__) && !defined(DEVICE_EXEC_TSAN)
 #define DEVICE_EXEC_WIDEST __attribute__((target_clones("avx512f", "avx2", "default"), flatten))
 #else
 #define DEVICE_EXEC_WIDEST
