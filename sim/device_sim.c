@@ -1194,7 +1194,7 @@ static int dsim_launch(device_stream_t *pub, const struct device_kernel *k)
 /* A device operation's modelled duration on the GPU profile: a matrix
  * product is bound by its flops or its bytes, whichever takes longer (the
  * roofline: max(2mnk / GEMM rate, bytes / memory bandwidth), the GEMM rate
- * being HW_SGEMM_FRACTION of the FP32 peak), a batched one
+ * being the profile's share of the FP32 peak, hw_gemm_flops), a batched one
  * by count times one product's flops and bytes (its spans also cover the gaps
  * between products, which it never touches); a kernel, a memset or a
  * device-to-device copy by the bytes it reads and writes; each pays one
@@ -1519,15 +1519,15 @@ static int dsim_open(device_t *dev, const struct device_config *cfg)
     if (!(cfg->link.bandwidth_bps > 0) || !(cfg->link.latency_s >= 0))
         return err_set(ERR_ARG, "%s: the simulated link needs a bandwidth above 0 and a latency of 0 or more "
                        "(link_profile_find)", dev->name);
-    if (!(cfg->gpu_flops > 0) || !(cfg->gpu_memory_bps > 0))
-        return err_set(ERR_ARG, "%s: the simulated GPU needs FP32 flops and a memory bandwidth above 0 "
+    if (!(cfg->gemm_flops > 0) || !(cfg->gpu_memory_bps > 0))
+        return err_set(ERR_ARG, "%s: the simulated GPU needs a GEMM rate and a memory bandwidth above 0 "
                        "(device_config_default, device_config_gpu)", dev->name);
     struct dsim *d = calloc(1, sizeof *d);
     if (!d)
         return err_set(ERR_NOMEM, "%s: out of memory", dev->name);
     d->pub = dev;
     d->link = cfg->link;
-    d->gemm_flops = cfg->gpu_flops * HW_SGEMM_FRACTION;
+    d->gemm_flops = cfg->gemm_flops;
     d->memory_bps = cfg->gpu_memory_bps;
     device_exec_one_blas_thread();
     pthread_mutex_init(&d->mu, NULL);

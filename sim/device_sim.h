@@ -11,7 +11,7 @@
  *   compute engine  one more thread: a kernel takes its declared seconds
  *                   (device_kernel.fn's real run time is not counted); a
  *                   device operation (device_ops.h) takes what the modelled
- *                   GPU's peaks say (device_config's gpu_flops and
+ *                   GPU's profile says (device_config's gemm_flops and
  *                   gpu_memory_bps: max(2mnk / flops, bytes / bandwidth) for
  *                   a matrix product, bytes / bandwidth otherwise) plus a
  *                   launch;

@@ -198,7 +198,7 @@ static void ch6_scaling_run(const struct ch6_run *base, struct ch6_run *run, con
     run->node_size = world < 8 ? world : 8;
     run->hw = hw;
     hw_host_link(hw, &c->link);
-    c->gpu_flops = hw->fp32_flops;
+    c->gemm_flops = hw_gemm_flops(hw);
     c->gpu_memory_bps = hw->memory_bps;
 }
 

@@ -288,7 +288,7 @@ static int ch6_demo_slower(const struct ch6_run *base)
         run.world = rows[i].world;
         run.hw = hw; /* the GPUs, their host link and the links between them */
         hw_host_link(hw, &c->link);
-        c->gpu_flops = hw->fp32_flops;
+        c->gemm_flops = hw_gemm_flops(hw);
         c->gpu_memory_bps = hw->memory_bps;
         char what[128];
         if (rows[i].gantt && base->out_dir) {

@@ -441,7 +441,7 @@ static int ch6_validate(struct ch6_cli *cli)
         if (c->unordered_input)
             return err_set(ERR_ARG, "--hw with --drop-event=copy: the story sets its own congested link");
         hw_host_link(cli->hw, &c->link);
-        c->gpu_flops = cli->hw->fp32_flops; /* and the GPU that times its compute */
+        c->gemm_flops = hw_gemm_flops(cli->hw); /* and the GPU that times its compute */
         c->gpu_memory_bps = cli->hw->memory_bps;
         run->hw = cli->hw; /* and the links that time its collectives */
     }

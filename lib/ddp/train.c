@@ -315,8 +315,8 @@ static int train_open(struct train_run *t, const struct train_config *c, comm_t 
     dc.backend = c->device;
     dc.ordinal = c->device_per_rank ? t->rank : -1;
     dc.link = c->link;
-    if (c->gpu_flops > 0 && c->gpu_memory_bps > 0) {
-        dc.gpu_flops = c->gpu_flops;
+    if (c->gemm_flops > 0 && c->gpu_memory_bps > 0) {
+        dc.gemm_flops = c->gemm_flops;
         dc.gpu_memory_bps = c->gpu_memory_bps;
     }
     char devname[48];

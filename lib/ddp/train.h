@@ -134,7 +134,7 @@ struct train_config {
     int device_per_rank;         /* rank r uses device r: ranks that are threads of one process, a GPU each
                                   * (0: the launcher's local rank picks it) */
     struct link_profile link;    /* sim: the modelled link */
-    double gpu_flops, gpu_memory_bps; /* sim: the modelled GPU's FP32 and memory peaks (0: DEVICE_GPU_DEFAULT's) */
+    double gemm_flops, gpu_memory_bps; /* sim: the modelled GPU's GEMM rate and memory peak (0: DEVICE_GPU_DEFAULT's) */
     uint64_t pool_bytes;         /* each rank's pinned pool */
 
     /* the timeline: bars of the first trace_steps steps this invocation takes (0: none); rank 0 gets every

@@ -26,7 +26,7 @@ void device_config_default(struct device_config *cfg)
     link_profile_find(LINK_DEFAULT, &cfg->link);
     const struct hw_profile *hw = NULL;
     if (hw_profile_find(DEVICE_GPU_DEFAULT, &hw) == 0) {
-        cfg->gpu_flops = hw->fp32_flops;
+        cfg->gemm_flops = hw_gemm_flops(hw);
         cfg->gpu_memory_bps = hw->memory_bps;
     }
     cfg->name = "device";
@@ -35,7 +35,7 @@ void device_config_default(struct device_config *cfg)
 void device_config_hw(struct device_config *cfg, const struct hw_profile *hw)
 {
     hw_host_link(hw, &cfg->link);
-    cfg->gpu_flops = hw->fp32_flops;
+    cfg->gemm_flops = hw_gemm_flops(hw);
     cfg->gpu_memory_bps = hw->memory_bps;
 }
 

@@ -77,7 +77,7 @@ struct device_config {
     const char *backend;      /* "sim", "cuda", or NULL: cuda when a GPU is found, else sim */
     int ordinal;              /* cuda: which GPU (-1: $LOCAL_RANK, else 0) */
     struct link_profile link; /* sim: the modelled link (device_config_default: LINK_DEFAULT) */
-    double gpu_flops;         /* sim: the modelled GPU's FP32 peak, FLOP/s (DEVICE_GPU_DEFAULT's) */
+    double gemm_flops;        /* sim: the modelled GPU's matrix-product rate, FLOP/s (hw_gemm_flops of DEVICE_GPU_DEFAULT) */
     double gpu_memory_bps;    /* sim: its memory bandwidth, bytes per second */
     const char *name;         /* how messages name the device ("device", "rank 2's device") */
 };

@@ -29,14 +29,19 @@
  *   for Gen5 (128 / 2 x 128/130), times its packet efficiency for B.
  *   test_hw checks that the two agree.
  *
- * GEMMs (HW_SGEMM_FRACTION): cuBLAS's FP32 SGEMM on the CUDA cores
- * (cublasSgemm) measured at 50.49 TFLOP/s on an "NVIDIA H100 80GB HBM3" (the
- * SXM5 part) for m = n = k = 8192, 45.68 at 4096 and 21.82 at 2048: the
- * repository waynehacking8/blackwell-tensorcore-kernels on GitHub,
- * results/bench_sm90a.csv. 50.49 of the datasheet's 67 is 75 %, the fraction
- * the model takes. It is the only measured SGEMM fraction we found for these
- * GPUs: the A100, H100 PCIe and RTX 4090 profiles take it as an assumption,
- * and products far smaller than 8192 reach less (the recipe's, a few
+ * GEMMs (sgemm_share): the share of the FP32 peak cuBLAS's FP32 SGEMM on
+ * the CUDA cores (cublasSgemm) reaches, from others' published runs:
+ * - H100 SXM: 50.49 TFLOP/s on an "NVIDIA H100 80GB HBM3" (the SXM5 part) for
+ *   m = n = k = 8192, 45.68 at 4096 and 21.82 at 2048: the repository
+ *   waynehacking8/blackwell-tensorcore-kernels on GitHub,
+ *   results/bench_sm90a.csv. 50.49 of the datasheet's 67 is 75 %.
+ * - RTX 4090: "cuBLAS SGEMM ... 47,611.8" GFLOPS (2.887 ms) for 4096 x 4096
+ *   matrices: the repository annanyapr/Fast-CUDA-Kernels on GitHub,
+ *   README.md. 47.6 of the launch figure's 82.6 is 58 % (at 4096: the H100's
+ *   own run reached 68 % there, 75 % at 8192).
+ * - H100 PCIe and A100: no run found; they take the H100 SXM's 75 %, an
+ *   assumption (the H100 PCIe is the same GH100 chip).
+ * Products far smaller than 4096 reach less (the recipe's, a few
  * microseconds, are bound by their launches anyway).
  *
  * GPU to GPU:
@@ -91,19 +96,21 @@ static const struct hw_net hw_nets[] = {
 };
 
 static const struct hw_profile hw_profiles[] = {
-    {"h100-sxm", "H100 SXM5 80GB", 67e12, "HBM3", 3.35e12, 5, 128e9, "NVLink 4 through NVSwitch", 900e9, "ndr", 8,
+    {"h100-sxm", "H100 SXM5 80GB", 67e12, 0.75, "HBM3", 3.35e12, 5, 128e9, "NVLink 4 through NVSwitch", 900e9, "ndr", 8,
      "H100 datasheet; DGX BasePOD ref. arch.; NCCL tuning.cc"},
-    {"h100-pcie", "H100 PCIe 80GB", 51e12, "HBM2e", 2.0e12, 5, 128e9, "PCIe Gen5 (NVLink bridge pairs not modelled)",
+    {"h100-pcie", "H100 PCIe 80GB", 51e12, 0.75, "HBM2e", 2.0e12, 5, 128e9, "PCIe Gen5 (NVLink bridge pairs not modelled)",
      0, "100gbe", 1, "H100 datasheet; NCCL tuning.cc; 1x 100GbE assumed"},
-    {"a100", "A100 SXM4 80GB", 19.5e12, "HBM2e", 2.039e12, 4, 64e9, "NVLink 3 through NVSwitch", 600e9, "hdr", 8,
+    {"a100", "A100 SXM4 80GB", 19.5e12, 0.75, "HBM2e", 2.039e12, 4, 64e9, "NVLink 3 through NVSwitch", 600e9, "hdr", 8,
      "A100 datasheet; DGX A100 datasheet; NCCL tuning.cc"},
-    {"rtx4090", "GeForce RTX 4090", 82.6e12, "GDDR6X", 1.008e12, 4, 0, "PCIe Gen4 through the host (no NVLink)", 0,
+    {"rtx4090", "GeForce RTX 4090", 82.6e12, 0.58, "GDDR6X", 1.008e12, 4, 0, "PCIe Gen4 through the host (no NVLink)", 0,
      "100gbe", 1, "RTX 4090 launch figures; NCCL tuning.cc; 1x 100GbE assumed"},
 };
 
 #define HW_COUNT(a) (sizeof(a) / sizeof((a)[0]))
 
 const char *hw_profile_names(void) { return HW_NAMES; }
+
+double hw_gemm_flops(const struct hw_profile *hw) { return hw->fp32_flops * hw->sgemm_share; }
 
 int hw_profile_find(const char *name, const struct hw_profile **out)
 {
@@ -167,7 +174,7 @@ void hw_print_list(FILE *f)
         hw_peer_link(hw, &peer);
         hw_node_link(hw, &node);
         fprintf(f, "  %-10s %s: FP32 %.1f TFLOP/s peak (GEMMs at %.0f %% of it), %s %.0f GB/s\n", hw->name, hw->title,
-                hw->fp32_flops / 1e12, 100 * HW_SGEMM_FRACTION, hw->memory, hw->memory_bps / 1e9);
+                hw->fp32_flops / 1e12, 100 * hw->sgemm_share, hw->memory, hw->memory_bps / 1e9);
         char datasheet[64] = "";
         if (hw->pcie_bidir_bps > 0)
             snprintf(datasheet, sizeof datasheet, " (datasheet: %.0f GB/s both ways, before encoding)",

@@ -36,6 +36,7 @@ struct hw_profile {
     const char *name;        /* "h100-sxm", what --hw takes */
     const char *title;       /* "H100 SXM5 80GB" */
     double fp32_flops;       /* peak FP32 (CUDA cores, dense, no tensor cores), FLOP/s */
+    double sgemm_share;      /* the share of fp32_flops cuBLAS's SGEMM reaches: measured (hw.c cites it) or assumed */
     const char *memory;      /* "HBM3" */
     double memory_bps;       /* peak device-memory bandwidth, bytes per second */
     int pcie_gen;            /* the host link: PCIe of this generation, x16 */
@@ -47,11 +48,9 @@ struct hw_profile {
     const char *sources;     /* where the figures come from, in short */
 };
 
-/* The share of the FP32 peak a GPU's matrix products reach: the simulated
- * device times a GEMM's 2mnk FLOPs at fp32_flops x this. cuBLAS's SGEMM,
- * measured on an H100 SXM, the one figure we could cite (hw.c); the other
- * profiles take it too, an assumption. */
-#define HW_SGEMM_FRACTION 0.75
+/* The rate the GPU's matrix products run at, FLOP/s: fp32_flops x
+ * sgemm_share. The simulated device times a GEMM's 2mnk FLOPs at it. */
+double hw_gemm_flops(const struct hw_profile *hw);
 
 /* The profiles' names, for --help texts (hw_profile_names() at run time). */
 #define HW_NAMES "h100-sxm, h100-pcie, a100, rtx4090"

@@ -235,7 +235,7 @@ t_run $P --hw=rtx4090 "${M[@]}"
 t_lines hw_model_pcie "     1048576 " ' +1048576 .* 91\.1 +17\.26'
 t_out hw_flags_override "# model: alpha 10.00 us/message, beta 100.000 GB/s per link, gamma 1116.667 GB/s" \
     $P --hw=h100-sxm --alpha-us=10 --beta-gbps=100 "${M[@]}"
-t_out hw_list "rtx4090    GeForce RTX 4090: FP32 82.6 TFLOP/s peak (GEMMs at 75 % of it), GDDR6X 1008 GB/s" $P --hw=list
+t_out hw_list "rtx4090    GeForce RTX 4090: FP32 82.6 TFLOP/s peak (GEMMs at 58 % of it), GDDR6X 1008 GB/s" $P --hw=list
 t_fail unknown_hw 2 "chapter-5: --hw: unknown hardware profile 'h200' (known: h100-sxm, h100-pcie, a100, rtx4090)" \
     $P --hw=h200
 t_fail hw_with_cores 2 "--cores does nothing with --hw" $P --hw=a100 --cores=2

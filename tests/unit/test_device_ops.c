@@ -1411,7 +1411,7 @@ static void t_gemm_operands_free(struct t_rig *r, float *a, float *b, float *c)
 
 /* Virtual time: a device operation lasts what the modelled GPU's figures
  * say, never how long this CPU took. A 1024^3 matrix product is bound by its
- * flops (2 x 1024^3 at HW_SGEMM_FRACTION of the FP32 peak, plus a launch); a
+ * flops (2 x 1024^3 at the profile's GEMM rate, hw_gemm_flops, plus a launch); a
  * memset by its bytes over the memory bandwidth, plus a launch; a marked
  * access (the host's work) by nothing. Exactly, in integer nanoseconds. */
 TEST(vtime_device_ops_take_the_modelled_gpu_time)
@@ -1441,7 +1441,7 @@ TEST(vtime_device_ops_take_the_modelled_gpu_time)
     CHECK_OK(device_event_elapsed(e[0], e[1], &gemm_s));
     CHECK_OK(device_event_elapsed(e[1], e[2], &memset_s));
     CHECK_OK(device_event_elapsed(e[2], e[3], &access_s));
-    double want_gemm = (double)llround((2.0 * n * n * n / (hw->fp32_flops * HW_SGEMM_FRACTION) + 4e-6) * 1e9) * 1e-9;
+    double want_gemm = (double)llround((2.0 * n * n * n / hw_gemm_flops(hw) + 4e-6) * 1e9) * 1e-9;
     double want_memset = (double)llround(((double)n * n * 4 / hw->memory_bps + 4e-6) * 1e9) * 1e-9;
     CHECK_MSG(fabs(gemm_s - want_gemm) < 1e-12, "gemm: %.9f s of device time, the model says %.9f", gemm_s,
               want_gemm);
@@ -1513,7 +1513,7 @@ TEST(vtime_batched_gemm_is_count_products_one_launch)
     CHECK_OK(device_synchronize(r.dev));
     double got;
     CHECK_OK(device_event_elapsed(e[0], e[1], &got));
-    double flops_s = (double)count * 2.0 * n * n * n / (hw->fp32_flops * HW_SGEMM_FRACTION);
+    double flops_s = (double)count * 2.0 * n * n * n / hw_gemm_flops(hw);
     double bytes_s = (double)count * 3.0 * n * n * 4 / hw->memory_bps; /* A, B read; C written (beta 0) */
     double want = (double)llround(((flops_s > bytes_s ? flops_s : bytes_s) + 4e-6) * 1e9) * 1e-9;
     CHECK_MSG(fabs(got - want) < 1e-12, "%d products in one op: %.9f s of device time, the model says %.9f", count,
