@@ -415,9 +415,10 @@ KERNEL_FN void kernel_unpack16(const struct kernel_unpack16 *a, uint64_t i)
  * 2^k (or 2^(32+k)) plus 2^k times the other float's offset bits, with the
  * same sign: never by 0. Each of the eight sums, offset by its lane's
  * multiple of the golden ratio, goes through splitmix64's finaliser (eight
- * at once, not one after another), the tail (under 16 floats) through FNV-1a's multiply
- * one float at a time, and the finaliser takes the chunk's number and length
- * last, so that a chunk cut short or swapped with another changes its word.
+ * at once, not one after another), the tail (under 16 floats) through
+ * FNV-1a's multiply one float at a time, and the finaliser takes the chunk's
+ * number and length last, so that a chunk cut short or swapped with another
+ * changes its word.
  * Bits, not values: -0 differs from 0, and a NaN from every other NaN. It
  * only has to tell replicas apart, not resist an attacker.
  * Its multiplies are 32 by 32 bits into 64, which every vector width has
