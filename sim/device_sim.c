@@ -37,7 +37,6 @@
 #include "sim/device_exec.h"
 #include "sim/device_race.h"
 #include "sim/write_guard.h"
-#include "transfer/hw.h"
 
 #include <errno.h>
 #include <pthread.h>
@@ -853,23 +852,22 @@ static void dsim_stream_destroy(device_stream_t *pub)
 
 /* ---- copies --------------------------------------------------------------------------- */
 
-/* dst = src, cut to len - 1 characters: snprintf's result, without its cost
- * (the detector copies two names for every span of every operation). */
-static void dsim_copy_text(char *dst, const char *src, size_t len)
-{
-    size_t n = strnlen(src, len - 1);
-    memcpy(dst, src, n);
-    dst[n] = '\0';
-}
-
 /* Appends text to dst[0..len), from *at, cut to len - 1 characters as
- * snprintf would, and always terminated. */
+ * snprintf would, and always terminated: snprintf's result without its cost
+ * (the detector copies two names for every span of every operation). */
 static void dsim_text_append(char *dst, size_t len, size_t *at, const char *text)
 {
     size_t n = *at < len - 1 ? strnlen(text, len - 1 - *at) : 0;
     memcpy(dst + *at, text, n);
     *at += n;
     dst[*at] = '\0';
+}
+
+/* dst = src, cut to len - 1 characters. */
+static void dsim_copy_text(char *dst, const char *src, size_t len)
+{
+    size_t at = 0;
+    dsim_text_append(dst, len, &at, src);
 }
 
 /* Appends v in decimal, as dsim_text_append. */
@@ -1521,7 +1519,7 @@ static int dsim_open(device_t *dev, const struct device_config *cfg)
                        "(link_profile_find)", dev->name);
     if (!(cfg->gemm_flops > 0) || !(cfg->gpu_memory_bps > 0))
         return err_set(ERR_ARG, "%s: the simulated GPU needs a GEMM rate and a memory bandwidth above 0 "
-                       "(device_config_default, device_config_gpu)", dev->name);
+                       "(device_config_default, device_config_hw)", dev->name);
     struct dsim *d = calloc(1, sizeof *d);
     if (!d)
         return err_set(ERR_NOMEM, "%s: out of memory", dev->name);
