@@ -41,15 +41,9 @@ void bench_fill_indices(uint64_t *idx, size_t n, uint64_t length, uint64_t seed)
         idx[i] = hash_splitmix64_next(&s) % length;
 }
 
-static int bench_cmp_double(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
-
 static double bench_median(double *v, int n)
 {
-    qsort(v, (size_t)n, sizeof *v, bench_cmp_double);
+    measure_sort(v, (size_t)n);
     return v[n / 2];
 }
 

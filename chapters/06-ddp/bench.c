@@ -22,13 +22,13 @@
 
 #include "base/clock.h"
 #include "base/error.h"
+#include "base/measure.h"
 #include "base/verdict.h"
 #include "bench_model.h"
 #include "transfer/hw.h"
 
 #include <math.h>
 #include <stdio.h>
-#include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
 
@@ -361,12 +361,6 @@ static void ch6_host_mark(void *user, const struct train_epoch *e)
     }
 }
 
-static int ch6_double_order(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
-
 /* --bench=host: the simulator's own cost, measured on this host: CPU
  * seconds of the whole process per modelled step (every rank thread, loader
  * worker and engine together) and wall seconds, for the recipe on 1 to 64
@@ -423,8 +417,8 @@ static int ch6_bench_host(const struct ch6_run *base, int quick)
             cpu[e] = (marks.cpu[e + 1] - marks.cpu[e]) / steps;
             wall[e] = (marks.wall[e + 1] - marks.wall[e]) / steps;
         }
-        qsort(cpu, MEASURED, sizeof *cpu, ch6_double_order);
-        qsort(wall, MEASURED, sizeof *wall, ch6_double_order);
+        measure_sort(cpu, MEASURED);
+        measure_sort(wall, MEASURED);
         printf("  %2d rank%s  CPU %7.2f ms a modelled step (%4.0f us a rank; median %4.0f), wall %7.2f ms; "
                "modelled step %5.0f us (epochs of %llu steps)\n", worlds[i], worlds[i] == 1 ? " " : "s", cpu[0] * 1e3,
                cpu[0] * 1e6 / worlds[i], cpu[MEASURED / 2] * 1e6 / worlds[i], wall[0] * 1e3, p.step_s * 1e6,

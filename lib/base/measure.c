@@ -28,13 +28,15 @@ static int measure_cmp_double(const void *a, const void *b)
     return (x > y) - (x < y);
 }
 
+void measure_sort(double *v, size_t n) { qsort(v, n, sizeof *v, measure_cmp_double); }
+
 /* Fills *out from the seconds of each trial (sorted here). */
 static void measure_summarize(double *secs, int trials, size_t bytes, struct measure_bandwidth *out)
 {
     double total = 0;
     for (int t = 0; t < trials; t++)
         total += secs[t];
-    qsort(secs, (size_t)trials, sizeof *secs, measure_cmp_double);
+    measure_sort(secs, (size_t)trials);
     *out = (struct measure_bandwidth){
         .best_bps = (double)bytes / secs[0],
         .median_bps = (double)bytes / secs[trials / 2],

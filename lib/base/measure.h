@@ -34,6 +34,10 @@ struct measure_bandwidth {
     int trials;
 };
 
+/* Sorts the timings v[0..n) from the fastest: v[0] is the best trial, v[n / 2]
+ * the median. */
+void measure_sort(double *v, size_t n);
+
 /* Copies `bytes` bytes from one buffer to another `trials` times (both faulted
  * in first) and fills *out. Make `bytes` far larger than the last-level cache
  * for a memory bound. 0, ERR_ARG (bytes or trials 0, trials over 1000) or

@@ -679,6 +679,19 @@ TEST(mapfile_truncated_while_mapped_is_named)
               "%s", said);
 }
 
+/* The best timing first, the median at n / 2, ties and a single one kept. */
+TEST(measure_sort_puts_the_best_first)
+{
+    double v[] = {3.5, 1.25, 2.0, 1.25, 9.0};
+    measure_sort(v, 5);
+    const double want[] = {1.25, 1.25, 2.0, 3.5, 9.0};
+    for (int i = 0; i < 5; i++)
+        CHECK_MSG(v[i] == want[i], "v[%d] = %g, not %g", i, v[i], want[i]);
+    double one = 7.0;
+    measure_sort(&one, 1);
+    CHECK(one == 7.0);
+}
+
 TEST(measure_memcpy_reports_a_rate)
 {
     struct measure_bandwidth bw;
