@@ -409,24 +409,27 @@ KERNEL_FN void kernel_unpack16(const struct kernel_unpack16 *a, uint64_t i)
  * parallel and the host receives a few words per tensor, not the tensor.
  * Chunk i of x[0..count) in blocks of 16 floats, with the accumulation of
  * XXH3 (Yann Collet's xxHash: a sum of 32 x 32-bit products, each lane 64
- * bits wide): lane l pairs float l of a block with float l + 8 and adds to
- * its sum both the pair's bits and the product of the two floats' bits, each
- * offset by a constant. One bit k flipped anywhere moves its lane's sum by
- * 2^k (or 2^(32+k)) plus 2^k times the other float's offset bits, with the
- * same sign: never by 0. Each of the eight sums, offset by its lane's
- * multiple of the golden ratio, goes through splitmix64's finaliser (eight
- * at once, not one after another), the tail (under 16 floats) through
- * FNV-1a's multiply one float at a time, and the finaliser takes the chunk's
- * number and length last, so that a chunk cut short or swapped with another
- * changes its word.
+ * bits wide): lane l takes floats 2l and 2l + 1 of a block as one 64-bit
+ * word w (float 2l in the low half, as a little-endian load reads them, which
+ * every CPU and GPU this runs on is), offset by a constant, and adds to its
+ * sum w + lo(w) * hi(w). One bit k of a half flipped moves w and that half
+ * by the same +-2^k (times 2^32 in w for the high half), so the lane's sum
+ * moves by +-2^k (1 + hi(w)) or
+ * +-2^k (2^32 + lo(w)), in size above 0 and under 2^64: never 0 modulo 2^64.
+ * Each of the eight sums, offset by its lane's multiple of the golden ratio,
+ * goes through splitmix64's finaliser (eight at once, not one after
+ * another), the tail (under 16 floats) through FNV-1a's multiply one float
+ * at a time, and the finaliser takes the chunk's number and length last, so
+ * that a chunk cut short or swapped with another changes its word.
  * Bits, not values: -0 differs from 0, and a NaN from every other NaN. It
  * only has to tell replicas apart, not resist an attacker.
- * Its multiplies are 32 by 32 bits into 64, which every vector width has
- * (SSE2's pmuludq to AVX-512's vpmuludq), so the simulated device hashes in
- * vectors. Measured on a 2-core AMD EPYC, the recipe's 235146 floats in
- * cache: 25 us in AVX2 (and in the AVX-512 clone, which GCC gives 256-bit
- * vectors), 48 us in SSE2 alone, where four scalar FNV lanes of 64-bit
- * multiplies (which no SSE2 or AVX2 instruction does) took 35 us.
+ * Its multiplies are 32 by 32 bits into 64 on the two halves of one word,
+ * which is what every vector width's multiply does (SSE2's pmuludq to
+ * AVX-512's vpmuludq): the simulated device hashes loaded vectors as they
+ * are, with no shuffle. Measured on a 2-core AMD EPYC, the recipe's 235146
+ * floats in cache: 15 us in the AVX2 clone (and in the AVX-512 one, which
+ * GCC gives 256-bit vectors); pairing float l with float l + 8 instead, which
+ * needs the halves moved into place first, took 26 us.
  * n = chunks, ceil(count / KERNEL_HASH_CHUNK). */
 #define KERNEL_HASH_CHUNK 1024u
 #define KERNEL_HASH_LANES 8u
@@ -442,8 +445,10 @@ KERNEL_FN void kernel_hash_chunks(const struct kernel_hash_chunks *a, uint64_t i
     uint64_t acc[KERNEL_HASH_LANES] = {0};
     for (; j + 2 * KERNEL_HASH_LANES <= end; j += 2 * KERNEL_HASH_LANES)
         for (unsigned l = 0; l < KERNEL_HASH_LANES; l++) {
-            uint32_t lo = half_bits(a->x[j + l]), hi = half_bits(a->x[j + KERNEL_HASH_LANES + l]);
-            acc[l] += ((uint64_t)hi << 32 | lo) + (uint64_t)(lo ^ 0x9e3779b9u) * (hi ^ 0x7f4a7c15u);
+            uint64_t w;
+            memcpy(&w, a->x + j + 2 * l, sizeof w);
+            w ^= 0x7f4a7c159e3779b9ull;
+            acc[l] += w + (w & 0xffffffffu) * (w >> 32);
         }
     uint64_t t = HASH_FNV1A_BASIS;
     for (unsigned l = 0; l < KERNEL_HASH_LANES; l++) /* independent finalisers, not a chain of eight */

@@ -956,11 +956,12 @@ TEST(hash_chunks)
 }
 
 /* What the replica check relies on: any one bit of any element, in a lane
- * or in a chunk's tail, changes its chunk's word and no other, and so do two
- * signs flipped together (an FNV lane over pairs of floats lost both: the top
- * bit of its product only ever moves itself); -0 is not 0;
- * a tensor one float shorter, or a chunk moved to another place, changes
- * the words. */
+ * or in a chunk's tail, changes its chunk's word and no other, whatever the
+ * floats it shares a lane with (a lane that offset the two floats apart lost
+ * a bit beside the one value whose offset bits were 1); so do two signs
+ * flipped together (an FNV lane over pairs of floats lost both: the top bit
+ * of its product only ever moves itself); -0 is not 0; a tensor one float
+ * shorter, or a chunk moved to another place, changes the words. */
 TEST(hash_chunks_tells_replicas_apart)
 {
     const uint64_t count = KERNEL_HASH_CHUNK + 11;
@@ -983,8 +984,30 @@ TEST(hash_chunks_tells_replicas_apart)
                       (unsigned long long)chunk, got[chunk] != ref[chunk] ? "changed" : "did not change",
                       got[1 - chunk] == ref[1 - chunk] ? "did not" : "did too");
         }
+    /* beside floats whose bits meet the lanes' offsets: 0x7f4a7c14 made a lane of float l and float l + 8
+     * offset by 0x9e3779b9 and 0x7f4a7c15 lose bit 0 of float l */
+    const uint32_t hostile[] = {0x7f4a7c14u, 0x9e3779b8u, 0x7f4a7c15u, 0x9e3779b9u, 0xffffffffu, 0x80000000u, 0};
+    for (size_t h = 0; h < sizeof hostile / sizeof *hostile; h++)
+        for (int side = 0; side < 2; side++) {
+            float saved[3] = {x[0], x[1], x[8]};
+            x[side ? 1 : 8] = half_float(hostile[h]);
+            x[side ? 8 : 1] = half_float(hostile[h]);
+            uint64_t before[2];
+            t_hash_host(x, count, before);
+            for (int bit = 0; bit < 32; bit++) {
+                uint32_t u = half_bits(x[0]);
+                x[0] = half_float(u ^ 1u << bit);
+                t_hash_host(x, count, got);
+                x[0] = half_float(u);
+                CHECK_MSG(got[0] != before[0], "bit %d of element 0 beside floats of bits 0x%08x: its word did not "
+                          "change", bit, (unsigned)hostile[h]);
+            }
+            memcpy(&x[0], saved, 2 * sizeof *x);
+            x[8] = saved[2];
+        }
     /* two sign bits at once, in every pair of places a lane or a block shares */
-    const uint64_t two[][2] = {{1, 9}, {8, 24}, {0, 8}, {3, 19}, {KERNEL_HASH_CHUNK - 16, KERNEL_HASH_CHUNK - 1}};
+    const uint64_t two[][2] = {{0, 1}, {6, 7}, {1, 9}, {8, 24}, {0, 8}, {3, 19},
+                               {KERNEL_HASH_CHUNK - 16, KERNEL_HASH_CHUNK - 15}, {KERNEL_HASH_CHUNK - 16, KERNEL_HASH_CHUNK - 1}};
     for (size_t k = 0; k < sizeof two / sizeof *two; k++) {
         x[two[k][0]] = -x[two[k][0]];
         x[two[k][1]] = -x[two[k][1]];
