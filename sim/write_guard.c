@@ -227,6 +227,23 @@ static void wg_free_all(const int *ids, int n, struct write_guard_hit *out)
 
 static void wg_free(int id, struct write_guard_hit *out) { wg_free_all(&id, 1, out); }
 
+/* Whether the pages [plo, phi) lie inside those of a guard other than `id`
+ * that is armed: they are read-only already (a batch's labels on the last
+ * page of its images), and an mprotect would only flush every core's TLB
+ * again. Read after guard id is armed: should that guard be taken from now
+ * on, its lift protects id's pages again (wg_lift); taken before, it is not
+ * armed here, and the caller protects them itself. */
+static int wg_covered(int id, uintptr_t plo, uintptr_t phi)
+{
+    for (int i = 0; i < WRITE_GUARD_MAX; i++) {
+        const struct write_guard *o = &wg_table[i];
+        if (i != id && wg_kind(atomic_load(&o->state)) == WG_ARMED && atomic_load(&o->plo) <= plo &&
+            phi <= atomic_load(&o->phi))
+            return 1;
+    }
+    return 0;
+}
+
 int write_guard_add(const void *ptr, uint64_t bytes, int *flag)
 {
     pthread_once(&wg_once, wg_install);
@@ -251,7 +268,7 @@ int write_guard_add(const void *ptr, uint64_t bytes, int *flag)
         atomic_store(&g->flag, flag);
         uint64_t word = wg_as(atomic_load(&g->state) + WG_KINDS, WG_ARMED);
         atomic_store(&g->state, word); /* before the pages trap, so a trap always finds it */
-        int protected = mprotect((void *)plo, phi - plo, PROT_READ) == 0;
+        int protected = wg_covered(id, plo, phi) || mprotect((void *)plo, phi - plo, PROT_READ) == 0;
         if (protected && atomic_load(&g->state) != word) /* a write on a page it shares took it meanwhile */
             wg_lift(plo, phi);
         wg_change_end();

@@ -51,12 +51,15 @@ static void test_before_mprotect(int prot, const volatile uint8_t *page, void (*
     atomic_store(&test_step, step);
 }
 
-static atomic_int test_lifts; /* mprotect calls that made pages writable */
+static atomic_int test_lifts;    /* mprotect calls that made pages writable */
+static atomic_int test_protects; /* ... and read-only */
 
 int mprotect(void *addr, size_t len, int prot)
 {
     if (prot == (PROT_READ | PROT_WRITE))
         atomic_fetch_add(&test_lifts, 1);
+    if (prot == PROT_READ)
+        atomic_fetch_add(&test_protects, 1);
     const volatile uint8_t *page = atomic_load(&test_step_page);
     if (page && prot == atomic_load(&test_step_prot) && (const volatile uint8_t *)addr <= page &&
         page < (const volatile uint8_t *)addr + len) {
@@ -188,18 +191,18 @@ static volatile uint8_t *test_shared;
 
 static void test_write_shared_page(void) { test_shared[250] = 5; }
 
-/* Two copies from one page: the first's guard is up, and a write into the
- * second's bytes traps on it just before the second's protection goes up. The
- * write is the second's hit (its guard was up), and once both guards are down
- * the page is writable: no read-only page is left behind with no guard to
- * answer for it. */
+/* Two copies from one page, the second's running on into the next: the
+ * first's guard is up, and a write into the second's bytes traps on it just
+ * before the second's protection goes up. The write is the second's hit (its
+ * guard was up), and once both guards are down the pages are writable: no
+ * read-only page is left behind with no guard to answer for it. */
 TEST(write_guard_write_as_a_guard_goes_up_leaves_no_page_read_only)
 {
-    test_shared = test_pages(1);
+    test_shared = test_pages(2);
     int first = write_guard_add((const void *)test_shared, 100, NULL);
     CHECK(first >= 0);
     test_before_mprotect(PROT_READ, test_shared, test_write_shared_page);
-    int second = write_guard_add((const void *)(test_shared + 200), 100, NULL);
+    int second = write_guard_add((const void *)(test_shared + 200), test_page_bytes(), NULL);
     CHECK(second >= 0);
     CHECK(atomic_load(&test_step) == NULL); /* the write came in between */
     struct write_guard_hit hit;
@@ -254,6 +257,49 @@ TEST(write_guard_remove_all_lifts_shared_pages_at_once)
     write_guard_remove(third, &hit);
     CHECK_MSG(hit.hit && hit.offset == 1, "a write into the third guard's bytes was not caught (hit %d, byte %llu)",
               hit.hit, (unsigned long long)hit.offset);
+}
+
+/* A batch's labels, on the last page of its images: the images' guard has
+ * made that page read-only already, so the labels' guard goes up without an
+ * mprotect (each one flushes the TLB of every core running the process), and
+ * still catches a write into its bytes, before and after the images' guard
+ * comes down. A guard reaching past the images' pages protects them itself. */
+TEST(write_guard_inside_an_armed_guards_pages_adds_no_mprotect)
+{
+    size_t page = test_page_bytes();
+    volatile uint8_t *buf = test_pages(3);
+    int protects = atomic_load(&test_protects);
+    int images = write_guard_add((const void *)buf, page + 100, NULL);
+    CHECK(images >= 0 && atomic_load(&test_protects) - protects == 1);
+    int labels = write_guard_add((const void *)(buf + page + 100), 50, NULL);
+    CHECK_MSG(labels >= 0 && atomic_load(&test_protects) - protects == 1,
+              "a guard on pages another armed guard protects called mprotect again");
+    buf[page + 110] = 1;
+    struct write_guard_hit hit;
+    write_guard_remove(labels, &hit);
+    CHECK(hit.hit && hit.offset == 10);
+    write_guard_remove(images, &hit);
+    CHECK(hit.dropped); /* written on its page, outside its bytes */
+    images = write_guard_add((const void *)buf, page + 100, NULL);
+    labels = write_guard_add((const void *)(buf + page + 100), 50, NULL);
+    CHECK(images >= 0 && labels >= 0);
+    write_guard_remove(images, &hit);
+    CHECK(!hit.hit && !hit.dropped);
+    buf[10] = 2; /* the images' first page is the host's again */
+    buf[page + 120] = 3;
+    write_guard_remove(labels, &hit);
+    CHECK_MSG(hit.hit && hit.offset == 20, "a write into a guard's bytes after the guard whose pages it shared came "
+              "down was not caught (hit %d, byte %llu)", hit.hit, (unsigned long long)hit.offset);
+    protects = atomic_load(&test_protects);
+    images = write_guard_add((const void *)buf, page + 100, NULL);
+    int beyond = write_guard_add((const void *)(buf + page + 100), page, NULL);
+    CHECK(images >= 0 && beyond >= 0 && atomic_load(&test_protects) - protects == 2);
+    buf[2 * page + 10] = 4;
+    write_guard_remove(beyond, &hit);
+    CHECK(hit.hit && hit.offset == page - 90);
+    write_guard_remove(images, &hit);
+    buf[page + 120] = 5; /* no guard is up */
+    CHECK_EQ(buf[page + 120], 5);
 }
 
 static volatile uint8_t *test_reused;
