@@ -651,26 +651,26 @@ static int sim_open(comm_t *c, const struct comm_config *cfg)
     c->impl = sc;
     pthread_mutex_init(&sc->qlock, NULL);
     pthread_cond_init(&sc->qcond, NULL);
-    if (pthread_create(&sc->progress, NULL, sim_progress_main, sc) != 0) {
-        pthread_mutex_destroy(&sc->qlock);
-        pthread_cond_destroy(&sc->qcond);
-        sim_mark_exited(w, cfg->rank);
-        free(sc);
-        return err_set(ERR_NOMEM, "sim: rank %d: cannot start its progress thread", cfg->rank);
-    }
     return 0;
 }
 
+static void sim_run_queue(struct sim_comm *sc, const struct sim_req *upto);
+
 /* Collectives queued and not yet waited for are still run (their buffers
- * are the caller's promise); then the progress thread ends. */
+ * are the caller's promise): by the progress thread, which then ends, or
+ * here. */
 static void sim_close(comm_t *c)
 {
     struct sim_comm *sc = c->impl;
-    pthread_mutex_lock(&sc->qlock);
-    sc->stopping = 1;
-    pthread_cond_broadcast(&sc->qcond);
-    pthread_mutex_unlock(&sc->qlock);
-    pthread_join(sc->progress, NULL);
+    if (sc->has_progress) {
+        pthread_mutex_lock(&sc->qlock);
+        sc->stopping = 1;
+        pthread_cond_broadcast(&sc->qcond);
+        pthread_mutex_unlock(&sc->qlock);
+        pthread_join(sc->progress, NULL);
+    } else {
+        sim_run_queue(sc, NULL);
+    }
     for (struct sim_req *sr = sc->head, *next; sr; sr = next) {
         next = sr->next;
         free(sr);
@@ -687,10 +687,10 @@ static size_t sim_result_count(const struct comm_coll_desc *d, int world)
     return d->coll == COMM_ALLGATHER ? d->count * (size_t)world : d->count;
 }
 
-/* Runs one collective on the progress thread: faults, rendezvous, data,
- * checks. 0 or ERR_* with err_msg() set (on this thread). *end_ns = its
- * modelled end (vclock ns; issue_ns: when its rank issued it), or 0 when it
- * did not start. */
+/* Runs one collective on the thread that runs the queue (see struct
+ * sim_comm): faults, rendezvous, data, checks. 0 or ERR_* with err_msg() set
+ * (on this thread). *end_ns = its modelled end (vclock ns; issue_ns: when its
+ * rank issued it), or 0 when it did not start. */
 static int sim_execute(struct sim_comm *sc, const struct comm_coll_desc *d, uint64_t issue_ns, uint64_t *end_ns)
 {
     comm_t *c = sc->c;
@@ -764,31 +764,59 @@ static uint64_t sim_done_ns(uint64_t end)
     return vclock_is_wall() ? vclock_now_ns() : end;
 }
 
+/* The first queued collective not yet run, or NULL. qlock held. */
+static struct sim_req *sim_queue_next(const struct sim_comm *sc)
+{
+    struct sim_req *sr = sc->head;
+    while (sr && sr->finished)
+        sr = sr->next;
+    return sr;
+}
+
+/* Runs queued collective sr on this thread and marks it finished. Called and
+ * returns with qlock held; drops it while the collective runs. */
+static void sim_run_one(struct sim_comm *sc, struct sim_req *sr)
+{
+    pthread_mutex_unlock(&sc->qlock);
+    err_clear();
+    uint64_t end;
+    int rc = sim_execute(sc, &sr->req->desc, sr->req->issue_ns, &end);
+    pthread_mutex_lock(&sc->qlock);
+    sr->status = rc;
+    sr->req->done_ns = sim_done_ns(end);
+    if (rc < 0)
+        snprintf(sr->msg, sizeof sr->msg, "%s", err_msg());
+    sr->finished = 1;
+}
+
+/* The rank's own thread runs its queue, in order, up to and including
+ * `upto` (NULL: all of it): a modelled clock without a progress thread. */
+static void sim_run_queue(struct sim_comm *sc, const struct sim_req *upto)
+{
+    pthread_mutex_lock(&sc->qlock);
+    for (struct sim_req *sr; (sr = sim_queue_next(sc)) != NULL;) {
+        int last = sr == upto;
+        sim_run_one(sc, sr);
+        if (last)
+            break;
+    }
+    pthread_mutex_unlock(&sc->qlock);
+}
+
 /* The progress thread: runs the queue in order until close. */
 static void *sim_progress_main(void *arg)
 {
     struct sim_comm *sc = arg;
     pthread_mutex_lock(&sc->qlock);
     for (;;) {
-        struct sim_req *sr = sc->head;
-        while (sr && sr->finished)
-            sr = sr->next;
+        struct sim_req *sr = sim_queue_next(sc);
         if (!sr) {
             if (sc->stopping)
                 break;
             pthread_cond_wait(&sc->qcond, &sc->qlock);
             continue;
         }
-        pthread_mutex_unlock(&sc->qlock);
-        err_clear();
-        uint64_t end;
-        int rc = sim_execute(sc, &sr->req->desc, sr->req->issue_ns, &end);
-        pthread_mutex_lock(&sc->qlock);
-        sr->status = rc;
-        sr->req->done_ns = sim_done_ns(end);
-        if (rc < 0)
-            snprintf(sr->msg, sizeof sr->msg, "%s", err_msg());
-        sr->finished = 1;
+        sim_run_one(sc, sr);
         /* the waiter is woken with the lock free: woken under it, it would sleep on it once more */
         pthread_mutex_unlock(&sc->qlock);
         pthread_cond_broadcast(&sc->qcond);
@@ -807,10 +835,12 @@ static int sim_queue_idle(const struct sim_comm *sc)
     return 1;
 }
 
-/* Queues the collective for the progress thread, or, for a blocking call
- * with nothing queued before it, runs it right here: the same order, two
- * thread hand-offs fewer. The skip fault is decided here, on the rank's own
- * thread: a skipped call never happened. */
+/* Queues the collective, or, for a blocking call with nothing queued before
+ * it, runs it right here: the same order, two thread hand-offs fewer. On the
+ * wall clock the progress thread, started with the first queued one, is
+ * woken to run it now; on a modelled clock it waits in the queue for this
+ * thread (see struct sim_comm). The skip fault is decided here, on the
+ * rank's own thread: a skipped call never happened. */
 static int sim_start(comm_t *c, comm_request_t *req)
 {
     struct sim_comm *sc = c->impl;
@@ -834,6 +864,14 @@ static int sim_start(comm_t *c, comm_request_t *req)
         return err_set(ERR_NOMEM, "rank %d: cannot queue collective #%llu", c->rank,
                        (unsigned long long)req->desc.seq);
     sr->req = req;
+    if (vclock_is_wall() && !sc->has_progress) {
+        if (pthread_create(&sc->progress, NULL, sim_progress_main, sc) != 0) {
+            free(sr);
+            return err_set(ERR_NOMEM, "rank %d: cannot start the progress thread for collective #%llu", c->rank,
+                           (unsigned long long)req->desc.seq);
+        }
+        sc->has_progress = 1;
+    }
     req->impl = sr;
     pthread_mutex_lock(&sc->qlock);
     if (sc->tail)
@@ -842,16 +880,19 @@ static int sim_start(comm_t *c, comm_request_t *req)
         sc->head = sr;
     sc->tail = sr;
     pthread_mutex_unlock(&sc->qlock);
-    pthread_cond_broadcast(&sc->qcond); /* the progress thread, once the lock is free (sim_progress_main) */
+    if (sc->has_progress)
+        pthread_cond_broadcast(&sc->qcond); /* once the lock is free (sim_progress_main) */
     return 0;
 }
 
-/* Waits for the progress thread to finish req (its own waits all have
- * deadlines, so this ends), then unlinks it. */
+/* Runs the queue up to req, or waits for the progress thread to (their
+ * waits all have deadlines, so this ends), then unlinks it. */
 static int sim_wait(comm_t *c, comm_request_t *req)
 {
     struct sim_comm *sc = c->impl;
     struct sim_req *sr = req->impl;
+    if (!sc->has_progress)
+        sim_run_queue(sc, sr);
     pthread_mutex_lock(&sc->qlock);
     while (!sr->finished)
         pthread_cond_wait(&sc->qcond, &sc->qlock);
@@ -916,10 +957,14 @@ static void sim_world_abort(comm_world_t *cw, int rank, const char *msg)
 }
 
 /* comm_abort: from the failing rank's open communicator; the collectives it
- * queued and has not run yet, its progress thread still runs. */
+ * queued and has not run yet still run: its progress thread's, or here,
+ * now, since this rank may not wait for them. */
 static void sim_abort(comm_t *c, const char *msg)
 {
-    sim_abort_from(((struct sim_comm *)c->impl)->w, c->rank, c->next_seq, msg);
+    struct sim_comm *sc = c->impl;
+    sim_abort_from(sc->w, c->rank, c->next_seq, msg);
+    if (!sc->has_progress)
+        sim_run_queue(sc, NULL);
 }
 
 static const struct costmodel *sim_cost_model(const comm_t *c, enum comm_algo *algo)

@@ -6,8 +6,8 @@
  * result checks, faults; comm_sim_algos.c: how the bytes move), plus the few
  * simulator-only queries tests and labs use.
  *
- * A collective on rank r goes (on rank r's progress thread, see struct
- * sim_comm):
+ * A collective on rank r goes (on the thread that runs rank r's queue, see
+ * struct sim_comm):
  *   1. faults due before it (sim/faults.h): kill, skip, delay;
  *   2. rendezvous: every rank posts its fingerprint; the last to arrive
  *      compares them all (always on, like TORCH_DISTRIBUTED_DEBUG=DETAIL);
@@ -27,8 +27,9 @@
  * comm_world_abort) leaves its message as the world's diagnosis, and every
  * collective it never started fails at once: its rendezvous (the ranks
  * waiting there, or in an injected delay before it, wake) and every later
- * one. The collectives it did start complete: its progress thread still runs
- * them, so the others end them with the result, and with the same verdict
+ * one. The collectives it did start complete: they still run (on its
+ * progress thread, or on its own in comm_abort), so the others end them with
+ * the result, and with the same verdict
  * where every rank judges alike (the replica check). Such a verdict, which
  * every rank reached (comm_fail_shared, comm_agree_failure), is recorded
  * the same way, the same message from every rank, so the diagnosis blames
@@ -131,22 +132,34 @@ struct sim_world {
 struct sim_req {
     comm_request_t *req;
     struct sim_req *next;
-    int finished;  /* set by the progress thread ... */
+    int finished;  /* set by the thread that ran it ... */
     int status;    /* ... with this result */
     char msg[1024];
 };
 
-/* A rank's communicator state (comm_t.impl). Each rank has a progress
- * thread, its "communication stream": *_start() queues the collective and
- * returns, the progress thread runs the queue in order, comm_wait() waits
- * for one entry. So a rank's own thread can go on computing (DDP's backward)
- * while its earlier buckets are being all-reduced, as with NCCL's stream. */
+/* A rank's communicator state (comm_t.impl). *_start() queues the
+ * collective and returns, so that a rank's own thread goes on computing
+ * (DDP's backward) while its earlier buckets are all-reduced, as with NCCL's
+ * stream; the queue runs in order. Who runs it depends on the clock:
+ * - modelled (the simulated device): the rank's own thread, when it waits
+ *   for an entry (comm_wait runs the queue up to it), closes or aborts. In
+ *   modelled time nothing changes: each collective still starts at its
+ *   issue time (or its rank's previous collective's end) and ends when the
+ *   cost model says, so it overlaps backward exactly as it would on its own
+ *   thread; only the bytes move later on the host, without the two thread
+ *   hand-offs a collective on another thread costs (about 4 % of the
+ *   simulator's CPU at 4 ranks on 2 cores);
+ * - the wall clock (a real GPU under the thread communicator): a progress
+ *   thread, its "communication stream", started with the first queued
+ *   collective, runs each as soon as it is queued, since there the time the
+ *   bytes move is the time measured. */
 struct sim_comm {
     struct sim_world *w;
     comm_t *c;
-    uint64_t bytes_sent;     /* through channels, since open (progress thread) */
-    int killed;              /* a kill fault fired (progress thread only) */
+    uint64_t bytes_sent;     /* through channels, since open (the thread running the queue) */
+    int killed;              /* a kill fault fired (the thread running the queue) */
     uint64_t free_ns;        /* modelled: when this rank's last collective ended (the thread running it) */
+    int has_progress;        /* the progress thread was started (the wall clock's) */
     pthread_t progress;
     pthread_mutex_t qlock;
     pthread_cond_t qcond;    /* queue grew, an entry finished, or stop */

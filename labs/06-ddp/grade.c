@@ -59,8 +59,8 @@ struct lab {
  * completion inside its start call: its input is read at the moment it
  * starts, as on a GPU whose communication stream reaches the all-reduce at
  * once. A buffer written after the start is then never summed, on every run,
- * where the simulator's own progress thread would only sometimes read it too
- * early. */
+ * where the simulator's own queue, which the rank's thread runs when it
+ * waits, would read it late and sum it as if nothing were wrong. */
 static struct comm_backend_ops lab_eager_ops;
 
 static int lab_eager_start(comm_t *c, comm_request_t *req)

@@ -282,10 +282,17 @@ int comm_mem_download(comm_t *c, void *host_dst, const void *src, size_t bytes);
  * overlap; in place is allowed as stated for each.
  *
  * How asynchronous: nccl returns once the work is queued on its stream; mpi
- * uses non-blocking MPI calls; the sim queues it for the rank's progress
- * thread (its "communication stream"), which runs the queue in order. The
- * blocking forms may run the collective on the caller's thread when nothing
- * is queued before it (the sim does): same order, less latency.
+ * uses non-blocking MPI calls; the sim queues it on the rank's
+ * "communication stream", run in order by the rank's thread in comm_wait
+ * on the modelled clock (where the overlap is modelled, not run), by a
+ * progress thread at once on the wall clock (sim/comm_sim.h). So on the
+ * modelled clock a rank that has started a collective must reach its
+ * comm_wait (or a blocking collective, comm_abort or comm_close) before its
+ * peers can finish it: a rank that instead waits for a peer's word that
+ * needs the collective done stalls until the watchdog, where NCCL's stream
+ * would have gone on alone. The blocking forms may run the collective on
+ * the caller's thread when nothing is queued before it (the sim does): same
+ * order, less latency.
  *
  * On success *req is set; hand it to comm_wait() exactly once. On failure
  * *req is NULL and the error is returned here. */
@@ -367,8 +374,9 @@ int comm_cost_model(const comm_t *c, struct costmodel *out, enum comm_algo *algo
  * sim: that message becomes the world's diagnosis, and the first collective
  * this rank never started fails on every rank, with every later one: the
  * ranks waiting at its rendezvous, or in an injected delay before it, wake.
- * The world does not break: the collectives this rank started complete (its
- * progress thread still runs them), as sim/comm_sim.h says. mpi: the rank
+ * The world does not break: the collectives this rank started complete
+ * (they still run: at once, in comm_abort, or on its progress thread), as
+ * sim/comm_sim.h says. mpi: the rank
  * prints its own error first, then tells every rank out of band (a message
  * each rank's waits poll for, and answer), waits here until the others have
  * said theirs (a second at most), and its comm_close ends the job

@@ -36,7 +36,7 @@ t_fail chapter5_watchdog_wakes_a_sleeper 1 "rank 1: sleeping in an injected dela
 t_out chapter3_workers "samples/s" "$BUILD/chapter-3" --bench --data=synthetic --workers=3 --batch=64 --epochs=1
 t_ok chapter2_rank_threads "$BUILD/chapter-2" --size=1000 --world=4 --epochs=2
 # chapter 6: the whole data path on 4 rank threads, each with its loader
-# workers, device engines and communicator progress thread: BatchNorm
+# workers and device engines, running their queued collectives themselves: BatchNorm
 # (broadcast_buffers), accumulation (no_sync), small buckets all-reduced under
 # backward, the timeline; 8 batches per rank and epoch, so the loader's ring
 # (4 slots) and the pinned slots are reused within an epoch and across two.

@@ -852,6 +852,81 @@ TEST(start_returns_before_the_collective_completes)
     CHECK_OK(world_run(2, overlap_rank));
 }
 
+/* Who moves a started collective's bytes, and when. On the modelled clock,
+ * the rank's own thread when it waits: both ranks have started, and 50 ms
+ * later the buffers are still their own (nothing else touches them). On the
+ * wall clock (a real GPU beside the thread communicator), a progress thread
+ * as soon as it is queued: rank 1's blocking all-reduce completes while rank
+ * 0, having only started its own, waits for rank 1 to say so. */
+static atomic_int queue_rank1_done;
+
+static int queue_modelled_rank(struct rank_ctx *ctx)
+{
+    comm_t *c;
+    int rc = test_open(ctx, ctx->shared, COMM_ALGO_DEFAULT, COMM_CHECK_NONE, 10, &c);
+    if (rc < 0)
+        return rc;
+    float x[64];
+    for (int i = 0; i < 64; i++)
+        x[i] = (float)(ctx->rank + 1);
+    comm_request_t *req;
+    if ((rc = comm_allreduce_start(c, x, x, 64, COMM_FLOAT32, COMM_SUM, &req)) == 0) {
+        clock_sleep_ns(50000000);
+        float before = x[63];
+        rc = comm_wait(req);
+        if (rc == 0 && before != (float)(ctx->rank + 1))
+            rc = err_set(ERR_STATE, "rank %d: the buffer held %g before comm_wait: another thread moved the "
+                         "bytes", ctx->rank, before);
+        if (rc == 0 && x[0] != 3.0f)
+            rc = err_set(ERR_STATE, "rank %d: the sum is %g, want 3", ctx->rank, x[0]);
+    }
+    comm_close(c);
+    return rc;
+}
+
+TEST(a_started_collective_runs_at_its_wait_on_the_modelled_clock)
+{
+    CHECK_OK(world_run(2, queue_modelled_rank));
+}
+
+static int queue_wall_rank(struct rank_ctx *ctx)
+{
+    comm_t *c;
+    int rc = test_open(ctx, ctx->shared, COMM_ALGO_DEFAULT, COMM_CHECK_NONE, 30, &c);
+    if (rc < 0)
+        return rc;
+    float x[64];
+    for (int i = 0; i < 64; i++)
+        x[i] = (float)(ctx->rank + 1);
+    if (ctx->rank == 1) {
+        rc = comm_allreduce(c, x, x, 64, COMM_FLOAT32, COMM_SUM);
+        atomic_store(&queue_rank1_done, 1);
+    } else {
+        comm_request_t *req;
+        if ((rc = comm_allreduce_start(c, x, x, 64, COMM_FLOAT32, COMM_SUM, &req)) == 0) {
+            for (int spins = 0; !atomic_load(&queue_rank1_done) && spins < 10000; spins++) /* 10 s at most */
+                clock_sleep_ns(1000000);
+            int ran = atomic_load(&queue_rank1_done);
+            rc = comm_wait(req);
+            if (rc == 0 && !ran)
+                rc = err_set(ERR_STATE, "rank 0: nothing ran its started all-reduce before its comm_wait");
+        }
+    }
+    if (rc == 0 && x[0] != 3.0f)
+        rc = err_set(ERR_STATE, "rank %d: the sum is %g, want 3", ctx->rank, x[0]);
+    comm_close(c);
+    return rc;
+}
+
+TEST(a_started_collective_runs_at_once_on_the_wall_clock)
+{
+    vclock_use_wall(1);
+    atomic_store(&queue_rank1_done, 0);
+    int rc = world_run(2, queue_wall_rank);
+    vclock_use_wall(0);
+    CHECK_OK(rc);
+}
+
 /* ---- a rank that fails in its own code ------------------------------------------ */
 
 /* What each rank of abort_rank saw: its result, and its message. */
@@ -930,7 +1005,7 @@ TEST(abort_without_an_activity_says_own_code)
 }
 
 /* Rank 1 fails right after it started collective #1: the others complete
- * #1 (its progress thread still runs it), and fail at #2, which it never
+ * #1 (its comm_abort still runs it), and fail at #2, which it never
  * started. The watchdog is COMM_MAX_TIMEOUT_S long, as above. */
 static int abort_joined_rank(struct rank_ctx *ctx)
 {
