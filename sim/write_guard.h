@@ -32,7 +32,9 @@ struct write_guard_hit {
     int tid;            /* hit: the writing thread's id */
 };
 
-/* Write-protects the pages under [ptr, ptr + bytes) until write_guard_remove.
+/* Write-protects the pages under [ptr, ptr + bytes) until write_guard_remove
+ * (without an mprotect when they lie inside another armed guard's pages,
+ * read-only already).
  * `flag` (may be NULL) is set to 1 by the handler on a hit, so the owner can
  * notice before the guard comes down. Returns the guard's id (>= 0), or -1
  * when it could not be put up (the table of WRITE_GUARD_MAX guards is full, or
