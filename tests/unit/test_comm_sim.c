@@ -860,15 +860,21 @@ TEST(start_returns_before_the_collective_completes)
  * 0, having only started its own, waits for rank 1 to say so. */
 static atomic_int queue_rank1_done;
 
+/* Opens the rank's communicator and fills x[0..64) with rank + 1. */
+static int queue_open(struct rank_ctx *ctx, double timeout_s, float *x, comm_t **c)
+{
+    for (int i = 0; i < 64; i++)
+        x[i] = (float)(ctx->rank + 1);
+    return test_open(ctx, ctx->shared, COMM_ALGO_DEFAULT, COMM_CHECK_NONE, timeout_s, c);
+}
+
 static int queue_modelled_rank(struct rank_ctx *ctx)
 {
     comm_t *c;
-    int rc = test_open(ctx, ctx->shared, COMM_ALGO_DEFAULT, COMM_CHECK_NONE, 10, &c);
+    float x[64];
+    int rc = queue_open(ctx, 10, x, &c);
     if (rc < 0)
         return rc;
-    float x[64];
-    for (int i = 0; i < 64; i++)
-        x[i] = (float)(ctx->rank + 1);
     comm_request_t *req;
     if ((rc = comm_allreduce_start(c, x, x, 64, COMM_FLOAT32, COMM_SUM, &req)) == 0) {
         clock_sleep_ns(50000000);
@@ -892,12 +898,10 @@ TEST(a_started_collective_runs_at_its_wait_on_the_modelled_clock)
 static int queue_wall_rank(struct rank_ctx *ctx)
 {
     comm_t *c;
-    int rc = test_open(ctx, ctx->shared, COMM_ALGO_DEFAULT, COMM_CHECK_NONE, 30, &c);
+    float x[64];
+    int rc = queue_open(ctx, 30, x, &c);
     if (rc < 0)
         return rc;
-    float x[64];
-    for (int i = 0; i < 64; i++)
-        x[i] = (float)(ctx->rank + 1);
     if (ctx->rank == 1) {
         rc = comm_allreduce(c, x, x, 64, COMM_FLOAT32, COMM_SUM);
         atomic_store(&queue_rank1_done, 1);
