@@ -29,8 +29,8 @@
  * waiting there, or in an injected delay before it, wake) and every later
  * one. The collectives it did start complete: they still run (on its
  * progress thread, or on its own in comm_abort), so the others end them with
- * the result, and with the same verdict
- * where every rank judges alike (the replica check). Such a verdict, which
+ * the result, and with the same verdict where every rank judges alike (the
+ * replica check). Such a verdict, which
  * every rank reached (comm_fail_shared, comm_agree_failure), is recorded
  * the same way, the same message from every rank, so the diagnosis blames
  * no rank for it.
@@ -147,8 +147,9 @@ struct sim_req {
  *   issue time (or its rank's previous collective's end) and ends when the
  *   cost model says, so it overlaps backward exactly as it would on its own
  *   thread; only the bytes move later on the host, without the two thread
- *   hand-offs a collective on another thread costs (about 4 % of the
- *   simulator's CPU at 4 ranks on 2 cores);
+ *   hand-offs a collective on another thread costs (3 to 7 % of the
+ *   simulator's CPU at 4 ranks on 2 cores, a quarter of its context
+ *   switches);
  * - the wall clock (a real GPU under the thread communicator): a progress
  *   thread, its "communication stream", started with the first queued
  *   collective, runs each as soon as it is queued, since there the time the
