@@ -826,15 +826,6 @@ static void *sim_progress_main(void *arg)
     return NULL;
 }
 
-/* Non-zero when the progress thread has nothing left to run. qlock held. */
-static int sim_queue_idle(const struct sim_comm *sc)
-{
-    for (const struct sim_req *sr = sc->head; sr; sr = sr->next)
-        if (!sr->finished)
-            return 0;
-    return 1;
-}
-
 /* Queues the collective, or, for a blocking call with nothing queued before
  * it, runs it right here: the same order, two thread hand-offs fewer. On the
  * wall clock the progress thread, started with the first queued one, is
@@ -847,7 +838,7 @@ static int sim_start(comm_t *c, comm_request_t *req)
     if (faults_take(sc->w->faults, sc->w->nfaults, FAULT_SKIP, c->rank, req->desc.seq))
         return COMM_START_SKIPPED;
     pthread_mutex_lock(&sc->qlock);
-    int inline_ok = req->blocking && sim_queue_idle(sc);
+    int inline_ok = req->blocking && !sim_queue_next(sc);
     pthread_mutex_unlock(&sc->qlock);
     if (inline_ok) {
         /* only this thread adds to the queue, so it stays empty while we run */
