@@ -30,10 +30,9 @@
  * one. The collectives it did start complete: they still run (on its
  * progress thread, or on its own in comm_abort), so the others end them with
  * the result, and with the same verdict where every rank judges alike (the
- * replica check). Such a verdict, which
- * every rank reached (comm_fail_shared, comm_agree_failure), is recorded
- * the same way, the same message from every rank, so the diagnosis blames
- * no rank for it.
+ * replica check). Such a verdict, which every rank reached
+ * (comm_fail_shared, comm_agree_failure), is recorded the same way, the same
+ * message from every rank, so the diagnosis blames no rank for it.
  */
 #ifndef DDP_COMM_SIM_H
 #define DDP_COMM_SIM_H

@@ -38,10 +38,11 @@ int ranks_aborted(const ranks_t *group) { return atomic_load(&((ranks_t *)group)
  * loader workers, its device's engines, its communicator's progress thread
  * where it has one), runs under SCHED_BATCH: a thread it wakes does not
  * preempt it, so a rank handing a ring slot or a batch to another goes on to
- * its next piece of work instead of switching away at once. With W ranks' threads on fewer cores,
- * measured at 4 ranks on 2 cores of an AMD EPYC: a third fewer context
- * switches, 4 % less CPU a step (chapter 6's --bench=host). No privilege is
- * needed; where it is refused anyway, the thread keeps the normal policy. */
+ * its next piece of work instead of switching away at once. With W ranks'
+ * threads on fewer cores, measured at 4 ranks on 2 cores of an AMD EPYC: a
+ * third fewer context switches, 4 % less CPU a step (chapter 6's
+ * --bench=host). No privilege is needed; where it is refused anyway, the
+ * thread keeps the normal policy. */
 static void ranks_batch_policy(void)
 {
 #if defined(SCHED_BATCH)

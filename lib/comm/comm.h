@@ -379,8 +379,9 @@ int comm_cost_model(const comm_t *c, struct costmodel *out, enum comm_algo *algo
  * sim/comm_sim.h says. mpi: the rank prints its own error first, then tells
  * every rank out of band (a message each rank's waits poll for, and
  * answer), waits here until the others have said theirs (a second at most),
- * and its comm_close ends the job (MPI_Abort). nccl: ncclCommAbort, and the message over the launcher's
- * channel (the world of rank threads, or the MPI session).
+ * and its comm_close ends the job (MPI_Abort). nccl: ncclCommAbort, and the
+ * message over the launcher's channel (the world of rank threads, or the MPI
+ * session).
  *
  * Returns `code`, with err_msg() as it was. After it the communicator is
  * broken (ERR_STATE). Call it before freeing the buffers of a collective

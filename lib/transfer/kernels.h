@@ -414,8 +414,8 @@ KERNEL_FN void kernel_unpack16(const struct kernel_unpack16 *a, uint64_t i)
  * every CPU and GPU this runs on is), offset by a constant, and adds to its
  * sum w + lo(w) * hi(w). One bit k of a half flipped moves w and that half
  * by the same +-2^k (times 2^32 in w for the high half), so the lane's sum
- * moves by +-2^k (1 + hi(w)) or
- * +-2^k (2^32 + lo(w)), in size above 0 and under 2^64: never 0 modulo 2^64.
+ * moves by +-2^k (1 + hi(w)) or +-2^k (2^32 + lo(w)), in size above 0 and
+ * under 2^64: never 0 modulo 2^64.
  * Each of the eight sums, offset by its lane's multiple of the golden ratio,
  * goes through splitmix64's finaliser (eight at once, not one after
  * another), the tail (under 16 floats) through FNV-1a's multiply one float
