@@ -36,6 +36,7 @@
 #include "base/vclock.h"
 #include "sim/device_exec.h"
 #include "sim/device_race.h"
+#include "sim/source_hash.h"
 #include "sim/write_guard.h"
 
 #include <errno.h>
@@ -83,6 +84,7 @@ struct dsim_op {
     const void *src;
     uint64_t bytes;
     int guard; /* write_guard id on the pinned source, or -1 */
+    uint64_t *source_words; /* the bytes check's words of the pinned source at issue (source_hash), or NULL */
     /* kernels */
     void (*fn)(void *arg);
     void *arg;
@@ -159,8 +161,9 @@ struct dsim {
     int broken;
     int broken_code;
     char broken_msg[1536];
+    enum device_write_check write_check; /* how a host write into an in-flight copy's source is caught */
     int guard_hit; /* set by write_guard's signal handler */
-    struct dsim_op **armed; /* copies whose write guard is up: until the host learns they are done */
+    struct dsim_op **armed; /* copies watched (a write guard up, or source words taken): until the host learns they are done */
     int narmed, caparmed;
     struct dsim_spare { /* freed small device buffers, still mapped (dsim_mem_free) */
         uint8_t *base;
@@ -184,6 +187,7 @@ static void dsim_op_unref(struct dsim_op *op)
         struct dsim_op *prev = op->prev;
         if (op->dep)
             dsim_op_unref(op->dep);
+        free(op->source_words);
         free(op);
         op = prev; /* iterative along the stream: no deep recursion on long chains */
     }
@@ -225,6 +229,20 @@ static void dsim_guard_message(struct dsim *d, const struct dsim_op *op, const s
              writer, (unsigned long long)hit->offset, op->what, op->stream_name);
 }
 
+/* The bytes check's half: the message for a copy whose source changed
+ * before the host learned it ended, naming the first changed 4 KiB block. */
+static void dsim_changed_message(const struct dsim_op *op, uint64_t block, char *msg, size_t len)
+{
+    uint64_t first = block * SOURCE_HASH_BLOCK, end = first + SOURCE_HASH_BLOCK;
+    snprintf(msg, len,
+             "host write while in flight: bytes %llu to %llu of the source of %s on stream '%s' changed while that "
+             "copy was still reading it (the first 4 KiB that did; written by the host, or by a device-to-host copy "
+             "into the same buffer): a pinned buffer may be reused only after its copy's event completed "
+             "(device_event_synchronize or device_event_query)",
+             (unsigned long long)first, (unsigned long long)(end < op->bytes ? end : op->bytes) - 1, op->what,
+             op->stream_name);
+}
+
 /* Called with mu held at every entry: reports a guard that trapped a write
  * (the signal handler set guard_hit), then the sticky error if any. */
 static int dsim_enter(struct dsim *d)
@@ -233,6 +251,8 @@ static int dsim_enter(struct dsim *d)
         for (int i = 0; i < d->narmed; i++) {
             struct dsim_op *op = d->armed[i];
             struct write_guard_hit hit;
+            if (op->guard < 0)
+                continue; /* watched by its bytes: told when it comes down */
             write_guard_peek(op->guard, &hit);
             if (hit.hit) {
                 char msg[1024];
@@ -503,14 +523,15 @@ static void dsim_lift_guards_where(struct dsim *d, int all, const struct dsim_op
 {
     for (;;) {
         struct dsim_op *lift[WRITE_GUARD_BATCH];
-        int n = 0, ids[WRITE_GUARD_BATCH];
+        int n = 0, ntraps = 0, ids[WRITE_GUARD_BATCH];
         uint64_t now = vclock_now_ns();
         for (int i = 0; i < d->narmed && n < WRITE_GUARD_BATCH;) {
             struct dsim_op *op = d->armed[i];
             int over = writer ? dsim_overlaps(op, writer) && op->end_ns <= writer->start_ns
                               : all || op->end_ns <= now;
             if (op->done && over) {
-                ids[n] = op->guard;
+                if (op->guard >= 0)
+                    ids[ntraps++] = op->guard;
                 lift[n++] = op;
                 d->armed[i] = d->armed[--d->narmed];
             } else {
@@ -520,14 +541,26 @@ static void dsim_lift_guards_where(struct dsim *d, int all, const struct dsim_op
         if (n == 0)
             return;
         struct write_guard_hit hit[WRITE_GUARD_BATCH];
-        pthread_mutex_unlock(&d->mu);
-        write_guard_remove_all(ids, n, hit); /* mprotect: not under the lock the host's calls need */
+        int64_t changed[WRITE_GUARD_BATCH];
+        pthread_mutex_unlock(&d->mu); /* mprotect, or a pass over the bytes: not under the lock the host's calls need */
+        if (ntraps)
+            write_guard_remove_all(ids, ntraps, hit);
+        for (int i = 0; i < n; i++)
+            changed[i] = lift[i]->source_words
+                             ? source_hash_first_change(lift[i]->src, lift[i]->bytes, lift[i]->source_words)
+                             : -1;
         pthread_mutex_lock(&d->mu);
-        for (int i = 0; i < n; i++) {
-            lift[i]->guard = -1;
-            if (hit[i].hit) {
-                char msg[1024];
-                dsim_guard_message(d, lift[i], &hit[i], msg, sizeof msg);
+        for (int i = 0, trap = 0; i < n; i++) {
+            char msg[1024];
+            if (lift[i]->guard >= 0) {
+                lift[i]->guard = -1;
+                if (hit[trap].hit) {
+                    dsim_guard_message(d, lift[i], &hit[trap], msg, sizeof msg);
+                    dsim_break(d, ERR_STATE, msg);
+                }
+                trap++;
+            } else if (changed[i] >= 0) {
+                dsim_changed_message(lift[i], (uint64_t)changed[i], msg, sizeof msg);
                 dsim_break(d, ERR_STATE, msg);
             }
             dsim_op_unref(lift[i]); /* the armed list's reference */
@@ -907,11 +940,19 @@ static struct race_clock dsim_next_clock(const struct dsim *d, const struct dsim
     return c;
 }
 
-/* Queues one engine copy on s (mu held). `guard`: the write_guard already up
- * on its pinned source, or -1. Returns the operation (the stream holds it) or
- * NULL. */
+/* How a copy's pinned source is watched: the write_guard already up on it,
+ * or -1; the bytes check's words of it (source_hash_take), or NULL. */
+struct dsim_watch {
+    int guard;
+    uint64_t *words;
+};
+#define DSIM_UNWATCHED ((struct dsim_watch){.guard = -1, .words = NULL})
+
+/* Queues one engine copy on s (mu held), watched by `watch`, which it owns
+ * once it returns the operation (the stream holds it); NULL on failure. */
 static struct dsim_op *dsim_queue_copy(struct dsim *d, struct dsim_stream *s, void *dst, const void *src,
-                                       uint64_t bytes, enum device_dir dir, const char *what, int guard, int staged)
+                                       uint64_t bytes, enum device_dir dir, const char *what, struct dsim_watch watch,
+                                       int staged)
 {
     struct dsim_op *op = dsim_op_new(d, DSIM_COPY);
     if (!op)
@@ -921,7 +962,8 @@ static struct dsim_op *dsim_queue_copy(struct dsim *d, struct dsim_stream *s, vo
     op->src = src;
     op->bytes = bytes;
     snprintf(op->what, sizeof op->what, "%s", what);
-    if (guard >= 0 && dsim_grow((void **)&d->armed, &d->caparmed, d->narmed, sizeof *d->armed)) {
+    int watched = watch.guard >= 0 || watch.words;
+    if (watched && dsim_grow((void **)&d->armed, &d->caparmed, d->narmed, sizeof *d->armed)) {
         free(op);
         err_set(ERR_NOMEM, "%s: out of memory for the write guards' list", d->pub->name);
         return NULL;
@@ -929,9 +971,10 @@ static struct dsim_op *dsim_queue_copy(struct dsim *d, struct dsim_stream *s, vo
     int engine = dir == DEVICE_H2D ? DSIM_ENGINE_H2D : DSIM_ENGINE_D2H;
     dsim_issue(d, s, op);
     dsim_schedule(d, op, engine, vclock_ns_of_s(link_copy_seconds(&d->link, bytes)));
-    op->guard = guard;
-    d->guarded += guard >= 0;
-    if (guard >= 0) {
+    op->guard = watch.guard;
+    op->source_words = watch.words;
+    d->guarded += watched;
+    if (watched) {
         dsim_copy_text(op->stream_name, s->name, sizeof op->stream_name);
         d->armed[d->narmed++] = dsim_op_ref(op);
     }
@@ -974,7 +1017,7 @@ static int dsim_stage_h2d(struct dsim *d, struct dsim_stream *s, uint8_t *dst, c
         uint64_t host_ns = vclock_ns_of_s((double)n / DSIM_HOST_MEMCPY_BPS); /* the host's memcpy, modelled */
         vclock_advance_ns(host_ns);
         d->staging_ns += host_ns;
-        struct dsim_op *op = dsim_queue_copy(d, s, dst + off, chunk, n, DEVICE_H2D, what, -1, 1);
+        struct dsim_op *op = dsim_queue_copy(d, s, dst + off, chunk, n, DEVICE_H2D, what, DSIM_UNWATCHED, 1);
         if (!op)
             return ERR_NOMEM;
         d->bounce_op[k] = dsim_op_ref(op);
@@ -998,7 +1041,7 @@ static int dsim_stage_d2h(struct dsim *d, struct dsim_stream *s, uint8_t *dst, c
             uint64_t off = c * DEVICE_SIM_BOUNCE_BYTES, n = bytes - off < DEVICE_SIM_BOUNCE_BYTES ? bytes - off
                                                                                            : DEVICE_SIM_BOUNCE_BYTES;
             struct dsim_op *op = dsim_queue_copy(d, s, d->bounce + (c & 1) * DEVICE_SIM_BOUNCE_BYTES, src + off, n,
-                                                 DEVICE_D2H, what, -1, 1);
+                                                 DEVICE_D2H, what, DSIM_UNWATCHED, 1);
             if (!op)
                 return ERR_NOMEM;
             d->bounce_op[c & 1] = dsim_op_ref(op);
@@ -1024,6 +1067,22 @@ static int dsim_stage_d2h(struct dsim *d, struct dsim_stream *s, uint8_t *dst, c
     return rc;
 }
 
+/* Puts the detector's watch on the pinned source of an H2D copy about to be
+ * issued (mu not held: mprotect, or two passes over the bytes): a write trap,
+ * or the bytes check's words (device_config's write_check). When neither can
+ * be had (the guards' table full, mprotect refused, no memory for the words)
+ * the copy goes unwatched, never wrongly reported. */
+static struct dsim_watch dsim_watch_source(struct dsim *d, const void *src, uint64_t bytes)
+{
+    struct dsim_watch w = DSIM_UNWATCHED;
+    if (d->write_check == DEVICE_WRITE_CHECK_TRAP) {
+        w.guard = write_guard_add(src, bytes, &d->guard_hit);
+    } else if ((w.words = malloc(source_hash_blocks(bytes) * sizeof *w.words)) != NULL) {
+        source_hash_take(src, bytes, w.words);
+    }
+    return w;
+}
+
 static int dsim_copy_on(struct dsim *d, struct dsim_stream *s, void *dst, const void *src, uint64_t bytes,
                         enum device_dir dir, int64_t batch)
 {
@@ -1033,12 +1092,12 @@ static int dsim_copy_on(struct dsim *d, struct dsim_stream *s, void *dst, const 
     const struct dsim_hostbuf *h = dsim_find_host(d, host_ptr);
     int pinned = h && h->kind != DEVICE_HOST_PAGEABLE;
     int fits = pinned && bytes <= (uint64_t)(h->base + h->bytes - (const uint8_t *)host_ptr);
-    int guard = -1;
+    struct dsim_watch watch = DSIM_UNWATCHED;
     pthread_mutex_unlock(&d->mu);
     if (!pinned) /* one staged copy at a time; the staging lock comes before mu */
         pthread_mutex_lock(&d->staging);
-    else if (dir == DEVICE_H2D && fits) /* the detector's write trap, up before the copy can start (mprotect: unlocked) */
-        guard = write_guard_add(src, bytes, &d->guard_hit);
+    else if (dir == DEVICE_H2D && fits) /* the detector's watch, before the copy can start (unlocked) */
+        watch = dsim_watch_source(d, src, bytes);
     pthread_mutex_lock(&d->mu);
     h = dsim_find_host(d, host_ptr); /* again: the table may have changed meanwhile */
     if (!pinned && h && h->kind != DEVICE_HOST_PAGEABLE) { /* registered meanwhile: no staging after all */
@@ -1073,10 +1132,10 @@ static int dsim_copy_on(struct dsim *d, struct dsim_stream *s, void *dst, const 
         struct race_clock clock = dsim_next_clock(d, s);
         rc = dsim_access(d, b, dev_ptr, bytes, dir == DEVICE_H2D, s, &clock, what);
         if (rc == 0 && pinned) {
-            if (!dsim_queue_copy(d, s, dst, src, bytes, dir, what, guard, 0))
+            if (!dsim_queue_copy(d, s, dst, src, bytes, dir, what, watch, 0))
                 rc = ERR_NOMEM;
             else
-                guard = -1; /* the copy owns it now */
+                watch = DSIM_UNWATCHED; /* the copy owns it now */
         }
         if (rc == 0 && staged) {
             d->staged_copies++;
@@ -1090,10 +1149,11 @@ static int dsim_copy_on(struct dsim *d, struct dsim_stream *s, void *dst, const 
     pthread_mutex_unlock(&d->mu);
     if (staged)
         pthread_mutex_unlock(&d->staging);
-    if (guard >= 0) { /* the copy never started */
+    if (watch.guard >= 0) { /* the copy never started */
         struct write_guard_hit hit;
-        write_guard_remove(guard, &hit);
+        write_guard_remove(watch.guard, &hit);
     }
+    free(watch.words);
     return rc;
 }
 
@@ -1486,7 +1546,8 @@ static void dsim_free(struct dsim *d)
     }
     for (int i = 0; i < d->narmed; i++) { /* never lifted (a failed open or a broken device) */
         struct write_guard_hit hit;
-        write_guard_remove(d->armed[i]->guard, &hit);
+        if (d->armed[i]->guard >= 0)
+            write_guard_remove(d->armed[i]->guard, &hit);
         dsim_op_unref(d->armed[i]);
     }
     free(d->armed);
@@ -1527,6 +1588,7 @@ static int dsim_open(device_t *dev, const struct device_config *cfg)
     d->link = cfg->link;
     d->gemm_flops = cfg->gemm_flops;
     d->memory_bps = cfg->gpu_memory_bps;
+    d->write_check = cfg->write_check;
     device_exec_one_blas_thread();
     pthread_mutex_init(&d->mu, NULL);
     pthread_mutex_init(&d->staging, NULL);

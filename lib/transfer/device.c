@@ -30,6 +30,7 @@ void device_config_default(struct device_config *cfg)
         cfg->gpu_memory_bps = hw->memory_bps;
     }
     cfg->name = "device";
+    cfg->write_check = DEVICE_WRITE_CHECK_TRAP;
 }
 
 void device_config_hw(struct device_config *cfg, const struct hw_profile *hw)

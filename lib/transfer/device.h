@@ -39,7 +39,8 @@
  *   - a kernel reads (or a copy overwrites) a device buffer whose last write
  *     (or read) is not ordered before it by its stream or an event; and
  *   - the host writes into a pinned buffer while an asynchronous copy out of
- *     it is still in flight: the bug of handing a loader slot back too early.
+ *     it is still in flight: the bug of handing a loader slot back too early
+ *     (caught in one of two ways, device_config's write_check).
  * A kernel declares the device memory it reads and writes (device_kernel's
  * reads and writes) for the first check; the second needs nothing.
  *
@@ -73,6 +74,24 @@ enum device_host_kind {
 
 enum device_dir { DEVICE_H2D, DEVICE_D2H };
 
+/* How the simulated device catches a host write into the pinned source of a
+ * copy still in flight (from the copy's issue until the host learns it
+ * ended: an event, a query or a synchronize). */
+enum device_write_check {
+    /* The source's pages are write-protected (mprotect, sim/write_guard.h):
+     * the first write traps, and the message names the writing thread and
+     * the byte. Two mprotect calls a copy, each a TLB shootdown on every core
+     * running the program: about 12 us with the other core busy. */
+    DEVICE_WRITE_CHECK_TRAP,
+    /* The source is hashed, in blocks of 4 KiB, at the copy's issue and again
+     * when the host learns the copy ended: a write that changed its bytes is
+     * reported then, naming the first changed block, not the writer. Two
+     * passes over the bytes and no system call; it also sees writes a trap
+     * cannot (by the kernel, read(2) into the buffer), and not a write that
+     * left the bytes as they were (which changes nothing the copy reads). */
+    DEVICE_WRITE_CHECK_BYTES,
+};
+
 struct device_config {
     const char *backend;      /* "sim", "cuda", or NULL: cuda when a GPU is found, else sim */
     int ordinal;              /* cuda: which GPU (-1: $LOCAL_RANK, else 0) */
@@ -80,6 +99,7 @@ struct device_config {
     double gemm_flops;        /* sim: the modelled GPU's matrix-product rate, FLOP/s (hw_gemm_flops of DEVICE_GPU_DEFAULT) */
     double gpu_memory_bps;    /* sim: its memory bandwidth, bytes per second */
     const char *name;         /* how messages name the device ("device", "rank 2's device") */
+    enum device_write_check write_check; /* sim: how a host write into an in-flight copy is caught (default TRAP) */
 };
 
 /* Memory a kernel touches: `bytes` bytes at device address `ptr`. */
@@ -115,7 +135,7 @@ struct device_stats {
     uint64_t kernels;
     double engine_busy_s[2];       /* sim: modelled time each copy engine was busy */
     double engine_cpu_s;           /* sim: CPU time the copy engines' threads used */
-    uint64_t guarded_copies;       /* sim: copies whose pinned source was write-protected */
+    uint64_t guarded_copies;       /* sim: copies whose pinned source was watched (write_check) */
     uint64_t pin_refused;          /* sim: pinned allocations the OS would not lock (RLIMIT_MEMLOCK) */
     uint64_t gemm_calls;           /* sim: matrix products run (device_sgemm) ... */
     double gemm_s;                 /* ... and the wall time spent inside cblas_sgemm */

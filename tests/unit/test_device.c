@@ -39,16 +39,24 @@ static const char *test_backend(void)
 
 static int test_is_sim(void) { return strcmp(test_backend(), "sim") == 0; }
 
-/* A device on a link of `gbps` GB/s and `latency_us`. */
-static device_t *test_device(double gbps, double latency_us)
+/* A device on a link of `gbps` GB/s and `latency_us`, catching a host write
+ * into an in-flight copy's source by `check`. */
+static device_t *test_device_checked(double gbps, double latency_us, enum device_write_check check)
 {
     struct device_config cfg;
     device_config_default(&cfg);
     cfg.backend = test_backend();
+    cfg.write_check = check;
     CHECK_OK(link_profile_set(&cfg.link, gbps, latency_us));
     device_t *dev;
     CHECK_OK(device_open(&cfg, &dev));
     return dev;
+}
+
+/* ... by the default check, the trap. */
+static device_t *test_device(double gbps, double latency_us)
+{
+    return test_device_checked(gbps, latency_us, DEVICE_WRITE_CHECK_TRAP);
 }
 
 static void test_fill(uint8_t *p, uint64_t n, uint64_t seed)
@@ -329,11 +337,11 @@ struct test_rig {
     uint64_t n;
 };
 
-static void test_rig_open(struct test_rig *r)
+static void test_rig_open_checked(struct test_rig *r, enum device_write_check check)
 {
     if (!test_is_sim())
         CHECK_SKIP("the use-before-ready detector is the simulator's; %s has none", test_backend());
-    r->dev = test_device(50, 1);
+    r->dev = test_device_checked(50, 1, check);
     r->n = 64 << 10;
     CHECK_OK(device_host_alloc(r->dev, DEVICE_HOST_PINNED, r->n, "loader slot 1", (void **)&r->pinned));
     CHECK_OK(device_malloc(r->dev, r->n, "batch buffer 0", &r->d));
@@ -342,6 +350,8 @@ static void test_rig_open(struct test_rig *r)
     CHECK_OK(device_event_create(r->dev, &r->ready));
     CHECK_OK(device_event_create(r->dev, &r->done));
 }
+
+static void test_rig_open(struct test_rig *r) { test_rig_open_checked(r, DEVICE_WRITE_CHECK_TRAP); }
 
 static void test_rig_close(struct test_rig *r)
 {
@@ -461,6 +471,70 @@ static void test_host_write(int after_event)
 
 TEST(detector_host_write_after_the_copy_is_fine) { test_host_write(1); }
 TEST(detector_host_write_into_an_in_flight_copy_is_caught) { test_host_write(0); }
+
+/* The same two programs under the bytes check: the write is caught when
+ * the host learns the copy ended, naming the first changed 4 KiB block (not
+ * the writer); after the event, the buffer is the host's. */
+static void test_host_write_bytes(int after_event)
+{
+    struct test_rig r;
+    test_rig_open_checked(&r, DEVICE_WRITE_CHECK_BYTES);
+    device_stream_t *gate_stream = test_hold(r.dev, r.copy, NULL);
+    memset(r.pinned, 1, r.n);
+    CHECK_OK(device_copy_async(r.copy, r.d, r.pinned, r.n, DEVICE_H2D, 7));
+    CHECK_OK(device_event_record(r.ready, r.copy));
+    if (after_event) {
+        atomic_store(&test_gate, 1);
+        CHECK_OK(device_event_synchronize(r.ready));
+        r.pinned[5000] = 2;
+        CHECK_OK(device_synchronize(r.dev));
+        CHECK_EQ(((uint8_t *)r.d)[5000], 1);
+    } else {
+        CHECK_EQ(device_event_query(r.ready), 0);
+        r.pinned[5000] = 2;
+        atomic_store(&test_gate, 1);
+        CHECK_ERR(device_event_synchronize(r.ready), ERR_STATE, "host write while in flight: bytes 4096 to 8191 of "
+                  "the source of copy #1 (H2D of 64 KiB from pinned 'loader slot 1' to 'batch buffer 0', batch 7) "
+                  "on stream 'copy' changed while that copy was still reading it");
+        CHECK_ERR(device_synchronize(r.dev), ERR_STATE, "host write while in flight"); /* sticky */
+    }
+    device_stream_destroy(gate_stream);
+    test_rig_close(&r);
+}
+
+TEST(detector_bytes_host_write_after_the_copy_is_fine) { test_host_write_bytes(1); }
+TEST(detector_bytes_host_write_into_an_in_flight_copy_is_caught) { test_host_write_bytes(0); }
+
+/* What the bytes check sees and what it does not: a write that leaves the
+ * bytes as they were (nothing the copy reads changes) is not reported; the
+ * kernel's write on the program's behalf, read(2) into the buffer, which a
+ * trap refuses with EFAULT, is caught. */
+TEST(detector_bytes_sees_changed_bytes_whoever_wrote_them)
+{
+    struct test_rig r;
+    test_rig_open_checked(&r, DEVICE_WRITE_CHECK_BYTES);
+    device_stream_t *gate_stream = test_hold(r.dev, r.copy, NULL);
+    memset(r.pinned, 1, r.n);
+    CHECK_OK(device_copy_async(r.copy, r.d, r.pinned, r.n, DEVICE_H2D, 7));
+    r.pinned[100] = 1; /* the same byte */
+    atomic_store(&test_gate, 1);
+    CHECK_OK(device_synchronize(r.dev));
+    device_stream_destroy(gate_stream);
+
+    int fds[2];
+    CHECK(pipe(fds) == 0);
+    CHECK(write(fds[1], "xyz", 3) == 3);
+    gate_stream = test_hold(r.dev, r.copy, NULL);
+    CHECK_OK(device_copy_async(r.copy, r.d, r.pinned, r.n, DEVICE_H2D, 8));
+    CHECK(read(fds[0], r.pinned + 9000, 3) == 3); /* the kernel writes: no trap could see it */
+    atomic_store(&test_gate, 1);
+    CHECK_ERR(device_synchronize(r.dev), ERR_STATE, "host write while in flight: bytes 8192 to 12287 of the source "
+              "of copy #2");
+    close(fds[0]);
+    close(fds[1]);
+    device_stream_destroy(gate_stream);
+    test_rig_close(&r);
+}
 
 /* Memory next to a guarded copy (same page, outside its bytes) is not
  * reported, and the write lands. */
@@ -739,6 +813,42 @@ TEST(vtime_unordered_d2h_into_a_copy_source_is_caught)
     CHECK_CONTAINS(err_msg(), "the D2H copy engine");
     atomic_store(&test_gate, 1);
     CHECK_ERR(device_synchronize(dev), ERR_STATE, "host write while in flight");
+    device_stream_destroy(g);
+    device_stream_destroy(up);
+    device_stream_destroy(down);
+    device_close(dev);
+}
+
+/* The same under the bytes check, over a source the D2H copy changes: no
+ * trap fires while the copy up is held, and the change is found when the
+ * host learns that copy ended, naming the source's first block. A round trip
+ * ordered by its stream stays no hazard. */
+TEST(vtime_unordered_d2h_into_a_copy_source_is_caught_by_its_bytes)
+{
+    if (!test_is_sim())
+        CHECK_SKIP("the write check is the simulator's");
+    device_t *dev = test_device_checked(1, 5, DEVICE_WRITE_CHECK_BYTES);
+    const uint64_t n = 1u << 20;
+    uint8_t *h;
+    void *d1, *d2;
+    CHECK_OK(device_host_alloc(dev, DEVICE_HOST_PINNED, n, "pinned", (void **)&h));
+    CHECK_OK(device_malloc(dev, n, "d1", &d1));
+    CHECK_OK(device_malloc(dev, n, "d2", &d2));
+    device_stream_t *up, *down;
+    CHECK_OK(device_stream_create(dev, "up", &up));
+    CHECK_OK(device_stream_create(dev, "down", &down));
+    test_fill(h, n, 9);
+    CHECK_OK(device_copy_async(up, d1, h, n, DEVICE_H2D, -1)); /* ordered: d1 back into h after it */
+    CHECK_OK(device_copy_async(up, h, d1, n, DEVICE_D2H, -1));
+    CHECK_OK(device_stream_synchronize(up));
+    device_stream_t *g = test_hold(dev, up, NULL);
+    CHECK_OK(device_copy_async(up, d1, h, n, DEVICE_H2D, -1));
+    CHECK_OK(device_copy_async(down, h, d2, n, DEVICE_D2H, -1)); /* d2 is zeros: every block of h changes */
+    CHECK_OK(device_stream_synchronize(down));
+    atomic_store(&test_gate, 1);
+    CHECK_ERR(device_synchronize(dev), ERR_STATE, "host write while in flight: bytes 0 to 4095 of the source of "
+              "copy #3");
+    CHECK_CONTAINS(err_msg(), "or by a device-to-host copy into the same buffer");
     device_stream_destroy(g);
     device_stream_destroy(up);
     device_stream_destroy(down);
