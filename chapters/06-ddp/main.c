@@ -118,6 +118,11 @@ static void ch6_usage(FILE *f)
             "  --eval=all-ranks|rank0-wrapped|rank0-unwrapped|none   who evaluates after each epoch, and through\n"
             "                          what (default all-ranks: each its share, through the DDP wrapper)\n"
             "  --check                 compare every rank's parameters bit for bit every step (always on in sim)\n"
+            "  --write-check=bytes|trap   sim: how the device catches a loader slot written while its copy is\n"
+            "                          in flight: bytes (default) hashes the slot at the copy's issue and when\n"
+            "                          the host learns it ended, and names the first changed 4 KiB; trap\n"
+            "                          write-protects it (mprotect) and names the writing thread and byte, at\n"
+            "                          two TLB shootdowns a copy (chapter 4's detector)\n"
             "  --drop-event=copy|bucket-ready|bucket-done   leave one event out of every step's schedule (the\n"
             "                          batch's copy before compute, a bucket's gradients before its all-reduce,\n"
             "                          the all-reduce before the optimizer): the simulated device's detector\n"
@@ -149,7 +154,7 @@ enum {
     O_WORKERS, O_AUGMENT, O_EPOCHS, O_STEPS, O_HIDDEN, O_BATCHNORM, O_OPTIMIZER, O_LR, O_MOMENTUM, O_WD, O_SCHEDULE,
     O_INIT, O_SAVE, O_BUCKET_CAP, O_FIRST_BUCKET, O_NO_OVERLAP, O_ACCUMULATE, O_COMPRESS, O_BROADCAST, O_EVAL,
     O_CHECK, O_CHECKPOINT, O_CHECKPOINT_EVERY, O_RESUME, O_TRACE, O_TRACE_STEPS, O_OUT, O_PLOT, O_DEMO, O_BENCH,
-    O_FAULT, O_DEVICE, O_DROP_EVENT, O_HW, O_TOPOLOGY, O_ALGO, O_SAME_BITS, O_GLOBAL_BATCH,
+    O_FAULT, O_DEVICE, O_DROP_EVENT, O_HW, O_TOPOLOGY, O_ALGO, O_SAME_BITS, O_GLOBAL_BATCH, O_WRITE_CHECK,
 };
 
 static const char *const ch6_devices[] = {"sim", "cuda", NULL};
@@ -180,7 +185,8 @@ static const struct option ch6_longopts[] = {
     {"fault", required_argument, 0, O_FAULT},           {"hw", required_argument, 0, O_HW},
     {"topology", required_argument, 0, O_TOPOLOGY},     {"algo", required_argument, 0, O_ALGO},
     {"same-bits", no_argument, 0, O_SAME_BITS},         {"global-batch", required_argument, 0, O_GLOBAL_BATCH},
-    {"help", no_argument, 0, 'h'},                      {0, 0, 0, 0},
+    {"write-check", required_argument, 0, O_WRITE_CHECK}, {"help", no_argument, 0, 'h'},
+    {0, 0, 0, 0},
 };
 
 struct ch6_cli {
@@ -198,6 +204,8 @@ static int ch6_parse(int argc, char **argv, struct ch6_cli *cli)
     static const char *const ch6_algos[] = {"ring", "tree", "hier", NULL};
     static const enum comm_algo ch6_algo_of[] = {COMM_ALGO_RING, COMM_ALGO_TREE, COMM_ALGO_HIER};
     static const char *const augments[] = {"none", "flip", NULL};
+    static const char *const write_checks[] = {"bytes", "trap", NULL};
+    static const enum device_write_check write_check_of[] = {DEVICE_WRITE_CHECK_BYTES, DEVICE_WRITE_CHECK_TRAP};
     static const char *const evals[] = {"all-ranks", "rank0-wrapped", "rank0-unwrapped", "none", NULL};
     static const enum train_eval eval_of[] = {TRAIN_EVAL_EVERY_RANK, TRAIN_EVAL_RANK0_WRAPPED,
                                               TRAIN_EVAL_RANK0_UNWRAPPED, TRAIN_EVAL_NONE};
@@ -234,6 +242,10 @@ static int ch6_parse(int argc, char **argv, struct ch6_cli *cli)
                 exit(CLI_EXIT_OK);
             break;
         case O_TOPOLOGY: cli->topology = optarg; break;
+        case O_WRITE_CHECK:
+            if ((rc = cli_parse_choice("write-check", optarg, write_checks, &choice)) == 0)
+                c->write_check = write_check_of[choice];
+            break;
         case O_SAME_BITS: c->same_bits = 1; break;
         case O_GLOBAL_BATCH: rc = cli_parse_range("global-batch", optarg, 1, (uint64_t)MODEL_MAX_BATCH * 64, &cli->global_batch); break;
         case O_ALGO:
@@ -414,7 +426,8 @@ static int ch6_validate(struct ch6_cli *cli)
                                         O_LR, O_MOMENTUM, O_WD, O_SCHEDULE, O_INIT, O_SAVE, O_BUCKET_CAP,
                                         O_FIRST_BUCKET, O_NO_OVERLAP, O_ACCUMULATE, O_COMPRESS, O_BROADCAST, O_EVAL,
                                         O_CHECK, O_CHECKPOINT, O_CHECKPOINT_EVERY, O_RESUME, O_TRACE, O_TRACE_STEPS,
-                                        O_PLOT, O_TIMEOUT, O_FAULT, O_DROP_EVENT, O_HW, O_TOPOLOGY, O_ALGO, O_SAME_BITS, O_GLOBAL_BATCH, 0};
+                                        O_PLOT, O_TIMEOUT, O_FAULT, O_DROP_EVENT, O_HW, O_TOPOLOGY, O_ALGO, O_SAME_BITS, O_GLOBAL_BATCH,
+                                        O_WRITE_CHECK, 0};
         if ((rc = cli_refuse_given(g, ch6_longopts, run_flags,
                                    "does nothing with --demo or --bench (each sets up its own runs; --data, "
                                    "--test-data, --seed, --out and, for --bench, --batch apply, and --device for "
@@ -445,6 +458,10 @@ static int ch6_validate(struct ch6_cli *cli)
         c->gpu_memory_bps = cli->hw->memory_bps;
         run->hw = cli->hw; /* and the links that time its collectives */
     }
+    if (cli_given_has(g, O_WRITE_CHECK) && strcmp(c->device, "sim") != 0)
+        return err_set(ERR_ARG, "--write-check chooses the simulated device's detector; --device=%s has none (a "
+                                "GPU's copy engine reads the pages behind the CPU's back): add --device=sim",
+                       c->device);
     if ((rc = ch6_topology(cli)) < 0)
         return rc;
     int threads = launch_threads(run->backend);

@@ -46,6 +46,7 @@ void train_config_default(struct train_config *c)
     c->eval = TRAIN_EVAL_EVERY_RANK;
     link_profile_find(LINK_DEFAULT, &c->link);
     c->pool_bytes = 64u << 20;
+    c->write_check = DEVICE_WRITE_CHECK_BYTES;
 }
 
 struct train_run {
@@ -322,6 +323,7 @@ static int train_open(struct train_run *t, const struct train_config *c, comm_t 
     char devname[48];
     snprintf(devname, sizeof devname, "rank %d's device", t->rank);
     dc.name = devname;
+    dc.write_check = c->write_check;
     if ((rc = device_open(&dc, &t->dev)) < 0)
         return err_wrap(rc, "--device=%s", c->device ? c->device : "auto");
     if ((rc = device_stream_create(t->dev, "compute", &t->compute)) < 0)

@@ -52,6 +52,7 @@
 #include "ddp/optim.h"
 #include "ddp/reducer.h"
 #include "ddp/timeline.h"
+#include "transfer/device.h"
 #include "transfer/link.h"
 
 #include <stddef.h>
@@ -136,6 +137,8 @@ struct train_config {
     struct link_profile link;    /* sim: the modelled link */
     double gemm_flops, gpu_memory_bps; /* sim: the modelled GPU's GEMM rate and memory peak (0: DEVICE_GPU_DEFAULT's) */
     uint64_t pool_bytes;         /* each rank's pinned pool */
+    enum device_write_check write_check; /* sim: how a loader slot written while its copy is in flight is caught
+                                          * (default DEVICE_WRITE_CHECK_BYTES: no mprotect a step) */
 
     /* the timeline: bars of the first trace_steps steps this invocation takes (0: none); rank 0 gets every
      * rank's */
