@@ -40,11 +40,13 @@
  * benchmarks only).
  *
  * The use-before-ready detector is always on: sim/device_race.h checks every
- * copy and kernel against the accesses before it, sim/write_guard.h traps
- * host writes into pinned buffers an asynchronous copy may still be reading:
- * the guard is up from the copy's issue until the host learns it is done (a
- * synchronize, or a query that answers 1), so a write before then is caught
- * on any machine, however fast the engine really was.
+ * copy and kernel against the accesses before it, and host writes into
+ * pinned buffers an asynchronous copy may still be reading are caught, by a
+ * trap (sim/write_guard.h) or by the buffer's bytes (sim/source_hash.h), as
+ * device_config's write_check says: the watch lasts from the copy's issue
+ * until the host learns it is done (a synchronize, or a query that answers
+ * 1), so a write before then is caught on any machine, however fast the
+ * engine really was.
  * The first hazard breaks the device; every later call returns it.
  *
  * Read device_sim.c from dsim_schedule and the engine loop
