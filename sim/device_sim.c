@@ -165,6 +165,7 @@ struct dsim {
     int guard_hit; /* set by write_guard's signal handler */
     struct dsim_op **armed; /* copies watched (a write guard up, or source words taken): until the host learns they are done */
     int narmed, caparmed;
+    int lifting; /* threads taking watches down with mu dropped: a buffer is not freed under them (dsim_drain) */
     struct dsim_spare { /* freed small device buffers, still mapped (dsim_mem_free) */
         uint8_t *base;
         uint64_t bytes;
@@ -542,6 +543,7 @@ static void dsim_lift_guards_where(struct dsim *d, int all, const struct dsim_op
             return;
         struct write_guard_hit hit[WRITE_GUARD_BATCH];
         int64_t changed[WRITE_GUARD_BATCH];
+        d->lifting++;
         pthread_mutex_unlock(&d->mu); /* mprotect, or a pass over the bytes: not under the lock the host's calls need */
         if (ntraps)
             write_guard_remove_all(ids, ntraps, hit);
@@ -550,6 +552,8 @@ static void dsim_lift_guards_where(struct dsim *d, int all, const struct dsim_op
                              ? source_hash_first_change(lift[i]->src, lift[i]->bytes, lift[i]->source_words)
                              : -1;
         pthread_mutex_lock(&d->mu);
+        if (--d->lifting == 0 && d->changed_waiters)
+            pthread_cond_broadcast(&d->changed); /* a drain may wait to free what was read */
         for (int i = 0, trap = 0; i < n; i++) {
             char msg[1024];
             if (lift[i]->guard >= 0) {
@@ -630,10 +634,11 @@ static int dsim_grow(void **arr, int *cap, int n, size_t elem)
 }
 
 /* Waits for every engine to drain (mu held): what cudaFree and cudaFreeHost do
- * before they free. */
+ * before they free; and for any other thread taking a watch down, which may
+ * be reading the bytes about to be freed. */
 static void dsim_drain(struct dsim *d)
 {
-    while (d->eng[0].head || d->eng[1].head || d->eng[2].head || d->waits)
+    while (d->eng[0].head || d->eng[1].head || d->eng[2].head || d->waits || d->lifting)
         dsim_wait_changed(d);
     dsim_lift_guards(d, 1);
 }

@@ -14,7 +14,7 @@
  *
  * What it cannot say: who wrote, and which byte (the message names the block).
  * A write that left the bytes as they were goes unseen (the copy reads the
- * same bytes either way); so does one made while the issue itself ran.
+ * same bytes either way); so does one made while the copy was being issued.
  */
 #ifndef DDP_SOURCE_HASH_H
 #define DDP_SOURCE_HASH_H
