@@ -172,7 +172,7 @@ struct dsim {
     } spare[DSIM_SPARES];
     int nspare;
     /* statistics */
-    uint64_t staged_copies, staged_bytes, guarded, pin_refused;
+    uint64_t staged_copies, staged_bytes, watched[2], pin_refused; /* watched: by write_check */
     uint64_t staging_ns; /* modelled */
 };
 
@@ -978,7 +978,8 @@ static struct dsim_op *dsim_queue_copy(struct dsim *d, struct dsim_stream *s, vo
     dsim_schedule(d, op, engine, vclock_ns_of_s(link_copy_seconds(&d->link, bytes)));
     op->guard = watch.guard;
     op->source_words = watch.words;
-    d->guarded += watched;
+    d->watched[DEVICE_WRITE_CHECK_TRAP] += watch.guard >= 0;
+    d->watched[DEVICE_WRITE_CHECK_BYTES] += watch.words != NULL;
     if (watched) {
         dsim_copy_text(op->stream_name, s->name, sizeof op->stream_name);
         d->armed[d->narmed++] = dsim_op_ref(op);
@@ -1514,7 +1515,8 @@ static void dsim_stats(device_t *dev, struct device_stats *out)
     out->engine_busy_s[DEVICE_H2D] = (double)d->eng[DSIM_ENGINE_H2D].busy_ns * 1e-9;
     out->engine_busy_s[DEVICE_D2H] = (double)d->eng[DSIM_ENGINE_D2H].busy_ns * 1e-9;
     out->engine_cpu_s = (double)(d->eng[DSIM_ENGINE_H2D].cpu_ns + d->eng[DSIM_ENGINE_D2H].cpu_ns) * 1e-9;
-    out->guarded_copies = d->guarded;
+    out->watched_copies[DEVICE_WRITE_CHECK_TRAP] = d->watched[DEVICE_WRITE_CHECK_TRAP];
+    out->watched_copies[DEVICE_WRITE_CHECK_BYTES] = d->watched[DEVICE_WRITE_CHECK_BYTES];
     out->pin_refused = d->pin_refused;
     out->gemm_calls = d->gemm_calls;
     out->gemm_s = (double)d->gemm_ns * 1e-9;

@@ -292,6 +292,12 @@ static void ch6_summary(const struct ch6_run *run, const struct ch6_outcome *o)
     if (run->train.check)
         printf("replicas: every rank's parameters%s were the same bits at every step\n",
                run->train.reducer.broadcast_buffers && run->train.spec.batchnorm ? " and buffers" : "");
+    const uint64_t *w = r->watched_copies;
+    if (w[DEVICE_WRITE_CHECK_TRAP] + w[DEVICE_WRITE_CHECK_BYTES])
+        printf("loader slots: no host write into one while its copy was in flight; rank 0's device watched the "
+               "sources of %llu copies, %s\n", (unsigned long long)(w[DEVICE_WRITE_CHECK_TRAP] + w[DEVICE_WRITE_CHECK_BYTES]),
+               w[DEVICE_WRITE_CHECK_TRAP] ? "by a write trap on their pages (--write-check=trap)"
+                                          : "by their bytes (--write-check=bytes)");
     if (r->last.evaluated)
         printf("test accuracy: %.4f (%llu of %llu)\n", r->last.test_accuracy, (unsigned long long)r->last.test_correct,
                (unsigned long long)r->last.test_count);

@@ -945,6 +945,11 @@ int train_rank(const struct train_config *c, comm_t *comm, const struct train_ho
     out->first_step = t.start_step;
     out->checkpoints = t.checkpoints;
     out->trace_dropped = timeline_dropped(t.tl);
+    if (t.dev) {
+        struct device_stats ds;
+        device_stats(t.dev, &ds);
+        memcpy(out->watched_copies, ds.watched_copies, sizeof out->watched_copies);
+    }
     if (t.r) {
         out->buckets = reducer_bucket_count(t.r);
         out->reducer = reducer_get_stats(t.r);

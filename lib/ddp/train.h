@@ -213,6 +213,8 @@ struct train_result {
     uint64_t checkpoints;        /* checkpoints this rank wrote */
     struct timeline_all *timeline; /* rank 0 with trace_steps: every rank's bars (timeline_all_free it) */
     uint64_t trace_dropped;      /* bars this rank could not keep */
+    uint64_t watched_copies[2];  /* this rank's simulated device: copies whose pinned source it watched for
+                                  * host writes, by each write check (device_stats'; 0 on a GPU) */
 };
 
 /* Runs rank comm_rank(comm)'s share of training. Collective: every rank of

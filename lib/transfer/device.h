@@ -135,7 +135,8 @@ struct device_stats {
     uint64_t kernels;
     double engine_busy_s[2];       /* sim: modelled time each copy engine was busy */
     double engine_cpu_s;           /* sim: CPU time the copy engines' threads used */
-    uint64_t guarded_copies;       /* sim: copies whose pinned source was watched (write_check) */
+    uint64_t watched_copies[2];    /* sim: copies whose pinned source was watched for host writes, by
+                                    * each write_check (DEVICE_WRITE_CHECK_TRAP, DEVICE_WRITE_CHECK_BYTES) */
     uint64_t pin_refused;          /* sim: pinned allocations the OS would not lock (RLIMIT_MEMLOCK) */
     uint64_t gemm_calls;           /* sim: matrix products run (device_sgemm) ... */
     double gemm_s;                 /* ... and the wall time spent inside cblas_sgemm */

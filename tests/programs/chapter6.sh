@@ -430,9 +430,12 @@ t_ok events_kept $P "${D[@]}" --compress=fp16 --accumulate=2
 t_fail nccl_on_the_simulated_device 2 "--backend=nccl with --device=sim: NCCL all-reduces GPU memory" \
     $P "${D[@]}" --backend=nccl --device=sim
 t_fail device_unknown 2 "--device: unknown value 'tpu' (sim or cuda)" $P "${D[@]}" --device=tpu
-# --write-check: either detector trains the same (the same epochs.csv, bytes for bytes); an unknown one is named
-t_ok write_check_trap $P "${D[@]}" --write-check=trap --out="$T_TMP/wc-trap"
-t_ok write_check_bytes $P "${D[@]}" --write-check=bytes --out="$T_TMP/wc-bytes"
+# --write-check: the device itself says which detector watched the loader slots' copies; either trains
+# the same (the same epochs.csv, bytes for bytes); an unknown one is named
+t_out write_check_trap "copies, by a write trap on their pages (--write-check=trap)" \
+    $P "${D[@]}" --write-check=trap --out="$T_TMP/wc-trap"
+t_out write_check_bytes "copies, by their bytes (--write-check=bytes)" \
+    $P "${D[@]}" --write-check=bytes --out="$T_TMP/wc-bytes"
 if cmp -s "$T_TMP/wc-trap/epochs.csv" "$T_TMP/wc-bytes/epochs.csv"; then t_pass write_check_same_training
 else t_failed write_check_same_training "epochs.csv differs between --write-check=trap and bytes"; fi
 t_fail write_check_unknown 2 "--write-check: unknown value 'page' (bytes or trap)" $P "${D[@]}" --write-check=page

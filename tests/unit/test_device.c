@@ -459,6 +459,11 @@ static void test_host_write(enum device_write_check check, int after_event)
         r.pinned[5000] = 2; /* the copy is done: the buffer is the host's again */
         CHECK_OK(device_synchronize(r.dev));
         CHECK_EQ(((uint8_t *)r.d)[5000], 1);
+        struct device_stats ds; /* the copy was watched, and by the check asked for */
+        device_stats(r.dev, &ds);
+        CHECK_EQ_U64(ds.watched_copies[check], 1);
+        CHECK_EQ_U64(ds.watched_copies[check == DEVICE_WRITE_CHECK_TRAP ? DEVICE_WRITE_CHECK_BYTES
+                                                                        : DEVICE_WRITE_CHECK_TRAP], 0);
     } else {
         CHECK_EQ(device_event_query(r.ready), 0); /* behind the gate: in flight */
         r.pinned[5000] = 2;                         /* the bug: a loader slot refilled too early */

@@ -81,7 +81,7 @@ TEST(prefetch_pinned_ring_copies_each_byte_twice)
     CHECK_EQ_U64(ds.bytes[DEVICE_H2D], ls.bytes + pf_base.records * sizeof(int64_t));
     CHECK_EQ_U64(ds.staged_bytes, 0);
     CHECK_EQ_U64(ps.pin_bytes, 0);
-    CHECK_EQ_U64(ds.guarded_copies, ds.copies[DEVICE_H2D]); /* every copy out of a slot watched */
+    CHECK_EQ_U64(ds.watched_copies[DEVICE_WRITE_CHECK_TRAP], ds.copies[DEVICE_H2D]); /* every copy out of a slot watched */
     pf_close(&r);
 }
 
