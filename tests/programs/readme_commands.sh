@@ -125,8 +125,26 @@ cannot_run() { # CMD
     done
 }
 
+# Why CMD runs a program a reader does not have yet, or nothing. The clone
+# gets this build's whole build/, tests and labs included, but `make` and
+# `make demo` build only the chapters and the tools (`all`): another program
+# under build/ (a unit test) needs a `make` naming it, or `make tests`, in an
+# earlier command of the same README. MADE: those earlier make commands.
+not_built() { # CMD MADE
+    local word first=""
+    for word in $1; do
+        [[ $word == *=* && -z $first && $word != -* ]] && continue
+        first=$word; break
+    done
+    [[ $first == build/* ]] || return 0
+    [[ $first =~ ^build/(chapter-[0-9]+|tools/[A-Za-z0-9_]+)$ ]] && return 0
+    [[ " $2 " == *" $first "* || " $2 " == *" tests "* ]] && return 0
+    echo "$first is not built by make or make demo: run 'make $first' (or make tests) before it in this README"
+}
+
 count=0
 for readme in "${readmes[@]}"; do
+    made=""
     while IFS=$'\t' read -r file line cmd; do
         name="$file:$line"
         if [ "$cmd" = '!MARKER' ]; then
@@ -138,6 +156,9 @@ for readme in "${readmes[@]}"; do
             continue
         fi
         count=$((count + 1))
+        why=$(not_built "$cmd" "$made")
+        if [ -n "$why" ]; then t_failed "$name" "$why"; continue; fi
+        [[ $cmd == make\ * ]] && made+=" ${cmd%%#*}"
         if [[ $cmd == *"[slow]"* ]]; then
             read -r -a words <<<"${cmd%%#*}"
             if [ "${words[0]}" = make ]; then
