@@ -8,7 +8,8 @@
  * with the first one looks the faulting address up: when it falls in one of
  * ours, it prints
  *
- *     chapter-1: data.jsonl: truncated while mapped: byte 4096 of 8192 ...
+ *     chapter-1: data.jsonl: truncated while mapped: it had 8192 bytes when it
+ *     was opened and has 4096 now, and a read of byte 6000 faulted (SIGBUS). ...
  *
  * on stderr, removes this process's temporary files (fsutil.h) and exits with
  * status 1. It cannot do better: the read that faulted is somewhere inside a
