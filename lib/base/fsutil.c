@@ -63,14 +63,30 @@ int fsutil_mkdir_p(const char *dir)
 
 /* ---- what may be written, what may be read --------------------------------- */
 
+/* A path under a node that is no directory ("file/sub"): no write can ever
+ * make it, so it is refused now, naming that node, not after the run. */
+static int fsutil_under_non_dir(const char *path, const char *what)
+{
+    char name[PATH_MAX + 64], parent[PATH_MAX];
+    struct stat st;
+    snprintf(parent, sizeof parent, "%s", path);
+    for (char *slash; (slash = strrchr(parent, '/')) && slash != parent;) {
+        *slash = '\0';
+        if (stat(parent, &st) == 0 && !S_ISDIR(st.st_mode))
+            return err_set(ERR_IO, "%s: %s is %s, not a directory: nothing can be written under it",
+                           fsutil_name(name, sizeof name, what, path), parent, fsutil_kind(st.st_mode));
+    }
+    return 1; /* not found again (the path changed meanwhile): the write will say */
+}
+
 /* The node `path` names, a symbolic link followed: 0 and *st; 1 when nothing
  * is there (a new name, or a path the write will report on); ERR_IO when it
- * is a dangling link. */
+ * is a dangling link, or under a node that is not a directory. */
 static int fsutil_node(const char *path, const char *what, struct stat *st)
 {
     struct stat lst;
     if (lstat(path, &lst) != 0)
-        return 1;
+        return errno == ENOTDIR ? fsutil_under_non_dir(path, what) : 1;
     if (!S_ISLNK(lst.st_mode)) {
         *st = lst;
         return 0;

@@ -71,7 +71,9 @@ int fsutil_mkdir_p(const char *dir);
  * `what` names where the path came from in messages ("--save"; NULL: the
  * path alone). 0; ERR_ARG for an empty path; ERR_IO naming `what` and the
  * path and saying what it is ("--save: /dev/null: a character device, not a
- * regular file: refusing to write over it"). A path it cannot look at (a
+ * regular file: refusing to write over it"), or under a node that is no
+ * directory ("--save: x/file/m.safetensors: x/file is a regular file, not a
+ * directory: nothing can be written under it"). A path it cannot look at (a
  * missing directory, no permission) passes: the write says why it fails. */
 int fsutil_check_output(const char *path, const char *what);
 

@@ -28,6 +28,9 @@ t_fail bad_demo 2 "--demo: unknown value 'meteor' (race)" $P --demo=meteor
 t_fail bad_only 2 "--only: unknown value 'everything' (sweep, pinning or loop)" $P --only=everything
 t_fail two_modes 2 "--demo, --bench and --only each choose what runs" $P --bench --only=loop
 t_fail zero_batch 2 "--batch: expected 1 to" $P --batch=0
+touch "$T_TMP/a-file"
+t_fail out_under_a_file 2 "--out: $T_TMP/a-file/sub: $T_TMP/a-file is a regular file, not a directory" \
+    $P --only=sweep --out="$T_TMP/a-file/sub"
 
 # --hw: a modelled GPU system's host link; --link names a link too, so the two are refused together,
 # and --link-gbps replaces the profile's figure as it does --link's

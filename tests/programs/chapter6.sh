@@ -55,10 +55,12 @@ t_fail init_wrong_shapes 1 "small.safetensors: fc1.weight has shape [128, 784], 
 t_fail resume_missing 1 "$T_TMP/nowhere: cannot open" $P "${S[@]}" --resume="$T_TMP/nowhere"
 t_fail resume_foreign 1 "not a checkpoint of this program" $P "${S[@]}" --resume="$T_TMP/small.safetensors"
 touch "$T_TMP/a-file"
-t_fail checkpoint_unwritable 1 "--checkpoint=$T_TMP/a-file/ck: cannot write there" \
+t_fail checkpoint_unwritable 1 "--checkpoint: $T_TMP/a-file/ck: $T_TMP/a-file is a regular file, not a directory" \
     $P "${S[@]}" --checkpoint="$T_TMP/a-file/ck"
-t_fail save_unwritable 1 "--save=$T_TMP/a-file/x.safetensors: cannot write it" \
+t_fail save_unwritable 1 "--save: $T_TMP/a-file/x.safetensors: $T_TMP/a-file is a regular file, not a directory" \
     $P "${S[@]}" --save="$T_TMP/a-file/x.safetensors"
+t_fail trace_unwritable 1 "--trace: $T_TMP/a-file/t.json: $T_TMP/a-file is a regular file, not a directory" \
+    $P "${S[@]}" --trace="$T_TMP/a-file/t.json"
 if [ -n "$(ls -A "$OUT" 2>/dev/null)" ]; then t_failed failed_runs_write_nothing "they left: $(ls "$OUT")"
 else t_pass failed_runs_write_nothing; fi
 

@@ -281,9 +281,11 @@ TEST(fsutil_refuses_outputs_that_are_not_regular_files)
     char made[PATH_MAX];
     snprintf(made, sizeof made, "%s/sub", bad.at[0].path); /* under a FIFO: mkdir -p names it */
     CHECK_ERR(fsutil_mkdir_p(made), ERR_IO, "fifo: a FIFO, not a directory");
+    /* and so does the check, before a run that mkdir -p would stop at its end */
+    CHECK_ERR(fsutil_check_output_dir(made, "--out"), ERR_IO, "fifo is a FIFO, not a directory: nothing can be written");
+    CHECK_ERR(fsutil_check_output(made, "--save"), ERR_IO, "fifo is a FIFO, not a directory: nothing can be written");
     /* what may be written: a new name, a regular file, a directory for a directory */
     CHECK_OK(fsutil_check_output_dir(dir, "--out"));
-    CHECK_OK(fsutil_check_output_dir(made, "--out"));
     snprintf(made, sizeof made, "%s/new.bin", dir);
     CHECK_OK(fsutil_check_output(made, "--save"));
 }
