@@ -392,7 +392,7 @@ static int ch5_validate(struct ch5_cli *cli)
     int unused = ch5_refuse_unused(cli);
     if (unused < 0)
         return unused;
-    if (cli->plot && (unused = fsutil_check_output_dir(cli->out_dir, "--out")) < 0) /* before the sweep */
+    if ((cli->plot || cli->links) && (unused = fsutil_check_output_dir(cli->out_dir, "--out")) < 0) /* before any table */
         return unused;
     if (cli->links)
         return ch5_validate_links(cli);
