@@ -86,6 +86,7 @@ struct ch4_cli {
     const char *topology;               /* --topology, NULL: none */
     uint64_t host_links;                /* --host-links, 0: one per GPU */
     int bench, max_given;
+    struct cli_given given; /* which flags were given, to refuse those the run would ignore */
 };
 
 enum { O_BACKEND = 256, O_LINK, O_GBPS, O_LATENCY, O_POOL, O_MIN, O_MAX, O_DATA, O_BATCH, O_STEPS, O_WARMUP,
@@ -120,6 +121,7 @@ static int ch4_parse(int argc, char **argv, struct ch4_cli *cli)
     double compute_ms;
     opterr = 0;
     while (rc == 0 && (c = getopt_long(argc, argv, ":", ch4_longopts, NULL)) != -1) {
+        cli_given_add(&cli->given, c);
         switch (c) {
         case O_BACKEND:
             if ((rc = cli_parse_choice("backend", optarg, backend_table_device_names(), &choice)) == 0)
@@ -217,13 +219,26 @@ static int ch4_validate(struct ch4_cli *cli)
     struct ch4_opts *o = &cli->opt;
     if (!!cli->demo + cli->bench + !!cli->only > 1)
         return err_set(ERR_ARG, "--demo, --bench and --only each choose what runs: give one of them");
+    int rc;
+    if (cli->demo && (rc = cli_refuse_given(&cli->given, ch4_longopts,
+                                            (const int[]){O_BACKEND, O_LINK, O_GBPS, O_HW, O_TOPOLOGY, O_HOST_LINKS,
+                                                          O_MIN, O_MAX, O_DATA, O_BATCH, O_STEPS, O_WARMUP, O_WORKERS,
+                                                          O_COMPUTE, O_LOOP_GBPS, O_OUT, O_PLOT, 0},
+                                            "does nothing with --demo=race (it runs its own loop of synthetic "
+                                            "batches on the simulated device, over a slow link, and writes no file; "
+                                            "--pool and --link-latency-us apply)")) < 0)
+        return rc;
+    if (cli->bench && (rc = cli_refuse_given(&cli->given, ch4_longopts, (const int[]){O_MIN, O_MAX, O_OUT, O_PLOT, 0},
+                                             "does nothing with --bench (it times its own sizes and the training "
+                                             "loop, and writes no file)")) < 0)
+        return rc;
     if (cli->hw && cli->link_given)
         return err_set(ERR_ARG, "--hw=%s and --link both choose the link (the %s sits on PCIe Gen%d x16, "
                        "--link=pcie%d): give one of them", cli->hw->name, cli->hw->title, cli->hw->pcie_gen,
                        cli->hw->pcie_gen);
     if (cli->hw)
         hw_host_link(cli->hw, &o->link); /* chapter 4's kernels declare their seconds: the GPU's peaks time nothing here */
-    int rc = link_profile_set(&o->link, cli->gbps, cli->latency_us); /* in range: parsed so */
+    rc = link_profile_set(&o->link, cli->gbps, cli->latency_us); /* in range: parsed so */
     o->loop_link = o->link;
     if (rc == 0)
         rc = link_profile_set(&o->loop_link, cli->loop_gbps, -1);
@@ -250,6 +265,8 @@ static int ch4_validate(struct ch4_cli *cli)
         return err_set(ERR_ARG, "--max-bytes: %llu bytes do not fit in the pinned pool of %llu bytes (--pool=%s): "
                        "one copy's pinned buffer comes from it", (unsigned long long)o->max_bytes,
                        (unsigned long long)o->pool_bytes, units_format_bytes(o->pool_bytes, a, sizeof a));
+    if (cli->demo || cli->bench) /* they write no file */
+        return 0;
     return fsutil_check_output_dir(o->out_dir, "--out"); /* before the runs that fill it */
 }
 
@@ -270,9 +287,10 @@ static int ch4_run(const struct ch4_cli *cli)
     }
     if (cli->demo)
         rc = ch4_demo_race(o);
-    else if (cli->bench)
-        rc = ch4_bench(o);
-    else {
+    else if (cli->bench) {
+        if ((rc = ch4_loop_check_data(o)) == 0) /* the loop's, before any verdict */
+            rc = ch4_bench(o);
+    } else {
         if (!cli->only || strcmp(cli->only, "loop") == 0)
             rc = ch4_loop_check_data(o);
         if (rc == 0 && (!cli->only || strcmp(cli->only, "sweep") == 0))

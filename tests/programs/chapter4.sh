@@ -1,11 +1,12 @@
 # chapter4.sh: build/chapter-4 as a user drives it: --help, bad flags (each a
 # usage error naming the flag), a size of 0 or past the pinned pool, an
-# unknown link profile, --backend=cuda without a GPU, the pool running out at
-# run time, and small runs of each section whose numbers are checked against
-# what they must be: async pinned copies equal the link model, the sweep's
-# and the loop's outputs are the same bytes quietly and under load (virtual
-# time), the copies per batch are 3 for the pageable rings and 2 for the
-# pinned one, and the race demo is caught and fixed.
+# unknown link profile, a flag --demo=race or --bench would ignore,
+# --backend=cuda without a GPU, the pool running out at run time, a bad
+# --data before any benchmark, and small runs of each section whose numbers
+# are checked against what they must be: async pinned copies equal the link
+# model, the sweep's and the loop's outputs are the same bytes quietly and
+# under load (virtual time), the copies per batch are 3 for the pageable rings
+# and 2 for the pinned one, and the race demo is caught and fixed.
 . "$(dirname "$0")/../harness/lib.sh"
 P=$BUILD/chapter-4
 OUT=$T_TMP/out
@@ -31,6 +32,11 @@ t_fail zero_batch 2 "--batch: expected 1 to" $P --batch=0
 touch "$T_TMP/a-file"
 t_fail out_under_a_file 2 "--out: $T_TMP/a-file/sub: $T_TMP/a-file is a regular file, not a directory" \
     $P --only=sweep --out="$T_TMP/a-file/sub"
+t_fail race_takes_no_loop_flags 2 "--data does nothing with --demo=race" $P --demo=race --data=/nonexistent/images
+t_fail bench_takes_no_sizes 2 "--max-bytes does nothing with --bench" $P --bench --max-bytes=1M
+t_fail bench_checks_data_first 1 "/nonexistent/images: cannot open" $P --bench --data=/nonexistent/images
+if grep -q "^bench: " <<<"$T_OUT"; then t_failed bench_no_verdict_before_bad_data "$T_OUT"
+else t_pass bench_no_verdict_before_bad_data; fi
 
 # --hw: a modelled GPU system's host link; --link names a link too, so the two are refused together,
 # and --link-gbps replaces the profile's figure as it does --link's
