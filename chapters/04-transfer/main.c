@@ -258,6 +258,9 @@ static int ch4_validate(struct ch4_cli *cli)
         o->max_bytes = o->pool_bytes;
     if (o->min_bytes == 0)
         return err_set(ERR_ARG, "--min-bytes: a copy of 0 bytes moves nothing: give at least 1");
+    if (!cli->max_given && o->max_bytes < o->min_bytes) /* the pool cut the default: name the flag given */
+        return err_set(ERR_ARG, "--pool: %llu bytes hold no copy of --min-bytes (%llu): one copy's pinned buffer comes "
+                       "from it", (unsigned long long)o->pool_bytes, (unsigned long long)o->min_bytes);
     if (o->max_bytes < o->min_bytes)
         return err_set(ERR_ARG, "--max-bytes (%llu) is smaller than --min-bytes (%llu)",
                        (unsigned long long)o->max_bytes, (unsigned long long)o->min_bytes);
