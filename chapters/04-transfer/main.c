@@ -247,15 +247,16 @@ static int ch4_validate(struct ch4_cli *cli)
         rc = ch4_topology(cli);
     if (rc < 0)
         return rc;
-    uint64_t memory = (uint64_t)sysconf(_SC_PHYS_PAGES) * (uint64_t)sysconf(_SC_PAGESIZE);
+    uint64_t page = (uint64_t)sysconf(_SC_PAGESIZE), memory = (uint64_t)sysconf(_SC_PHYS_PAGES) * page;
     char a[32], b[32];
     if (o->pool_bytes == 0)
         return err_set(ERR_ARG, "--pool: a pinned pool of 0 bytes holds nothing");
     if (o->pool_bytes > memory / 2)
         return err_set(ERR_ARG, "--pool: %s is more than half this machine's memory (%s): pinned memory cannot be "
                        "swapped out", units_format_bytes(o->pool_bytes, a, sizeof a), units_format_bytes(memory, b, sizeof b));
-    if (!cli->max_given && o->max_bytes > o->pool_bytes) /* the default sweep stops at what the pool holds */
-        o->max_bytes = o->pool_bytes;
+    uint64_t holds = o->pool_bytes / page * page; /* the pool hands out whole pages */
+    if (!cli->max_given && o->max_bytes > holds) /* the default sweep stops at what the pool holds */
+        o->max_bytes = holds;
     if (o->min_bytes == 0)
         return err_set(ERR_ARG, "--min-bytes: a copy of 0 bytes moves nothing: give at least 1");
     if (!cli->max_given && o->max_bytes < o->min_bytes) /* the pool cut the default: name the flag given */
@@ -264,10 +265,11 @@ static int ch4_validate(struct ch4_cli *cli)
     if (o->max_bytes < o->min_bytes)
         return err_set(ERR_ARG, "--max-bytes (%llu) is smaller than --min-bytes (%llu)",
                        (unsigned long long)o->max_bytes, (unsigned long long)o->min_bytes);
-    if (o->max_bytes > o->pool_bytes)
+    if (o->max_bytes > holds)
         return err_set(ERR_ARG, "--max-bytes: %llu bytes do not fit in the pinned pool of %llu bytes (--pool=%s): "
-                       "one copy's pinned buffer comes from it", (unsigned long long)o->max_bytes,
-                       (unsigned long long)o->pool_bytes, units_format_bytes(o->pool_bytes, a, sizeof a));
+                       "one copy's pinned buffer comes from it, in whole pages of %llu bytes",
+                       (unsigned long long)o->max_bytes, (unsigned long long)o->pool_bytes,
+                       units_format_bytes(o->pool_bytes, a, sizeof a), (unsigned long long)page);
     if (cli->demo || cli->bench) /* they write no file */
         return 0;
     return fsutil_check_output_dir(o->out_dir, "--out"); /* before the runs that fill it */

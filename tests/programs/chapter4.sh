@@ -35,6 +35,8 @@ t_fail out_under_a_file 2 "--out: $T_TMP/a-file/sub: $T_TMP/a-file is a regular 
 t_fail race_takes_no_loop_flags 2 "--data does nothing with --demo=race" $P --demo=race --data=/nonexistent/images
 t_fail bench_takes_no_sizes 2 "--max-bytes does nothing with --bench" $P --bench --max-bytes=1M
 t_fail pool_below_min_bytes 2 "--pool: 1024 bytes hold no copy of --min-bytes (65536)" $P --pool=1K
+t_fail pool_in_whole_pages 2 "--max-bytes: 5000 bytes do not fit in the pinned pool of 5000 bytes" \
+    $P --only=sweep --pool=5000 --min-bytes=5000 --max-bytes=5000 --out="$T_TMP/pages"
 t_fail bench_checks_data_first 1 "/nonexistent/images: cannot open" $P --bench --data=/nonexistent/images
 if grep -q "^bench: " <<<"$T_OUT"; then t_failed bench_no_verdict_before_bad_data "$T_OUT"
 else t_pass bench_no_verdict_before_bad_data; fi
