@@ -436,6 +436,13 @@ static int ch6_validate(struct ch6_cli *cli)
         if (cli_given_has(g, O_DEVICE) && !(cli->bench && strcmp(cli->bench, "model") == 0))
             return err_set(ERR_ARG, "--device: the demos and --bench=%s run on the simulated device; --device "
                                     "chooses where --bench=model times the model", cli->bench ? cli->bench : "...");
+        if (cli->bench && strcmp(cli->bench, "scaling") != 0) {
+            char why[128];
+            snprintf(why, sizeof why, "does nothing with --bench=%s (of the benchmarks, only --bench=scaling writes a "
+                     "file)", cli->bench);
+            if ((rc = cli_refuse_given(g, ch6_longopts, (const int[]){O_OUT, 0}, why)) < 0)
+                return rc;
+        }
     }
     if (cli->bench && strcmp(cli->bench, "model") == 0) { /* one model, no ranks: any device */
         const char *chosen;
