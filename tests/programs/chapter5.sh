@@ -33,6 +33,8 @@ t_fail demo_and_fault_together 2 "--fault does nothing with --demo" $P --demo=cr
 t_fail out_needs_plot 2 "--out does nothing without --plot" $P --out="$T_TMP/unused" --max-bytes=4K
 t_fail memory_bound_is_the_ring 2 "--algo does nothing with --memory-bound" $P --memory-bound --algo=tree
 t_fail bad_sizes 2 "larger than --max-bytes" $P --min-bytes=1M --max-bytes=1K
+t_fail simulator_under_a_launcher 2 "--backend=sim: a launcher (torchrun) started this process as one of 2" \
+    env RANK=1 WORLD_SIZE=2 $P --max-bytes=4K --iters=1 --warmup=0
 # sizes that used to loop forever (0 x factor is 0) or print an empty table:
 # refused at once (the short time limit turns a hang into a FAIL)
 T_TIMEOUT=30 t_fail zero_bytes 2 "--min-bytes: must be at least 4 (one float32 element), got 0" \
