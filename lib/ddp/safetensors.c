@@ -191,7 +191,7 @@ static int st_slurp(safetensors_t *st)
     if ((rc = mem_check_fits(st->path, (uint64_t)sb.st_size + 1)) == 0 && !(st->file = malloc((size_t)sb.st_size + 1)))
         rc = err_set(ERR_NOMEM, "%s: out of memory for its %lld bytes", st->path, (long long)sb.st_size);
     if (rc == 0 && (rc = fsutil_read_all(fd, st->file, (size_t)sb.st_size, st->path)) == ERR_FORMAT)
-        err_set(ERR_FORMAT, "%s: the file shrank while being read (%s)", st->path, err_msg());
+        err_wrap(ERR_FORMAT, "%s: the file shrank while being read", st->path);
     close(fd);
     st->size = rc == 0 ? (size_t)sb.st_size : 0;
     return rc;

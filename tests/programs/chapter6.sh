@@ -63,6 +63,11 @@ t_fail save_unwritable 1 "--save: $T_TMP/a-file/x.safetensors: $T_TMP/a-file is 
     $P "${S[@]}" --save="$T_TMP/a-file/x.safetensors"
 t_fail trace_unwritable 1 "--trace: $T_TMP/a-file/t.json: $T_TMP/a-file is a regular file, not a directory" \
     $P "${S[@]}" --trace="$T_TMP/a-file/t.json"
+mtu=/sys/class/net/lo/mtu # sysfs: a size of 4096 bytes, a few bytes to read
+if [ -r "$mtu" ]; then
+    t_fail init_shorter_than_its_size 1 "--init: $mtu: the file shrank while being read: $mtu: ends after" \
+        $P "${S[@]}" --init="$mtu"
+else t_skip init_shorter_than_its_size "no $mtu"; fi
 if [ -n "$(ls -A "$OUT" 2>/dev/null)" ]; then t_failed failed_runs_write_nothing "they left: $(ls "$OUT")"
 else t_pass failed_runs_write_nothing; fi
 
