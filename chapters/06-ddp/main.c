@@ -19,6 +19,7 @@
 #include "base/cli.h"
 #include "base/error.h"
 #include "base/fsutil.h"
+#include "ddp/checkpoint.h"
 #include "sim/faults.h"
 #include "sim/launch.h"
 #include "transfer/hw.h"
@@ -409,6 +410,34 @@ static int ch6_topology(struct ch6_cli *cli)
     return 0;
 }
 
+/* Every file a training run writes is a different file: with --save=m
+ * --trace=m, or --save=OUT/epochs.csv, the one written last would replace
+ * the other, and the model would be lost. 0, or ERR_ARG naming both flags. */
+static int ch6_outputs_apart(const struct ch6_run *run)
+{
+    static const char *const plot_ext[] = {".csv", ".png", ".svg"};
+    const struct train_config *c = &run->train;
+    char path[8][PATH_MAX];
+    const char *flag[8];
+    int n = 0;
+    if (c->save_path)
+        snprintf(path[n], PATH_MAX, "%s", c->save_path), flag[n++] = "--save";
+    if (run->trace_path)
+        snprintf(path[n], PATH_MAX, "%s", run->trace_path), flag[n++] = "--trace";
+    if (c->checkpoint_dir)
+        snprintf(path[n], PATH_MAX, "%s/" CHECKPOINT_FILE, c->checkpoint_dir), flag[n++] = "--checkpoint";
+    for (int k = 0; run->out_dir && run->gantt_name && k < 3; k++)
+        snprintf(path[n], PATH_MAX, "%s/%s%s", run->out_dir, run->gantt_name, plot_ext[k]), flag[n++] = "--out";
+    if (run->out_dir && run->epochs_name)
+        snprintf(path[n], PATH_MAX, "%s/%s.csv", run->out_dir, run->epochs_name), flag[n++] = "--out";
+    for (int i = 0; i < n; i++)
+        for (int j = i + 1; j < n; j++)
+            if (strcmp(flag[i], flag[j]) != 0 && fsutil_same_output(path[i], path[j]))
+                return err_set(ERR_ARG, "%s and %s both write %s: the one written last would replace the other; "
+                                        "give each its own file", flag[i], flag[j], path[i]);
+    return 0;
+}
+
 static int ch6_validate(struct ch6_cli *cli)
 {
     struct ch6_run *run = &cli->run;
@@ -509,7 +538,8 @@ static int ch6_validate(struct ch6_cli *cli)
     if ((c->save_path && (rc = fsutil_check_output(c->save_path, "--save")) < 0) ||
         (run->trace_path && (rc = fsutil_check_output(run->trace_path, "--trace")) < 0) ||
         (c->checkpoint_dir && (rc = fsutil_check_output_dir(c->checkpoint_dir, "--checkpoint")) < 0) ||
-        (run->out_dir && (rc = fsutil_check_output_dir(run->out_dir, "--out")) < 0))
+        (run->out_dir && (rc = fsutil_check_output_dir(run->out_dir, "--out")) < 0) ||
+        (rc = ch6_outputs_apart(run)) < 0)
         return rc;
     if (c->checkpoint_every && !c->checkpoint_dir)
         return err_set(ERR_ARG, "--checkpoint-every needs --checkpoint=DIR (where to write them)");

@@ -120,6 +120,26 @@ int fsutil_check_output(const char *path, const char *what) { return fsutil_chec
 
 int fsutil_check_output_dir(const char *dir, const char *what) { return fsutil_check_node(dir, what, 1); }
 
+/* The file `path` names once written, into out[PATH_MAX] (see fsutil_same_output). */
+static void fsutil_resolve(const char *path, char *out)
+{
+    char dir[PATH_MAX], name[PATH_MAX], real[PATH_MAX];
+    if (realpath(path, out))
+        return;
+    snprintf(dir, sizeof dir, "%s", path); /* dirname() and basename() may write into their argument */
+    snprintf(name, sizeof name, "%s", path);
+    if (!realpath(dirname(dir), real) || snprintf(out, PATH_MAX, "%s/%s", real, basename(name)) >= PATH_MAX)
+        snprintf(out, PATH_MAX, "%s", path);
+}
+
+int fsutil_same_output(const char *a, const char *b)
+{
+    char ra[PATH_MAX], rb[PATH_MAX];
+    fsutil_resolve(a, ra);
+    fsutil_resolve(b, rb);
+    return strcmp(ra, rb) == 0;
+}
+
 int fsutil_open_read(const char *path, const char *what, int *fd, struct stat *st)
 {
     char name[PATH_MAX + 64];

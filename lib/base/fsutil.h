@@ -82,6 +82,13 @@ int fsutil_check_output(const char *path, const char *what);
  * (fsutil_mkdir_p makes it). */
 int fsutil_check_output_dir(const char *dir, const char *what);
 
+/* Whether two outputs `a` and `b` are the same file, so that the one written
+ * last would replace the other ("--save=m --trace=m"): each path is resolved
+ * (symbolic links followed: a link to a regular file is written through),
+ * or, where it does not exist yet, its directory is. A directory that does
+ * not exist yet either is compared as written. 1 or 0. */
+int fsutil_same_output(const char *a, const char *b);
+
 /* Opens `path` for reading without ever blocking: O_NONBLOCK, so a FIFO opens
  * at once instead of waiting for a writer, then fstat, refusing anything but
  * a regular file, then O_NONBLOCK cleared (reads of a regular file are never

@@ -44,6 +44,8 @@ t_fail weight_decay_below_any_double 2 "--weight-decay: '1e-400' is not 0, but c
     $P --weight-decay=1e-400
 t_fail bench_out_only_for_scaling 2 "--out does nothing with --bench=model (of the benchmarks, only --bench=scaling" \
     $P --bench=model --out="$T_TMP/bench-out"
+t_fail save_and_trace_one_file 2 "--save and --trace both write $T_TMP/m: the one written last would replace the other" \
+    $P "${S[@]}" --save="$T_TMP/m" --trace="$T_TMP/./m"
 
 # bad input at run time: one line naming the thing, exit 1, before any rank waits for another
 t_fail batch_larger_than_a_share 1 "--batch=600 is larger than each rank's share of the training set: 2048 records over 4 ranks give 512 each" \

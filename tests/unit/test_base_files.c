@@ -312,6 +312,26 @@ TEST(fsutil_writes_through_a_link_to_a_regular_file)
     CHECK_EQ(count_tmp(dir), 0);
 }
 
+/* Two outputs that are one file are found the same however they are
+ * written: through "..", "." or a link to the file, before and after it exists. */
+TEST(fsutil_same_output_sees_one_file_under_two_names)
+{
+    char dir[512], a[600], b[600], link[600];
+    snprintf(dir, sizeof dir, "%s/same", check_tmpdir());
+    CHECK_OK(fsutil_mkdir_p(dir));
+    snprintf(a, sizeof a, "%s/model.safetensors", dir);
+    snprintf(b, sizeof b, "%s/../same/./model.safetensors", dir);
+    snprintf(link, sizeof link, "%s/latest.safetensors", dir);
+    CHECK_EQ(fsutil_same_output(a, b), 1); /* not written yet */
+    CHECK_EQ(fsutil_same_output(a, link), 0);
+    struct fsutil_tmp t;
+    CHECK_OK(fsutil_tmp_open(&t, a, NULL));
+    CHECK_OK(fsutil_tmp_finish(&t, 0, 0));
+    CHECK_EQ(symlink("model.safetensors", link), 0);
+    CHECK_EQ(fsutil_same_output(b, link), 1);
+    CHECK_EQ(fsutil_same_output(a, "model.safetensors"), 0); /* another directory */
+}
+
 /* The path is checked again at the rename: a FIFO made there while the file
  * was being written is left as it is, and the write fails naming it. */
 TEST(fsutil_checks_the_output_again_before_the_rename)
