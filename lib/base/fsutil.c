@@ -81,19 +81,24 @@ static int fsutil_under_non_dir(const char *path, const char *what)
 
 /* The node `path` names, a symbolic link followed: 0 and *st; 1 when nothing
  * is there (a new name, or a path the write will report on); ERR_IO when it
- * is a dangling link, or under a node that is not a directory. */
+ * is a dangling link, or under a node that is not a directory; ERR_ARG when
+ * the path or one of its names is longer than the system takes. */
 static int fsutil_node(const char *path, const char *what, struct stat *st)
 {
     struct stat lst;
-    if (lstat(path, &lst) != 0)
+    char name[PATH_MAX + 64], target[PATH_MAX];
+    if (lstat(path, &lst) != 0) {
+        if (errno == ENAMETOOLONG)
+            return err_set(ERR_ARG, "%s: %s (%zu characters)", fsutil_name(name, sizeof name, what, path),
+                           strerror(ENAMETOOLONG), strlen(path));
         return errno == ENOTDIR ? fsutil_under_non_dir(path, what) : 1;
+    }
     if (!S_ISLNK(lst.st_mode)) {
         *st = lst;
         return 0;
     }
     if (stat(path, st) == 0)
         return 0;
-    char name[PATH_MAX + 64], target[PATH_MAX];
     ssize_t n = readlink(path, target, sizeof target - 1);
     target[n > 0 ? n : 0] = '\0';
     return err_set(ERR_IO, "%s: a symbolic link to '%s', which cannot be reached (%s): refusing to write through it",

@@ -73,7 +73,8 @@ int fsutil_mkdir_p(const char *dir);
  * path and saying what it is ("--save: /dev/null: a character device, not a
  * regular file: refusing to write over it"), or under a node that is no
  * directory ("--save: x/file/m.safetensors: x/file is a regular file, not a
- * directory: nothing can be written under it"). A path it cannot look at (a
+ * directory: nothing can be written under it"); ERR_ARG for a path, or a
+ * name in it, longer than the system takes. A path it cannot look at (a
  * missing directory, no permission) passes: the write says why it fails. */
 int fsutil_check_output(const char *path, const char *what);
 

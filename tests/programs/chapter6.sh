@@ -70,6 +70,8 @@ if [ -r "$mtu" ]; then
     t_fail init_shorter_than_its_size 1 "--init: $mtu: the file shrank while being read: $mtu: ends after" \
         $P "${S[@]}" --init="$mtu"
 else t_skip init_shorter_than_its_size "no $mtu"; fi
+long=$T_TMP/$(printf 'x%.0s' {1..300}) # one name past the 255 bytes a file name may have
+t_fail trace_name_too_long 2 "--trace: $long: File name too long" $P "${S[@]}" --trace="$long"
 if [ -n "$(ls -A "$OUT" 2>/dev/null)" ]; then t_failed failed_runs_write_nothing "they left: $(ls "$OUT")"
 else t_pass failed_runs_write_nothing; fi
 

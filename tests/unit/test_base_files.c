@@ -284,6 +284,12 @@ TEST(fsutil_refuses_outputs_that_are_not_regular_files)
     /* and so does the check, before a run that mkdir -p would stop at its end */
     CHECK_ERR(fsutil_check_output_dir(made, "--out"), ERR_IO, "fifo is a FIFO, not a directory: nothing can be written");
     CHECK_ERR(fsutil_check_output(made, "--save"), ERR_IO, "fifo is a FIFO, not a directory: nothing can be written");
+    char name[300]; /* a name past the 255 bytes of a file name: refused now, not by the write after the run */
+    memset(name, 'x', sizeof name - 1);
+    name[sizeof name - 1] = '\0';
+    snprintf(made, sizeof made, "%s/%s", dir, name);
+    CHECK_ERR(fsutil_check_output(made, "--trace"), ERR_ARG, "File name too long (");
+    CHECK_ERR(fsutil_check_output_dir(made, "--out"), ERR_ARG, "File name too long (");
     /* what may be written: a new name, a regular file, a directory for a directory */
     CHECK_OK(fsutil_check_output_dir(dir, "--out"));
     snprintf(made, sizeof made, "%s/new.bin", dir);
