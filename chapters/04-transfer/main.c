@@ -212,6 +212,31 @@ static int ch4_topology(struct ch4_cli *cli)
     return rc < 0 ? err_wrap(ERR_ARG, "--host-links") : 0;
 }
 
+/* The size sweep's sizes against each other and the pinned pool, which hands
+ * out whole pages of `page` bytes. 0 or ERR_ARG naming the flag. */
+static int ch4_check_sizes(struct ch4_cli *cli, uint64_t page)
+{
+    struct ch4_opts *o = &cli->opt;
+    char a[32];
+    uint64_t holds = o->pool_bytes / page * page; /* the pool hands out whole pages */
+    if (!cli->max_given && o->max_bytes > holds) /* the default sweep stops at what the pool holds */
+        o->max_bytes = holds;
+    if (o->min_bytes == 0)
+        return err_set(ERR_ARG, "--min-bytes: a copy of 0 bytes moves nothing: give at least 1");
+    if (!cli->max_given && o->max_bytes < o->min_bytes) /* the pool cut the default: name the flag given */
+        return err_set(ERR_ARG, "--pool: %llu bytes hold no copy of --min-bytes (%llu): one copy's pinned buffer comes "
+                       "from it", (unsigned long long)o->pool_bytes, (unsigned long long)o->min_bytes);
+    if (o->max_bytes < o->min_bytes)
+        return err_set(ERR_ARG, "--max-bytes (%llu) is smaller than --min-bytes (%llu)",
+                       (unsigned long long)o->max_bytes, (unsigned long long)o->min_bytes);
+    if (o->max_bytes > holds)
+        return err_set(ERR_ARG, "--max-bytes: %llu bytes do not fit in the pinned pool of %llu bytes (--pool=%s): "
+                       "one copy's pinned buffer comes from it, in whole pages of %llu bytes",
+                       (unsigned long long)o->max_bytes, (unsigned long long)o->pool_bytes,
+                       units_format_bytes(o->pool_bytes, a, sizeof a), (unsigned long long)page);
+    return 0;
+}
+
 /* The flags together, every size against every other and against the
  * machine, before anything starts. 0 or ERR_ARG naming the flag. */
 static int ch4_validate(struct ch4_cli *cli)
@@ -231,6 +256,19 @@ static int ch4_validate(struct ch4_cli *cli)
     if (cli->bench && (rc = cli_refuse_given(&cli->given, ch4_longopts, (const int[]){O_MIN, O_MAX, O_OUT, O_PLOT, 0},
                                              "does nothing with --bench (it times its own sizes and the training "
                                              "loop, and writes no file)")) < 0)
+        return rc;
+    char why[128];
+    snprintf(why, sizeof why, "does nothing with --only=%s (only the training loop reads it: the lesson, --only=loop "
+             "or --bench)", cli->only ? cli->only : "");
+    if (cli->only && strcmp(cli->only, "loop") != 0 &&
+        (rc = cli_refuse_given(&cli->given, ch4_longopts,
+                               (const int[]){O_DATA, O_BATCH, O_STEPS, O_WARMUP, O_WORKERS, O_COMPUTE, O_LOOP_GBPS, 0},
+                               why)) < 0)
+        return rc;
+    snprintf(why, sizeof why, "does nothing with --only=%s (only the size sweep reads it: the lesson or --only=sweep)",
+             cli->only ? cli->only : "");
+    if (cli->only && strcmp(cli->only, "sweep") != 0 &&
+        (rc = cli_refuse_given(&cli->given, ch4_longopts, (const int[]){O_MIN, O_MAX, 0}, why)) < 0)
         return rc;
     if (cli->hw && cli->link_given)
         return err_set(ERR_ARG, "--hw=%s and --link both choose the link (the %s sits on PCIe Gen%d x16, "
@@ -254,22 +292,9 @@ static int ch4_validate(struct ch4_cli *cli)
     if (o->pool_bytes > memory / 2)
         return err_set(ERR_ARG, "--pool: %s is more than half this machine's memory (%s): pinned memory cannot be "
                        "swapped out", units_format_bytes(o->pool_bytes, a, sizeof a), units_format_bytes(memory, b, sizeof b));
-    uint64_t holds = o->pool_bytes / page * page; /* the pool hands out whole pages */
-    if (!cli->max_given && o->max_bytes > holds) /* the default sweep stops at what the pool holds */
-        o->max_bytes = holds;
-    if (o->min_bytes == 0)
-        return err_set(ERR_ARG, "--min-bytes: a copy of 0 bytes moves nothing: give at least 1");
-    if (!cli->max_given && o->max_bytes < o->min_bytes) /* the pool cut the default: name the flag given */
-        return err_set(ERR_ARG, "--pool: %llu bytes hold no copy of --min-bytes (%llu): one copy's pinned buffer comes "
-                       "from it", (unsigned long long)o->pool_bytes, (unsigned long long)o->min_bytes);
-    if (o->max_bytes < o->min_bytes)
-        return err_set(ERR_ARG, "--max-bytes (%llu) is smaller than --min-bytes (%llu)",
-                       (unsigned long long)o->max_bytes, (unsigned long long)o->min_bytes);
-    if (o->max_bytes > holds)
-        return err_set(ERR_ARG, "--max-bytes: %llu bytes do not fit in the pinned pool of %llu bytes (--pool=%s): "
-                       "one copy's pinned buffer comes from it, in whole pages of %llu bytes",
-                       (unsigned long long)o->max_bytes, (unsigned long long)o->pool_bytes,
-                       units_format_bytes(o->pool_bytes, a, sizeof a), (unsigned long long)page);
+    if (!cli->demo && !cli->bench && (!cli->only || strcmp(cli->only, "sweep") == 0) &&
+        (rc = ch4_check_sizes(cli, page)) < 0) /* only the sweep copies them */
+        return rc;
     if (cli->demo || cli->bench) /* they write no file */
         return 0;
     return fsutil_check_output_dir(o->out_dir, "--out"); /* before the runs that fill it */

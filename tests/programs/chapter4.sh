@@ -1,6 +1,6 @@
 # chapter4.sh: build/chapter-4 as a user drives it: --help, bad flags (each a
 # usage error naming the flag), a size of 0 or past the pinned pool, an
-# unknown link profile, a flag --demo=race or --bench would ignore,
+# unknown link profile, a flag --demo=race, --bench or --only would ignore,
 # --backend=cuda without a GPU, the pool running out at run time, a bad
 # --data before any benchmark, and small runs of each section whose numbers
 # are checked against what they must be: async pinned copies equal the link
@@ -37,6 +37,10 @@ t_fail bench_takes_no_sizes 2 "--max-bytes does nothing with --bench" $P --bench
 t_fail pool_below_min_bytes 2 "--pool: 1024 bytes hold no copy of --min-bytes (65536)" $P --pool=1K
 t_fail pool_in_whole_pages 2 "--max-bytes: 5000 bytes do not fit in the pinned pool of 5000 bytes" \
     $P --only=sweep --pool=5000 --min-bytes=5000 --max-bytes=5000 --out="$T_TMP/pages"
+t_fail sweep_takes_no_loop_flags 2 "--data does nothing with --only=sweep (only the training loop reads it" \
+    $P --only=sweep --data=/nonexistent/images --out="$T_TMP/sections"
+t_fail loop_takes_no_sizes 2 "--max-bytes does nothing with --only=loop (only the size sweep reads it" \
+    $P --only=loop --max-bytes=1M --out="$T_TMP/sections"
 t_fail bench_checks_data_first 1 "/nonexistent/images: cannot open" $P --bench --data=/nonexistent/images
 if grep -q "^bench: " <<<"$T_OUT"; then t_failed bench_no_verdict_before_bad_data "$T_OUT"
 else t_pass bench_no_verdict_before_bad_data; fi

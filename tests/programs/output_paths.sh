@@ -132,8 +132,7 @@ for k in "${dir_kinds[@]}"; do
     refused "chapter1_out_$k" --out "$d/$k" $P1 --experiment --lines=1000 --out="$d/$k"
     refused "chapter2_out_$k" --out "$d/$k" $P2 --plot --out="$d/$k"
     refused "chapter3_out_$k" --out "$d/$k" $P3 --workers=1 --work-us=0 --batches=2 --step-ms=0 --out="$d/$k"
-    refused "chapter4_out_$k" --out "$d/$k" $P4 --only=sweep --min-bytes=64K --max-bytes=64K --steps=2 --warmup=0 \
-        --out="$d/$k"
+    refused "chapter4_out_$k" --out "$d/$k" $P4 --only=sweep --min-bytes=64K --max-bytes=64K --out="$d/$k"
     refused "chapter5_out_$k" --out "$d/$k" $P5 --plot --world=2 --min-bytes=1K --max-bytes=1K --iters=1 --warmup=0 \
         --out="$d/$k"
 done
@@ -149,8 +148,8 @@ for k in fifo "${devices[@]}"; do
     refused "chapter3_csv_$k" --out "$d/3/loader_sweep.csv" $P3 --workers=1 --work-us=0 --batches=2 --step-ms=0 \
         --out="$d/3"
     make_node "$k" "$d/4/bandwidth.csv"
-    refused "chapter4_csv_$k" --out "$d/4/bandwidth.csv" $P4 --only=sweep --min-bytes=64K --max-bytes=64K --steps=2 \
-        --warmup=0 --out="$d/4"
+    refused "chapter4_csv_$k" --out "$d/4/bandwidth.csv" $P4 --only=sweep --min-bytes=64K --max-bytes=64K \
+        --out="$d/4"
     make_node "$k" "$d/5/allreduce-sim.csv"
     refused "chapter5_csv_$k" --out "$d/5/allreduce-sim.csv" $P5 --plot --world=2 --min-bytes=1K --max-bytes=1K \
         --iters=1 --warmup=0 --out="$d/5"
@@ -158,7 +157,7 @@ for k in fifo "${devices[@]}"; do
         mkdir -p "$d/4svg"
         make_node "$k" "$d/4svg/bandwidth.svg"
         refused "chapter4_svg_$k" --out "$d/4svg/bandwidth.svg" $P4 --only=sweep --min-bytes=64K --max-bytes=64K \
-            --steps=2 --warmup=0 --out="$d/4svg"
+            --out="$d/4svg"
     fi
 done
 
