@@ -25,9 +25,11 @@
 #include "transfer/hw.h"
 
 #include <getopt.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 /* The training recipe: what `make chapter-6` trains with unless told otherwise.
  * Found with PyTorch 1.13 on the same model and data, single process, the
@@ -410,31 +412,78 @@ static int ch6_topology(struct ch6_cli *cli)
     return 0;
 }
 
-/* Every file a training run writes is a different file: with --save=m
- * --trace=m, or --save=OUT/epochs.csv, the one written last would replace
- * the other, and the model would be lost. 0, or ERR_ARG naming both flags. */
-static int ch6_outputs_apart(const struct ch6_run *run)
+/* One file the run reads or writes, for ch6_files_apart(). */
+struct ch6_file {
+    char path[PATH_MAX];
+    const char *flag;
+    int input;
+};
+
+/* Adds `path` (a printf format) as the file of `flag`; an input only when it
+ * is a file on disk ("synthetic", "none" and what is missing are not). */
+static void ch6_file_add(struct ch6_file *f, int *n, const char *flag, int input, const char *fmt, ...)
+    __attribute__((format(printf, 5, 6)));
+static void ch6_file_add(struct ch6_file *f, int *n, const char *flag, int input, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(f[*n].path, PATH_MAX, fmt, ap);
+    va_end(ap);
+    struct stat st;
+    if (input && (stat(f[*n].path, &st) != 0 || !S_ISREG(st.st_mode)))
+        return;
+    f[*n].flag = flag;
+    f[(*n)++].input = input;
+}
+
+/* Every file a training run writes is a file of its own, and none is one it
+ * reads: with --save=m --trace=m, --save=OUT/epochs.csv or --trace=DATA, the
+ * file written last would replace the other, and the model or the data would
+ * be lost. Training on from a file in place (--save=m --init=m, --checkpoint
+ * and --resume of one directory) is what those flags are for. 0, or ERR_ARG
+ * naming both flags. */
+static int ch6_files_apart(const struct ch6_cli *cli)
 {
     static const char *const plot_ext[] = {".csv", ".png", ".svg"};
+    static const char *const in_place[][2] = {{"--save", "--init"}, {"--checkpoint", "--resume"}};
+    const struct ch6_run *run = &cli->run;
     const struct train_config *c = &run->train;
-    char path[8][PATH_MAX];
-    const char *flag[8];
+    struct ch6_file f[12];
     int n = 0;
+    struct stat st;
     if (c->save_path)
-        snprintf(path[n], PATH_MAX, "%s", c->save_path), flag[n++] = "--save";
+        ch6_file_add(f, &n, "--save", 0, "%s", c->save_path);
     if (run->trace_path)
-        snprintf(path[n], PATH_MAX, "%s", run->trace_path), flag[n++] = "--trace";
+        ch6_file_add(f, &n, "--trace", 0, "%s", run->trace_path);
     if (c->checkpoint_dir)
-        snprintf(path[n], PATH_MAX, "%s/" CHECKPOINT_FILE, c->checkpoint_dir), flag[n++] = "--checkpoint";
+        ch6_file_add(f, &n, "--checkpoint", 0, "%s/" CHECKPOINT_FILE, c->checkpoint_dir);
     for (int k = 0; run->out_dir && run->gantt_name && k < 3; k++)
-        snprintf(path[n], PATH_MAX, "%s/%s%s", run->out_dir, run->gantt_name, plot_ext[k]), flag[n++] = "--out";
+        ch6_file_add(f, &n, "--out", 0, "%s/%s%s", run->out_dir, run->gantt_name, plot_ext[k]);
     if (run->out_dir && run->epochs_name)
-        snprintf(path[n], PATH_MAX, "%s/%s.csv", run->out_dir, run->epochs_name), flag[n++] = "--out";
-    for (int i = 0; i < n; i++)
-        for (int j = i + 1; j < n; j++)
-            if (strcmp(flag[i], flag[j]) != 0 && fsutil_same_output(path[i], path[j]))
-                return err_set(ERR_ARG, "%s and %s both write %s: the one written last would replace the other; "
-                                        "give each its own file", flag[i], flag[j], path[i]);
+        ch6_file_add(f, &n, "--out", 0, "%s/%s.csv", run->out_dir, run->epochs_name);
+    if (cli->data)
+        ch6_file_add(f, &n, "--data", 1, "%s", cli->data);
+    if (cli->test)
+        ch6_file_add(f, &n, "--test-data", 1, "%s", cli->test);
+    if (c->init_path)
+        ch6_file_add(f, &n, "--init", 1, "%s", c->init_path);
+    if (c->resume_dir && stat(c->resume_dir, &st) == 0 && S_ISDIR(st.st_mode))
+        ch6_file_add(f, &n, "--resume", 1, "%s/" CHECKPOINT_FILE, c->resume_dir);
+    else if (c->resume_dir)
+        ch6_file_add(f, &n, "--resume", 1, "%s", c->resume_dir);
+    for (int i = 0; i < n && !f[i].input; i++) /* the outputs come first */
+        for (int j = i + 1; j < n; j++) {
+            int allowed = strcmp(f[i].flag, f[j].flag) == 0;
+            for (size_t k = 0; k < sizeof in_place / sizeof in_place[0]; k++)
+                allowed |= strcmp(f[i].flag, in_place[k][0]) == 0 && strcmp(f[j].flag, in_place[k][1]) == 0;
+            if (allowed || !fsutil_same_output(f[i].path, f[j].path))
+                continue;
+            if (f[j].input)
+                return err_set(ERR_ARG, "%s would write over %s, the file %s reads: give it another name", f[i].flag,
+                               f[i].path, f[j].flag);
+            return err_set(ERR_ARG, "%s and %s both write %s: the one written last would replace the other; give "
+                                    "each its own file", f[i].flag, f[j].flag, f[i].path);
+        }
     return 0;
 }
 
@@ -539,7 +588,7 @@ static int ch6_validate(struct ch6_cli *cli)
         (run->trace_path && (rc = fsutil_check_output(run->trace_path, "--trace")) < 0) ||
         (c->checkpoint_dir && (rc = fsutil_check_output_dir(c->checkpoint_dir, "--checkpoint")) < 0) ||
         (run->out_dir && (rc = fsutil_check_output_dir(run->out_dir, "--out")) < 0) ||
-        (rc = ch6_outputs_apart(run)) < 0)
+        (rc = ch6_files_apart(cli)) < 0)
         return rc;
     if (c->checkpoint_every && !c->checkpoint_dir)
         return err_set(ERR_ARG, "--checkpoint-every needs --checkpoint=DIR (where to write them)");

@@ -72,6 +72,9 @@ if [ -r "$mtu" ]; then
 else t_skip init_shorter_than_its_size "no $mtu"; fi
 long=$T_TMP/$(printf 'x%.0s' {1..300}) # one name past the 255 bytes a file name may have
 t_fail trace_name_too_long 2 "--trace: $long: File name too long" $P "${S[@]}" --trace="$long"
+cp "$T_TMP/small.safetensors" "$T_TMP/start.safetensors"
+t_fail trace_over_init 2 "--trace would write over $T_TMP/start.safetensors, the file --init reads" \
+    $P "${S[@]}" --hidden=128,64 --init="$T_TMP/start.safetensors" --trace="$T_TMP/start.safetensors"
 if [ -n "$(ls -A "$OUT" 2>/dev/null)" ]; then t_failed failed_runs_write_nothing "they left: $(ls "$OUT")"
 else t_pass failed_runs_write_nothing; fi
 
