@@ -112,6 +112,17 @@ int model_spec_check(const struct model_spec *s)
     return 0;
 }
 
+uint64_t model_spec_param_floats(const struct model_spec *s)
+{
+    uint64_t floats = 0, in = (uint64_t)s->inputs;
+    for (int i = 0; i <= s->nhidden; i++) {
+        uint64_t out = (uint64_t)(i < s->nhidden ? s->hidden[i] : s->classes);
+        floats += in * out + out + (i < s->nhidden && s->batchnorm ? 2 * out : 0); /* Linear, BatchNorm1d */
+        in = out;
+    }
+    return floats;
+}
+
 const char *model_spec_describe(const struct model_spec *s, char *buf, size_t len)
 {
     size_t n = (size_t)snprintf(buf, len, "%d", s->inputs);

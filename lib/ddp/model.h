@@ -99,6 +99,9 @@ int model_spec_parse_hidden(struct model_spec *s, const char *text, const char *
  * 0 or ERR_ARG naming the field. */
 int model_spec_check(const struct model_spec *s);
 
+/* The parameters a model of this spec has, in floats (235146 by default). */
+uint64_t model_spec_param_floats(const struct model_spec *s);
+
 /* "784-256-128-10" or "784-256-128-10 with BatchNorm1d"; returns buf. */
 const char *model_spec_describe(const struct model_spec *s, char *buf, size_t len);
 

@@ -12,6 +12,7 @@
 #include "base/clock.h"
 #include "base/error.h"
 #include "base/fsutil.h"
+#include "base/mem.h"
 #include "base/vclock.h"
 #include "ddp/checkpoint.h"
 #include "ddp/replica.h"
@@ -110,6 +111,22 @@ static int train_probe_dir(const char *dir)
     if (rc == 0)
         rc = train_probe(path);
     return rc < 0 ? err_wrap(rc, "--checkpoint=%s: cannot write there", dir) : 0;
+}
+
+/* On the simulator every rank is a thread of this one process, so the W
+ * models, their gradients and their optimizers' state share its memory. Each
+ * rank's model checks its own size when it is made; this checks all of them
+ * together, before any is made: 64 ranks of a model that fits once may not
+ * fit 64 times, and the kernel's OOM killer says nothing of why. */
+static int train_check_world_memory(const struct train_config *c, int world)
+{
+    uint64_t states = c->optim.kind == OPTIM_ADAM ? 2 : c->optim.momentum > 0 ? 1 : 0;
+    uint64_t per_rank = model_spec_param_floats(&c->spec) * (2 + states);
+    char what[192];
+    snprintf(what, sizeof what, "--world=%d on the simulator: the ranks' parameters, gradients and %s state (%llu "
+             "floats a rank), all in this one process", world, optim_kind_name(c->optim.kind),
+             (unsigned long long)per_rank);
+    return mem_check_array(what, per_rank * (uint64_t)world, sizeof(float), &(size_t){0});
 }
 
 /* Batches of `count` indices per rank and epoch: DataLoader's len(). */
@@ -290,6 +307,8 @@ static int train_open(struct train_run *t, const struct train_config *c, comm_t 
     t->sim = strcmp(comm_backend_name(comm), "sim") == 0;
     t->saved_step = UINT64_MAX;
     int rc = train_check_config(c, t->world);
+    if (rc == 0 && t->sim && t->world > 1)
+        rc = train_check_world_memory(c, t->world);
     if (rc < 0)
         return rc;
     t->records = c->train_records ? c->train_records : dataset_info(c->train_set)->length;

@@ -48,6 +48,8 @@ t_fail save_and_trace_one_file 2 "--save and --trace both write $T_TMP/m: the on
     $P "${S[@]}" --save="$T_TMP/m" --trace="$T_TMP/./m"
 
 # bad input at run time: one line naming the thing, exit 1, before any rank waits for another
+t_fail world_of_models_past_memory 1 "--world=64 on the simulator: the ranks' parameters, gradients and adam state" \
+    $P --world=64 --hidden=65536,65536 --data=synthetic --train-size=4096 --steps=1 --test-data=none --out="$OUT"
 t_fail batch_larger_than_a_share 1 "--batch=600 is larger than each rank's share of the training set: 2048 records over 4 ranks give 512 each" \
     $P "${S[@]}" --batch=600
 t_fail init_missing 1 "$T_TMP/none.safetensors: cannot open" $P "${S[@]}" --init="$T_TMP/none.safetensors"
