@@ -8,6 +8,7 @@
 
 #include "base/clock.h"
 #include "base/error.h"
+#include "base/fsutil.h"
 #include "base/plot.h"
 #include "base/units.h"
 #include "base/vclock.h"
@@ -91,26 +92,30 @@ struct ch6_job {
     struct plot_csv epochs; /* the per-epoch CSV, in rank 0's process; epochs.f NULL when none */
 };
 
-/* The files of --out, before the run trains, so that a path they cannot be
- * written at stops it then (in rank 0's process, which writes them): the
- * Gantt chart's paths are checked, the per-epoch CSV is opened (a run that
- * fails leaves none: plot_csv_close). 0, or the error. */
+/* The files of --out and --trace, before the run trains, so that a path they
+ * cannot be written at stops it then (in rank 0's process, which writes
+ * them): the Gantt chart's paths are checked, the per-epoch CSV is opened (a
+ * run that fails leaves none: plot_csv_close), the trace's place is probed.
+ * 0, or the error. */
 static int ch6_outputs_open(struct ch6_job *j)
 {
     const struct ch6_run *run = j->run;
     j->epochs.f = NULL;
-    if (!run->out_dir || !launch_leader())
+    if (!launch_leader())
         return 0;
     char csv[PLOT_PATH_MAX];
-    int rc = run->gantt_name ? plot_check(run->out_dir, run->gantt_name, "--out") : 0;
-    if (rc == 0 && run->epochs_name)
+    int rc = run->out_dir && run->gantt_name ? plot_check(run->out_dir, run->gantt_name, "--out") : 0;
+    if (rc == 0 && run->out_dir && run->epochs_name)
         rc = plot_paths(run->out_dir, run->epochs_name, csv, NULL) < 0 ? err_wrap(ERR_ARG, "--out")
                                                                        : plot_csv_open(&j->epochs, csv, "--out");
-    if (rc < 0 || !run->epochs_name)
-        return rc;
-    fprintf(j->epochs.f, "epoch,step,loss,train_accuracy,test_accuracy,seconds,samples_per_s,step_ms,data_ms,"
-                         "copy_ms,forward_ms,backward_ms,comm_ms,optim_ms,check_ms\n");
-    return 0;
+    if (rc == 0 && j->epochs.f)
+        fprintf(j->epochs.f, "epoch,step,loss,train_accuracy,test_accuracy,seconds,samples_per_s,step_ms,data_ms,"
+                             "copy_ms,forward_ms,backward_ms,comm_ms,optim_ms,check_ms\n");
+    /* the trace is written after training: a missing directory or no permission is found now, once --out
+     * (which may hold it) is made; train_rank probes --save and --checkpoint so */
+    if (rc == 0 && run->trace_path && (rc = fsutil_probe_output(run->trace_path)) < 0)
+        rc = err_wrap(rc, "--trace=%s: cannot write it", run->trace_path);
+    return rc;
 }
 
 /* The GPU system whose links time the collectives on the modelled clock

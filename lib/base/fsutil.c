@@ -125,6 +125,15 @@ int fsutil_check_output(const char *path, const char *what) { return fsutil_chec
 
 int fsutil_check_output_dir(const char *dir, const char *what) { return fsutil_check_node(dir, what, 1); }
 
+int fsutil_probe_output(const char *path)
+{
+    struct fsutil_tmp t;
+    int rc = fsutil_tmp_open(&t, path, NULL);
+    if (rc == 0)
+        rc = fsutil_tmp_finish(&t, ERR_STATE, 0) == ERR_STATE ? 0 : ERR_IO; /* rc < 0: it only removes the file */
+    return rc;
+}
+
 /* The file `path` names once written, into out[PATH_MAX] (see fsutil_same_output). */
 static void fsutil_resolve(const char *path, char *out)
 {

@@ -83,6 +83,12 @@ int fsutil_check_output(const char *path, const char *what);
  * (fsutil_mkdir_p makes it). */
 int fsutil_check_output_dir(const char *dir, const char *what);
 
+/* Whether `path` can be written now, where fsutil_check_output cannot tell
+ * (a missing directory, no permission, a read-only disk): a temporary file is
+ * made beside it, as writing it will, and removed again. 0, or the error of
+ * fsutil_tmp_open (ERR_IO naming the path and why). */
+int fsutil_probe_output(const char *path);
+
 /* Whether two outputs `a` and `b` are the same file, so that the one written
  * last would replace the other ("--save=m --trace=m"): each path is resolved
  * (symbolic links followed: a link to a regular file is written through),

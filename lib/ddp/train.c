@@ -89,18 +89,6 @@ static double train_s(uint64_t a, uint64_t b) { return (double)(b - a) * 1e-9; }
 
 /* ---- checks every rank makes alike, before any collective ------------------------------ */
 
-/* `path` may be written (a regular file or a new name: fsutil_tmp_open
- * refuses a device, a FIFO or a directory) and a temporary file can be made
- * beside it (what saving it will do), and is removed again. */
-static int train_probe(const char *path)
-{
-    struct fsutil_tmp t;
-    int rc = fsutil_tmp_open(&t, path, NULL);
-    if (rc == 0)
-        rc = fsutil_tmp_finish(&t, ERR_STATE, 0) == ERR_STATE ? 0 : ERR_IO; /* rc < 0: it only removes the file */
-    return rc;
-}
-
 /* The checkpoint directory `dir` can take its file: made if missing, then probed. */
 static int train_probe_dir(const char *dir)
 {
@@ -109,7 +97,7 @@ static int train_probe_dir(const char *dir)
         return err_set(ERR_ARG, "--checkpoint=%s: path too long", dir);
     int rc = fsutil_mkdir_p(dir);
     if (rc == 0)
-        rc = train_probe(path);
+        rc = fsutil_probe_output(path);
     return rc < 0 ? err_wrap(rc, "--checkpoint=%s: cannot write there", dir) : 0;
 }
 
@@ -316,7 +304,7 @@ static int train_open(struct train_run *t, const struct train_config *c, comm_t 
     /* files first: a bad path must stop every rank before the first collective */
     if (c->checkpoint_dir && (rc = train_probe_dir(c->checkpoint_dir)) < 0)
         return rc;
-    if (c->save_path && (rc = train_probe(c->save_path)) < 0)
+    if (c->save_path && (rc = fsutil_probe_output(c->save_path)) < 0)
         return err_wrap(rc, "--save=%s: cannot write it", c->save_path);
 
     struct sampler_options so;

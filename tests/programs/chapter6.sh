@@ -67,6 +67,8 @@ t_fail save_unwritable 1 "--save: $T_TMP/a-file/x.safetensors: $T_TMP/a-file is 
     $P "${S[@]}" --save="$T_TMP/a-file/x.safetensors"
 t_fail trace_unwritable 1 "--trace: $T_TMP/a-file/t.json: $T_TMP/a-file is a regular file, not a directory" \
     $P "${S[@]}" --trace="$T_TMP/a-file/t.json"
+t_fail trace_in_a_missing_directory 1 "--trace=$T_TMP/nowhere/t.json: cannot write it" \
+    $P "${S[@]}" --trace="$T_TMP/nowhere/t.json"
 mtu=/sys/class/net/lo/mtu # sysfs: a size of 4096 bytes, a few bytes to read
 if [ -r "$mtu" ]; then
     t_fail init_shorter_than_its_size 1 "--init: $mtu: the file shrank while being read: $mtu: ends after" \
