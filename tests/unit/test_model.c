@@ -50,6 +50,7 @@ TEST(model_tables_follow_pytorch_names_and_layout)
     CHECK_OK(fixture_model_create(&s, 4, &m));
     CHECK_EQ(model_param_tensors(m), 6);
     CHECK_EQ_U64(model_param_floats(m), 784 * 256 + 256 + 256 * 128 + 128 + 128 * 10 + 10); /* 235146 */
+    CHECK_EQ_U64(model_spec_param_floats(&s), model_param_floats(m)); /* the size known before the model is made */
     const char *names[] = {"fc1.weight", "fc1.bias", "fc2.weight", "fc2.bias", "fc3.weight", "fc3.bias"};
     size_t offset = 0;
     for (int t = 0; t < 6; t++) {
@@ -70,6 +71,7 @@ TEST(model_tables_follow_pytorch_names_and_layout)
     const char *bn_names[] = {"fc1.weight", "fc1.bias", "bn1.weight", "bn1.bias", "fc2.weight",
                               "fc2.bias",   "bn2.weight", "bn2.bias", "fc3.weight", "fc3.bias"};
     CHECK_EQ(model_param_tensors(m), 10);
+    CHECK_EQ_U64(model_spec_param_floats(&s), model_param_floats(m));
     for (int t = 0; t < 10; t++)
         CHECK_STR(model_param(m, t)->name, bn_names[t]);
     CHECK_EQ(model_buffer_tensors(m), 4);
