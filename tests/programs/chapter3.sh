@@ -72,8 +72,8 @@ last=$(printf '%s\n' "$T_OUT" | tail -n 1)
 if [ "$T_STATUS" = 0 ] && [[ $last == "loader bench: data=jsonl:"*samples/s=*data-wait=* ]]; then t_pass jsonl_bench
 else t_failed jsonl_bench "status $T_STATUS, last line: $last"; fi
 
-# An experiment that fails prints no table first.
-t_fail experiment_error_no_table 1 "chapter-3: " "$C3" --data=synthetic --workers=0 --work-us=0 --batches=2 \
-    --out=/dev/null/out
+# An --out no file can be written under is refused before the experiment prints any table.
+t_fail experiment_error_no_table 2 "chapter-3: --out: /dev/null/out: /dev/null is a character device, not a directory" \
+    "$C3" --data=synthetic --workers=0 --work-us=0 --batches=2 --out=/dev/null/out
 if grep -q "steps of\|decode" <<<"$T_OUT"; then t_failed experiment_error_no_table_printed "printed: $T_OUT"
 else t_pass experiment_error_no_table_printed; fi
