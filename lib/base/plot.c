@@ -111,6 +111,32 @@ static int plot_append(char *dst, size_t cap, size_t *n, const char *text, int q
     return 0;
 }
 
+/* The plot script `script`, a path from the repository's root as the
+ * chapters name it: under the current directory when it is there, else under
+ * the repository the program runs from, found above the program's own file
+ * (build/chapter-4 sits a folder below the root, build/tools/X two). 0 with
+ * its path in found[PATH_MAX], or ERR_IO naming the script and where it was
+ * looked for. */
+static int plot_find_script(const char *script, char found[PATH_MAX])
+{
+    snprintf(found, PATH_MAX, "%s", script);
+    if (access(found, R_OK) == 0)
+        return 0;
+    int err = errno;
+    char program[PATH_MAX], dir[PATH_MAX];
+    ssize_t n = readlink("/proc/self/exe", program, sizeof program - 1);
+    program[n > 0 ? n : 0] = '\0';
+    snprintf(dir, sizeof dir, "%s", program);
+    char *slash;
+    for (int up = 0; script[0] != '/' && up < 3 && (slash = strrchr(dir, '/')) && slash != dir; up++) {
+        *slash = '\0';
+        if (snprintf(found, PATH_MAX, "%s/%s", dir, script) < PATH_MAX && access(found, R_OK) == 0)
+            return 0;
+    }
+    return err_set(ERR_IO, "%s: cannot read the plot script: %s (looked under the current directory and above the "
+                   "program%s%s)", script, strerror(err), program[0] ? ", " : "", program);
+}
+
 int plot_render(const char *script, const char *csv, const char *out, const char *what)
 {
     return plot_render_titled(script, csv, out, NULL, what);
@@ -121,9 +147,10 @@ int plot_render_titled(const char *script, const char *csv, const char *out, con
     static const char *const pictures[] = {".png", ".svg", NULL};
     if (!plot_have_gnuplot())
         return err_set(ERR_UNSUPPORTED, "gnuplot is not installed: %s not rendered (data in %s)", out, csv);
-    if (access(script, R_OK) != 0)
-        return err_set(ERR_IO, "%s: cannot read the plot script: %s (run from the repository root)", script,
-                       strerror(errno));
+    char path[PATH_MAX];
+    if (plot_find_script(script, path) < 0)
+        return ERR_IO;
+    script = path;
     int fd; /* gnuplot reads it: a FIFO there would hold it forever */
     if (fsutil_open_read(script, NULL, &fd, NULL) < 0)
         return ERR_IO;

@@ -66,7 +66,10 @@ int plot_csv_close(struct plot_csv *c, int rc);
  * were written, ERR_UNSUPPORTED when gnuplot is not installed (the CSV is
  * still there to plot elsewhere), ERR_IO when gnuplot failed (killed by a
  * file-size limit included: it says so), ERR_ARG naming `what` and OUT when
- * the paths (and the title) do not fit the command line it gives gnuplot. */
+ * the paths (and the title) do not fit the command line it gives gnuplot.
+ * SCRIPT is a path from the repository's root ("chapters/04-transfer/plot.gp"),
+ * found under the current directory or, run from anywhere else, under the
+ * repository the program was built in (ERR_IO naming it when neither has it). */
 int plot_render(const char *script, const char *csv, const char *out, const char *what);
 
 /* plot_render, the script also given `title`: what this figure shows, for a
