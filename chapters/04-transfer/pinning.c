@@ -96,7 +96,8 @@ int ch4_pinning(const struct ch4_opts *o)
     const uint64_t sizes[] = {1u << 20, 16u << 20, 64u << 20};
     struct device_stats st0;
     device_stats(dev, &st0);
-    for (size_t i = 0; rc == 0 && i < sizeof sizes / sizeof sizes[0]; i++) {
+    size_t i;
+    for (i = 0; rc == 0 && i < sizeof sizes / sizeof sizes[0]; i++) {
         uint64_t bytes = sizes[i];
         if (bytes > o->pool_bytes)
             break;
@@ -121,6 +122,11 @@ int ch4_pinning(const struct ch4_opts *o)
     }
     struct device_stats st1;
     device_stats(dev, &st1);
+    if (rc == 0 && i < sizeof sizes / sizeof sizes[0]) {
+        char sz[32], pool[32];
+        printf("(batches of %s and more do not fit the pinned pool of %s (--pool): not measured)\n",
+               units_format_bytes(sizes[i], sz, sizeof sz), units_format_bytes(o->pool_bytes, pool, sizeof pool));
+    }
     if (rc == 0) {
         printf("(measured on this machine: pinning allocates, faults in and locks every page%s;\n"
                " the pool pays that once, then hands the block out again in microseconds.%s)\n",

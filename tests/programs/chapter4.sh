@@ -153,6 +153,9 @@ if [ "$T_STATUS" != 0 ]; then t_failed pinning "exit $T_STATUS: $(tail -n 3 <<<"
 elif [ "$rows" != 1 ] || ! grep -qE '^ +1 MiB ' <<<"$T_OUT"; then t_failed pinning "expected one row, 1 MiB; got $rows: $T_OUT"
 elif grep -q "the pool pinned" <<<"$T_OUT"; then t_failed pinning "$(grep 'the pool pinned' <<<"$T_OUT")"
 else t_pass pinning; fi
+t_said pinning_says_what_it_left_out "(batches of 16 MiB and more do not fit the pinned pool of 2 MiB (--pool): not measured)"
+t_out pinning_past_the_pool "(batches of 1 MiB and more do not fit the pinned pool of 512 KiB (--pool): not measured)" \
+    $P --only=pinning --pool=512K --out="$OUT"
 
 # the training loop: copies per batch counted, 3 on the pageable rings and 2 on the pinned one
 t_run $P "${small_loop[@]}"
