@@ -48,6 +48,9 @@ dataset_idx_ok=$T_TMP/lf-images-idx3-ubyte
 printf '\0\0\x08\x03\0\0\0\x01\0\0\0\x01\0\0\0\x01\x07' > "$dataset_idx_ok"
 t_fail length_field_on_idx 1 "$dataset_idx_ok: a length field (\"num_tokens\") is a field of JSONL records; IDX records have none" \
     "$ch1" --data="$dataset_idx_ok" --length-field=num_tokens --get=0
+# a record printed into a full disk is an error, not exit 0 with half a record
+t_fail get_into_a_full_disk 1 "chapter-1: writing the output failed" \
+    bash -c 'exec "$0" "$@" > /dev/full' "$ch1" --data=synthetic --get=0
 t_fail length_field_empty 2 "--length-field: expected a field name, got an empty value" "$ch1" --data=synthetic --length-field= --check
 
 # Generated files are sized before they are written: a corpus that cannot fit
