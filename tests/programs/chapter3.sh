@@ -10,6 +10,9 @@ t_fail bad_workers 2 "--workers: expected a comma-separated list of 0 to 256, go
 t_fail bad_batch 2 "--batch: expected 1 to 1048576" "$C3" --bench --batch=0
 t_fail bench_one_value 2 "--bench takes one --workers" "$C3" --bench --workers=1,2
 t_fail stray_argument 2 "unexpected argument 'extra'" "$C3" extra
+# the bench's verdict line written into a full disk is an error, not exit 0
+t_fail bench_into_a_full_disk 1 "chapter-3: writing the output failed" \
+    bash -c 'exec "$0" "$@" > /dev/full' "$C3" --bench --data=synthetic --batch=64
 # a flag the chosen run would ignore is refused, naming it
 t_fail out_of_order_needs_bench 2 "--out-of-order does nothing without --bench" "$C3" --out-of-order
 t_fail memcpy_needs_bench 2 "--memcpy does nothing without --bench" "$C3" --data=synthetic --memcpy
