@@ -10,6 +10,7 @@
 #include "base/error.h"
 #include "base/verdict.h"
 
+#include <errno.h>
 #include <getopt.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -99,6 +100,10 @@ static int verdict_read(const char *prog, bool table)
             verdict_cell(v.why);
             printf(" |\n");
         }
+    }
+    if (ferror(stdin)) { /* a directory on stdin, an I/O error: not "0 lines, all well formed" */
+        fprintf(stderr, "%s: standard input: read error after line %d: %s\n", prog, lineno, strerror(errno));
+        return 1;
     }
     if (!table)
         printf("%d verdict line(s), all well formed\n", count);

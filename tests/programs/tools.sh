@@ -29,3 +29,6 @@ t_out tensordiff_one_ulp_within_tolerance "within tolerance" "$TD" --tolerance=1
 
 t_fail verdict_bad_figure 2 "verdict: --figure: expected a finite number, got 'abc'" "$V" --what=x --figure=abc
 t_fail verdict_unknown_flag 2 "unrecognized option '--bogus'" "$V" --bogus
+# a read error is not "0 verdict lines, all well formed"
+t_fail verdict_check_unreadable_input 1 "verdict: standard input: read error after line 0: Is a directory" \
+    bash -c 'exec "$0" --check < "$1"' "$V" "$T_TMP"
