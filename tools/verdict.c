@@ -110,6 +110,17 @@ static int verdict_read(const char *prog, bool table)
     return 0;
 }
 
+/* The exit status once everything is printed: a line lost to a full disk or a
+ * closed pipe "cannot be printed" (1), not a verdict given. */
+static int verdict_exit(int status)
+{
+    if ((fflush(stdout) != 0 || ferror(stdout)) && status == 0) {
+        fprintf(stderr, "%s: writing the output failed\n", VERDICT_PROG);
+        return 1;
+    }
+    return status;
+}
+
 enum { OPT_WHAT = 256, OPT_FIGURE, OPT_UNIT, OPT_PEER, OPT_PEER_FIGURE, OPT_PEER_UNIT, OPT_RATIO, OPT_TARGET,
        OPT_NOT_RUN, OPT_CHECK, OPT_TABLE, OPT_HELP };
 
@@ -164,7 +175,7 @@ int main(int argc, char **argv)
         return cli_fail(VERDICT_PROG);
     }
     if (check || table)
-        return verdict_read(VERDICT_PROG, table);
+        return verdict_exit(verdict_read(VERDICT_PROG, table));
 
     if (!target || verdict_parse_target(target, &v.op, &v.target) < 0) {
         if (!target)
@@ -178,7 +189,7 @@ int main(int argc, char **argv)
             fprintf(stderr, "%s: %s\n", VERDICT_PROG, err_msg());
             return 1;
         }
-        return 0;
+        return verdict_exit(0);
     }
     if (!have_figure || !have_peer_figure || !ratio) {
         err_set(ERR_ARG, "--figure, --peer-figure and --ratio are required (or --not-run=WHY)");
@@ -198,5 +209,5 @@ int main(int argc, char **argv)
         fprintf(stderr, "%s: %s\n", VERDICT_PROG, err_msg());
         return 1;
     }
-    return 0;
+    return verdict_exit(0);
 }

@@ -32,3 +32,7 @@ t_fail verdict_unknown_flag 2 "unrecognized option '--bogus'" "$V" --bogus
 # a read error is not "0 verdict lines, all well formed"
 t_fail verdict_check_unreadable_input 1 "verdict: standard input: read error after line 0: Is a directory" \
     bash -c 'exec "$0" --check < "$1"' "$V" "$T_TMP"
+# a verdict line lost to a full disk is an error, not a verdict given
+t_fail verdict_into_a_full_disk 1 "verdict: writing the output failed" \
+    bash -c 'exec "$0" "$@" > /dev/full' "$V" --what=x --figure=1 --unit=u --peer=p --peer-figure=2 --peer-unit=u \
+    --ratio=figure/peer --target='>=1'
