@@ -17,11 +17,13 @@
  */
 #include "base/cli.h"
 #include "base/error.h"
+#include "base/fsutil.h"
 
 #include <dlfcn.h>
 #include <getopt.h>
 #include <stdio.h>
 #include <string.h>
+#include <unistd.h>
 
 #define GPU_VERSIONS_PROG "gpu_versions"
 
@@ -156,6 +158,18 @@ int main(int argc, char **argv)
         return cli_fail(GPU_VERSIONS_PROG);
     }
     for (int i = optind; i < argc; i++) {
+        int fd;
+        if (!argv[i][0]) { /* dlopen("") answers with this program itself */
+            err_set(ERR_ARG, "LIBRARY: expected a path, got an empty value");
+            return cli_fail(GPU_VERSIONS_PROG);
+        }
+        /* a path must be a regular file: dlopen of a FIFO waits for a writer forever
+         * (a bare name is searched for, as dlopen does) */
+        if (strchr(argv[i], '/')) {
+            if (fsutil_open_read(argv[i], NULL, &fd, NULL) < 0)
+                return cli_error(GPU_VERSIONS_PROG);
+            close(fd);
+        }
         /* RTLD_GLOBAL: its symbols join those dlsym(RTLD_DEFAULT) searches */
         if (!dlopen(argv[i], RTLD_NOW | RTLD_GLOBAL)) {
             err_set(ERR_IO, "%s: cannot load it: %s", argv[i], dlerror());

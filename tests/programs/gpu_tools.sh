@@ -27,7 +27,13 @@ elif grep -q 'HAVE_CUDA := 1' "$BUILD/config.mk"; then
 else
     t_lines versions.not_linked "cu" "(cuda runtime|cuda driver|cublas): not linked"
 fi
-t_fail versions.bad_library 1 "gpu_versions: $T_TMP/none.so: cannot load it" "$V" "$T_TMP/none.so"
+t_fail versions.bad_library 1 "gpu_versions: $T_TMP/none.so: cannot open: No such file" "$V" "$T_TMP/none.so"
+printf 'not ELF' > "$T_TMP/text.so"
+t_fail versions.not_a_library 1 "gpu_versions: $T_TMP/text.so: cannot load it" "$V" "$T_TMP/text.so"
+# dlopen of a FIFO waits for a writer forever; dlopen("") answers with the program itself
+mkfifo "$T_TMP/fifo.so"
+T_TIMEOUT=20 t_fail versions.fifo_library 1 "gpu_versions: $T_TMP/fifo.so: not a regular file (a FIFO)" "$V" "$T_TMP/fifo.so"
+t_fail versions.empty_library 2 "gpu_versions: LIBRARY: expected a path, got an empty value" "$V" ""
 t_fail versions.bad_flag 2 "gpu_versions: unrecognized option '--bogus'" "$V" --bogus
 
 # the gpu suite tests the plain build, MPI and all: its mpirun jobs run where mpirun is
