@@ -180,6 +180,10 @@ static int ch2_refuse_unused(const struct cli_given *g, const struct ch2_config 
     if (rc == 0 && !cfg->dist.shuffle)
         rc = cli_refuse_given(g, ch2_options, (const int[]){OPT_RANDPERM, 0},
                               "does nothing with --no-shuffle (nothing is permuted)");
+    if (rc == 0 && fl->sampler_set && cfg->sampler == CH2_FEISTEL)
+        rc = cli_refuse_given(g, ch2_options, (const int[]){OPT_RANDPERM, 0},
+                              "does nothing with --sampler=feistel (its order is a keyed bijection, not "
+                              "torch.randperm's)");
     if (rc == 0 && fl->data && strcmp(fl->data, "synthetic") != 0)
         rc = cli_refuse_given(g, ch2_options, (const int[]){OPT_SIZE, OPT_MIN_LENGTH, OPT_MAX_LENGTH, 0},
                               "does nothing with --data=FILE (the file has its own records; it is for synthetic data)");

@@ -55,6 +55,8 @@ t_fail budget_needs_dynamic 2 "--budget is for the token-budget sampler" "$ch2" 
 t_fail bench_takes_no_data 2 "--data does nothing with --bench" "$ch2" --bench --data=synthetic
 t_fail bench_takes_no_sampler 2 "--bench: times the distributed and feistel modes" "$ch2" --bench --sampler=feistel
 t_fail randperm_needs_shuffle 2 "--randperm does nothing with --no-shuffle" "$ch2" --no-shuffle --randperm=swap
+t_fail randperm_not_for_feistel 2 "--randperm does nothing with --sampler=feistel" "$ch2" --sampler=feistel \
+    --randperm=swap --size=10
 t_fail size_not_with_a_file 2 "--size does nothing with --data=FILE" "$ch2" --data=/etc/hostname --size=5
 
 # --batch-size: the batches DataLoader(batch_size=B, sampler=DistributedSampler(...)) gives, as
