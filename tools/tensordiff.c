@@ -88,7 +88,7 @@ int main(int argc, char **argv)
     }
     int differ = 0, all_bits = 1;
     double worst = 0;
-    const char *worst_name = "";
+    const char *worst_name = "", *unpaired = NULL, *unpaired_why = ""; /* A's first tensor with no match in B */
     if (safetensors_count(fa) != safetensors_count(fb)) {
         printf("%s has %zu tensors, %s has %zu\n", argv[optind], safetensors_count(fa), argv[optind + 1],
                safetensors_count(fb));
@@ -98,7 +98,12 @@ int main(int argc, char **argv)
         const struct safetensors_tensor *a = safetensors_at(fa, i), *b = safetensors_find(fb, a->name);
         if (!b || b->dtype != a->dtype || b->numel != a->numel || b->ndim != a->ndim ||
             memcmp(a->shape, b->shape, sizeof a->shape) != 0) {
-            printf("%-40s %s\n", a->name, b ? "another dtype or shape in B" : "missing from B");
+            const char *why = b ? "another dtype or shape in B" : "missing from B";
+            printf("%-40s %s\n", a->name, why);
+            if (!unpaired) {
+                unpaired = a->name;
+                unpaired_why = why;
+            }
             differ = 1;
             continue;
         }
@@ -126,6 +131,9 @@ int main(int argc, char **argv)
         printf("tensordiff: the same bits\n");
     else if (!differ)
         printf("tensordiff: within tolerance %g (largest relative difference %.3g, %s)\n", tol, worst, worst_name);
+    else if (!*worst_name) /* no values differ: the files hold other tensors */
+        printf("tensordiff: DIFFERENT tensors (%s%s%s)\n", unpaired ? unpaired : "B has more of them",
+               unpaired ? ": " : "", unpaired_why);
     else
         printf("tensordiff: DIFFERENT%s (largest relative difference %.3g, %s)\n",
                tol > 0 ? " beyond the tolerance" : "", worst, worst_name);
