@@ -74,6 +74,16 @@ T_TIMEOUT=20 t_out fifo_as_index_is_passed_by "check:" \
 if [ -p "$d/fifo/indexed.jsonl.offsets" ] && compgen -G "$d/cache/*-indexed.jsonl.offsets" > /dev/null; then
     t_pass fifo_index_left_alone
 else t_failed fifo_index_left_alone "$(ls -l "$d/fifo/indexed.jsonl.offsets" "$d/cache" 2>&1)"; fi
+# An index name that links to the data itself: writing through the link would
+# replace the data with its index; the index goes to the cache directory.
+mkdir "$d/link"
+cp "$d/good.jsonl" "$d/link/data.jsonl"
+ln -s data.jsonl "$d/link/data.jsonl.offsets"
+t_out index_link_to_the_data '{"num_tokens":2,"text":"d e"}' \
+    env DDP_CACHE_DIR="$d/cache" "$ch1" --data="$d/link/data.jsonl" --get=1
+if cmp -s "$d/good.jsonl" "$d/link/data.jsonl" && compgen -G "$d/cache/*-data.jsonl.offsets" > /dev/null; then
+    t_pass index_link_leaves_the_data
+else t_failed index_link_leaves_the_data "$(ls -lL "$d/link" "$d/cache" 2>&1)"; fi
 
 # Indices past the end.
 t_fail out_of_range 1 "record 3 is out of range (the dataset has 3 records)" "$ch1" --data="$d/good.jsonl" --get=3
