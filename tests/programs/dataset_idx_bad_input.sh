@@ -54,6 +54,10 @@ rm "$d/noise"
 # FIFOs: one as data, one where fifo-cache.gz's decompressed cache goes
 mkfifo "$d/a-fifo" "$d/fifo-cache.gz.ddpcache"
 gzip -c "$d/ok-images-idx3-ubyte" > "$d/fifo-cache.gz"
+# a link to the gzip file itself where its cache goes
+mkdir "$d/link"
+cp "$d/fifo-cache.gz" "$d/link/linked.gz"
+ln -s linked.gz "$d/link/linked.gz.ddpcache"
 
 sums() { (cd "$d" && find . -type f ! -name '*.ddpcache' | sort | xargs sha256sum); }
 before=$(sums)
@@ -105,6 +109,13 @@ T_TIMEOUT=20 t_out fifo_as_gzip_cache_is_passed_by "all 3 records OK" \
 if [ -p "$d/fifo-cache.gz.ddpcache" ] && compgen -G "$d/cache/fifo-cache.gz-*.ddpcache" > /dev/null; then
     t_pass fifo_cache_left_alone
 else t_failed fifo_cache_left_alone "$(ls -l "$d/fifo-cache.gz.ddpcache" "$d/cache" 2>&1)"; fi
+# A cache name that links to the gzip file itself: writing through the link
+# would replace the source with its decompressed copy; the cache goes to the
+# cache directory (the files are made above, before sums).
+t_out gzip_cache_link_to_the_source "all 3 records OK" env DDP_CACHE_DIR="$d/cache" "$ch1" --data="$d/link/linked.gz" --check
+if cmp -s "$d/fifo-cache.gz" "$d/link/linked.gz" && compgen -G "$d/cache/linked.gz-*.ddpcache" > /dev/null; then
+    t_pass gzip_cache_link_leaves_the_source
+else t_failed gzip_cache_link_leaves_the_source "$(ls -lL "$d/link" "$d/cache" 2>&1)"; fi
 ok=$d/ok-images-idx3-ubyte
 t_fail get_past_the_end 1 "idx:$ok: record 3 is out of range (the dataset has 3 records)" \
     "$ch1" --data="$ok" --get=3
