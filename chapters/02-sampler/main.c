@@ -149,7 +149,8 @@ struct ch2_flags {
 static int ch2_refuse_unused(const struct cli_given *g, const struct ch2_config *cfg, const struct ch2_flags *fl)
 {
     static const int dynamic_only[] = {OPT_BUDGET, OPT_BATCH_TYPE, OPT_SORT_SIZE, OPT_MAX_SAMPLES,
-                                       OPT_MAX_TOKEN_LENGTH, OPT_START_STEP, OPT_MIN_LENGTH, OPT_MAX_LENGTH, 0};
+                                       OPT_MAX_TOKEN_LENGTH, OPT_START_STEP, OPT_MIN_LENGTH, OPT_MAX_LENGTH,
+                                       OPT_LENGTH_FIELD, 0};
     /* the token-budget sampler runs when asked for, and second in the lesson */
     int dynamic_runs = !fl->bench && !fl->plot && (cfg->sampler == CH2_DYNAMIC || (!fl->sampler_set && !fl->print));
     int rc = 0;

@@ -94,6 +94,8 @@ t_out length_field_batches_by_field "0 1 2 3 4" "$ch2" --sampler=dynamic --data=
 t_out length_field_check_passes "PASS:" "$ch2" --sampler=dynamic --data="$T_TMP/lengths.jsonl" --length-field=n \
     --budget=100 --world=2 --epochs=2
 t_fail length_field_needs_data 2 "--length-field" "$ch2" --length-field=n
+t_fail length_field_not_for_distributed 2 "--length-field is for the token-budget sampler (--sampler=dynamic)" \
+    "$ch2" --sampler=distributed --data="$T_TMP/lengths.jsonl" --length-field=n
 t_fail length_field_on_synthetic_refused 1 'synthetic: a length field ("n") is a field of JSONL records' \
     "$ch2" --sampler=dynamic --data=synthetic --length-field=n --budget=100 --world=1
 printf '\0\0\x08\x03\0\0\0\x02\0\0\0\x01\0\0\0\x01\x07\x08' > "$T_TMP/two-images-idx3-ubyte"
