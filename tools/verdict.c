@@ -59,20 +59,22 @@ static void verdict_cell(const char *text)
 /* Reads stdin; every verdict line must parse. --table prints them as a table. */
 static int verdict_read(const char *prog, bool table)
 {
-    char line[4096];
-    int count = 0, lineno = 0;
+    char *line = NULL; /* whole lines, however long: a piece of one is no line */
+    size_t cap = 0;
+    int count = 0, lineno = 0, rc = 0;
     if (table) {
         printf("| what | figure | peer or limit | figure | ratio | target | verdict |\n");
         printf("|------|-------:|---------------|-------:|------:|--------|---------|\n");
     }
-    while (fgets(line, sizeof line, stdin)) {
+    while (getline(&line, &cap, stdin) != -1) {
         lineno++;
         if (!verdict_is_line(line))
             continue;
         struct verdict_line v;
         if (verdict_parse(line, &v) < 0) {
             fprintf(stderr, "%s: line %d: %s\n", prog, lineno, err_msg());
-            return 1;
+            rc = 1;
+            break;
         }
         count++;
         if (!table)
@@ -101,13 +103,15 @@ static int verdict_read(const char *prog, bool table)
             printf(" |\n");
         }
     }
-    if (ferror(stdin)) { /* a directory on stdin, an I/O error: not "0 lines, all well formed" */
-        fprintf(stderr, "%s: standard input: read error after line %d: %s\n", prog, lineno, strerror(errno));
+    int read_errno = ferror(stdin) ? errno : 0;
+    free(line);
+    if (rc == 0 && read_errno) { /* a directory on stdin, an I/O error: not "0 lines, all well formed" */
+        fprintf(stderr, "%s: standard input: read error after line %d: %s\n", prog, lineno, strerror(read_errno));
         return 1;
     }
-    if (!table)
+    if (rc == 0 && !table)
         printf("%d verdict line(s), all well formed\n", count);
-    return 0;
+    return rc;
 }
 
 /* The exit status once everything is printed: a line lost to a full disk or a

@@ -40,3 +40,6 @@ t_fail verdict_check_unreadable_input 1 "verdict: standard input: read error aft
 t_fail verdict_into_a_full_disk 1 "verdict: writing the output failed" \
     bash -c 'exec "$0" "$@" > /dev/full' "$V" --what=x --figure=1 --unit=u --peer=p --peer-figure=2 --peer-unit=u \
     --ratio=figure/peer --target='>=1'
+# a line longer than any buffer is one line: its tail is not read as a verdict line of its own
+t_out verdict_check_long_line "1 verdict line(s), all well formed" bash -c \
+    '{ printf "%04095d" 0; echo "bench: not a verdict"; echo "bench: x: 1 u | p: 2 u | ratio 0.50 | target >= 1 | MISS"; } | "$0" --check' "$V"
