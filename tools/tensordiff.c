@@ -90,8 +90,9 @@ int main(int argc, char **argv)
     double worst = 0;
     const char *worst_name = "", *unpaired = NULL, *unpaired_why = ""; /* A's first tensor with no match in B */
     if (safetensors_count(fa) != safetensors_count(fb)) {
-        printf("%s has %zu tensors, %s has %zu\n", argv[optind], safetensors_count(fa), argv[optind + 1],
-               safetensors_count(fb));
+        if (!quiet)
+            printf("%s has %zu tensors, %s has %zu\n", argv[optind], safetensors_count(fa), argv[optind + 1],
+                   safetensors_count(fb));
         differ = 1;
     }
     for (size_t i = 0; i < safetensors_count(fa); i++) {
@@ -99,7 +100,8 @@ int main(int argc, char **argv)
         if (!b || b->dtype != a->dtype || b->numel != a->numel || b->ndim != a->ndim ||
             memcmp(a->shape, b->shape, sizeof a->shape) != 0) {
             const char *why = b ? "another dtype or shape in B" : "missing from B";
-            printf("%-40s %s\n", a->name, why);
+            if (!quiet)
+                printf("%-40s %s\n", a->name, why);
             if (!unpaired) {
                 unpaired = a->name;
                 unpaired_why = why;

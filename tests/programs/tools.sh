@@ -29,6 +29,8 @@ st_file "$T_TMP/three.safetensors" 3f800000 00000000 00000000
 # no value differs, the tensors do: the verdict names the one, not an empty "largest difference 0, "
 t_fail tensordiff_other_shape 1 "tensordiff: DIFFERENT tensors (x: another dtype or shape in B)" \
     "$TD" --quiet "$T_TMP/plus.safetensors" "$T_TMP/three.safetensors"
+if [ "$(wc -l <<<"$T_OUT")" = 1 ]; then t_pass tensordiff_quiet_prints_only_the_verdict
+else t_failed tensordiff_quiet_prints_only_the_verdict "$T_OUT"; fi
 t_out tensordiff_one_ulp_within_tolerance "within tolerance" "$TD" --tolerance=1e-6 "$T_TMP/plus.safetensors" "$T_TMP/near.safetensors"
 
 t_fail verdict_bad_figure 2 "verdict: --figure: expected a finite number, got 'abc'" "$V" --what=x --figure=abc
