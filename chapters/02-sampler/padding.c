@@ -103,7 +103,7 @@ int ch2_padding_plot(const dataset_t *ds, const struct batch_dynamic_options *op
         return err_set(ERR_ARG, "%s: no record has a length to pad to (%llu records)", dataset_name(ds),
                        (unsigned long long)n);
     char csv_path[PLOT_PATH_MAX], out_path[PLOT_PATH_MAX];
-    if (plot_paths(out_dir, "padding", csv_path, out_path) < 0)
+    if (plot_paths(out_dir, CH2_PADDING_PLOT, csv_path, out_path) < 0)
         return err_wrap(ERR_ARG, "--out");
     struct plot_csv csv;
     int rc = plot_csv_open(&csv, csv_path, "--out");

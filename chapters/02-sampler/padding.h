@@ -8,6 +8,8 @@
 #include "dataset/dataset.h"
 #include "sampler/batch.h"
 
+#define CH2_PADDING_PLOT "padding" /* its CSV, PNG and SVG in out_dir */
+
 /* Runs the experiment over `ds` on opt->world ranks (seed, shuffle,
  * randperm and sort_size from `opt`; the budgets are its own), prints the
  * table, writes out_dir/padding.csv and draws chapters/02-sampler/plot.gp

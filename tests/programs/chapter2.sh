@@ -135,3 +135,9 @@ t_out plot_length_field "| padding" "$ch2" --plot --data="$T_TMP/lengths.jsonl" 
 t_fail plot_refuses_budget 2 "--budget does nothing with --plot" "$ch2" --plot --budget=100
 t_fail plot_refuses_print 2 "--print-indices does nothing with --plot" "$ch2" --plot --print-indices
 t_fail out_needs_plot 2 "--out does nothing without --plot" "$ch2" --out="$T_TMP/x"
+# a plot file that cannot be written (a FIFO in its place) is refused before the samplers run, no CSV left
+mkdir "$T_TMP/pngfifo" && mkfifo "$T_TMP/pngfifo/padding.png"
+T_TIMEOUT=60 t_fail plot_file_refused 2 "chapter-2: --out: $T_TMP/pngfifo/padding.png: a FIFO, not a regular file" \
+    "$ch2" --plot --size=3000 --out="$T_TMP/pngfifo"
+if [ -e "$T_TMP/pngfifo/padding.csv" ]; then t_failed plot_file_refused_no_csv "$(ls "$T_TMP/pngfifo")"
+else t_pass plot_file_refused_no_csv; fi
