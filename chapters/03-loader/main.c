@@ -37,6 +37,7 @@
 #include <unistd.h>
 
 #define CH3_OUT_DIR PLOT_OUT_ROOT "/chapter-3"
+#define CH3_PLOT "loader_sweep" /* the experiment's CSV, PNG and SVG in --out */
 #define CH3_MAX_LIST 16
 /* A trainer "starves" when it waits for data more than this share of its time. */
 #define CH3_STARVING 0.10
@@ -165,6 +166,8 @@ static int ch3_parse(int argc, char **argv, struct ch3_args *a)
                               "does nothing with --bench (it belongs to the experiment, the default run)");
     if (rc == 0 && !a->bench) /* before the sweep, not after it */
         rc = fsutil_check_output_dir(a->out_dir, "--out");
+    if (rc == 0 && !a->bench)
+        rc = plot_check(a->out_dir, CH3_PLOT, "--out");
     if (rc)
         return rc;
     if (!a->nworkers) { /* defaults depend on the mode */
@@ -423,7 +426,7 @@ static int ch3_experiment(const dataset_t *ds, const struct ch3_args *a)
     }
     free(scratch);
     char csv_path[PLOT_PATH_MAX], out_path[PLOT_PATH_MAX];
-    if (plot_paths(a->out_dir, "loader_sweep", csv_path, out_path) < 0)
+    if (plot_paths(a->out_dir, CH3_PLOT, csv_path, out_path) < 0)
         return err_wrap(ERR_ARG, "--out");
     struct plot_csv csv = {.f = NULL};
     progress_t prog;

@@ -80,3 +80,9 @@ t_fail experiment_error_no_table 2 "chapter-3: --out: /dev/null/out: /dev/null i
     "$C3" --data=synthetic --workers=0 --work-us=0 --batches=2 --out=/dev/null/out
 if grep -q "steps of\|decode" <<<"$T_OUT"; then t_failed experiment_error_no_table_printed "printed: $T_OUT"
 else t_pass experiment_error_no_table_printed; fi
+# so is one where a plot file cannot be written (a directory in its place): before the sweep, no CSV left
+mkdir -p "$T_TMP/svgdir/loader_sweep.svg"
+t_fail experiment_plot_file_refused 2 "chapter-3: --out: $T_TMP/svgdir/loader_sweep.svg: a directory, not a regular file" \
+    "$C3" --data=synthetic --workers=0 --work-us=0 --batches=2 --out="$T_TMP/svgdir"
+if [ -e "$T_TMP/svgdir/loader_sweep.csv" ]; then t_failed experiment_plot_file_refused_no_csv "$(ls "$T_TMP/svgdir")"
+else t_pass experiment_plot_file_refused_no_csv; fi
