@@ -167,6 +167,8 @@ static int ch2_refuse_unused(const struct cli_given *g, const struct ch2_config 
         rc = fsutil_check_output_dir(fl->out_dir, "--out");
     if (rc == 0 && fl->plot)
         rc = plot_check(fl->out_dir, CH2_PADDING_PLOT, "--out");
+    if (rc == 0 && fl->plot && fl->data)
+        rc = plot_check_input(fl->out_dir, CH2_PADDING_PLOT, fl->data, "--out");
     if (rc == 0 && !dynamic_runs && !fl->plot)
         rc = cli_refuse_given(g, ch2_options, dynamic_only,
                               "is for the token-budget sampler (--sampler=dynamic), which this run does not use");

@@ -168,6 +168,8 @@ static int ch3_parse(int argc, char **argv, struct ch3_args *a)
         rc = fsutil_check_output_dir(a->out_dir, "--out");
     if (rc == 0 && !a->bench)
         rc = plot_check(a->out_dir, CH3_PLOT, "--out");
+    if (rc == 0 && !a->bench && a->data)
+        rc = plot_check_input(a->out_dir, CH3_PLOT, a->data, "--out");
     if (rc)
         return rc;
     if (!a->nworkers) { /* defaults depend on the mode */

@@ -32,6 +32,24 @@ int plot_check(const char *dir, const char *name, const char *what)
     return rc;
 }
 
+int plot_check_input(const char *dir, const char *name, const char *input, const char *what)
+{
+    static const char *const files[] = {".csv", ".png", ".svg"};
+    char out[PLOT_PATH_MAX], file[PLOT_PATH_MAX + 8], one[PLOT_PATH_MAX];
+    int rc = plot_paths(dir, name, NULL, out);
+    for (const char *p = input; rc == 0 && p && *p;) {
+        size_t n = strcspn(p, ",");
+        snprintf(one, sizeof one, "%.*s", (int)(n < sizeof one ? n : sizeof one - 1), p);
+        for (size_t k = 0; rc == 0 && k < sizeof files / sizeof files[0]; k++) {
+            snprintf(file, sizeof file, "%s%s", out, files[k]);
+            if (fsutil_same_output(file, one))
+                rc = err_set(ERR_ARG, "%s: %s is %s, which this run reads: it would be replaced", what, file, one);
+        }
+        p += n + (p[n] == ',');
+    }
+    return rc;
+}
+
 int plot_csv_open(struct plot_csv *c, const char *path, const char *what)
 {
     c->text = NULL;

@@ -37,6 +37,12 @@ int plot_paths(const char *dir, const char *name, char csv[PLOT_PATH_MAX], char 
  * 0, or the error naming the file. */
 int plot_check(const char *dir, const char *name, const char *what);
 
+/* Checks that none of those files is `input`, a file the run reads (its
+ * --data: a path, or a comma-separated list of them), which the plot would
+ * replace once it read it (fsutil_same_output). `what` names the flag `dir`
+ * came from. 0, or ERR_ARG naming both. */
+int plot_check_input(const char *dir, const char *name, const char *input, const char *what);
+
 /* A CSV being written: the rows go to memory, and plot_csv_close() writes
  * them at once through a temporary file renamed onto the path (fsutil.h), so
  * a run that fails leaves the old CSV or none, never half of one. */

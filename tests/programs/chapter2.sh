@@ -141,3 +141,10 @@ T_TIMEOUT=60 t_fail plot_file_refused 2 "chapter-2: --out: $T_TMP/pngfifo/paddin
     "$ch2" --plot --size=3000 --out="$T_TMP/pngfifo"
 if [ -e "$T_TMP/pngfifo/padding.csv" ]; then t_failed plot_file_refused_no_csv "$(ls "$T_TMP/pngfifo")"
 else t_pass plot_file_refused_no_csv; fi
+# --data in --out under the plot's CSV name: reading it, then writing the CSV over it, is refused
+mkdir "$T_TMP/same" && printf '\0\0\x08\x03\0\0\0\x01\0\0\0\x01\0\0\0\x01\x07' > "$T_TMP/same/padding.csv"
+cp "$T_TMP/same/padding.csv" "$T_TMP/same.orig"
+t_fail plot_over_its_data 2 "chapter-2: --out: $T_TMP/same/padding.csv is $T_TMP/same/padding.csv, which this run reads" \
+    "$ch2" --plot --data="$T_TMP/same/padding.csv" --out="$T_TMP/same"
+if cmp -s "$T_TMP/same/padding.csv" "$T_TMP/same.orig"; then t_pass plot_over_its_data_left_alone
+else t_failed plot_over_its_data_left_alone "$(ls -l "$T_TMP/same")"; fi

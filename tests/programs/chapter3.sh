@@ -86,3 +86,10 @@ t_fail experiment_plot_file_refused 2 "chapter-3: --out: $T_TMP/svgdir/loader_sw
     "$C3" --data=synthetic --workers=0 --work-us=0 --batches=2 --out="$T_TMP/svgdir"
 if [ -e "$T_TMP/svgdir/loader_sweep.csv" ]; then t_failed experiment_plot_file_refused_no_csv "$(ls "$T_TMP/svgdir")"
 else t_pass experiment_plot_file_refused_no_csv; fi
+# --data in --out under the experiment's CSV name (a shard of it): it would be read, then replaced
+mkdir "$T_TMP/same" && printf '\0\0\x08\x03\0\0\0\x01\0\0\0\x01\0\0\0\x01\x07' > "$T_TMP/same/loader_sweep.csv"
+cp "$T_TMP/same/loader_sweep.csv" "$T_TMP/same.orig"
+t_fail experiment_over_its_data 2 "which this run reads: it would be replaced" \
+    "$C3" --data="$T_TMP/same.orig,$T_TMP/same/loader_sweep.csv" --workers=0 --work-us=0 --batches=2 --out="$T_TMP/same"
+if cmp -s "$T_TMP/same/loader_sweep.csv" "$T_TMP/same.orig"; then t_pass experiment_over_its_data_left_alone
+else t_failed experiment_over_its_data_left_alone "$(ls -l "$T_TMP/same")"; fi
