@@ -199,7 +199,8 @@ static int idx_file_parse(struct idx_file *f)
 
 /* Where the decompressed copy of `path` lives: beside it when its directory
  * is writable and nothing but a regular file is in its place (a FIFO or a
- * device there is never replaced: fsutil.h; nor, through a link, the source),
+ * device there is never replaced: fsutil.h; nor a symbolic link written
+ * through, which could name the source or another file),
  * else in the user's cache directory (cache_dir.h), named after the source's
  * full path (its FNV-1a).
  * Never beside it under /usr, even for root: the FHS (3.0, section 4.1) makes
@@ -217,8 +218,9 @@ static int idx_cache_path(const char *path, char *out, size_t cap)
     if (strncmp(dir, "/usr/", 5) != 0 && strcmp(dir, "/usr") != 0 && access(dir, W_OK) == 0) {
         if (snprintf(out, cap, "%s/%s" IDX_CACHE_SUFFIX, slash == real ? "" : dir, base) >= (int)cap)
             return err_set(ERR_ARG, "%s: path too long", path);
-        /* a link there to the source itself would be written through, replacing the source */
-        if (fsutil_check_output(out, NULL) == 0 && !fsutil_same_output(out, path))
+        /* a link there (to the source, to another file) would be written through, replacing what it names */
+        struct stat lst;
+        if (fsutil_check_output(out, NULL) == 0 && !(lstat(out, &lst) == 0 && S_ISLNK(lst.st_mode)))
             return 0;
         err_clear(); /* a FIFO or a device in the cache's place stays as it is: the cache goes to the cache directory */
     }

@@ -58,6 +58,10 @@ gzip -c "$d/ok-images-idx3-ubyte" > "$d/fifo-cache.gz"
 mkdir "$d/link"
 cp "$d/fifo-cache.gz" "$d/link/linked.gz"
 ln -s linked.gz "$d/link/linked.gz.ddpcache"
+# and one to another file
+cp "$d/fifo-cache.gz" "$d/link/second.gz"
+echo "not a cache" > "$d/link/keep.txt"
+ln -s keep.txt "$d/link/second.gz.ddpcache"
 
 sums() { (cd "$d" && find . -type f ! -name '*.ddpcache' | sort | xargs sha256sum); }
 before=$(sums)
@@ -116,6 +120,9 @@ t_out gzip_cache_link_to_the_source "all 3 records OK" env DDP_CACHE_DIR="$d/cac
 if cmp -s "$d/fifo-cache.gz" "$d/link/linked.gz" && compgen -G "$d/cache/linked.gz-*.ddpcache" > /dev/null; then
     t_pass gzip_cache_link_leaves_the_source
 else t_failed gzip_cache_link_leaves_the_source "$(ls -lL "$d/link" "$d/cache" 2>&1)"; fi
+t_out gzip_cache_link_to_another_file "all 3 records OK" env DDP_CACHE_DIR="$d/cache" "$ch1" --data="$d/link/second.gz" --check
+if echo "not a cache" | cmp -s - "$d/link/keep.txt"; then t_pass gzip_cache_link_leaves_the_other_file
+else t_failed gzip_cache_link_leaves_the_other_file "keep.txt now: $(head -c 64 "$d/link/keep.txt" | od -c | head -n 2)"; fi
 ok=$d/ok-images-idx3-ubyte
 t_fail get_past_the_end 1 "idx:$ok: record 3 is out of range (the dataset has 3 records)" \
     "$ch1" --data="$ok" --get=3

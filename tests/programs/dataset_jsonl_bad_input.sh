@@ -74,11 +74,19 @@ T_TIMEOUT=20 t_out fifo_as_index_is_passed_by "check:" \
 if [ -p "$d/fifo/indexed.jsonl.offsets" ] && compgen -G "$d/cache/*-indexed.jsonl.offsets" > /dev/null; then
     t_pass fifo_index_left_alone
 else t_failed fifo_index_left_alone "$(ls -l "$d/fifo/indexed.jsonl.offsets" "$d/cache" 2>&1)"; fi
-# An index name that links to the data itself: writing through the link would
-# replace the data with its index; the index goes to the cache directory.
+# An index name that links to the data itself, or to another file: writing
+# through the link would replace that file with the index; the index goes to
+# the cache directory.
 mkdir "$d/link"
 cp "$d/good.jsonl" "$d/link/data.jsonl"
 ln -s data.jsonl "$d/link/data.jsonl.offsets"
+cp "$d/good.jsonl" "$d/link/other.jsonl"
+cp "$d/good.jsonl" "$d/link/third.jsonl"
+ln -s other.jsonl "$d/link/third.jsonl.offsets"
+t_ok index_link_to_another_file env DDP_CACHE_DIR="$d/cache" "$ch1" --data="$d/link/third.jsonl" --get=1
+if cmp -s "$d/good.jsonl" "$d/link/other.jsonl" && [ -L "$d/link/third.jsonl.offsets" ]; then
+    t_pass index_link_leaves_the_other_file
+else t_failed index_link_leaves_the_other_file "$(ls -lL "$d/link" 2>&1)"; fi
 t_out index_link_to_the_data '{"num_tokens":2,"text":"d e"}' \
     env DDP_CACHE_DIR="$d/cache" "$ch1" --data="$d/link/data.jsonl" --get=1
 if cmp -s "$d/good.jsonl" "$d/link/data.jsonl" && compgen -G "$d/cache/*-data.jsonl.offsets" > /dev/null; then
