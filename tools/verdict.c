@@ -118,11 +118,7 @@ static int verdict_read(const char *prog, bool table)
  * closed pipe "cannot be printed" (1), not a verdict given. */
 static int verdict_exit(int status)
 {
-    if ((fflush(stdout) != 0 || ferror(stdout)) && status == 0) {
-        fprintf(stderr, "%s: writing the output failed\n", VERDICT_PROG);
-        return 1;
-    }
-    return status;
+    return status == 0 && cli_stdout_status(0) < 0 ? cli_error(VERDICT_PROG) : status;
 }
 
 enum { OPT_WHAT = 256, OPT_FIGURE, OPT_UNIT, OPT_PEER, OPT_PEER_FIGURE, OPT_PEER_UNIT, OPT_RATIO, OPT_TARGET,

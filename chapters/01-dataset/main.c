@@ -471,7 +471,6 @@ int main(int argc, char **argv)
             rc = ch1_summary(&a);
         }
     }
-    if (fflush(stdout) != 0 && rc == 0) /* a record printed by --get into a full disk is not a record */
-        rc = err_set(ERR_IO, "writing the output failed");
+    rc = cli_stdout_status(rc); /* a record printed by --get into a full disk is not a record */
     return rc < 0 ? cli_error("chapter-1") : CLI_EXIT_OK;
 }

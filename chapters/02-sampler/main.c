@@ -463,7 +463,6 @@ int main(int argc, char **argv)
             rc = dyn < 0 ? dyn : rc | dyn;
         }
     }
-    if (fflush(stdout) != 0 && rc == 0)
-        rc = err_set(ERR_IO, "writing the output failed");
+    rc = cli_stdout_status(rc);
     return rc < 0 ? cli_error("chapter-2") : rc; /* 1: a check failed, said on stdout */
 }

@@ -516,7 +516,6 @@ int main(int argc, char **argv)
         rc = a.bench ? ch3_bench(ds, &a) : ch3_experiment(ds, &a);
         dataset_close(ds);
     }
-    if (fflush(stdout) != 0 && rc == 0) /* the bench's last line is what scripts read */
-        rc = err_set(ERR_IO, "writing the output failed");
+    rc = cli_stdout_status(rc); /* the bench's last line is what scripts read */
     return rc ? cli_error("chapter-3") : CLI_EXIT_OK;
 }

@@ -254,3 +254,10 @@ int cli_error(const char *prog)
     fprintf(stderr, "%s: %s\n", prog, err_msg());
     return CLI_EXIT_FAILED;
 }
+
+int cli_stdout_status(int rc)
+{
+    if ((fflush(stdout) != 0 || ferror(stdout)) && rc == 0)
+        return err_set(ERR_IO, "writing the output failed");
+    return rc;
+}

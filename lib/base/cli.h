@@ -120,4 +120,9 @@ int cli_fail(const char *prog);
  * returns CLI_EXIT_FAILED. */
 int cli_error(const char *prog);
 
+/* A run's status once its output is out: `rc`, or ERR_IO ("writing the output
+ * failed") when rc is 0 but standard output could not be written (a full
+ * disk, a closed pipe): a report cut short is not a report. Call it last. */
+int cli_stdout_status(int rc);
+
 #endif
