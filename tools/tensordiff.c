@@ -141,5 +141,7 @@ int main(int argc, char **argv)
                tol > 0 ? " beyond the tolerance" : "", worst, worst_name);
     safetensors_close(fa);
     safetensors_close(fb);
+    if (!differ && cli_stdout_status(0) < 0) /* "the same bits" unsaid is no verdict */
+        return cli_error(TD_PROG);
     return differ ? CLI_EXIT_FAILED : CLI_EXIT_OK;
 }

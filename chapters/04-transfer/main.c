@@ -330,6 +330,7 @@ static int ch4_run(const struct ch4_cli *cli)
         if (rc == 0 && (!cli->only || strcmp(cli->only, "loop") == 0))
             rc = ch4_loop(o);
     }
+    rc = cli_stdout_status(rc); /* the tables into a full disk are no tables */
     return rc < 0 ? cli_error(CH4_PROG) : CLI_EXIT_OK;
 }
 

@@ -545,5 +545,6 @@ int main(int argc, char **argv)
         return cli_fail(CH5_PROG);
     if (rc < 0)
         return cli_error(CH5_PROG);
-    return ch5_run(&cli);
+    int status = ch5_run(&cli);
+    return status == CLI_EXIT_OK && cli_stdout_status(0) < 0 ? cli_error(CH5_PROG) : status; /* tables into a full disk */
 }

@@ -655,5 +655,5 @@ int main(int argc, char **argv)
     }
     dataset_close(train);
     dataset_close(test);
-    return status;
+    return status == CLI_EXIT_OK && cli_stdout_status(0) < 0 ? cli_error(CH6_PROG) : status; /* the summary into a full disk */
 }

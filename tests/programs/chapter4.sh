@@ -11,6 +11,9 @@
 P=$BUILD/chapter-4
 OUT=$T_TMP/out
 small_loop=(--only=loop --steps=8 --warmup=2 --batch=256 --out="$OUT")
+# the tables written into a full disk are an error, not exit 0
+t_fail tables_into_a_full_disk 1 "chapter-4: writing the output failed" \
+    bash -c 'exec "$0" "$@" > /dev/full' "$P" --only=pinning --out="$OUT"
 
 t_out help "--demo=race" $P --help
 t_fail bad_flag 2 "chapter-4: unrecognized option '--frobnicate'" $P --frobnicate

@@ -40,6 +40,9 @@ t_fail simulator_under_a_launcher 2 "--backend=sim: a launcher (torchrun) starte
 T_TIMEOUT=30 t_fail zero_bytes 2 "--min-bytes: must be at least 4 (one float32 element), got 0" \
     $P --min-bytes=0 --max-bytes=0 --world=1
 T_TIMEOUT=30 t_fail less_than_an_element 2 "--min-bytes: must be at least 4" $P --min-bytes=3 --max-bytes=3
+# the table written into a full disk is an error, not exit 0
+t_fail table_into_a_full_disk 1 "chapter-5: writing the output failed" \
+    bash -c 'exec "$0" "$@" > /dev/full' "$P" --world=2 --min-bytes=4K --max-bytes=8K --iters=1 --warmup=0
 t_fail step_factor_one 2 "--step-factor: expected 2 to 18446744073709551615, got '1'" $P --step-factor=1
 t_fail plot_min_past_its_max 2 "--min-bytes (33554432) is larger than --max-bytes (16777216)" \
     $P --plot --min-bytes=32M --out="$T_TMP/plot"

@@ -60,6 +60,9 @@ t_fail init_wrong_shapes 1 "small.safetensors: fc1.weight has shape [128, 784], 
     $P "${S[@]}" --init="$T_TMP/small.safetensors"
 t_fail resume_missing 1 "$T_TMP/nowhere: cannot open" $P "${S[@]}" --resume="$T_TMP/nowhere"
 t_fail resume_foreign 1 "not a checkpoint of this program" $P "${S[@]}" --resume="$T_TMP/small.safetensors"
+# the summary written into a full disk is an error, not exit 0
+t_fail summary_into_a_full_disk 1 "chapter-6: writing the output failed" \
+    bash -c 'exec "$0" "$@" > /dev/full' "$P" "${S[@]}" --epochs=1 --out="$T_TMP/out-full"
 touch "$T_TMP/a-file"
 t_fail checkpoint_unwritable 1 "--checkpoint: $T_TMP/a-file/ck: $T_TMP/a-file is a regular file, not a directory" \
     $P "${S[@]}" --checkpoint="$T_TMP/a-file/ck"

@@ -27,6 +27,9 @@ elif grep -q 'HAVE_CUDA := 1' "$BUILD/config.mk"; then
 else
     t_lines versions.not_linked "cu" "(cuda runtime|cuda driver|cublas): not linked"
 fi
+# the versions lost to a full disk are an error: gpu_reference.sh records what this prints
+t_fail versions.into_a_full_disk 1 "gpu_versions: writing the output failed" \
+    bash -c 'exec "$0" "$@" > /dev/full' "$V"
 t_fail versions.bad_library 1 "gpu_versions: $T_TMP/none.so: cannot open: No such file" "$V" "$T_TMP/none.so"
 printf 'not ELF' > "$T_TMP/text.so"
 t_fail versions.not_a_library 1 "gpu_versions: $T_TMP/text.so: cannot load it" "$V" "$T_TMP/text.so"

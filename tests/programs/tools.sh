@@ -23,6 +23,9 @@ st_file "$T_TMP/minus.safetensors" 3f800000 80000000
 st_file "$T_TMP/near.safetensors" 3f800001 00000000
 
 t_out tensordiff_same_file "tensordiff: the same bits" "$TD" "$T_TMP/plus.safetensors" "$T_TMP/plus.safetensors"
+# "the same bits" lost to a full disk is no verdict: an error, not exit 0
+t_fail tensordiff_into_a_full_disk 1 "tensordiff: writing the output failed" \
+    bash -c 'exec "$0" "$@" > /dev/full' "$TD" "$T_TMP/plus.safetensors" "$T_TMP/plus.safetensors"
 t_fail tensordiff_signed_zero_differs 1 "tensordiff: " "$TD" "$T_TMP/plus.safetensors" "$T_TMP/minus.safetensors"
 t_fail tensordiff_one_ulp_differs 1 "tensordiff: " "$TD" "$T_TMP/plus.safetensors" "$T_TMP/near.safetensors"
 st_file "$T_TMP/three.safetensors" 3f800000 00000000 00000000
@@ -42,6 +45,9 @@ t_fail verdict_check_unreadable_input 1 "verdict: standard input: read error aft
 t_fail verdict_into_a_full_disk 1 "verdict: writing the output failed" \
     bash -c 'exec "$0" "$@" > /dev/full' "$V" --what=x --figure=1 --unit=u --peer=p --peer-figure=2 --peer-unit=u \
     --ratio=figure/peer --target='>=1'
+# blas_probe's report lost to a full disk is an error, not a step that ran
+t_fail blas_probe_into_a_full_disk 1 "blas_probe: writing the output failed" \
+    bash -c 'exec "$0" "$@" > /dev/full' "$BUILD/tools/blas_probe"
 # a line longer than any buffer is one line: its tail is not read as a verdict line of its own
 t_out verdict_check_long_line "1 verdict line(s), all well formed" bash -c \
     '{ printf "%04095d" 0; echo "bench: not a verdict"; echo "bench: x: 1 u | p: 2 u | ratio 0.50 | target >= 1 | MISS"; } | "$0" --check' "$V"
