@@ -514,7 +514,8 @@ int loader_open(const dataset_t *ds, const struct loader_options *opt, loader_t 
                  nslots, opt->max_batch, info->record_bytes ? "" : "up to the longest record's ",
                  (unsigned long long)info->max_record_bytes);
     if ((rc = mem_check_fits(what, (uint64_t)nslots * alloc_bytes)) < 0)
-        return err_wrap(rc, "%s", info->record_bytes ? "lower max_batch, workers or prefetch"
+        return err_wrap(rc, "%s", opt->slot_bytes ? "lower slot_bytes, workers or prefetch"
+                        : info->record_bytes ? "lower max_batch, workers or prefetch"
                         : "set slot_bytes (the most bytes a padded batch may take: a batch that needs more fails, "
                           "naming itself) or make batches by a token budget (lib/sampler/batch.h)");
 

@@ -69,6 +69,9 @@ t_out padded_slots_are_said "slots sized for 64 records padded to the longest re
     "$C3" --bench --data="$T_TMP/one-long.jsonl" --batch=64
 t_fail slot_bytes_caps_and_names_the_batch 1 "sample 77" "$C3" --bench --data="$T_TMP/one-long.jsonl" --batch=64 \
     --slot-bytes=64K
+# slots past the machine's memory: the remedy names the flag given, not the batch it overrides
+t_fail slot_bytes_past_memory 1 "lower slot_bytes, workers or prefetch: loader: a ring of 2 slots of slot_bytes 1073741824000000" \
+    "$C3" --bench --data=synthetic --slot-bytes=1000000G
 t_fail slot_bytes_zero 2 "--slot-bytes: expected a size of 1 to 18446744073709551615 bytes" "$C3" --slot-bytes=0
 t_run "$C3" --bench --data="$T_TMP/small.jsonl" --batch=8 --workers=2
 last=$(printf '%s\n' "$T_OUT" | tail -n 1)
