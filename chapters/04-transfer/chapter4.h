@@ -79,9 +79,10 @@ int ch4_plot(const char *script, const char *csv_path, const char *out_path, con
 int ch4_sweep(const struct ch4_opts *o);
 int ch4_pinning(const struct ch4_opts *o);
 int ch4_loop(const struct ch4_opts *o);
-/* Opens and closes the loop's dataset: a run refuses a bad --data before
- * any section writes a file. 0 or an error. */
-int ch4_loop_check_data(const struct ch4_opts *o);
+/* Opens and closes the loop's dataset and each of its rigs (the lesson's
+ * rows, or with `bench` the one --bench times): a run refuses a bad --data or
+ * a batch the pinned pool cannot hold before any section runs. 0 or an error. */
+int ch4_loop_check(const struct ch4_opts *o, int bench);
 
 /* --demo=race: 0 when the detector caught the early release and the fixed
  * loop ran clean. */

@@ -71,14 +71,6 @@ static int ch4_open_data(const struct ch4_opts *o, dataset_t **ds, int say)
     return rc;
 }
 
-int ch4_loop_check_data(const struct ch4_opts *o)
-{
-    dataset_t *ds = NULL;
-    int rc = ch4_open_data(o, &ds, 0);
-    dataset_close(ds);
-    return rc;
-}
-
 /* Device seconds of a batch's pinned copies (`bytes` of data, then `labels`
  * bytes): the model on the simulator, the GPU's own on a GPU. */
 static int ch4_copy_time(device_t *dev, uint64_t bytes, uint64_t labels, double *s)
@@ -190,6 +182,31 @@ static int ch4_rig_open(const struct ch4_opts *o, enum ch4_ring ring, uint32_t d
                        depth == 1 ? "" : "s", msg);
     }
     return 0;
+}
+
+/* The loop's table, a row per ring and depth; --bench times the last. */
+static const struct ch4_loop_row {
+    enum ch4_ring ring;
+    uint32_t depth;
+} ch4_loop_rows[] = {{CH4_PAGEABLE, 2}, {CH4_PIN_COPY, 2}, {CH4_PINNED, 1}, {CH4_PINNED, 2}};
+#define CH4_LOOP_ROWS (sizeof ch4_loop_rows / sizeof ch4_loop_rows[0])
+
+int ch4_loop_check(const struct ch4_opts *o, int bench)
+{
+    dataset_t *ds = NULL;
+    int rc = ch4_open_data(o, &ds, 0);
+    dataset_close(ds);
+    /* Each row's rig opened and closed: a batch whose buffers the pinned pool
+     * cannot hold is refused now, not after the sweep has run. */
+    for (size_t i = bench ? CH4_LOOP_ROWS - 1 : 0; rc == 0 && i < CH4_LOOP_ROWS; i++) {
+        struct ch4_rig r;
+        if ((rc = ch4_rig_open(o, ch4_loop_rows[i].ring, ch4_loop_rows[i].depth, 1, &r)) == 0)
+            ch4_rig_close(&r);
+        else if (rc == ERR_NOMEM || rc == ERR_ARG) /* what the flags asked for does not fit: name them */
+            rc = err_wrap(rc, "--batch=%llu with --pool=%llu bytes", (unsigned long long)o->batch,
+                          (unsigned long long)o->pool_bytes);
+    }
+    return rc;
 }
 
 /* Runs warmup + steps steps; measures the last `steps` (and with tl reads
@@ -353,11 +370,8 @@ int ch4_loop(const struct ch4_opts *o)
            (unsigned long long)o->workers, o->workers == 1 ? "" : "s", (unsigned long long)o->steps,
            (unsigned long long)o->warmup);
     dataset_close(ds);
-    static const struct {
-        enum ch4_ring ring;
-        uint32_t depth;
-    } rows[] = {{CH4_PAGEABLE, 2}, {CH4_PIN_COPY, 2}, {CH4_PINNED, 1}, {CH4_PINNED, 2}};
-    struct ch4_loop_result res[4];
+    const struct ch4_loop_row *rows = ch4_loop_rows;
+    struct ch4_loop_result res[CH4_LOOP_ROWS];
     char csv_path[PLOT_PATH_MAX];
     struct plot_csv csv;
     int csv_open = 0;
@@ -365,7 +379,7 @@ int ch4_loop(const struct ch4_opts *o)
         return err_wrap(ERR_ARG, "--out");
     printf("\n%-22s %-17s %7s %8s %10s %10s %10s %10s %10s %7s\n", "loader ring", "(PyTorch)", "copies", "buffers",
            "data-wait", sim ? "dma(mod.)" : "dma", "host copy", "compute", "step", "hidden");
-    for (size_t i = 0; rc == 0 && i < 4; i++) {
+    for (size_t i = 0; rc == 0 && i < CH4_LOOP_ROWS; i++) {
         rc = ch4_loop_run(o, rows[i].ring, rows[i].depth, &res[i]);
         if (rc)
             break;

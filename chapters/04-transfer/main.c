@@ -318,11 +318,11 @@ static int ch4_run(const struct ch4_cli *cli)
     if (cli->demo)
         rc = ch4_demo_race(o);
     else if (cli->bench) {
-        if ((rc = ch4_loop_check_data(o)) == 0) /* the loop's, before any verdict */
+        if ((rc = ch4_loop_check(o, 1)) == 0) /* the loop's, before any verdict */
             rc = ch4_bench(o);
     } else {
         if (!cli->only || strcmp(cli->only, "loop") == 0)
-            rc = ch4_loop_check_data(o);
+            rc = ch4_loop_check(o, 0);
         if (rc == 0 && (!cli->only || strcmp(cli->only, "sweep") == 0))
             rc = ch4_sweep(o);
         if (rc == 0 && (!cli->only || strcmp(cli->only, "pinning") == 0))

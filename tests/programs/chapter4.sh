@@ -128,6 +128,11 @@ else t_pass one_byte_records; fi
 
 # the pinned pool too small for the loader's ring: the pool's reason, at run time
 t_fail pool_runs_out 1 "pinned pool: " $P "${small_loop[@]}" --pool=64K
+# ... and for the whole lesson before its sweep: the flags named, no file written
+t_fail batch_past_the_pool 1 "chapter-4: --batch=4096 with --pool=1048576 bytes: the training loop" \
+    $P --batch=4096 --pool=1M --out="$T_TMP/past-the-pool"
+if [ -e "$T_TMP/past-the-pool" ]; then t_failed batch_past_the_pool_writes_nothing "$(ls "$T_TMP/past-the-pool")"
+else t_pass batch_past_the_pool_writes_nothing; fi
 
 # the size sweep: pinned async copies are the link's model exactly (device time)
 t_run $P --only=sweep --min-bytes=64K --max-bytes=4M --backend=sim --out="$OUT"
