@@ -393,7 +393,7 @@ static int ch5_validate(struct ch5_cli *cli)
     if (unused < 0)
         return unused;
     if ((cli->plot || cli->links) && (unused = fsutil_check_output_dir(cli->out_dir, "--out")) < 0) /* before any table */
-        return unused;
+        return cli_as_usage_error(unused);
     if (!cli->launch_check && strcmp(o->backend, "sim") == 0 && launch_launcher_world() > 1)
         return err_set(ERR_ARG, "--backend=sim: a launcher (%s) started this process as one of %d: each would run a "
                                 "whole simulated job; pass --backend=mpi under mpirun, or --launch-check",
@@ -457,12 +457,7 @@ static int ch5_validate(struct ch5_cli *cli)
     size_t bytes;
     snprintf(what, sizeof what, "--max-bytes=%llu: 3 buffers on each of %d rank(s)", (unsigned long long)o->max_bytes,
              threads ? o->world : 1);
-    if (mem_check_array(what, o->max_bytes, 3 * (uint64_t)(threads ? o->world : 1), &bytes) < 0) {
-        char why[512]; /* a flag too large for the machine is a usage error */
-        snprintf(why, sizeof why, "%s", err_msg());
-        return err_set(ERR_ARG, "%s", why);
-    }
-    return 0;
+    return cli_as_usage_error(mem_check_array(what, o->max_bytes, 3 * (uint64_t)(threads ? o->world : 1), &bytes));
 }
 
 /* Runs what the flags asked for; returns the exit status. */

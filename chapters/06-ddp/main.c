@@ -589,7 +589,7 @@ static int ch6_validate(struct ch6_cli *cli)
         (c->checkpoint_dir && (rc = fsutil_check_output_dir(c->checkpoint_dir, "--checkpoint")) < 0) ||
         (run->out_dir && (rc = fsutil_check_output_dir(run->out_dir, "--out")) < 0) ||
         (rc = ch6_files_apart(cli)) < 0)
-        return rc;
+        return cli_as_usage_error(rc);
     if (c->checkpoint_every && !c->checkpoint_dir)
         return err_set(ERR_ARG, "--checkpoint-every needs --checkpoint=DIR (where to write them)");
     if (c->resume_dir && c->init_path)

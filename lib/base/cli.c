@@ -255,6 +255,15 @@ int cli_error(const char *prog)
     return CLI_EXIT_FAILED;
 }
 
+int cli_as_usage_error(int rc)
+{
+    if (rc >= 0 || rc == ERR_ARG)
+        return rc;
+    char why[1024]; /* err_set formats into the buffer err_msg() reads */
+    snprintf(why, sizeof why, "%s", err_msg());
+    return err_set(ERR_ARG, "%s", why);
+}
+
 int cli_stdout_status(int rc)
 {
     if ((fflush(stdout) != 0 || ferror(stdout)) && rc == 0)

@@ -111,6 +111,12 @@ int cli_given_has(const struct cli_given *g, int value);
  * nothing without --bench"). 0 when none of them was given. */
 int cli_refuse_given(const struct cli_given *g, const struct option *longopts, const int *values, const char *why);
 
+/* rc, as a usage error (ERR_ARG, exit 2) when it is another error: what
+ * checking the flags found wrong with what they name (an --out that is a
+ * FIFO, a size past the machine's memory) is the flags' fault, whichever code
+ * the check that found it returns. The message stays as it is. */
+int cli_as_usage_error(int rc);
+
 /* A usage error: prints "PROG: <err_msg()>" on one line of stderr and returns
  * CLI_EXIT_USAGE, so callers write `return cli_fail("chapter-2");`. PROG is
  * the program's name, not argv[0] (no "./build/" in messages). */

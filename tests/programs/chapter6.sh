@@ -63,12 +63,13 @@ t_fail resume_foreign 1 "not a checkpoint of this program" $P "${S[@]}" --resume
 # the summary written into a full disk is an error, not exit 0
 t_fail summary_into_a_full_disk 1 "chapter-6: writing the output failed" \
     bash -c 'exec "$0" "$@" > /dev/full' "$P" "${S[@]}" --epochs=1 --out="$T_TMP/out-full"
+# an output refused when the flags are checked is a usage error (exit 2), as in every chapter
 touch "$T_TMP/a-file"
-t_fail checkpoint_unwritable 1 "--checkpoint: $T_TMP/a-file/ck: $T_TMP/a-file is a regular file, not a directory" \
+t_fail checkpoint_unwritable 2 "--checkpoint: $T_TMP/a-file/ck: $T_TMP/a-file is a regular file, not a directory" \
     $P "${S[@]}" --checkpoint="$T_TMP/a-file/ck"
-t_fail save_unwritable 1 "--save: $T_TMP/a-file/x.safetensors: $T_TMP/a-file is a regular file, not a directory" \
+t_fail save_unwritable 2 "--save: $T_TMP/a-file/x.safetensors: $T_TMP/a-file is a regular file, not a directory" \
     $P "${S[@]}" --save="$T_TMP/a-file/x.safetensors"
-t_fail trace_unwritable 1 "--trace: $T_TMP/a-file/t.json: $T_TMP/a-file is a regular file, not a directory" \
+t_fail trace_unwritable 2 "--trace: $T_TMP/a-file/t.json: $T_TMP/a-file is a regular file, not a directory" \
     $P "${S[@]}" --trace="$T_TMP/a-file/t.json"
 t_fail trace_in_a_missing_directory 1 "--trace=$T_TMP/nowhere/t.json: cannot write it" \
     $P "${S[@]}" --trace="$T_TMP/nowhere/t.json"
@@ -123,7 +124,7 @@ fi
 # fails only when the save writes, after training, never at the start's probe; synthetic data, so no
 # dataset cache is written under the limit.
 mkdir -p "$T_TMP/a-dir"
-T_TIMEOUT=30 t_fail save_to_a_directory_ends_at_once 1 "$T_TMP/a-dir" \
+T_TIMEOUT=30 t_fail save_to_a_directory_ends_at_once 2 "$T_TMP/a-dir" \
     $P "${S[@]}" --steps=2 --timeout=60 --save="$T_TMP/a-dir"
 limited=(bash -c 'ulimit -f 256 && trap "" XFSZ && exec "$@"' _ $P --data=synthetic --train-size=2048 --batch=32
          --test-data=none --out="$T_TMP/out-limited" --timeout=60)
