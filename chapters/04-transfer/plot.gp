@@ -29,6 +29,9 @@ set ylabel "GB/s (1e9 bytes per second), log scale"
 set grid xtics ytics mytics
 same = simulated ? " (= pinned)" : ""
 positive(v) = v > 0 ? v : 1/0
+# one size alone: a range around it (gnuplot would warn that the range is empty)
+stats csv every ::1 using 1 nooutput
+if (STATS_min == STATS_max) { set xrange [STATS_min / 2 : STATS_max * 2] }
 set terminal pngcairo size 960,680
 set output out.".png"
 plot csv every ::1 using 1:(positive($4)) with linespoints lw 7 lc rgb "#a6cee3" pt 7 ps 2.2 \

@@ -24,6 +24,9 @@ do for [k in known] {
     stats csv every ::1 using (is(k) ? 1 : 0) nooutput
     if (STATS_sum > 0) { series = series." ".k }
 }
+# one size alone: a range around it (gnuplot would warn that the range is empty)
+stats csv every ::1 using 4 nooutput
+if (STATS_min == STATS_max) { set xrange [STATS_min / 2 : STATS_max * 2] }
 set terminal pngcairo size 900,560
 set output out.".png"
 plot for [i=1:words(series)] csv every ::1 using 4:(sel(word(series, i), $8)) \

@@ -57,6 +57,14 @@ t_fail algo_refused 2 "chapter-4: --algo: chapter 4 runs no all-reduce, so there
     $P --algo=hier
 t_fail hw_with_link 2 "--hw=a100 and --link both choose the link (the A100 SXM4 80GB sits on PCIe Gen4 x16" \
     $P --link=pcie3 --hw=a100 --out="$OUT"
+# one size: a figure of one point, without gnuplot's warning of an empty range on stderr
+if command -v gnuplot >/dev/null 2>&1; then
+    t_run $P --only=sweep --min-bytes=64K --max-bytes=64K --out="$T_TMP/one-size"
+    if [ "$T_STATUS" != 0 ] || grep -q "Warning" <<<"$T_OUT"; then t_failed sweep_one_size_quietly "$T_OUT"
+    else t_pass sweep_one_size_quietly; fi
+else
+    t_skip sweep_one_size_quietly "gnuplot is not installed"
+fi
 t_out default_link "simulated device on PCIe Gen4 x16 (modelled: 28.81 GB/s, 5.0 us per copy" \
     $P --only=sweep --max-bytes=64K --out="$OUT"
 t_out hw_link "simulated device on PCIe Gen5 x16 (H100 SXM5 80GB) (modelled: 57.61 GB/s, 5.0 us per copy" \

@@ -233,6 +233,10 @@ if command -v gnuplot >/dev/null 2>&1; then
     t_fail plot_script_nowhere 1 "chapters/05-allreduce/plot.gp: cannot read the plot script" \
         sh -c 'cd "$1" && exec "$1/chapter-5" --plot --out=out --max-bytes=4K --iters=1 --warmup=0 --algo=ring' sh \
         "$T_TMP/elsewhere"
+    # one size: a figure of one point, without gnuplot's warning of an empty range on stderr
+    t_run $P --plot --min-bytes=4K --max-bytes=4K --iters=1 --warmup=0 --out="$T_TMP/one-size"
+    if [ "$T_STATUS" != 0 ] || grep -q "Warning" <<<"$T_OUT"; then t_failed plot_one_size_quietly "$T_OUT"
+    else t_pass plot_one_size_quietly; fi
 else
     t_skip plot_outside_the_repository "gnuplot is not installed"
 fi
