@@ -3,11 +3,16 @@
 # per per-sample decode cost. Right: the samples/s the trainer reached.
 # Variables: csv (loader_sweep.csv), out (path without extension).
 set datafile separator ","
-works = system("awk -F, 'NR > 1 { print $1 }' '" . csv . "' | sort -nu | tr '\\n' ' '")
+# the decode costs, each once, in the CSV's order (rows go by cost); read by
+# gnuplot itself: the CSV's path is never handed to a shell
+works = ""
+stats csv every ::1 using (w = sprintf(" %d", $1), strstrt(works . " ", w . " ") == 0 ? works = works . w : 0, 0) nooutput
 set key top right box opaque
 set grid
 set xlabel "worker threads"
 set xtics (0, 1, 2, 4, 8)
+stats csv every ::1 using 2 nooutput # one worker count alone: a range around it, not gnuplot's warning
+if (STATS_min == STATS_max) { set xrange [STATS_min - 1 : STATS_max + 1] }
 
 do for [fmt in "png svg"] {
     if (fmt eq "png") { set terminal pngcairo size 1200,480 font ",10"; set output out . ".png" }

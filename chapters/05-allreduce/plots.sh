@@ -25,7 +25,8 @@ for run in 1x8:256M 2x8:64M 8x8:16M; do # the largest size each: W ranks x 3 buf
     rm -rf "${out:?}/$topo"
 done
 if command -v gnuplot >/dev/null 2>&1; then
-    gnuplot -e "csv='$out/allreduce-topologies.csv'; out='$out/busbw-topologies'" chapters/05-allreduce/topologies.gp ||
+    quoted=${out//\'/\'\'} # in gnuplot's single quotes, a quote is written twice
+    gnuplot -e "csv='$quoted/allreduce-topologies.csv'; out='$quoted/busbw-topologies'" chapters/05-allreduce/topologies.gp ||
         { echo "plots: gnuplot chapters/05-allreduce/topologies.gp failed" >&2; return 1; }
     echo "plots: $out/busbw-topologies.png and .svg"
 else

@@ -52,7 +52,8 @@ for kind in accuracy accuracy-same-bits; do
     plot_made "$kind.csv from the make bench of $bench_date on $bench_host${bench_mode:+ ($bench_mode)} ($BENCH_LOG)"
     if command -v gnuplot >/dev/null 2>&1; then
         title="test accuracy after each epoch, the recipe ($recipe)${prefix:+ with --same-bits} at 1, 2, 4, 8 ranks: make bench of $bench_date${bench_mode:+, $bench_mode}"
-        gnuplot -e "csv='$out/$kind.csv'; out='$out/$kind'; title='${title//\'/\'\'}'" chapters/06-ddp/accuracy.gp ||
+        stem=$out/$kind # in gnuplot's single quotes, a quote is written twice
+        gnuplot -e "csv='${stem//\'/\'\'}.csv'; out='${stem//\'/\'\'}'; title='${title//\'/\'\'}'" chapters/06-ddp/accuracy.gp ||
             { echo "plots: gnuplot chapters/06-ddp/accuracy.gp failed" >&2; return 1; }
         echo "plots: $out/$kind.png and .svg, from $BENCH_LOG"
     else

@@ -83,6 +83,22 @@ t_fail experiment_error_no_table 2 "chapter-3: --out: /dev/null/out: /dev/null i
     "$C3" --data=synthetic --workers=0 --work-us=0 --batches=2 --out=/dev/null/out
 if grep -q "steps of\|decode" <<<"$T_OUT"; then t_failed experiment_error_no_table_printed "printed: $T_OUT"
 else t_pass experiment_error_no_table_printed; fi
+# An --out whose name holds a quote and a command substitution is a name: the figure is drawn,
+# nothing is run (the plot script counts the decode costs itself, no shell sees the path); one
+# worker count alone draws without gnuplot's warning of an empty range.
+if command -v gnuplot >/dev/null 2>&1; then
+    odd="$T_TMP/x '\$(touch $T_TMP/ran)' y"
+    t_run "$C3" --data=synthetic --workers=0,1 --work-us=0,10 --batches=2 --out="$odd"
+    if [ "$T_STATUS" != 0 ] || [ ! -s "$odd/loader_sweep.png" ]; then t_failed plot_of_an_odd_name "$T_OUT"
+    else t_pass plot_of_an_odd_name; fi
+    if [ -e "$T_TMP/ran" ]; then t_failed plot_runs_no_name "the --out name was run by a shell"
+    else t_pass plot_runs_no_name; fi
+    t_run "$C3" --data=synthetic --workers=1 --work-us=0 --batches=2 --out="$T_TMP/one-worker"
+    if [ "$T_STATUS" != 0 ] || grep -q "Warning" <<<"$T_OUT"; then t_failed plot_one_worker_quietly "$T_OUT"
+    else t_pass plot_one_worker_quietly; fi
+else
+    t_skip plot_of_an_odd_name "gnuplot is not installed"
+fi
 # so is one where a plot file cannot be written (a directory in its place): before the sweep, no CSV left
 mkdir -p "$T_TMP/svgdir/loader_sweep.svg"
 t_fail experiment_plot_file_refused 2 "chapter-3: --out: $T_TMP/svgdir/loader_sweep.svg: a directory, not a regular file" \

@@ -380,6 +380,15 @@ if command -v gnuplot > /dev/null; then
         grep -q ">steps 0 to 3 of every rank; buckets: the first up to [^<]*, then up to [^<]*<" "$OUT/gantt.svg"
     then t_pass gantt_titled
     else t_failed gantt_titled "$OUT/gantt.svg: $(grep -o '<text>[^<]*<' "$OUT/gantt.svg" | grep -v '>rank [0-9]' | head -n 3 | tr '\n' ' ')"; fi
+    # the accuracy figure counts its columns itself: a CSV under a name a shell would run is drawn, not run
+    odd="$T_TMP/x '\$(touch $T_TMP/ran)' y"
+    mkdir -p "$odd"
+    printf 'epoch,4 ranks x batch 32,1 rank x batch 128\n1,0.80,0.81\n2,0.85,0.852\n' > "$odd/acc.csv"
+    quoted=${odd//\'/\'\'}
+    t_run gnuplot -e "csv='$quoted/acc.csv'; out='$quoted/acc'" chapters/06-ddp/accuracy.gp
+    if [ "$T_STATUS" != 0 ] || [ ! -s "$odd/acc.png" ] || [ -e "$T_TMP/ran" ]; then
+        t_failed accuracy_plot_of_an_odd_name "status $T_STATUS, $(ls "$odd" "$T_TMP/ran" 2>&1 | tr '\n' ' '): $T_OUT"
+    else t_pass accuracy_plot_of_an_odd_name; fi
 else
     t_skip gantt_rendered "gnuplot is not installed"
 fi
