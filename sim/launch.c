@@ -17,55 +17,77 @@ static const char *const launch_env[][3] = {
     {"RANK", "WORLD_SIZE", "torchrun"},
 };
 
-/* A launcher's non-negative integer variable, or -1 when unset or not a number. */
-static int launch_env_int(const char *name)
+/* The launcher variable `name` into *out: 0 when set, 1 when unset or
+ * empty, ERR_ARG naming it when it is not a number from lo to 2^30. */
+static int launch_env_int(const char *name, uint64_t lo, int *out)
 {
     const char *v = getenv(name);
     if (!v || !*v)
-        return -1;
+        return 1;
     uint64_t n;
-    return cli_parse_env(name, v, 0, 1 << 30, &n) < 0 ? -1 : (int)n;
+    int rc = cli_parse_env(name, v, lo, 1 << 30, &n);
+    if (rc == 0)
+        *out = (int)n;
+    return rc;
 }
 
-/* The launcher whose variables are set (launch_env's row), or NULL. */
-static const char *const *launch_env_found(void)
+/* This process's rank and world as its launcher set them, and the row of
+ * launch_env that says so: 1, or 0 when no launcher's variable is set. A
+ * launcher sets both of its variables, a rank below the world, and one
+ * place for the process; anything else is ERR_ARG naming the variables,
+ * never a guess: a process that took a stray RANK=1 for "not rank 0" would
+ * leave its report unwritten, one that took the wrong one of two launchers
+ * (torchrun started by mpirun) would run a job of the wrong size. */
+static int launch_env_place(int *rank, int *world, const char *const **row)
 {
+    *rank = -1;
+    *world = 0;
+    *row = NULL;
     for (size_t i = 0; i < sizeof launch_env / sizeof launch_env[0]; i++) {
-        const char *v = getenv(launch_env[i][0]);
-        if (v && *v)
-            return launch_env[i];
+        const char *const *env = launch_env[i];
+        int r = -1, w = 0, has_r = launch_env_int(env[0], 0, &r), has_w = launch_env_int(env[1], 1, &w);
+        if (has_r < 0 || has_w < 0)
+            return err_wrap(ERR_ARG, "%s's variables", env[2]);
+        if (has_r && has_w)
+            continue;
+        if (has_r || has_w)
+            return err_set(ERR_ARG, "%s=%s is set but %s is not (%s sets both)", env[has_r ? 1 : 0],
+                           getenv(env[has_r ? 1 : 0]), env[has_r ? 0 : 1], env[2]);
+        if (r >= w)
+            return err_set(ERR_ARG, "%s=%d is not below %s=%d", env[0], r, env[1], w);
+        if (*row && (r != *rank || w != *world))
+            return err_set(ERR_ARG, "%s=%d %s=%d (%s) and %s=%d %s=%d (%s) disagree: one of them did not start "
+                           "this process; unset its variables", (*row)[0], *rank, (*row)[1], *world, (*row)[2],
+                           env[0], r, env[1], w, env[2]);
+        if (!*row) {
+            *rank = r;
+            *world = w;
+            *row = env;
+        }
     }
-    return NULL;
-}
-
-/* This process's rank and world as its launcher set them (-1 and 0 where it
- * set none, or set something that is not a number); 1 when a launcher's
- * variable was there at all. */
-static int launch_env_place(int *rank, int *world)
-{
-    const char *const *env = launch_env_found();
-    *rank = env ? launch_env_int(env[0]) : -1;
-    int w = env ? launch_env_int(env[1]) : 0;
-    *world = w > 0 ? w : 0;
-    return env != NULL;
+    return *row != NULL;
 }
 
 const char *launch_launcher_name(void)
 {
-    const char *const *env = launch_env_found();
-    return env ? env[2] : NULL;
+    int rank, world;
+    const char *const *row;
+    return launch_env_place(&rank, &world, &row) > 0 ? row[2] : NULL;
 }
 
 int launch_leader(void)
 {
     int rank, world;
-    return launch_env_place(&rank, &world) ? rank == 0 : 1;
+    const char *const *row;
+    return launch_env_place(&rank, &world, &row) > 0 ? rank == 0 : 1;
 }
 
 int launch_launcher_world(void)
 {
     int rank, world;
-    return launch_env_place(&rank, &world) ? world : 0;
+    const char *const *row;
+    int rc = launch_env_place(&rank, &world, &row);
+    return rc < 0 ? rc : world;
 }
 
 int launch_prints(const struct launch_rank *r)
@@ -117,8 +139,9 @@ int launch_run(const struct launch_config *cfg, int (*fn)(struct launch_rank *r)
         return threads;
     if (!threads) { /* mpirun / torchrun started one process per rank: this is one of them */
         struct launch_rank r = {.threads = 0, .shared = cfg->shared, .cfg = cfg};
-        launch_env_place(&r.rank, &r.world);
-        return fn(&r);
+        const char *const *row;
+        int rc = launch_env_place(&r.rank, &r.world, &row);
+        return rc < 0 ? rc : fn(&r);
     }
     if (cfg->world < 1 || cfg->world > LAUNCH_MAX_THREADS)
         return err_set(ERR_ARG, "launch: a world of %d rank threads (1 .. %d)", cfg->world, LAUNCH_MAX_THREADS);

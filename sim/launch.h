@@ -87,7 +87,8 @@ struct launch_rank {
 /* Runs fn on every rank of the job (see the top of this file) and returns 0
  * when every rank returned 0, else the first failure (its code; err_msg() as
  * described under Errors). Before starting anything: ERR_ARG for an unknown
- * backend, or a thread world outside 1 .. LAUNCH_MAX_THREADS; ERR_UNSUPPORTED
+ * backend, a thread world outside 1 .. LAUNCH_MAX_THREADS, or a process world
+ * whose launcher variables launch_launcher_world() refuses; ERR_UNSUPPORTED
  * for a backend this build lacks (err_msg() says what to install). */
 int launch_run(const struct launch_config *cfg, int (*fn)(struct launch_rank *r));
 
@@ -111,7 +112,8 @@ int launch_comm_open(const struct launch_rank *r, const struct comm_config *base
 int launch_prints(const struct launch_rank *r);
 
 /* Outside rank functions: non-zero in the process that prints, i.e. the only
- * process of a thread job, or the process of rank 0 under mpirun/torchrun. */
+ * process of a thread job, or the process of rank 0 under mpirun/torchrun
+ * (non-zero too where launch_launcher_world() refuses the variables). */
 int launch_leader(void);
 
 /* The launcher that started this process, from its variables: "mpirun",
@@ -122,7 +124,11 @@ const char *launch_launcher_name(void);
 /* Outside rank functions: the size of the job a launcher (mpirun, srun,
  * torchrun) started this process into, from its variables; 0 when none did.
  * A program that runs its ranks as threads refuses to run inside such a job
- * of more than one process: each would run the whole job. */
+ * of more than one process: each would run the whole job. ERR_ARG, naming
+ * the variables, when they cannot say: a rank without its world or the
+ * reverse, not a number from 0 to 2^30, a rank not below its world, or two
+ * launchers' variables for two places (torchrun started by mpirun or srun).
+ * A program checks this before it runs, as it checks its flags. */
 int launch_launcher_world(void);
 
 #endif

@@ -394,10 +394,13 @@ static int ch5_validate(struct ch5_cli *cli)
         return unused;
     if ((cli->plot || cli->links) && (unused = fsutil_check_output_dir(cli->out_dir, "--out")) < 0) /* before any table */
         return cli_as_usage_error(unused);
-    if (!cli->launch_check && strcmp(o->backend, "sim") == 0 && launch_launcher_world() > 1)
+    int launched = cli->launch_check ? 0 : launch_launcher_world(); /* --launch-check reads torchrun's itself */
+    if (launched < 0)
+        return launched;
+    if (strcmp(o->backend, "sim") == 0 && launched > 1)
         return err_set(ERR_ARG, "--backend=sim: a launcher (%s) started this process as one of %d: each would run a "
                                 "whole simulated job; pass --backend=mpi under mpirun, or --launch-check",
-                       launch_launcher_name(), launch_launcher_world());
+                       launch_launcher_name(), launched);
     if (cli->links)
         return ch5_validate_links(cli);
     if (cli->launch_check) {

@@ -549,11 +549,13 @@ static int ch6_validate(struct ch6_cli *cli)
                        c->device);
     if ((rc = ch6_topology(cli)) < 0)
         return rc;
-    int threads = launch_threads(run->backend);
+    int threads = launch_threads(run->backend), launched = launch_launcher_world();
     if (threads < 0)
         return threads;
+    if (launched < 0)
+        return launched;
     if (cli->global_batch) { /* the batch per rank: the world's, or the launcher's */
-        int world = threads ? run->world : launch_launcher_world();
+        int world = threads ? run->world : launched;
         world = world > 0 ? world : 1;
         if (cli_given_has(g, O_BATCH))
             return err_set(ERR_ARG, "--batch and --global-batch both give the batch: give one of them");
@@ -566,13 +568,13 @@ static int ch6_validate(struct ch6_cli *cli)
     if (!threads && cli_given_has(g, O_WORLD))
         return err_set(ERR_ARG, "--world=%d: this process is one rank of a job mpirun started: mpirun -np W sets "
                                 "the world", run->world);
-    if (threads && launch_launcher_world() > 1)
+    if (threads && launched > 1)
         return err_set(ERR_ARG, "--backend=%s: a launcher (mpirun or torchrun) started this process as one of %d: "
                                 "each would run a whole simulated job; under mpirun pass --backend=mpi",
-                       run->backend, launch_launcher_world());
+                       run->backend, launched);
     if (run->faults) { /* a flip is the training loop's, under any backend; the others are the simulator's */
         struct fault *faults;
-        int nfaults, world = threads ? run->world : launch_launcher_world();
+        int nfaults, world = threads ? run->world : launched;
         if ((rc = faults_parse(run->faults, world > 0 ? world : 1, &faults, &nfaults)) < 0)
             return rc;
         for (int i = 0; i < nfaults && !threads; i++)

@@ -35,6 +35,18 @@ t_fail memory_bound_is_the_ring 2 "--algo does nothing with --memory-bound" $P -
 t_fail bad_sizes 2 "larger than --max-bytes" $P --min-bytes=1M --max-bytes=1K
 t_fail simulator_under_a_launcher 2 "--backend=sim: a launcher (torchrun) started this process as one of 2" \
     env RANK=1 WORLD_SIZE=2 $P --max-bytes=4K --iters=1 --warmup=0
+# launcher variables that cannot say where this process sits are refused, naming them: a stray RANK=1
+# once made the simulator's run exit 0 without its --plot files (rank 1 does not write them)
+t_fail stray_rank 2 "RANK=1 is set but WORLD_SIZE is not (torchrun sets both)" \
+    env -u WORLD_SIZE RANK=1 $P --plot --out="$T_TMP/stray" --world=2 --min-bytes=4K --max-bytes=8K --iters=1 --warmup=0
+t_fail rank_past_the_world 2 "RANK=1 is not below WORLD_SIZE=1" \
+    env RANK=1 WORLD_SIZE=1 $P --world=2 --min-bytes=4K --max-bytes=8K --iters=1 --warmup=0
+t_fail malformed_world_size 2 "torchrun's variables: WORLD_SIZE='2abc': expected 1 to 1073741824" \
+    env RANK=1 WORLD_SIZE=2abc $P --world=2 --min-bytes=4K --max-bytes=8K --iters=1 --warmup=0
+t_fail two_launchers_disagree 2 "OMPI_COMM_WORLD_RANK=0 OMPI_COMM_WORLD_SIZE=1 (mpirun) and RANK=1 WORLD_SIZE=2 (torchrun) disagree" \
+    env OMPI_COMM_WORLD_RANK=0 OMPI_COMM_WORLD_SIZE=1 RANK=1 WORLD_SIZE=2 $P --world=2 --min-bytes=4K --max-bytes=8K --iters=1 --warmup=0
+t_out world_of_one_launched "# Out of bounds values : 0 OK" \
+    env RANK=0 WORLD_SIZE=1 $P --world=2 --min-bytes=4K --max-bytes=8K --iters=1 --warmup=0
 # sizes that used to loop forever (0 x factor is 0) or print an empty table:
 # refused at once (the short time limit turns a hang into a FAIL)
 T_TIMEOUT=30 t_fail zero_bytes 2 "--min-bytes: must be at least 4 (one float32 element), got 0" \

@@ -34,6 +34,11 @@ t_fail init_and_resume 2 "--init and --resume both give the starting parameters"
 t_fail demo_sets_its_own_runs 2 "--world does nothing with --demo or --bench" $P --demo=uneven --world=8
 t_fail bench_model_batch_past_its_pool 1 "bench_model: a batch of 9000" $P --bench=model --batch=9000 --data=synthetic
 t_fail torchrun_with_the_simulator 2 "a launcher (mpirun or torchrun) started this process as one of 2" env RANK=1 WORLD_SIZE=2 $P --train-size=1024 --epochs=1
+# a stray RANK=1 once trained and exited 0 without the summary or --out's files (rank 1 writes none)
+t_fail stray_rank 2 "RANK=1 is set but WORLD_SIZE is not (torchrun sets both)" \
+    env -u WORLD_SIZE RANK=1 $P --train-size=1024 --epochs=1 --test-data=none --out="$T_TMP/stray"
+t_fail launchers_disagree 2 "OMPI_COMM_WORLD_RANK=1 OMPI_COMM_WORLD_SIZE=2 (mpirun) and RANK=0 WORLD_SIZE=1 (torchrun) disagree" \
+    env OMPI_COMM_WORLD_RANK=1 OMPI_COMM_WORLD_SIZE=2 RANK=0 WORLD_SIZE=1 $P --train-size=1024 --epochs=1 --test-data=none
 t_fail model_past_memory 1 "model: its parameters, gradients and the buffers of a batch of 32768: needs" $P --batch=32768 --hidden=65536,65536,65536 --data=synthetic --epochs=1 --world=1 --test-data=none
 t_fail fault_grammar 2 "--fault=KIND:R@K[:MS]: unknown kind 'explode' in 'explode:1@2'" $P --fault=explode:1@2
 t_fail fault_rank_of_this_world 2 "--fault=flip:R@K: rank R must be 0 to 1 (the world has 2 ranks), got '2' in 'flip:2@3'" \
