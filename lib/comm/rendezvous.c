@@ -537,6 +537,24 @@ int rendezvous_if_addr(const char *ifname, char *addr, size_t len)
 
 /* ---- ranks 1 .. world-1 ---------------------------------------------------------- */
 
+/* Whether a reply came from a rank 0 of ours: it serves the world and size
+ * we announced, or refuses us (ERR_ARG, the only refusal) with its own. */
+static int rdv_reply_ours(const unsigned char *reply, int world, size_t bytes)
+{
+    int32_t status = (int32_t)rdv_get32(reply);
+    int32_t their_world = (int32_t)rdv_get32(reply + 4);
+    return status == 0 ? their_world == world && rdv_get64(reply + 8) == bytes : status == ERR_ARG && their_world >= 1;
+}
+
+/* A reply's bytes as text, '.' for what does not print, into buf[RDV_REPLY_BYTES + 1]. */
+static const char *rdv_printable(const unsigned char *reply, char *buf)
+{
+    for (int i = 0; i < RDV_REPLY_BYTES; i++)
+        buf[i] = reply[i] >= 0x20 && reply[i] < 0x7f && reply[i] != '"' ? (char)reply[i] : '.';
+    buf[RDV_REPLY_BYTES] = '\0';
+    return buf;
+}
+
 /* One connection attempt to any address of ai, bounded by deadline_ns.
  * Returns a connected non-blocking socket, or -1 with errno. */
 static int rdv_connect(const struct addrinfo *ai, uint64_t deadline_ns)
@@ -602,9 +620,14 @@ int rendezvous_fetch(const char *addr, int port, int rank, int world, void *blob
     rdv_put32(hello + 8, (uint32_t)rank);
     rdv_put32(hello + 12, (uint32_t)world);
     rdv_put64(hello + 16, bytes);
+    char said[RDV_REPLY_BYTES + 1];
     if (rdv_move(fd, hello, sizeof hello, 1, deadline) < 0 || rdv_move(fd, reply, sizeof reply, 0, deadline) < 0)
         rc = err_set(errno == ETIMEDOUT ? ERR_TIMEOUT : ERR_IO, "rendezvous: rank %d: talking to rank 0 at %s:%d: %s",
                      rank, addr, port, strerror(errno));
+    else if (!rdv_reply_ours(reply, world, bytes))
+        rc = err_set(ERR_ARG, "rendezvous: rank %d: what answers at %s:%d is not our rank 0 (it said \"%s\"): "
+                     "another program listens on that port", rank, addr, port,
+                     rdv_printable(reply, said));
     else if ((int32_t)rdv_get32(reply) != 0)
         rc = err_set(ERR_ARG, "rendezvous: rank %d: rank 0 at %s:%d refused us: it has %d ranks and a %llu-byte id, "
                      "we have %d and %zu (or our RANK is out of range or taken)", rank, addr, port,

@@ -81,7 +81,8 @@ void rendezvous_close(rendezvous_t *r);
  * `bytes` into blob. Returns 0, ERR_TIMEOUT ("no rank 0 listening at
  * addr:port after N s: connection refused", or, when the attempts were
  * dropped rather than refused, "did not answer": a firewall?), ERR_ARG (addr does not resolve; or rank 0 refused
- * us: its reason), ERR_IO (connection lost mid-way). */
+ * us: its reason; or what answers is another program, whose first bytes the
+ * message shows), ERR_IO (connection lost mid-way). */
 int rendezvous_fetch(const char *addr, int port, int rank, int world, void *blob, size_t bytes, double timeout_s);
 
 /* The address of interface `ifname` (its first IPv4 one, else its first

@@ -360,6 +360,56 @@ TEST(rendezvous_survives_a_flood_of_silent_connections)
         close(silent[i]);
 }
 
+/* Another program on rank 0's port: it takes the hello and answers with its
+ * own bytes, then hangs up. */
+struct impostor {
+    pthread_t thread;
+    int fd;
+    const void *answer;
+    size_t len;
+};
+
+static void *impostor_main(void *arg)
+{
+    struct impostor *m = arg;
+    int c = accept(m->fd, NULL, NULL);
+    char hello[24];
+    if (c >= 0 && recv(c, hello, sizeof hello, MSG_WAITALL) == (ssize_t)sizeof hello)
+        (void)!write(c, m->answer, m->len);
+    if (c >= 0)
+        close(c);
+    return NULL;
+}
+
+/* Rank 1 fetches from an impostor answering `answer`; returns its result. */
+static int fetch_from_impostor(const void *answer, size_t len)
+{
+    struct impostor m = {.answer = answer, .len = len};
+    struct sockaddr_in sa = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    socklen_t sl = sizeof sa;
+    m.fd = socket(AF_INET, SOCK_STREAM, 0);
+    CHECK(m.fd >= 0 && bind(m.fd, (struct sockaddr *)&sa, sizeof sa) == 0 && listen(m.fd, 4) == 0 &&
+          getsockname(m.fd, (struct sockaddr *)&sa, &sl) == 0);
+    CHECK(pthread_create(&m.thread, NULL, impostor_main, &m) == 0);
+    unsigned char blob[ID_BYTES];
+    int rc = rendezvous_fetch("127.0.0.1", ntohs(sa.sin_port), 1, 2, blob, ID_BYTES, 10);
+    pthread_join(m.thread, NULL);
+    close(m.fd);
+    return rc;
+}
+
+/* An HTTP server, or torchrun's store, on the port is named as another
+ * program: its bytes are neither taken for a refusal with a nonsense world
+ * nor, when they happen to start with a zero status, for the id. */
+TEST(rendezvous_another_program_on_the_port_is_named)
+{
+    const char http[] = "HTTP/1.1 400 Bad Request\r\nconnection: close\r\n\r\n";
+    CHECK_ERR(fetch_from_impostor(http, sizeof http - 1), ERR_ARG,
+              "is not our rank 0 (it said \"HTTP/1.1 400 Bad\"): another program listens on that port");
+    unsigned char zeros[16 + ID_BYTES] = {0};
+    CHECK_ERR(fetch_from_impostor(zeros, sizeof zeros), ERR_ARG, "is not our rank 0 (it said \"................\")");
+}
+
 /* Deadlines shorter than a thread's wait for a core would name ranks that
  * are only starting; NaN and absurd ones are refused too. */
 TEST(rendezvous_refuses_timeouts_that_mean_nothing)
