@@ -593,12 +593,17 @@ int rendezvous_fetch(const char *addr, int port, int rank, int world, void *blob
     if (rc < 0)
         return rc;
     uint64_t deadline = clock_deadline_s(timeout_s), pause_ns = 10000000; /* 10 ms, doubling to 1 s */
-    int fd;
-    while ((fd = rdv_connect(ai, deadline)) < 0 && clock_now_ns() + pause_ns < deadline) {
-        clock_sleep_ns(pause_ns); /* rank 0 is not listening yet: it may start last */
+    int fd, refused = 0; /* once refused, nothing listened: whatever the attempt the deadline cut short says */
+    uint64_t now;
+    while ((fd = rdv_connect(ai, deadline)) < 0) {
+        refused |= errno == ECONNREFUSED;
+        if ((now = clock_now_ns()) >= deadline)
+            break;
+        /* rank 0 is not listening yet: it may start last, even in the timeout's last second */
+        clock_sleep_ns(pause_ns < deadline - now ? pause_ns : deadline - now);
         pause_ns = pause_ns * 2 > 1000000000 ? 1000000000 : pause_ns * 2;
     }
-    int saved = errno;
+    int saved = refused ? ECONNREFUSED : errno;
     freeaddrinfo(ai);
     /* Refused: nothing listens at addr:port (rank 0 not started, or listening on
      * another address only). Timed out: the SYNs went unanswered, which a closed

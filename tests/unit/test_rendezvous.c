@@ -228,6 +228,11 @@ TEST(rendezvous_no_rank_0_is_a_timeout)
     CHECK_ERR(rendezvous_fetch("127.0.0.1", port, 1, 2, blob, ID_BYTES, 0.3), ERR_TIMEOUT, "no rank 0 listening at");
     /* refused, not dropped: nothing listens there (the dropped case needs a firewall: tests/mpi/two_nodes.sh) */
     CHECK_CONTAINS(err_msg(), "after 0.3 s: connection refused (rank 0 not started? or it listens on another");
+    /* and it is after 0.3 s: the retries once stopped when the next pause would pass the deadline, 0.15 s in
+     * (up to a second early on any timeout), missing a rank 0 that started in time */
+    uint64_t t0 = clock_now_ns();
+    CHECK_ERR(rendezvous_fetch("127.0.0.1", port, 1, 2, blob, ID_BYTES, 0.3), ERR_TIMEOUT, "after 0.3 s");
+    CHECK_MSG(clock_now_ns() - t0 >= 300000000, "gave up after %.3f s of its 0.3", (clock_now_ns() - t0) / 1e9);
 }
 
 /* --ifname's lookup: lo is 127.0.0.1 on every Linux machine */
