@@ -40,7 +40,12 @@ int ch5_launch_check(double timeout_s, const char *ifname)
         for (int i = 0; i < 8; i++)
             token[i] = (unsigned char)(t >> (8 * i));
     }
-    if ((rc = rendezvous_bcast(&env, token, sizeof token, timeout_s)) < 0)
+    if ((rc = rendezvous_bcast(&env, token, sizeof token, timeout_s)) == ERR_TIMEOUT) { /* a rank only slow to start */
+        char said[1200];
+        snprintf(said, sizeof said, "%s", err_msg());
+        err_set(rc, "%s; --timeout=SECONDS waits longer", said);
+    }
+    if (rc < 0)
         return err_wrap(rc, "rank %d of %d", env.rank, env.world);
     printf("rank %d of %d (local rank %d): reached rank 0 at %s:%d, token ", env.rank, env.world, env.local_rank,
            env.master_addr, env.port);

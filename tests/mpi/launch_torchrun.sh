@@ -91,8 +91,10 @@ check_ranks by_hand 4
 port=$(free_port)
 t_fail missing_rank 1 "rank(s) 1, 2 of 3 never connected" \
     env RANK=0 WORLD_SIZE=3 MASTER_ADDR=127.0.0.1 MASTER_PORT="$port" "$prog" --launch-check --timeout=1
+t_said missing_rank_names_the_flag "within 1 s (are they started, with MASTER_ADDR/MASTER_PORT pointing here?); --timeout=SECONDS waits longer"
 t_fail no_rank_0 1 "no rank 0 listening at 127.0.0.1:$port" \
     env RANK=1 WORLD_SIZE=2 MASTER_ADDR=127.0.0.1 MASTER_PORT="$port" "$prog" --launch-check --timeout=1
+t_said no_rank_0_names_the_flag "after 1 s: connection refused (rank 0 not started? or it listens on another interface only, as with --ifname=lo?); --timeout=SECONDS waits longer"
 
 # A port already held (here by another job's rank 0, as torchrun's agent would)
 # is named, with the way out; and the way out works.
