@@ -83,6 +83,14 @@ int rendezvous_env_read(struct rendezvous_env *out)
         return rc;
     if (out->rank >= out->world)
         return err_set(ERR_ARG, "RANK=%d is not below WORLD_SIZE=%d", out->rank, out->world);
+    /* LOCAL_RANK picks this rank's GPU: a node holds at most the job, and LOCAL_WORLD_SIZE of it when set */
+    int local_world;
+    if ((rc = rdv_env_int("LOCAL_WORLD_SIZE", 1, out->world, out->world, &local_world)) < 0)
+        return err_wrap(rc, "the ranks on this node, at most WORLD_SIZE");
+    if (out->local_rank >= local_world)
+        return err_set(ERR_ARG, "LOCAL_RANK=%d is not below %s=%d", out->local_rank,
+                       getenv("LOCAL_WORLD_SIZE") && *getenv("LOCAL_WORLD_SIZE") ? "LOCAL_WORLD_SIZE" : "WORLD_SIZE",
+                       local_world);
     const char *addr = getenv("MASTER_ADDR");
     if (!addr || !*addr)
         return err_set(ERR_ARG, "MASTER_ADDR is not set (the host of rank 0; 127.0.0.1 on one node)");

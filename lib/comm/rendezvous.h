@@ -49,9 +49,11 @@ struct rendezvous_env {
 
 /* Reads RANK, WORLD_SIZE, LOCAL_RANK (default: RANK), MASTER_ADDR and
  * MASTER_PORT (1..65535), and picks the rendezvous port as above. All but
- * LOCAL_RANK are required, as in torch's env:// initialization. Returns 0,
- * or ERR_ARG naming the variable that is missing or malformed, or the
- * inconsistency ("RANK=4 is not below WORLD_SIZE=4"). */
+ * LOCAL_RANK are required, as in torch's env:// initialization;
+ * LOCAL_WORLD_SIZE, when set, bounds LOCAL_RANK. Returns 0, or ERR_ARG
+ * naming the variable that is missing or malformed, or the inconsistency
+ * ("RANK=4 is not below WORLD_SIZE=4", "LOCAL_RANK=2 is not below
+ * LOCAL_WORLD_SIZE=2"). */
 int rendezvous_env_read(struct rendezvous_env *out);
 
 typedef struct rendezvous rendezvous_t;

@@ -68,6 +68,23 @@ TEST(rendezvous_env_errors_name_the_variable)
     CHECK_ERR(rendezvous_env_read(&e), ERR_ARG, "WORLD_SIZE='0'");
 }
 
+/* LOCAL_RANK picks the GPU: one past its node's ranks, or past the job's, was
+ * taken as it came ("local rank 5" in a job of 1) */
+TEST(rendezvous_env_local_rank_within_its_node)
+{
+    struct rendezvous_env e;
+    env_set("1", "4", "1", "127.0.0.1", "29500");
+    setenv("LOCAL_WORLD_SIZE", "2", 1);
+    CHECK_OK(rendezvous_env_read(&e));
+    env_set("3", "4", "2", "127.0.0.1", "29500");
+    CHECK_ERR(rendezvous_env_read(&e), ERR_ARG, "LOCAL_RANK=2 is not below LOCAL_WORLD_SIZE=2");
+    setenv("LOCAL_WORLD_SIZE", "8", 1);
+    CHECK_ERR(rendezvous_env_read(&e), ERR_ARG, "LOCAL_WORLD_SIZE='8': expected 1 to 4");
+    unsetenv("LOCAL_WORLD_SIZE");
+    env_set("0", "1", "5", "127.0.0.1", "29500");
+    CHECK_ERR(rendezvous_env_read(&e), ERR_ARG, "LOCAL_RANK=5 is not below WORLD_SIZE=1");
+}
+
 /* Where rank 0 listens: MASTER_PORT, unless torchrun's agent holds it
  * (TORCHELASTIC_USE_AGENT_STORE=True: the next port) or DDP_RENDEZVOUS_PORT
  * says otherwise. */
