@@ -198,6 +198,26 @@ struct rendezvous {
     int port;
 };
 
+/* A listening socket on address a (IPv6 taking IPv4 too when dual), or -1
+ * with the error in *saved. */
+static int rdv_listen_on(const struct addrinfo *a, int dual, int *saved)
+{
+    int fd = socket(a->ai_family, a->ai_socktype | SOCK_NONBLOCK | SOCK_CLOEXEC, a->ai_protocol);
+    if (fd < 0) {
+        *saved = errno;
+        return -1;
+    }
+    int one = 1, v6only = !dual; /* SO_REUSEADDR: a job restarted at once must not find its port in TIME_WAIT */
+    setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+    if ((dual && setsockopt(fd, IPPROTO_IPV6, IPV6_V6ONLY, &v6only, sizeof v6only) != 0) ||
+        bind(fd, a->ai_addr, a->ai_addrlen) != 0 || listen(fd, SOMAXCONN) != 0) {
+        *saved = errno;
+        close(fd);
+        return -1;
+    }
+    return fd;
+}
+
 int rendezvous_listen(const char *bind_addr, int port, rendezvous_t **out)
 {
     *out = NULL;
@@ -207,21 +227,16 @@ int rendezvous_listen(const char *bind_addr, int port, rendezvous_t **out)
     int rc = rdv_resolve(bind_addr, port, 1, &ai);
     if (rc < 0)
         return rc;
+    /* Every interface: IPv6's "::" first, taking IPv4 too, so that a
+     * MASTER_ADDR of ::1 or of the host's IPv6 address reaches rank 0 as
+     * 127.0.0.1 does; "0.0.0.0" where the host has no IPv6. */
     int fd = -1, saved = 0;
-    for (struct addrinfo *a = ai; a && fd < 0; a = a->ai_next) {
-        fd = socket(a->ai_family, a->ai_socktype | SOCK_NONBLOCK | SOCK_CLOEXEC, a->ai_protocol);
-        if (fd < 0) {
-            saved = errno;
-            continue;
-        }
-        int one = 1; /* a job restarted at once must not find its port in TIME_WAIT */
-        setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
-        if (bind(fd, a->ai_addr, a->ai_addrlen) != 0 || listen(fd, SOMAXCONN) != 0) {
-            saved = errno;
-            close(fd);
-            fd = -1;
-        }
-    }
+    for (struct addrinfo *a = ai; a && fd < 0 && !bind_addr; a = a->ai_next)
+        if (a->ai_family == AF_INET6)
+            fd = rdv_listen_on(a, 1, &saved);
+    for (struct addrinfo *a = ai; a && fd < 0; a = a->ai_next)
+        if (bind_addr || a->ai_family != AF_INET6)
+            fd = rdv_listen_on(a, 0, &saved);
     freeaddrinfo(ai);
     if (fd < 0)
         return err_set(ERR_IO, "rendezvous: rank 0 cannot listen on %s port %d: %s", bind_addr ? bind_addr : "*",

@@ -136,6 +136,7 @@ TEST(rendezvous_taken_port_names_the_way_out)
 
 struct peer {
     pthread_t thread;
+    const char *addr;
     int port, rank, world;
     size_t bytes;
     double timeout_s;
@@ -150,16 +151,21 @@ static void *peer_main(void *arg)
     struct peer *p = arg;
     if (p->start_delay_ns)
         clock_sleep_ns(p->start_delay_ns);
-    p->rc = rendezvous_fetch("127.0.0.1", p->port, p->rank, p->world, p->blob, p->bytes, p->timeout_s);
+    p->rc = rendezvous_fetch(p->addr, p->port, p->rank, p->world, p->blob, p->bytes, p->timeout_s);
     snprintf(p->msg, sizeof p->msg, "%s", err_msg());
     return NULL;
 }
 
-static void peer_start(struct peer *p, int port, int rank, int world, double timeout_s)
+static void peer_start_at(struct peer *p, const char *addr, int port, int rank, int world, double timeout_s)
 {
     memset(p, 0, sizeof *p);
-    p->port = port, p->rank = rank, p->world = world, p->bytes = ID_BYTES, p->timeout_s = timeout_s;
+    p->addr = addr, p->port = port, p->rank = rank, p->world = world, p->bytes = ID_BYTES, p->timeout_s = timeout_s;
     CHECK(pthread_create(&p->thread, NULL, peer_main, p) == 0);
+}
+
+static void peer_start(struct peer *p, int port, int rank, int world, double timeout_s)
+{
+    peer_start_at(p, "127.0.0.1", port, rank, world, timeout_s);
 }
 
 static void blob_fill(unsigned char *blob)
@@ -202,6 +208,32 @@ TEST(rendezvous_four_ranks_get_the_same_bytes)
         CHECK_MSG(peers[i].rc == 0, "rank %d: %s", peers[i].rank, peers[i].msg);
         CHECK(memcmp(peers[i].blob, id, ID_BYTES) == 0);
     }
+}
+
+/* Rank 0 on every interface is reached by IPv6 and IPv4 alike: it once
+ * listened on 0.0.0.0 alone, and MASTER_ADDR=::1 was refused. */
+TEST(rendezvous_rank_0_takes_ipv6_and_ipv4)
+{
+    int probe = socket(AF_INET6, SOCK_STREAM, 0);
+    struct sockaddr_in6 lo6 = {.sin6_family = AF_INET6, .sin6_addr = IN6ADDR_LOOPBACK_INIT};
+    int have_ipv6 = probe >= 0 && bind(probe, (struct sockaddr *)&lo6, sizeof lo6) == 0;
+    if (probe >= 0)
+        close(probe);
+    if (!have_ipv6)
+        CHECK_SKIP("this host has no IPv6 loopback (::1)");
+    unsigned char id[ID_BYTES];
+    blob_fill(id);
+    rendezvous_t *r;
+    CHECK_OK(rendezvous_listen(NULL, 0, &r));
+    struct peer a, b;
+    peer_start_at(&a, "::1", rendezvous_port(r), 1, 3, 10);
+    peer_start_at(&b, "127.0.0.1", rendezvous_port(r), 2, 3, 10);
+    CHECK_OK(rendezvous_serve(r, 3, id, ID_BYTES, 10));
+    rendezvous_close(r);
+    pthread_join(a.thread, NULL);
+    pthread_join(b.thread, NULL);
+    CHECK_MSG(a.rc == 0 && b.rc == 0, "::1: %s; 127.0.0.1: %s", a.msg, b.msg);
+    CHECK(memcmp(a.blob, id, ID_BYTES) == 0 && memcmp(b.blob, id, ID_BYTES) == 0);
 }
 
 /* Ranks started before rank 0 retry until it listens (torchrun starts them in
