@@ -351,7 +351,8 @@ static int rdv_accept_hello(struct rdv_server *sv, struct rdv_conn *k)
         rc = err_set(ERR_ARG, "rendezvous: a process announced rank %d, which is not from 1 to %d", rank,
                      sv->world - 1);
     else if (sv->came[rank])
-        rc = err_set(ERR_ARG, "rendezvous: rank %d connected twice (two processes with RANK=%d?)", rank, rank);
+        rc = err_set(ERR_ARG, "rendezvous: rank %d connected twice (two processes with RANK=%d, or two jobs on one "
+                     "MASTER_PORT?)", rank, rank);
     if (rc < 0) {
         unsigned char refusal[RDV_REPLY_BYTES];
         memcpy(refusal, sv->answer, sizeof refusal);

@@ -333,7 +333,9 @@ TEST(rendezvous_rank_used_twice)
     struct peer a, b;
     peer_start(&a, rendezvous_port(r), 1, 3, 10);
     peer_start(&b, rendezvous_port(r), 1, 3, 10);
-    CHECK_ERR(rendezvous_serve(r, 3, id, ID_BYTES, 10), ERR_ARG, "rank 1 connected twice");
+    /* or another job's rank 1, whose rank 0 found the port taken */
+    CHECK_ERR(rendezvous_serve(r, 3, id, ID_BYTES, 10), ERR_ARG,
+              "rank 1 connected twice (two processes with RANK=1, or two jobs on one MASTER_PORT?)");
     rendezvous_close(r);
     pthread_join(a.thread, NULL);
     pthread_join(b.thread, NULL);
