@@ -45,14 +45,14 @@ static int launch_env_place(int *rank, int *world, const char *const **row)
     *row = NULL;
     for (size_t i = 0; i < sizeof launch_env / sizeof launch_env[0]; i++) {
         const char *const *env = launch_env[i];
-        int r = -1, w = 0, has_r = launch_env_int(env[0], 0, &r), has_w = launch_env_int(env[1], 1, &w);
-        if (has_r < 0 || has_w < 0)
+        int r = -1, w = 0, unset_r = launch_env_int(env[0], 0, &r), unset_w = launch_env_int(env[1], 1, &w);
+        if (unset_r < 0 || unset_w < 0)
             return err_wrap(ERR_ARG, "%s's variables", env[2]);
-        if (has_r && has_w)
+        if (unset_r && unset_w)
             continue;
-        if (has_r || has_w)
-            return err_set(ERR_ARG, "%s=%s is set but %s is not (%s sets both)", env[has_r ? 1 : 0],
-                           getenv(env[has_r ? 1 : 0]), env[has_r ? 0 : 1], env[2]);
+        if (unset_r || unset_w)
+            return err_set(ERR_ARG, "%s=%s is set but %s is not (%s sets both)", env[unset_r ? 1 : 0],
+                           getenv(env[unset_r ? 1 : 0]), env[unset_r ? 0 : 1], env[2]);
         if (r >= w)
             return err_set(ERR_ARG, "%s=%d is not below %s=%d", env[0], r, env[1], w);
         if (*row && (r != *rank || w != *world))

@@ -3,7 +3,8 @@
  * process. The environment parser, a 4-rank exchange, ranks that start before
  * rank 0, and each failure named: a rank that never comes, no rank 0, a world
  * mismatch, a rank number used twice, stray and silent connections (served
- * around, never in the way), timeouts too short to mean anything; --ifname's
+ * around, never in the way), another program answering on rank 0's port, a
+ * rank 0 reached by IPv6 and IPv4, timeouts too short to mean anything; --ifname's
  * interface lookup and a rank 0 bound to one address (the runs across two real
  * nodes, and the firewall, are tests/mpi/two_nodes.sh's). */
 #include "check.h"
