@@ -20,6 +20,7 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <sys/statvfs.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 /* What a node that is not a regular file is, for messages. */
@@ -192,6 +193,7 @@ static int fsutil_write_error(const char *what, const char *path, const char *st
 /* ---- temporary files: registered for the signal handler ------------------- */
 
 static struct sigreg fsutil_open_tmps = SIGREG_INIT(sizeof(((struct fsutil_tmp *)0)->path));
+static struct sigreg fsutil_writers = SIGREG_INIT(1); /* children writing parts: begin is the pid */
 static pthread_once_t fsutil_once = PTHREAD_ONCE_INIT;
 static char fsutil_host[9];           /* this machine and PID namespace, 8 hex digits */
 static _Atomic unsigned long fsutil_counter; /* <n>: unique within the process */
@@ -207,9 +209,20 @@ static void fsutil_unlink_entry(const struct sigreg_entry *e, void *arg)
     unlink(e->text);
 }
 
+/* SIGKILL: a writer must not get to write one more byte after the kill. */
+static void fsutil_kill_entry(const struct sigreg_entry *e, void *arg)
+{
+    (void)arg;
+    pid_t pid = (pid_t)e->begin;
+    if (kill(pid, SIGKILL) == 0)
+        while (waitpid(pid, NULL, 0) < 0 && errno == EINTR) {
+        }
+}
+
 void fsutil_tmp_remove_all(void)
 {
     char buf[sizeof(((struct fsutil_tmp *)0)->path)];
+    sigreg_each(&fsutil_writers, fsutil_kill_entry, NULL, buf, sizeof buf);
     sigreg_each(&fsutil_open_tmps, fsutil_unlink_entry, NULL, buf, sizeof buf);
 }
 
@@ -400,6 +413,7 @@ static int fsutil_part_name(char *out, const char *a, const char *suffix)
 int fsutil_parts_open(struct fsutil_parts *p, const char *final, const char *const *suffixes, const char *what)
 {
     p->suffixes = suffixes;
+    p->writer = NULL;
     memset(p->cleanup, 0, sizeof p->cleanup);
     int rc = fsutil_tmp_init(&p->stem, final, what), k;
     char part[PATH_MAX + 64];
@@ -414,6 +428,45 @@ int fsutil_parts_open(struct fsutil_parts *p, const char *final, const char *con
         if ((rc = fsutil_part_name(part, p->stem.path, suffixes[k])) == 0)
             p->cleanup[k] = sigreg_add(&fsutil_open_tmps, 0, 0, part);
     return rc < 0 ? fsutil_parts_finish(p, rc) : 0;
+}
+
+pid_t fsutil_parts_fork(struct fsutil_parts *p)
+{
+    sigset_t block, old;
+    sigemptyset(&block);
+    for (size_t i = 0; i < sizeof fsutil_signals / sizeof fsutil_signals[0]; i++)
+        sigaddset(&block, fsutil_signals[i]);
+    pthread_sigmask(SIG_BLOCK, &block, &old);
+    pid_t pid = fork();
+    int e = errno;
+    if (pid == 0) {
+        pthread_sigmask(SIG_SETMASK, &old, NULL);
+        return 0;
+    }
+    if (pid > 0)
+        p->writer = sigreg_add(&fsutil_writers, (uintptr_t)pid, (uintptr_t)pid + 1, "");
+    pthread_sigmask(SIG_SETMASK, &old, NULL);
+    char name[PATH_MAX + 64];
+    return pid > 0 ? pid
+                   : err_set(ERR_IO, "%s: cannot start the program that writes it: fork failed: %s",
+                             fsutil_name(name, sizeof name, p->stem.what, p->stem.final), strerror(e));
+}
+
+int fsutil_parts_wait(struct fsutil_parts *p, pid_t pid, int *status)
+{
+    siginfo_t info;
+    int rc = 0;
+    while (waitid(P_PID, (id_t)pid, &info, WEXITED | WNOWAIT) != 0)
+        if (errno != EINTR) {
+            rc = err_set(ERR_IO, "waiting for process %ld: %s", (long)pid, strerror(errno));
+            break;
+        }
+    sigreg_remove(&fsutil_writers, p->writer); /* before the reaping: the pid is still the zombie's */
+    p->writer = NULL;
+    while (waitpid(pid, status, 0) < 0)
+        if (errno != EINTR)
+            return rc < 0 ? rc : err_set(ERR_IO, "waiting for process %ld: %s", (long)pid, strerror(errno));
+    return rc;
 }
 
 /* Renames the part the program wrote at `part` onto `final`, checked again. */

@@ -60,6 +60,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <sys/stat.h>
+#include <sys/types.h>
 
 /* Creates directory `dir` and its parents (mkdir -p). 0, ERR_ARG (path too
  * long) or ERR_IO naming the component that could not be made, or that is
@@ -154,13 +155,29 @@ struct fsutil_parts {
     struct fsutil_tmp stem;                 /* stem.path: STEM, to give the program */
     const char *const *suffixes;            /* NULL-terminated, at most FSUTIL_PARTS_MAX */
     void *cleanup[FSUTIL_PARTS_MAX];
+    void *writer;                           /* the running program's entry, for the handler */
 };
 int fsutil_parts_open(struct fsutil_parts *p, const char *final, const char *const *suffixes, const char *what);
 int fsutil_parts_finish(struct fsutil_parts *p, int rc);
 
-/* Removes every temporary file this process has open through fsutil_tmp_open().
- * Async-signal-safe: for a program's own signal handlers, and for the fatal
- * ones (mapfile's SIGBUS). The writers' descriptors stay open; their
+/* The program that writes the parts runs in a child: removing its parts on a
+ * signal would not stop it writing them again a moment later, and they would
+ * outlive us. fsutil_parts_fork() forks that child and registers it, the
+ * signals above blocked in this thread meanwhile so that none falls between
+ * the two (the child gets the mask back): a signal, or exit(), that removes
+ * the temporary files first kills the child (SIGKILL) and waits for it.
+ * Returns the pid in the parent, 0 in the child (which should exec, or
+ * _exit), or ERR_IO naming the output (fork failed). fsutil_parts_wait() waits
+ * for it to end, takes its registration back while it is a zombie (so its
+ * pid cannot be another process's by then) and reaps it into *status; 0, or
+ * ERR_IO. */
+pid_t fsutil_parts_fork(struct fsutil_parts *p);
+int fsutil_parts_wait(struct fsutil_parts *p, pid_t pid, int *status);
+
+/* Removes every temporary file this process has open through fsutil_tmp_open(),
+ * after killing and reaping the children of fsutil_parts_fork() that still
+ * run. Async-signal-safe: for a program's own signal handlers, and for the
+ * fatal ones (mapfile's SIGBUS). The writers' descriptors stay open; their
  * fsutil_tmp_finish() will fail. */
 void fsutil_tmp_remove_all(void);
 

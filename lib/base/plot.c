@@ -88,12 +88,13 @@ static int plot_have_gnuplot(void)
     return system("command -v gnuplot >/dev/null 2>&1") == 0;
 }
 
-/* Runs gnuplot on `vars` and `script`; 0, or ERR_IO saying how it ended. */
-static int plot_run_gnuplot(const char *script, const char *vars)
+/* Runs gnuplot on `vars` and `script`, writing `parts`; 0, or ERR_IO saying
+ * how it ended. */
+static int plot_run_gnuplot(const char *script, const char *vars, struct fsutil_parts *parts)
 {
-    pid_t pid = fork();
+    pid_t pid = fsutil_parts_fork(parts); /* a signal that removes the parts ends gnuplot first */
     if (pid < 0)
-        return err_set(ERR_IO, "fork for gnuplot: %s", strerror(errno));
+        return (int)pid;
     if (pid == 0) {
         /* fsutil ignores SIGXFSZ for its own writes, and an ignored signal
          * stays ignored across exec: give gnuplot the default back, so a
@@ -102,9 +103,9 @@ static int plot_run_gnuplot(const char *script, const char *vars)
         execlp("gnuplot", "gnuplot", "-e", vars, script, (char *)NULL);
         _exit(127);
     }
-    int status;
-    while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
-    }
+    int status, rc = fsutil_parts_wait(parts, pid, &status);
+    if (rc < 0)
+        return rc;
     if (WIFSIGNALED(status) && WTERMSIG(status) == SIGXFSZ)
         return err_set(ERR_IO, "gnuplot %s: file size limit (ulimit -f) reached writing its pictures", script);
     if (!WIFEXITED(status) || WEXITSTATUS(status) != 0)
@@ -197,6 +198,6 @@ int plot_render_titled(const char *script, const char *csv, const char *out, con
                      what ? what : "", what ? ": " : "", out, sizeof vars - 1, strlen(csv), strlen(parts.stem.path),
                      titled);
     } else
-        rc = plot_run_gnuplot(script, vars);
+        rc = plot_run_gnuplot(script, vars, &parts);
     return fsutil_parts_finish(&parts, rc);
 }

@@ -67,7 +67,9 @@ int plot_csv_close(struct plot_csv *c, int rc);
 /* Runs `gnuplot -e "csv='CSV'; out='STEM'" SCRIPT` and renames STEM.png and
  * STEM.svg onto OUT.png and OUT.svg: STEM is a temporary name beside OUT
  * (fsutil_parts_open), so a FIFO or a device at OUT.png is refused, never
- * handed to gnuplot, and a failed plot leaves the old pictures. `what` names
+ * handed to gnuplot, and a failed plot leaves the old pictures; a signal
+ * that ends the program ends gnuplot first (fsutil_parts_fork), so that no
+ * picture is written under the temporary name after it. `what` names
  * the flag OUT came from ("--out"; NULL: none). Returns 0 when the PNG and SVG
  * were written, ERR_UNSUPPORTED when gnuplot is not installed (the CSV is
  * still there to plot elsewhere), ERR_IO when gnuplot failed (killed by a

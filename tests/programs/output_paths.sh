@@ -272,3 +272,35 @@ else
         done
     fi
 fi
+
+# ---- a signal while gnuplot draws: gnuplot ends with the program -------------------
+# A stand-in gnuplot that says it started, then writes its pictures half a
+# second later. SIGINT, SIGTERM or SIGHUP meanwhile ends the program, which
+# must end gnuplot before it removes the pictures' temporary names: a gnuplot
+# left running would write them after the removal, beside --out for good.
+mkdir -p "$T_TMP/slowbin"
+cat > "$T_TMP/slowbin/gnuplot" <<'EOF'
+#!/bin/sh
+: > "$GNUPLOT_STARTED"
+stem=$(printf '%s\n' "$2" | sed -n "s/.*out='\([^']*\)'.*/\1/p")
+sleep 0.5
+echo png > "$stem.png"
+echo svg > "$stem.svg"
+EOF
+chmod +x "$T_TMP/slowbin/gnuplot"
+for sig in INT TERM HUP; do
+    rm -rf "$T_TMP/out-slow" "$T_TMP/gnuplot-started"
+    # env: a script's background job starts with SIGINT ignored; give it the default back
+    GNUPLOT_STARTED="$T_TMP/gnuplot-started" PATH="$T_TMP/slowbin:$PATH" \
+        env --default-signal=INT $P2 --plot --out="$T_TMP/out-slow" > /dev/null 2>&1 &
+    pid=$! tries=0
+    until [ -e "$T_TMP/gnuplot-started" ] || [ $tries -ge 600 ]; do sleep 0.05; tries=$((tries + 1)); done
+    kill -$sig $pid 2>/dev/null
+    { wait $pid; } 2>/dev/null && status=0 || status=$?
+    sleep 1 # past the stand-in's half second: what it would write is there by now
+    left=$(compgen -G "$T_TMP/out-slow/*.tmp-*" || true)
+    if [ ! -e "$T_TMP/gnuplot-started" ]; then t_failed "plot_sig$sig" "gnuplot never started"
+    elif [ "$status" -lt 128 ]; then t_failed "plot_sig$sig" "expected death by the signal, got status $status"
+    elif [ -n "$left" ]; then t_failed "plot_sig$sig" "status $status, left behind: $left"
+    else t_pass "plot_sig$sig"; fi
+done
