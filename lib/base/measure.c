@@ -13,6 +13,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <sys/resource.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -243,13 +244,21 @@ int measure_in_child(int (*fn)(void *arg, void *result), void *arg, void *result
     if (pipe(fds) != 0)
         return err_set(ERR_IO, "measure: pipe failed: %s", strerror(errno));
     fflush(NULL); /* or the child's exit would print the parent's buffered output twice */
-    pid_t pid = fork();
+    pid_t parent = getpid(), pid = fork();
     if (pid < 0) {
         close(fds[0]);
         close(fds[1]);
         return err_set(ERR_IO, "measure: fork failed: %s", strerror(errno));
     }
     if (pid == 0) {
+        /* A parent killed (SIGTERM to its pid alone, as a scheduler sends it)
+         * takes the child along: left alone it would go on for its whole
+         * measurement, minutes and gigabytes for a large strategy. SIGTERM,
+         * so that fsutil's handler removes the child's temporary files; and
+         * a parent that died before the prctl is gone already. */
+        prctl(PR_SET_PDEATHSIG, SIGTERM);
+        if (getppid() != parent)
+            _exit(3);
         close(fds[0]);
         struct measure_child_head head = {0};
         head.rc = fn(arg, result);

@@ -75,8 +75,10 @@ int measure_gather(size_t record_bytes, uint64_t records, const uint64_t *order,
  * `result` back through a pipe, with the child's peak resident set in
  * *peak_kib (wait4's ru_maxrss): the memory a strategy really needed, counted
  * apart from the parent's. fn returns 0 or a negative ERR_* with err_set();
- * the child's message comes back too. Returns fn's result, or ERR_IO when the
- * child could not start or died (a signal, out of memory: said which). */
+ * the child's message comes back too. The child gets SIGTERM when the caller
+ * dies, so that killing the program ends the measurement too. Returns fn's
+ * result, or ERR_IO when the child could not start or died (a signal, out of
+ * memory: said which). */
 int measure_in_child(int (*fn)(void *arg, void *result), void *arg, void *result, size_t result_size,
                      uint64_t *peak_kib);
 

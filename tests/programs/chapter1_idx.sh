@@ -61,3 +61,38 @@ t_fail experiment_larger_than_the_disk 1 "are free on" "$ch1" --experiment --lin
 if compgen -G "$TMPDIR/ddp-chapter-1/*" >/dev/null; then
     t_failed experiment_refusal_writes_nothing "$(ls "$TMPDIR/ddp-chapter-1")"
 else t_pass experiment_refusal_writes_nothing; fi
+
+# The experiment measures each strategy in a child process for 2 s. A SIGTERM
+# to the program alone, as a scheduler sends it, must take the child along:
+# left running, it would go on measuring (building an index, for minutes on a
+# large corpus) after the job was stopped.
+children_of() { # the pids whose parent is $1 (from /proc: no procps needed)
+    local f st
+    for f in /proc/[0-9]*/stat; do
+        read -r -a st 2>/dev/null < "$f" || continue
+        [ "${st[3]:-}" = "$1" ] && echo "${st[0]}"
+    done
+    return 0
+}
+env --default-signal=INT "$ch1" --experiment --lines=20000 --out="$T_TMP/exp-term" > /dev/null 2>&1 &
+pid=$! child= count=0 tries=0
+# the same child in three polls 0.3 s apart: one with a second or so left to measure
+until [ $count -ge 3 ] || [ $tries -ge 100 ]; do
+    now=$(children_of $pid)
+    if [ -z "$now" ]; then count=0
+    elif [ "$now" = "$child" ]; then count=$((count + 1))
+    else count=1; fi
+    child=$now
+    [ $count -ge 3 ] || sleep 0.3
+    tries=$((tries + 1))
+done
+kill -TERM $pid 2>/dev/null
+{ wait $pid; } 2>/dev/null && status=0 || status=$?
+sleep 0.5 # left alone, the child would still be reading
+state=
+[ -n "$child" ] && read -r -a state 2>/dev/null < "/proc/$child/stat" || true
+if [ $count -lt 3 ]; then t_failed experiment_sigterm_ends_the_child "no child process lived 0.6 s (status $status)"
+elif [ "$status" != 143 ]; then t_failed experiment_sigterm_ends_the_child "expected status 143, got $status"
+elif [ -n "${state[2]:-}" ] && [ "${state[2]}" != Z ]; then
+    t_failed experiment_sigterm_ends_the_child "child $child still running (state ${state[2]}) 0.5 s after its parent died"
+else t_pass experiment_sigterm_ends_the_child; fi
