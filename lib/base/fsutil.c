@@ -198,10 +198,13 @@ static pthread_once_t fsutil_once = PTHREAD_ONCE_INIT;
 static char fsutil_host[9];           /* this machine and PID namespace, 8 hex digits */
 static _Atomic unsigned long fsutil_counter; /* <n>: unique within the process */
 
-/* The signals whose default action ends the process and that a user, a
- * terminal or a pipe reader sends to a writer. (SIGXFSZ is ignored instead:
- * see fsutil.h.) */
-static const int fsutil_signals[] = {SIGINT, SIGTERM, SIGHUP, SIGPIPE};
+/* The signals whose default action ends the process and that come to a
+ * writer from outside: a terminal (Ctrl-C, Ctrl-\, a hang-up), a pipe reader,
+ * a user or a scheduler (kill; SIGUSR1 or SIGUSR2 as a job's warning, which
+ * mpirun forwards to every rank; an alarm), a CPU-time limit. (SIGXFSZ is
+ * ignored instead: see fsutil.h.) */
+static const int fsutil_signals[] = {SIGINT, SIGQUIT, SIGTERM, SIGHUP, SIGPIPE,
+                                     SIGUSR1, SIGUSR2, SIGALRM, SIGXCPU};
 
 static void fsutil_unlink_entry(const struct sigreg_entry *e, void *arg)
 {

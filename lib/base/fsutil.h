@@ -38,7 +38,8 @@
  * No temporary file outlives its process:
  * - a temporary file is named "<final>.tmp-<host>-<pid>-<n>": <host> is 8 hex
  *   digits naming this machine and PID namespace, <pid> the writer;
- * - while it is open, SIGINT, SIGTERM, SIGHUP and SIGPIPE remove it before the
+ * - while it is open, SIGINT, SIGQUIT, SIGTERM, SIGHUP, SIGPIPE, SIGUSR1,
+ *   SIGUSR2, SIGALRM and SIGXCPU (a CPU-time limit) remove it before the
  *   process dies of the signal as it would have (the handler is installed at
  *   the first fsutil_tmp_open(), for each of these signals whose action is
  *   still the default: a program with its own handler, or one that ignores the

@@ -1,8 +1,8 @@
 /* test_base_files: lib/base/fsutil, lib/base/plot's files, lib/base/mapfile
  * and lib/base/measure keep their contracts. An atomic write leaves the final
  * file or nothing (never a *.tmp-* beside it), a failed write leaves the old
- * file as it was, a SIGINT, SIGTERM, SIGHUP or SIGPIPE mid-write or an exit()
- * removes the temporary file, and the next writer (or a reader that sweeps)
+ * file as it was, a signal that ends the writer (SIGINT, SIGTERM, a CPU-time
+ * limit's SIGXCPU, ...) mid-write or an exit() removes the temporary file, and the next writer (or a reader that sweeps)
  * removes those a SIGKILL left, never a live process's; a device, a FIFO, a
  * socket, a directory or a dangling link is refused as an output, naming the
  * flag, and left as it was, at the open and again at the rename; an input is
@@ -142,6 +142,7 @@ static void tmp_removed_on(int sig, const char *name)
     CHECK(kid >= 0);
     if (kid == 0) {
         struct fsutil_tmp t;
+        setrlimit(RLIMIT_CORE, &(struct rlimit){0, 0}); /* SIGQUIT's and SIGXCPU's death dumps no core here */
         if (fsutil_tmp_open(&t, path, NULL) < 0 || fsutil_write_all(t.fd, "half", 4, t.path) < 0)
             _exit(3);
         (void)!write(ready[1], "x", 1);
@@ -167,6 +168,18 @@ TEST(fsutil_tmp_removed_on_sigint_sigterm_sighup_sigpipe)
     tmp_removed_on(SIGPIPE, "pipe");
 }
 
+/* Ctrl-\, a scheduler's warning before the end of a job (Slurm's --signal,
+ * which mpirun forwards to every rank), an alarm, a CPU-time limit (ulimit -t):
+ * they end a writer as SIGTERM does, and leave no more behind. */
+TEST(fsutil_tmp_removed_on_sigquit_sigusr_sigalrm_sigxcpu)
+{
+    tmp_removed_on(SIGQUIT, "quit");
+    tmp_removed_on(SIGUSR1, "usr1");
+    tmp_removed_on(SIGUSR2, "usr2");
+    tmp_removed_on(SIGALRM, "alrm");
+    tmp_removed_on(SIGXCPU, "xcpu");
+}
+
 /* A process that exits while a write is under way (a rank's failure ends the
  * job while rank 0 saves) leaves no temporary file either. */
 TEST(fsutil_tmp_removed_at_exit)
@@ -179,6 +192,7 @@ TEST(fsutil_tmp_removed_at_exit)
     CHECK(kid >= 0);
     if (kid == 0) {
         struct fsutil_tmp t;
+        setrlimit(RLIMIT_CORE, &(struct rlimit){0, 0}); /* SIGQUIT's and SIGXCPU's death dumps no core here */
         if (fsutil_tmp_open(&t, path, NULL) < 0 || fsutil_write_all(t.fd, "half", 4, t.path) < 0 ||
             count_tmp(dir) != 1)
             _exit(3);
