@@ -21,9 +21,13 @@ cd "$(dirname "$0")/.."
 BUILD=${BUILD:-build}
 
 lab_dir() { # lab number -> its directory
-    local d
-    d=$(ls -d labs/"$(printf '%02d' "$1")"-*/ 2>/dev/null | head -n 1) || true
-    [ -n "$d" ] || { echo "lab.sh: there is no lab $1 (labs/$(printf '%02d' "$1")-*/)" >&2; exit 2; }
+    local d="" labs
+    # 10#: "08" is lab 8, not a bad octal number; "1x" or "abc" is no lab at all
+    [[ $1 =~ ^[0-9]{1,3}$ ]] && d=$(ls -d labs/"$(printf '%02d' "$((10#$1))")"-*/ 2>/dev/null | head -n 1)
+    if [ -z "$d" ]; then
+        labs=$(ls -d labs/[0-9][0-9]-*/ | sed 's|^labs/0*\([0-9]*\)-.*|\1|' | paste -sd ' ')
+        echo "lab.sh: there is no lab '$1' (the labs: $labs; make lab-N)" >&2; exit 2
+    fi
     echo "${d%/}"
 }
 learner_files() { ls "$1"/*.c | grep -v '/grade\.c$'; }
@@ -73,7 +77,11 @@ mutant:*) mutant=${impl#mutant:}
     [ -f "$mutant" ] || { echo "lab.sh: $mutant: no such mutant file" >&2; exit 2; }
     out="$BUILD/labs/lab-$n/mutant-$(basename "$mutant" .mutant)"
     regions=$(lab_regions "$dir" | paste -sd ' ') ;;
-*) out="$BUILD/labs/lab-$n/${impl//:/-}" ;;
+only:*) lab_regions "$dir" | grep -qx -- "${impl#only:}" ||
+        { echo "lab.sh: lab $n has no region named ${impl#only:} (its regions: $(lab_regions "$dir" | paste -sd ' '))" >&2; exit 2; }
+    out="$BUILD/labs/lab-$n/${impl//:/-}" ;;
+student|ref|skeleton) out="$BUILD/labs/lab-$n/$impl" ;;
+*) echo "lab.sh: unknown implementation '$impl' (student, ref, skeleton, only:REGION or mutant:FILE)" >&2; exit 2 ;;
 esac
 mkdir -p "$out"
 
@@ -94,7 +102,6 @@ for f in $(learner_files "$dir"); do
         awk -v src="$ref" -v mutant="$mutant" -v lab_regions="$regions" -f labs/labgen.awk "$ref" \
             > "$out/$(basename "$f")" || exit 2
         srcs+=("$out/$(basename "$f")") ;;
-    *) echo "lab.sh: unknown implementation '$impl' (student, ref, skeleton, only:REGION or mutant:FILE)" >&2; exit 2 ;;
     esac
 done
 

@@ -62,6 +62,12 @@ probe_region=$(bash labs/lab.sh --regions "$probe_n" | head -n 1)
 printf '# names a region no lab has\n@@ region no-such-region\n' > "$T_TMP/no-region.mutant"
 t_fail mutant_naming_a_missing_region_is_refused nonzero "no region named no-such-region" \
     make -s BUILD="$BUILD" lab-"$probe_n" IMPL="mutant:$T_TMP/no-region.mutant"
+t_fail only_a_missing_region_is_refused 2 "lab $probe_n has no region named no-such-region" \
+    make -s BUILD="$BUILD" lab-"$probe_n" IMPL=only:no-such-region
+# What a learner may type for N: out of range, 0-padded past 07 (no octal), not a number.
+for bad in 0 $((probe_n + 1)) 0$((probe_n + 2)) abc 1x; do
+    t_fail "lab_${bad}_is_no_lab" 2 "there is no lab '$bad' (the labs: 1 " make -s BUILD="$BUILD" lab-"$bad"
+done
 printf '# does not compile\n@@ region %s\n    this is not C;\n' "$probe_region" > "$T_TMP/no-build.mutant"
 mutant_verdict "$probe_n" "$T_TMP/no-build.mutant"
 if [ "$VERDICT" = broken ]; then t_pass mutant_that_does_not_build_is_not_caught
