@@ -34,7 +34,7 @@ int grade_main(int argc, char **argv, const struct grade_test *tests, size_t cou
             not_run++;
             continue;
         }
-        if (isolate_run(tests[i].run, tests[i].timeout_s, reason, sizeof reason)) {
+        if (isolate_run_confined(tests[i].run, tests[i].timeout_s, reason, sizeof reason)) {
             printf("%s: OK (%d)\n", tests[i].name, tests[i].points);
             score += tests[i].points;
             passed++;

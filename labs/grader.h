@@ -8,8 +8,9 @@
  *     };
  *     int main(int argc, char **argv) { return GRADE_MAIN(argc, argv, tests); }
  *
- * Each test runs in a child process with its time limit (tests/harness/isolate.h)
- * and uses the CHECK macros of tests/harness/check.h. Output, in the style of
+ * Each test runs in a child process with its time limit, its stdout captured
+ * and an empty working directory of its own (isolate_run_confined in
+ * tests/harness/isolate.h), and uses the CHECK macros of tests/harness/check.h. Output, in the style of
  * the xv6 labs' `make grade`:
  *
  *     index-build-small: OK (10)

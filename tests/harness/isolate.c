@@ -3,8 +3,10 @@
 
 #include "check.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <ftw.h>
 #include <limits.h>
 #include <poll.h>
 #include <stdarg.h>
@@ -12,6 +14,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -33,13 +36,45 @@ static void isolate_describe(int status, int timed_out, unsigned timeout_s, char
         snprintf(buf, len, "exited with status %d", WEXITSTATUS(status));
 }
 
-int isolate_run(void (*fn)(void), unsigned timeout_s, char *reason, size_t reason_len)
+/* Reads what is waiting on fd, keeping what fits in buf[*used .. len - 1)
+ * and counting every byte in *total. */
+static void isolate_drain(int fd, char *buf, size_t len, size_t *used, size_t *total)
 {
-    /* fds: the child's stderr. returned: one byte the child writes only when
-     * fn() came back, so code that calls exit(0) half-way cannot pass. */
-    int fds[2], returned[2];
+    for (;;) {
+        char chunk[4096];
+        ssize_t n = read(fd, chunk, sizeof chunk);
+        if (n <= 0)
+            return;
+        size_t keep = (size_t)n;
+        if (*used + keep >= len)
+            keep = len - 1 - *used;
+        memcpy(buf + *used, chunk, keep);
+        *used += keep;
+        *total += (size_t)n;
+    }
+}
+
+static int isolate_remove_entry(const char *path, const struct stat *st, int flag, struct FTW *ftw)
+{
+    (void)st, (void)flag, (void)ftw;
+    return remove(path);
+}
+
+/* confined: the child's stdout goes to a pipe and it runs in the empty
+ * directory `workdir`; writing to either fails it (see isolate_run_confined). */
+static int isolate_run_in(void (*fn)(void), unsigned timeout_s, char *reason, size_t reason_len,
+                          const char *workdir)
+{
+    /* fds: the child's stderr. out: its stdout, when confined. returned: one
+     * byte the child writes only when fn() came back, so code that calls
+     * exit(0) half-way cannot pass. */
+    int fds[2], out[2] = {-1, -1}, returned[2];
     reason[0] = '\0';
-    if (pipe(fds) != 0 || pipe(returned) != 0) {
+    if (workdir && mkdir(workdir, 0700) != 0) {
+        snprintf(reason, reason_len, "%s: %s", workdir, strerror(errno));
+        return 0;
+    }
+    if (pipe(fds) != 0 || pipe(returned) != 0 || (workdir && pipe(out) != 0)) {
         snprintf(reason, reason_len, "pipe: %s", strerror(errno));
         return 0;
     }
@@ -55,6 +90,15 @@ int isolate_run(void (*fn)(void), unsigned timeout_s, char *reason, size_t reaso
         close(returned[0]);
         dup2(fds[1], STDERR_FILENO);
         close(fds[1]);
+        if (workdir) {
+            close(out[0]);
+            dup2(out[1], STDOUT_FILENO);
+            close(out[1]);
+            if (chdir(workdir) != 0) {
+                fprintf(stderr, "%s: %s\n", workdir, strerror(errno));
+                _exit(1);
+            }
+        }
         fcntl(returned[1], F_SETFD, FD_CLOEXEC);
         fn();
         fflush(NULL);
@@ -65,24 +109,22 @@ int isolate_run(void (*fn)(void), unsigned timeout_s, char *reason, size_t reaso
     close(fds[1]);
     close(returned[1]);
     fcntl(fds[0], F_SETFL, O_NONBLOCK);
+    if (workdir) {
+        close(out[1]);
+        fcntl(out[0], F_SETFL, O_NONBLOCK);
+    }
 
-    size_t used = 0;
+    char printed[64]; /* the start of what a confined child wrote to stdout */
+    size_t used = 0, said_total = 0, printed_used = 0, printed_total = 0;
     int status = 0, done = 0, timed_out = 0;
     long long deadline = isolate_now_ms() + (long long)timeout_s * 1000;
     while (!done) {
-        struct pollfd pfd = {.fd = fds[0], .events = POLLIN};
-        poll(&pfd, 1, 20);
-        for (;;) { /* drain; keep what fits, discard the rest */
-            char chunk[4096];
-            ssize_t n = read(fds[0], chunk, sizeof chunk);
-            if (n <= 0)
-                break;
-            size_t keep = (size_t)n;
-            if (used + keep >= reason_len)
-                keep = reason_len - 1 - used;
-            memcpy(reason + used, chunk, keep);
-            used += keep;
-        }
+        struct pollfd pfd[2] = {{.fd = fds[0], .events = POLLIN}, {.fd = out[0], .events = POLLIN}};
+        poll(pfd, workdir ? 2 : 1, 20);
+        /* drain; keep what fits, discard the rest */
+        isolate_drain(fds[0], reason, reason_len, &used, &said_total);
+        if (workdir)
+            isolate_drain(out[0], printed, sizeof printed, &printed_used, &printed_total);
         pid_t w = waitpid(pid, &status, WNOHANG);
         if (w == pid)
             done = 1;
@@ -94,6 +136,10 @@ int isolate_run(void (*fn)(void), unsigned timeout_s, char *reason, size_t reaso
         }
     }
     close(fds[0]);
+    if (workdir) {
+        isolate_drain(out[0], printed, sizeof printed, &printed_used, &printed_total);
+        close(out[0]);
+    }
     char token = 0;
     int came_back = !timed_out && read(returned[0], &token, 1) == 1 && token == 'R';
     close(returned[0]);
@@ -101,11 +147,32 @@ int isolate_run(void (*fn)(void), unsigned timeout_s, char *reason, size_t reaso
     while (used > 0 && (reason[used - 1] == '\n' || reason[used - 1] == ' '))
         reason[--used] = '\0';
     int exited_0 = !timed_out && WIFEXITED(status) && WEXITSTATUS(status) == 0;
-    if (exited_0 && came_back)
+    char left[256] = ""; /* the first thing a confined child left in its directory */
+    if (workdir) {
+        DIR *d = opendir(workdir);
+        for (struct dirent *e; d && !left[0] && (e = readdir(d));)
+            if (strcmp(e->d_name, ".") != 0 && strcmp(e->d_name, "..") != 0)
+                snprintf(left, sizeof left, "%s", e->d_name);
+        if (d)
+            closedir(d);
+        nftw(workdir, isolate_remove_entry, 16, FTW_DEPTH | FTW_PHYS);
+    }
+    if (exited_0 && came_back && !printed_total && !left[0])
         return 1;
 
-    char ending[96];
-    if (exited_0) /* exit(0) or _exit(0) before the test's end */
+    char ending[384];
+    printed[printed_used] = '\0';
+    for (char *c = printed; *c; c++) /* one line, in the reason's words */
+        if (*c == '\n' || *c == '\r' || *c == '\t')
+            *c = ' ';
+    if (printed_total)
+        snprintf(ending, sizeof ending, "the code under test printed %zu bytes to stdout (\"%s%s\"): it must print "
+                 "nothing there; debug with fprintf(stderr, ...), shown when a test fails",
+                 printed_total, printed, printed_total > printed_used ? "..." : "");
+    else if (left[0])
+        snprintf(ending, sizeof ending, "the code under test wrote '%s' in its working directory: it must write no "
+                 "file of its own", left);
+    else if (exited_0) /* exit(0) or _exit(0) before the test's end */
         snprintf(ending, sizeof ending, "exited with status 0 before the test returned (exit() in the code under test?)");
     else
         isolate_describe(status, timed_out, timeout_s, ending, sizeof ending);
@@ -114,6 +181,16 @@ int isolate_run(void (*fn)(void), unsigned timeout_s, char *reason, size_t reaso
     else if (used + strlen(ending) + 4 < reason_len)
         snprintf(reason + used, reason_len - used, " [%s]", ending);
     return 0;
+}
+
+int isolate_run(void (*fn)(void), unsigned timeout_s, char *reason, size_t reason_len)
+{
+    return isolate_run_in(fn, timeout_s, reason, reason_len, NULL);
+}
+
+int isolate_run_confined(void (*fn)(void), unsigned timeout_s, char *reason, size_t reason_len)
+{
+    return isolate_run_in(fn, timeout_s, reason, reason_len, check_tmp_path("workdir"));
 }
 
 void isolate_print_reason(FILE *f, const char *reason, const char *separator)

@@ -18,6 +18,14 @@
  * reason_len bytes) saying why: the captured stderr and how the child ended. */
 int isolate_run(void (*fn)(void), unsigned timeout_s, char *reason, size_t reason_len);
 
+/* As isolate_run(), for code a learner wrote (the lab grader): the child's
+ * stdout is captured too, and it runs in an empty directory of its own under
+ * check_tmpdir(), removed afterwards. A child that prints to stdout or leaves
+ * a file in that directory fails, with the start of what it printed or the
+ * file's name: so the grader's lines stay its own, and a stray file never
+ * lands in the repository. */
+int isolate_run_confined(void (*fn)(void), unsigned timeout_s, char *reason, size_t reason_len);
+
 /* Prints `reason` to f with every line break replaced by `separator`: " | "
  * keeps a failure on the one line the test runner counts, "\n    " indents
  * it under the grader's verdict. */

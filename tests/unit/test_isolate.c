@@ -38,6 +38,15 @@ static void exits_0_before_its_end(void)
     CHECK_EQ(1, 2); /* never reached: the test's verdict must not be a pass */
 }
 
+/* A learner's debug print, and a debug dump into the working directory. */
+static void prints_to_stdout(void) { printf("# x = 42\n"); }
+
+static void writes_a_file_where_it_runs(void)
+{
+    FILE *f = fopen("debug.txt", "w");
+    CHECK(f && fputs("dump\n", f) >= 0 && fclose(f) == 0);
+}
+
 TEST(isolate_turns_a_hang_into_a_timeout)
 {
     char reason[256];
@@ -88,4 +97,22 @@ TEST(isolate_keeps_a_long_reason_within_its_buffer)
     char reason[8];
     CHECK_EQ(isolate_run(says_two_lines_then_exits_3, 10, reason, sizeof reason), 0);
     CHECK_EQ(strlen(reason), 7);
+}
+
+TEST(isolate_confined_fails_a_print_to_stdout_and_quotes_it)
+{
+    char reason[512];
+    CHECK_EQ(isolate_run_confined(prints_to_stdout, 10, reason, sizeof reason), 0);
+    CHECK_CONTAINS(reason, "printed 9 bytes to stdout (\"# x = 42 \")");
+    CHECK_EQ(isolate_run(prints_to_stdout, 10, reason, sizeof reason), 1); /* unit tests may print */
+}
+
+TEST(isolate_confined_fails_a_file_written_where_it_runs_and_removes_it)
+{
+    char reason[512];
+    CHECK_EQ(isolate_run_confined(writes_a_file_where_it_runs, 10, reason, sizeof reason), 0);
+    CHECK_CONTAINS(reason, "wrote 'debug.txt' in its working directory");
+    CHECK(access("debug.txt", F_OK) != 0); /* not where the runner runs */
+    CHECK(access(check_tmp_path("workdir"), F_OK) != 0);
+    CHECK_EQ(isolate_run_confined(passes, 10, reason, sizeof reason), 1);
 }
