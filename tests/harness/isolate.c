@@ -26,12 +26,25 @@ static long long isolate_now_ms(void)
     return (long long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
+/* What a crash usually means in the code under test, for whoever wrote it. */
+static const char *isolate_signal_meaning(int sig)
+{
+    switch (sig) {
+    case SIGSEGV: return " (a bad pointer: NULL, freed, or past the end of an array or mapping)";
+    case SIGBUS: return " (a read of a mapped file past its end)";
+    case SIGABRT: return " (abort(): a failed assert, or the C library found the heap corrupted)";
+    case SIGFPE: return " (an integer division by zero)";
+    default: return "";
+    }
+}
+
 static void isolate_describe(int status, int timed_out, unsigned timeout_s, char *buf, size_t len)
 {
     if (timed_out)
-        snprintf(buf, len, "timed out after %u s", timeout_s);
+        snprintf(buf, len, "timed out after %u s (an endless loop, or a wait for what never comes)", timeout_s);
     else if (WIFSIGNALED(status))
-        snprintf(buf, len, "killed by SIG%s", sigabbrev_np(WTERMSIG(status)) ? sigabbrev_np(WTERMSIG(status)) : "?");
+        snprintf(buf, len, "killed by SIG%s%s", sigabbrev_np(WTERMSIG(status)) ? sigabbrev_np(WTERMSIG(status)) : "?",
+                 isolate_signal_meaning(WTERMSIG(status)));
     else
         snprintf(buf, len, "exited with status %d", WEXITSTATUS(status));
 }
