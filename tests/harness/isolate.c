@@ -14,6 +14,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -92,13 +93,17 @@ static int isolate_run_in(void (*fn)(void), unsigned timeout_s, char *reason, si
         return 0;
     }
     fflush(NULL);
-    pid_t pid = fork();
+    pid_t parent = getpid(), pid = fork();
     if (pid < 0) {
         snprintf(reason, reason_len, "fork: %s", strerror(errno));
         return 0;
     }
     if (pid == 0) {
         setpgid(0, 0); /* one group, so a timeout also kills what the test started */
+        /* Its own group gets no Ctrl-C: without this, a test that hangs
+         * would outlive a grader stopped by one, and spin on for ever. */
+        if (prctl(PR_SET_PDEATHSIG, SIGKILL) != 0 || getppid() != parent)
+            _exit(1);
         close(fds[0]);
         close(returned[0]);
         dup2(fds[1], STDERR_FILENO);

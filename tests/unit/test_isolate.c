@@ -7,6 +7,7 @@
 #include <signal.h>
 #include <stdlib.h>
 #include <stdio.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 static void loops_forever(void)
@@ -45,6 +46,30 @@ static void writes_a_file_where_it_runs(void)
 {
     FILE *f = fopen("debug.txt", "w");
     CHECK(f && fputs("dump\n", f) >= 0 && fclose(f) == 0);
+}
+
+/* A test that hangs, after saying its pid on announce_fd. */
+static int announce_fd = -1;
+static void announces_then_hangs(void)
+{
+    pid_t me = getpid();
+    if (write(announce_fd, &me, sizeof me) != sizeof me)
+        _exit(1);
+    loops_forever();
+}
+
+/* Whether pid is gone: no such process, or a zombie nobody reaped yet. */
+static int process_gone(pid_t pid)
+{
+    char path[64], stat[256] = "";
+    snprintf(path, sizeof path, "/proc/%d/stat", (int)pid);
+    FILE *f = fopen(path, "r");
+    if (!f)
+        return 1;
+    int got = fgets(stat, sizeof stat, f) != NULL;
+    fclose(f);
+    const char *state = strrchr(stat, ')');
+    return !got || (state && state[1] == ' ' && state[2] == 'Z');
 }
 
 TEST(isolate_turns_a_hang_into_a_timeout)
@@ -115,4 +140,30 @@ TEST(isolate_confined_fails_a_file_written_where_it_runs_and_removes_it)
     CHECK(access("debug.txt", F_OK) != 0); /* not where the runner runs */
     CHECK(access(check_tmp_path("workdir"), F_OK) != 0);
     CHECK_EQ(isolate_run_confined(passes, 10, reason, sizeof reason), 1);
+}
+
+/* A grader stopped by Ctrl-C or kill takes its running test with it: the test
+ * runs in a process group of its own, which the terminal's Ctrl-C misses. */
+TEST(isolate_child_dies_with_its_runner)
+{
+    int fds[2];
+    CHECK(pipe(fds) == 0);
+    pid_t runner = fork();
+    CHECK(runner >= 0);
+    if (runner == 0) {
+        char reason[64];
+        announce_fd = fds[1];
+        isolate_run(announces_then_hangs, 60, reason, sizeof reason);
+        _exit(0);
+    }
+    pid_t test = 0;
+    CHECK_EQ(read(fds[0], &test, sizeof test), sizeof test);
+    kill(runner, SIGKILL);
+    waitpid(runner, NULL, 0);
+    for (int i = 0; i < 500 && !process_gone(test); i++)
+        usleep(10000);
+    int gone = process_gone(test);
+    if (!gone)
+        kill(test, SIGKILL);
+    CHECK_MSG(gone, "the hanging test (pid %d) outlived its runner by 5 s", (int)test);
 }
