@@ -179,6 +179,9 @@ static int jsonl_fill_offsets(const dataset_t *ds, const char *field, struct jso
     progress_begin(&b->progress, "jsonl: building the offset index", b->size);
     madvise((void *)b->data, (size_t)b->size, MADV_SEQUENTIAL);
     int rc = jsonl_scan(b, b->data, b->size);
+    if (rc > 0) /* a "true" from lab 1's scan would pass for success, with no index built */
+        rc = err_set(ERR_STATE, "%s: jsonl_scan returned %d: 0 once every line is done, or a negative error",
+                     b->path, rc);
     madvise((void *)b->data, (size_t)b->size, MADV_NORMAL);
     progress_end(&b->progress, b->size);
     if (rc == 0 && b->count == 0)
