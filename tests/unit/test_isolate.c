@@ -28,6 +28,9 @@ static void says_two_lines_then_exits_3(void)
     _exit(3);
 }
 
+/* A learner's "give up" in the middle of the code under test. */
+static void exits_3_without_a_word(void) { exit(3); }
+
 static void passes(void) {}
 
 static void skips(void) { CHECK_SKIP("no %s here", "GPU"); }
@@ -94,6 +97,8 @@ TEST(isolate_carries_the_failed_check_and_how_the_child_ended)
     CHECK_CONTAINS(reason, "[exited with status 1]");
     CHECK_EQ(isolate_run(says_two_lines_then_exits_3, 10, reason, sizeof reason), 0);
     CHECK_STR(reason, "first line\nsecond line [exited with status 3]");
+    CHECK_EQ(isolate_run(exits_3_without_a_word, 10, reason, sizeof reason), 0);
+    CHECK_STR(reason, "exited with status 3 without a word (exit() in the code under test?)");
 }
 
 TEST(isolate_passes_a_test_that_returns)
