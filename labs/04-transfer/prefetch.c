@@ -110,6 +110,15 @@ int prefetch_release(prefetch_t *p, struct prefetch_batch *batch)
 
 /* ---- the rest: taking batches from the loader, epochs, memory --------------------- */
 
+/* A schedule step's result: 0 or a negative error. A positive one (lab 4's
+ * "true") would reach the trainer as prefetch_next's 1 with no batch. */
+static int prefetch_step(const char *step, int rc)
+{
+    if (rc > 0)
+        return err_set(ERR_STATE, "prefetch: %s returned %d: 0 when done, or a negative error", step, rc);
+    return rc;
+}
+
 /* Where the labels sit in a staging buffer: after the data, 64-byte aligned. */
 static uint64_t prefetch_labels_offset(const prefetch_t *p) { return (p->opt.max_bytes + 63) & ~(uint64_t)63; }
 
@@ -118,7 +127,8 @@ static uint64_t prefetch_labels_offset(const prefetch_t *p) { return (p->opt.max
 static int prefetch_issue(prefetch_t *p)
 {
     struct prefetch_buffer *b = prefetch_buffer_of(p, p->issued);
-    int rc = prefetch_give_back(p, p->held_host >= p->ring_slots || b->host != NULL);
+    int must = p->held_host >= p->ring_slots || b->host != NULL;
+    int rc = prefetch_step("prefetch_give_back", prefetch_give_back(p, must));
     if (rc)
         return rc;
     if (b->host)
@@ -174,7 +184,7 @@ static int prefetch_issue(prefetch_t *p)
         b->host = hb;
         p->held_host++;
     }
-    rc = prefetch_copy(p, b, data, labels);
+    rc = prefetch_step("prefetch_copy", prefetch_copy(p, b, data, labels));
     if (rc)
         return rc;
     p->st.h2d_copies += 2;
@@ -189,7 +199,7 @@ static int prefetch_drain(prefetch_t *p)
     int rc = device_stream_synchronize(p->copy);
     while (p->held_host > 0) {
         uint32_t before = p->held_host;
-        int rg = prefetch_give_back(p, 1);
+        int rg = prefetch_step("prefetch_give_back", prefetch_give_back(p, 1));
         rc = rc ? rc : rg;
         if (rg || p->held_host == before)
             break;
@@ -230,9 +240,9 @@ int prefetch_next(prefetch_t *p, struct prefetch_batch **out)
     }
     struct prefetch_buffer *b = prefetch_buffer_of(p, p->handed);
     if (rc == 0)
-        rc = p->opt.unordered ? 0 : prefetch_hand_over(p, b);
+        rc = p->opt.unordered ? 0 : prefetch_step("prefetch_hand_over", prefetch_hand_over(p, b));
     if (rc == 0)
-        rc = prefetch_give_back(p, 0);
+        rc = prefetch_step("prefetch_give_back", prefetch_give_back(p, 0));
     if (rc) {
         char msg[1024];
         snprintf(msg, sizeof msg, "%s", err_msg());

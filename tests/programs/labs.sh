@@ -74,9 +74,11 @@ if [ "$VERDICT" = broken ]; then t_pass mutant_that_does_not_build_is_not_caught
 else t_failed mutant_that_does_not_build_is_not_caught "expected 'broken', got '$VERDICT': $DETAIL"; fi
 
 # A wrong solution that crashes the code around it is told by name, not as
-# the crash: the scan's "true" is not a SIGSEGV in the index build.
+# the crash: a step's "true" is not a SIGSEGV in the code around it.
 t_fail lab-1.scan_returning_1_is_named nonzero "jsonl_scan returned 1: 0 once every line is done" \
     make -s BUILD="$BUILD" lab-1 IMPL=mutant:tests/labs/mutants/01-scan-returns-1-when-done.mutant GRADE_FLAGS=--fail-fast
+t_fail lab-4.hand_over_returning_1_is_named nonzero "prefetch_hand_over returned 1: 0 when done" \
+    make -s BUILD="$BUILD" lab-4 IMPL=mutant:tests/labs/mutants/04-hand-over-returns-1.mutant GRADE_FLAGS=--fail-fast
 
 # The stored wrong solutions: each must lose points. They are graded two at a
 # time (most of a mutant's time is its compile, or a deadlock waiting for its
