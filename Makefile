@@ -190,8 +190,8 @@ crosscheck-kernels: tests ## the PyTorch cross-checks under each OpenBLAS kernel
 lab-%: $(LIB) ## grade lab N: make lab-N [IMPL=ref|student|skeleton|mutant:FILE] [GRADE_FLAGS=--fail-fast]
 	@CC="$(CC)" CFLAGS="$(CFLAGS)" CPPFLAGS="$(CPPFLAGS)" LDFLAGS="$(LDFLAGS)" LDLIBS="$(LDLIBS)" \
 	    BUILD="$(BUILD)" bash labs/lab.sh $* $(or $(IMPL),student) $(GRADE_FLAGS)
-lab-skeletons: ## regenerate every lab's learner file from the reference (overwrites your work!)
-	@bash labs/lab.sh --write-skeletons
+lab-skeletons: ## regenerate every lab's learner file from the reference (keeps one with changes not committed; FORCE=1 overwrites it)
+	@FORCE="$(FORCE)" bash labs/lab.sh --write-skeletons
 bench: all ## run every chapter's benchmarks (verdicts: ratio against a peer or limit, PASS or MISS); kept in BUILD/bench/
 	@BUILD=$(BUILD) bash tools/run_benches.sh
 plots: all ## run each chapter's plotted experiments: CSV, PNG and SVG into BUILD/out/ (the report's are make report's)

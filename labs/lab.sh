@@ -4,7 +4,8 @@
 #   labs/lab.sh N [IMPL [GRADER-FLAGS...]]   IMPL: student (default), ref, skeleton,
 #                                           only:REGION (that region stubbed alone), or
 #                                           mutant:FILE (a stored wrong solution, see labs/labgen.awk)
-#   labs/lab.sh --write-skeletons     regenerate every committed learner file
+#   labs/lab.sh --write-skeletons     regenerate every committed learner file (one with
+#                                     changes not committed is kept, unless FORCE=1)
 #   labs/lab.sh --check-skeletons     fail if a committed learner file differs from its generated one
 #   labs/lab.sh --regions N           list lab N's exercise regions
 #   labs/lab.sh --reference-mutant N  print lab N's reference as a mutant file (every region
@@ -50,7 +51,15 @@ case "${1:-}" in
         dir=${dir%/}
         for f in $(learner_files "$dir"); do
             ref=$(reference_of "$f")
-            if [ "$1" = --write-skeletons ]; then generate "$ref" "$dir/README.md" > "$f"; echo "wrote $f"
+            if [ "$1" = --write-skeletons ]; then
+                # A learner's work is what differs from both the committed file and the
+                # skeleton: kept, unless FORCE=1 (git diff: 1 = changed; no git: written).
+                changed=0; git diff --quiet HEAD -- "$f" 2>/dev/null || changed=$?
+                if [ "$changed" = 1 ] && [ "${FORCE:-0}" != 1 ] && ! cmp -s "$f" <(generate "$ref" "$dir/README.md"); then
+                    echo "kept $f: it has changes not committed, your solution? (commit them, or: make lab-skeletons FORCE=1)"
+                    status=1; continue
+                fi
+                generate "$ref" "$dir/README.md" > "$f"; echo "wrote $f"
             elif ! diff -u "$f" <(generate "$ref" "$dir/README.md") > /dev/null; then
                 echo "$f differs from the skeleton generated from $ref (run: make lab-skeletons)"; status=1
             fi
@@ -66,7 +75,7 @@ case "${1:-}" in
     for f in $(learner_files "$dir"); do awk -v as_mutant=1 -f labs/labgen.awk "$(reference_of "$f")"; done
     exit 0 ;;
 ""|-h|--help)
-    sed -n '2,19p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    sed -n '2,/^[^#]/s/^#\( \|$\)//p' "$0"; exit 0 ;; # the comment at the top
 esac
 
 n=$1; impl=${2:-student}

@@ -73,6 +73,22 @@ mutant_verdict "$probe_n" "$T_TMP/no-build.mutant"
 if [ "$VERDICT" = broken ]; then t_pass mutant_that_does_not_build_is_not_caught
 else t_failed mutant_that_does_not_build_is_not_caught "expected 'broken', got '$VERDICT': $DETAIL"; fi
 
+# make lab-skeletons keeps a learner's work: a learner file with changes not
+# committed (in a copy of the labs and their references, a repository of its
+# own), unless FORCE=1; a file already equal to its skeleton is no work lost.
+repo=$T_TMP/skeletons
+mkdir -p "$repo" && cp -r labs lib sim "$repo" && git -C "$repo" init -q &&
+    git -C "$repo" add -A && git -C "$repo" -c user.name=t -c user.email=t@t commit -qm copy
+learner=$(cd "$repo" && ls labs/02-*/*.c | grep -v /grade.c)
+echo '/* my solution */' >> "$repo/$learner"
+t_fail lab_skeletons_keep_a_learners_work 1 "kept $learner: it has changes not committed" \
+    bash "$repo/labs/lab.sh" --write-skeletons
+t_out lab_skeletons_keep_the_file_itself "/* my solution */" tail -n 1 "$repo/$learner"
+t_out lab_skeletons_force_overwrites "wrote $learner" env FORCE=1 bash "$repo/labs/lab.sh" --write-skeletons
+echo '/* an older skeleton */' >> "$repo/$learner" && git -C "$repo" commit -qam older &&
+    bash "$repo/labs/lab.sh" --write-skeletons > /dev/null # a reference changed: regenerated
+t_ok lab_skeletons_twice_is_no_loss bash "$repo/labs/lab.sh" --write-skeletons
+
 # A wrong solution that crashes the code around it is told by name, not as
 # the crash: a step's "true" is not a SIGSEGV in the code around it.
 t_fail lab-1.scan_returning_1_is_named nonzero "jsonl_scan returned 1: 0 once every line is done" \
