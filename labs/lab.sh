@@ -81,6 +81,9 @@ esac
 n=$1; impl=${2:-student}
 shift $(($# < 2 ? $# : 2))
 dir=$(lab_dir "$n")
+# Without its learner file a lab would link the reference and grade it at full marks.
+[ -n "$(learner_files "$dir" || true)" ] || { echo "lab.sh: lab $n has no learner file in $dir (its *.c besides" \
+    "grade.c): moved or deleted? 'git checkout $dir' brings the skeleton back" >&2; exit 2; }
 case "$impl" in
 mutant:*) mutant=${impl#mutant:}
     [ -f "$mutant" ] || { echo "lab.sh: $mutant: no such mutant file" >&2; exit 2; }

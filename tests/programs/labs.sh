@@ -88,6 +88,10 @@ t_out lab_skeletons_force_overwrites "wrote $learner" env FORCE=1 bash "$repo/la
 echo '/* an older skeleton */' >> "$repo/$learner" && git -C "$repo" commit -qam older &&
     bash "$repo/labs/lab.sh" --write-skeletons > /dev/null # a reference changed: regenerated
 t_ok lab_skeletons_twice_is_no_loss bash "$repo/labs/lab.sh" --write-skeletons
+# Nor is a learner file moved or deleted graded as the reference it stands in for.
+rm "$repo/$learner"
+t_fail lab_without_its_learner_file_is_refused 2 "lab 2 has no learner file in labs/02-" \
+    env BUILD="$repo/build" bash "$repo/labs/lab.sh" 2
 
 # A wrong solution that crashes the code around it is told by name, not as
 # the crash: a step's "true" is not a SIGSEGV in the code around it.
