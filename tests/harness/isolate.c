@@ -192,11 +192,12 @@ static int isolate_run_in(void (*fn)(void), unsigned timeout_s, char *reason, si
                  "file of its own", left);
     else if (exited_0) /* exit(0) or _exit(0) before the test's end */
         snprintf(ending, sizeof ending, "exited with status 0 before the test returned (exit() in the code under test?)");
-    else
+    else {
         isolate_describe(status, timed_out, timeout_s, ending, sizeof ending);
-    if (used == 0 && !timed_out && WIFEXITED(status)) /* a failed CHECK always says why: this is exit() */
-        snprintf(reason, reason_len, "%s without a word (exit() in the code under test?)", ending);
-    else if (used == 0)
+        if (used == 0 && !timed_out && WIFEXITED(status)) /* a failed CHECK always says why: this is exit() */
+            strcat(ending, " without a word (exit() in the code under test?)");
+    }
+    if (used == 0)
         snprintf(reason, reason_len, "%s", ending);
     else if (used + strlen(ending) + 4 < reason_len)
         snprintf(reason + used, reason_len - used, " [%s]", ending);

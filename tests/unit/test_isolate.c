@@ -111,7 +111,7 @@ TEST(isolate_fails_a_test_that_exits_0_before_returning)
 {
     char reason[256];
     CHECK_EQ(isolate_run(exits_0_before_its_end, 10, reason, sizeof reason), 0);
-    CHECK_CONTAINS(reason, "exited with status 0 before the test returned");
+    CHECK_STR(reason, "exited with status 0 before the test returned (exit() in the code under test?)");
 }
 
 /* The runner turns this reason into "PASS name (skipped: no GPU here)". */
@@ -133,7 +133,8 @@ TEST(isolate_confined_fails_a_print_to_stdout_and_quotes_it)
 {
     char reason[512];
     CHECK_EQ(isolate_run_confined(prints_to_stdout, 10, reason, sizeof reason), 0);
-    CHECK_CONTAINS(reason, "printed 9 bytes to stdout (\"# x = 42 \")");
+    CHECK_STR(reason, "the code under test printed 9 bytes to stdout (\"# x = 42 \"): it must print nothing there; "
+                      "debug with fprintf(stderr, ...), shown when a test fails");
     CHECK_EQ(isolate_run(prints_to_stdout, 10, reason, sizeof reason), 1); /* unit tests may print */
 }
 
