@@ -16,7 +16,8 @@
 # reference with its LAB regions stubbed (labs/labgen.awk). GRADER-FLAGS go to
 # the grader (--fail-fast: stop at the first failed test). Exit status: 0 at
 # full marks, 1 below them or when the build fails, 2 for a bad argument or
-# mutant file. Make passes CC, CFLAGS, CPPFLAGS, LDFLAGS, LDLIBS and BUILD.
+# mutant file. Make passes CC, CFLAGS, CPPFLAGS, LDFLAGS, LDLIBS and BUILD;
+# run by hand, it grades through make (whose exit status is 2 for 1).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 BUILD=${BUILD:-build}
@@ -95,6 +96,9 @@ only:*) lab_regions "$dir" | grep -qx -- "${impl#only:}" ||
 student|ref|skeleton) out="$BUILD/labs/lab-$n/$impl" ;;
 *) echo "lab.sh: unknown implementation '$impl' (student, ref, skeleton, only:REGION or mutant:FILE)" >&2; exit 2 ;;
 esac
+# Grading needs the build's compiler flags, which make knows (CPPFLAGS is
+# never empty there): run by hand, lab.sh grades through make.
+[ -n "${CPPFLAGS:-}" ] || exec make --no-print-directory BUILD="$BUILD" lab-"$n" IMPL="$impl" GRADE_FLAGS="$*"
 mkdir -p "$out"
 
 # The sources that stand in for the reference modules, per implementation.

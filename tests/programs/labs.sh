@@ -68,6 +68,9 @@ t_fail only_a_missing_region_is_refused 2 "lab $probe_n has no region named no-s
 for bad in 0 $((probe_n + 1)) 0$((probe_n + 2)) abc 1x; do
     t_fail "lab_${bad}_is_no_lab" 2 "there is no lab '$bad' (the labs: 1 " make -s BUILD="$BUILD" lab-"$bad"
 done
+# lab.sh's own usage, by hand and without make's flags, grades as make lab-N does.
+t_ok lab_sh_by_hand_grades_through_make \
+    env -u CPPFLAGS -u CFLAGS BUILD="$BUILD" bash labs/lab.sh "$probe_n" ref --fail-fast
 printf '# does not compile\n@@ region %s\n    this is not C;\n' "$probe_region" > "$T_TMP/no-build.mutant"
 mutant_verdict "$probe_n" "$T_TMP/no-build.mutant"
 if [ "$VERDICT" = broken ]; then t_pass mutant_that_does_not_build_is_not_caught
