@@ -15,10 +15,14 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/prctl.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
+
+/* The largest file a confined child may write (RLIMIT_FSIZE). */
+#define ISOLATE_FILE_MAX (64ull << 20)
 
 static long long isolate_now_ms(void)
 {
@@ -35,6 +39,7 @@ static const char *isolate_signal_meaning(int sig)
     case SIGBUS: return " (a read of a mapped file past its end)";
     case SIGABRT: return " (abort(): a failed assert, or the C library found the heap corrupted)";
     case SIGFPE: return " (an integer division by zero)";
+    case SIGXFSZ: return " (a file grew past the limit of a confined test: a loop that writes and never ends?)";
     default: return "";
     }
 }
@@ -112,6 +117,10 @@ static int isolate_run_in(void (*fn)(void), unsigned timeout_s, char *reason, si
             close(out[0]);
             dup2(out[1], STDOUT_FILENO);
             close(out[1]);
+            /* A learner's loop that never ends may write as it loops: 5 GB in a
+             * 10 s test. The largest file a lab writes is a few MiB. */
+            struct rlimit fsize = {ISOLATE_FILE_MAX, ISOLATE_FILE_MAX};
+            setrlimit(RLIMIT_FSIZE, &fsize);
             if (chdir(workdir) != 0) {
                 fprintf(stderr, "%s: %s\n", workdir, strerror(errno));
                 _exit(1);

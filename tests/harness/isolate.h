@@ -20,7 +20,8 @@ int isolate_run(void (*fn)(void), unsigned timeout_s, char *reason, size_t reaso
 
 /* As isolate_run(), for code a learner wrote (the lab grader): the child's
  * stdout is captured too, and it runs in an empty directory of its own under
- * check_tmpdir(), removed afterwards. A child that prints to stdout or leaves
+ * check_tmpdir(), removed afterwards, and no file it writes may pass 64 MiB
+ * (RLIMIT_FSIZE: a write past it fails). A child that prints to stdout or leaves
  * a file in that directory fails, with the start of what it printed or the
  * file's name: so the grader's lines stay its own, and a stray file never
  * lands in the repository. */

@@ -7,6 +7,7 @@
 #include <signal.h>
 #include <stdlib.h>
 #include <stdio.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -49,6 +50,17 @@ static void writes_a_file_where_it_runs(void)
 {
     FILE *f = fopen("debug.txt", "w");
     CHECK(f && fputs("dump\n", f) >= 0 && fclose(f) == 0);
+}
+
+/* A learner's scan that never ends, writing as it loops: 80 MiB. */
+static void writes_without_end(void)
+{
+    static char mib[1 << 20];
+    FILE *f = fopen(check_tmp_path("endless"), "w");
+    for (int i = 0; f && i < 80; i++)
+        fwrite(mib, 1, sizeof mib, f);
+    if (f)
+        fclose(f);
 }
 
 /* A test that hangs, after saying its pid on announce_fd. */
@@ -172,4 +184,14 @@ TEST(isolate_child_dies_with_its_runner)
     if (!gone)
         kill(test, SIGKILL);
     CHECK_MSG(gone, "the hanging test (pid %d) outlived its runner by 5 s", (int)test);
+}
+
+TEST(isolate_confined_stops_a_file_that_grows_without_end)
+{
+    char reason[512];
+    struct stat st;
+    CHECK_EQ(isolate_run_confined(writes_without_end, 10, reason, sizeof reason), 0);
+    CHECK_CONTAINS(reason, "killed by SIGXFSZ (a file grew past the limit of a confined test");
+    CHECK(stat(check_tmp_path("endless"), &st) == 0 && st.st_size <= (64 << 20));
+    unlink(check_tmp_path("endless"));
 }
