@@ -14,6 +14,10 @@
 # one per test. The check itself is checked: a mutant that is the reference in
 # disguise must be reported as surviving, one that does not build must not
 # count as caught, and one naming a region the lab lacks must be refused.
+# Around the grader, what a learner may get wrong is told, never graded as
+# something else: a lab number that is none, lab.sh run by hand, make
+# lab-skeletons over their work, a learner file moved away, a step that
+# returns "true" (named, not a crash in the code around it).
 # Last, what every grade of a lab shares, built once, must follow the
 # compiler flags and the library it was built from.
 . "$(dirname "$0")/../harness/lib.sh"
