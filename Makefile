@@ -190,6 +190,8 @@ crosscheck-kernels: tests ## the PyTorch cross-checks under each OpenBLAS kernel
 lab-%: $(LIB) ## grade lab N: make lab-N [IMPL=ref|student|skeleton|mutant:FILE] [GRADE_FLAGS=--fail-fast]
 	@CC="$(CC)" CFLAGS="$(CFLAGS)" CPPFLAGS="$(CPPFLAGS)" LDFLAGS="$(LDFLAGS)" LDLIBS="$(LDLIBS)" \
 	    BUILD="$(BUILD)" bash labs/lab.sh $* $(or $(IMPL),student) $(GRADE_FLAGS)
+lab-: # no number (make lab-$$N, N unset): not make's built-in lab- from lab-.o
+	@echo "make lab-N: N is a lab's number, 1 for labs/01-*/ (make help)" >&2; exit 2
 lab-skeletons: ## regenerate every lab's learner file from the reference (keeps one with changes not committed; FORCE=1 overwrites it)
 	@FORCE="$(FORCE)" bash labs/lab.sh --write-skeletons
 bench: all ## run every chapter's benchmarks (verdicts: ratio against a peer or limit, PASS or MISS); kept in BUILD/bench/
@@ -219,6 +221,6 @@ help: ## list the entry points
 	@echo "variables: BUILD=dir  SAN=address,undefined  WITH_CUDA=0  WITH_MPI=0  ARGS='...' (for chapter-N)"
 	@echo "           DEPS=all|required|none (for deps, demo, test)  BENCH_QUICK=1 (bench in seconds, figures meaningless)"
 
-.PHONY: deps all tests test check tsan crosscheck-kernels bench plots report demo demo-chapters clean help features fuzz fuzz-build lab-skeletons test-gpu stress
+.PHONY: deps all tests test check tsan crosscheck-kernels bench plots report demo demo-chapters clean help features fuzz fuzz-build lab- lab-skeletons test-gpu stress
 .SECONDARY:
 -include $(shell find $(BUILD) -name '*.d' 2>/dev/null)

@@ -72,6 +72,7 @@ t_fail only_a_missing_region_is_refused 2 "lab $probe_n has no region named no-s
 for bad in 0 $((probe_n + 1)) 0$((probe_n + 2)) abc 1x; do
     t_fail "lab_${bad}_is_no_lab" 2 "there is no lab '$bad' (the labs: 1 " make -s BUILD="$BUILD" lab-"$bad"
 done
+t_fail lab_without_a_number_is_no_lab 2 "make lab-N: N is a lab's number" make -s BUILD="$BUILD" lab-
 # lab.sh's own usage, by hand and without make's flags, grades as make lab-N does.
 t_ok lab_sh_by_hand_grades_through_make \
     env -u CPPFLAGS -u CFLAGS BUILD="$BUILD" bash labs/lab.sh "$probe_n" ref --fail-fast
