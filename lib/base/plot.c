@@ -5,7 +5,9 @@
 #include "base/fsutil.h"
 
 #include <errno.h>
+#include <limits.h>
 #include <signal.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -83,9 +85,27 @@ int plot_csv_close(struct plot_csv *c, int rc)
     return fsutil_tmp_finish(&c->tmp, rc, 0);
 }
 
+/* Whether an executable gnuplot is on PATH, as execlp() will look for it;
+ * searched here, not by a shell: system() ignores SIGINT while its shell
+ * runs, and a Ctrl-C then would be lost or read as "not installed". */
 static int plot_have_gnuplot(void)
 {
-    return system("command -v gnuplot >/dev/null 2>&1") == 0;
+    const char *path = getenv("PATH");
+    if (!path || !*path)
+        path = "/bin:/usr/bin"; /* execlp's default */
+    for (const char *dir = path;; dir++) {
+        const char *end = strchr(dir, ':');
+        size_t len = end ? (size_t)(end - dir) : strlen(dir);
+        char file[PATH_MAX];
+        struct stat st;
+        /* an empty entry is the current directory */
+        if (snprintf(file, sizeof file, "%.*s%sgnuplot", (int)len, dir, len ? "/" : "") < (int)sizeof file &&
+            stat(file, &st) == 0 && S_ISREG(st.st_mode) && access(file, X_OK) == 0)
+            return 1;
+        if (!end)
+            return 0;
+        dir = end;
+    }
 }
 
 /* Runs gnuplot on `vars` and `script`, writing `parts`; 0, or ERR_IO saying
@@ -108,8 +128,14 @@ static int plot_run_gnuplot(const char *script, const char *vars, struct fsutil_
         return rc;
     if (WIFSIGNALED(status) && WTERMSIG(status) == SIGXFSZ)
         return err_set(ERR_IO, "gnuplot %s: file size limit (ulimit -f) reached writing its pictures", script);
-    if (!WIFEXITED(status) || WEXITSTATUS(status) != 0)
-        return err_set(ERR_IO, "gnuplot %s failed (status %d)", script, status);
+    if (WIFSIGNALED(status))
+        return err_set(ERR_IO, "gnuplot %s was killed by signal %d (%s)", script, WTERMSIG(status),
+                       strsignal(WTERMSIG(status)));
+    if (WEXITSTATUS(status) == 127) /* the child's _exit when execlp failed */
+        return err_set(ERR_IO, "gnuplot %s: gnuplot could not be started", script);
+    if (WEXITSTATUS(status) != 0)
+        return err_set(ERR_IO, "gnuplot %s failed (exit status %d; its messages are above)", script,
+                       WEXITSTATUS(status));
     return 0;
 }
 

@@ -235,6 +235,14 @@ t_out fault_flip_unchecked_goes_unnoticed "the job finished" $P --fault=flip:1@2
 t_out fault_past_the_loop_is_named "note: kill:1@9 never fires: the loop runs collectives #1 .. #6" \
     $P --fault=kill:1@9 --timeout=1
 t_out memory_bound_prints_the_ratio "ratio" $P --memory-bound --max-bytes=1M
+# no gnuplot on PATH (a directory of that name is none): the CSV, a note on stderr, exit 0; a
+# gnuplot found on PATH is run (a stand-in that says so)
+mkdir -p "$T_TMP/nognuplot/gnuplot" "$T_TMP/standin"
+t_out plot_without_gnuplot "gnuplot is not installed: $T_TMP/no-gnuplot/busbw-sim not rendered" \
+    env PATH="$T_TMP/nognuplot" $P --plot --max-bytes=4K --iters=1 --warmup=0 --out="$T_TMP/no-gnuplot"
+printf '#!/bin/sh\necho "stand-in gnuplot ran" >&2\nexit 1\n' > "$T_TMP/standin/gnuplot" && chmod +x "$T_TMP/standin/gnuplot"
+t_fail plot_with_the_gnuplot_on_path 1 "stand-in gnuplot ran" \
+    env PATH="$T_TMP/nognuplot:$T_TMP/standin" $P --plot --max-bytes=4K --iters=1 --warmup=0 --out="$T_TMP/standin-out"
 # --plot away from the repository root: the scripts are found in the program's repository; a copy of
 # the program outside any repository names the script, not a gnuplot error
 if command -v gnuplot >/dev/null 2>&1; then
