@@ -123,12 +123,15 @@ CHAPTER_DIRS := $(sort $(patsubst %/main.c,%,$(wildcard chapters/[0-9][0-9]-*/ma
 chapter_num = $(patsubst 0%,%,$(firstword $(subst -, ,$(notdir $(1)))))
 CHAPTERS := $(foreach d,$(CHAPTER_DIRS),$(call chapter_num,$(d)))
 CHAPTER_BINS := $(CHAPTERS:%=$(BUILD)/chapter-%)
+# How a recipe runs a program of the build: ./build/chapter-1 for a relative
+# BUILD, /tmp/b/chapter-1 for an absolute one (./ before it would read .//tmp/b).
+RUN_BUILD := $(if $(filter /%,$(BUILD)),$(BUILD),./$(BUILD))
 
 define chapter_rules
 $(BUILD)/chapter-$(call chapter_num,$(1)): $(wildcard $(1)/*.c) $(LIB)
 	$$(CC) $$(CPPFLAGS) -I$(1) $$(CFLAGS) $$(WARN) $$(LDFLAGS) -o $$@ $(wildcard $(1)/*.c) $$(LIB) $$(LDLIBS)
 chapter-$(call chapter_num,$(1)): $(BUILD)/chapter-$(call chapter_num,$(1))
-	./$(BUILD)/chapter-$(call chapter_num,$(1)) $$(ARGS)
+	$(RUN_BUILD)/chapter-$(call chapter_num,$(1)) $$(ARGS)
 .PHONY: chapter-$(call chapter_num,$(1))
 endef
 $(foreach d,$(CHAPTER_DIRS),$(eval $(call chapter_rules,$(d))))
@@ -204,7 +207,7 @@ demo: ## the main job: install what is missing, build, run every chapter that ex
 	@BUILD=$(BUILD) sh mk/deps.sh --quiet
 	@$(MAKE) --no-print-directory demo-chapters
 demo-chapters: all
-	@for n in $(CHAPTERS); do echo "==== chapter $$n ===="; ./$(BUILD)/chapter-$$n || exit 1; done
+	@for n in $(CHAPTERS); do echo "==== chapter $$n ===="; $(RUN_BUILD)/chapter-$$n || exit 1; done
 test-gpu: all ## the GPU paths, on a machine with an NVIDIA GPU
 	@bash tests/run --suite=gpu
 stress: tests ## the long checks make test leaves out (tests/stress/): fifty mpirun jobs with a rank stopped under load, torch.randperm's switch at its real size
