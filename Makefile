@@ -139,6 +139,16 @@ $(foreach d,$(CHAPTER_DIRS),$(eval $(call chapter_rules,$(d))))
 # build's dependency file: it is not missing, it is gone (the link takes the
 # folder's files as they are now).
 chapters/%.c: ;
+chapter-: # no number (make chapter-$$N, N unset): not make's built-in chapter- from chapter-.o
+	@echo "make chapter-N: N is a chapter's number, 1 for chapters/01-*/ (make help)" >&2; exit 2
+# A goal chapter-N with no chapters/NN-name/main.c (a rule for the goals
+# only: a pattern rule would also answer for any file named chapter-N).
+NO_CHAPTERS := $(filter-out chapter- $(CHAPTERS:%=chapter-%),$(filter chapter-%,$(MAKECMDGOALS)))
+ifneq ($(NO_CHAPTERS),)
+$(NO_CHAPTERS):
+	@echo "make $@: there is no chapter $(@:chapter-%=%) (the chapters: $(CHAPTERS); make chapter-N)" >&2; exit 2
+.PHONY: $(NO_CHAPTERS)
+endif
 # chapter-%: ## build and run chapter N's program on its defaults; ARGS='--help' and others pass through
 
 # ---- tools: tools/*.c -> build/tools/NAME, the small programs behind make bench and make report
@@ -224,6 +234,6 @@ help: ## list the entry points
 	@echo "variables: BUILD=dir  SAN=address,undefined  WITH_CUDA=0  WITH_MPI=0  ARGS='...' (for chapter-N)"
 	@echo "           DEPS=all|required|none (for deps, demo, test)  BENCH_QUICK=1 (bench in seconds, figures meaningless)"
 
-.PHONY: deps all tests test check tsan crosscheck-kernels bench plots report demo demo-chapters clean help features fuzz fuzz-build lab- lab-skeletons test-gpu stress
+.PHONY: deps all tests test check tsan crosscheck-kernels bench plots report demo demo-chapters clean help features fuzz fuzz-build chapter- lab- lab-skeletons test-gpu stress
 .SECONDARY:
 -include $(shell find $(BUILD) -name '*.d' 2>/dev/null)
