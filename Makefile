@@ -11,6 +11,11 @@
 SHELL := /bin/bash
 
 BUILD ?= build
+# make splits a path at spaces: BUILD='my build' would make folders 'my' and
+# 'build' beside the sources, and an empty BUILD would build into /.
+ifneq ($(words $(BUILD)),1)
+  $(error BUILD='$(BUILD)': the build folder must be one path, without spaces (BUILD=build, the default))
+endif
 OPT ?= -O2
 SAN ?=
 CFLAGS ?= $(OPT) -g

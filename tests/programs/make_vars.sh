@@ -1,9 +1,19 @@
 # make_vars: the Makefile's goals and variables as a user types them. A
 # chapter that does not exist, or no number at all, is refused naming the
-# chapters; an absolute BUILD runs its chapter programs from there.
+# chapters; an absolute BUILD runs its chapter programs from there; a BUILD
+# with a space (or none) stops before anything is written, in a scratch tree.
 . "$(dirname "$0")/../harness/lib.sh"
 
 t_fail no_such_chapter 2 "make chapter-99: there is no chapter 99 (the chapters: 1 " make -s BUILD="$BUILD" chapter-99
 t_fail chapter_without_a_number 2 "make chapter-N: N is a chapter's number" make -s BUILD="$BUILD" chapter-
 
 t_out absolute_build_runs_its_chapter "usage: chapter-1 " make -s BUILD="$(cd "$BUILD" && pwd)" chapter-1 ARGS=--help
+
+tree=$T_TMP/tree
+mkdir -p "$tree" && cp -r Makefile mk "$tree/"
+t_fail build_with_a_space 2 "BUILD='my build': the build folder must be one path, without spaces" \
+    make -s -C "$tree" "BUILD=my build" all
+t_fail build_empty 2 "BUILD='': the build folder must be one path" make -s -C "$tree" BUILD= all
+left=$(cd "$tree" && ls -A | grep -vxE 'Makefile|mk' || true)
+if [ -z "$left" ]; then t_pass refused_build_writes_nothing
+else t_failed refused_build_writes_nothing "left in the tree: $(tr '\n' ' ' <<<"$left")"; fi
