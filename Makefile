@@ -20,13 +20,16 @@ OPT ?= -O2
 SAN ?=
 CFLAGS ?= $(OPT) -g
 WARN := -Wall -Wextra -Werror
-CPPFLAGS := -D_GNU_SOURCE -Ilib -I. $(CPPFLAGS)
-LDLIBS := -lz -ljansson -lopenblas -lm -pthread $(LDLIBS)
+# override: CFLAGS=-O0 or CPPFLAGS=-DX on the command line adds to what the
+# build needs (-Ilib, -std=c11, the dependency files, SAN's flags), as the
+# same variable from the environment does, instead of replacing it.
+override CPPFLAGS := -D_GNU_SOURCE -Ilib -I. $(CPPFLAGS)
+override LDLIBS := -lz -ljansson -lopenblas -lm -pthread $(LDLIBS)
 ifneq ($(SAN),)
-  CFLAGS += -fsanitize=$(SAN) -fno-sanitize-recover=all -fno-omit-frame-pointer
-  LDFLAGS += -fsanitize=$(SAN)
+  override CFLAGS += -fsanitize=$(SAN) -fno-sanitize-recover=all -fno-omit-frame-pointer
+  override LDFLAGS += -fsanitize=$(SAN)
 endif
-CFLAGS += -std=c11 -pthread -MMD -MP
+override CFLAGS += -std=c11 -pthread -MMD -MP
 
 # ---- packages, then features: build/config.mk, written once per build directory
 # deps, demo and test install missing packages first (mk/deps.sh), so they
@@ -49,14 +52,14 @@ deps: ## install the Debian/Ubuntu packages the project uses (DEPS=all|required|
 	@BUILD=$(BUILD) sh mk/deps.sh
 
 ifeq ($(HAVE_MPI),1)
-  CPPFLAGS += -DHAVE_MPI=1
+  override CPPFLAGS += -DHAVE_MPI=1
   MPI_CFLAGS := $(shell mpicc --showme:compile)
   MPI_LDLIBS := $(shell mpicc --showme:link)
   MPI_OBJS := $(patsubst %.c,$(BUILD)/obj/%.o,$(shell find lib -path '*/mpi/*' -name '*.c' | sort))
-  LDLIBS += $(MPI_LDLIBS)
+  override LDLIBS += $(MPI_LDLIBS)
 endif
 ifeq ($(HAVE_CUDA),1)
-  CPPFLAGS += -DHAVE_CUDA=1
+  override CPPFLAGS += -DHAVE_CUDA=1
   NVCC := $(CUDA_HOME)/bin/nvcc
   NVCCFLAGS ?= -O2 -g -std=c++17 -Xcompiler -Wall,-Wextra,-Werror
   # The GPU runs the arithmetic `make test` checks (lib/transfer/kernels.h):
@@ -66,14 +69,14 @@ ifeq ($(HAVE_CUDA),1)
   NVCC_IEEE := -fmad=false -ftz=false -prec-div=true -prec-sqrt=true
   GPU_SRCS := $(shell find lib -name '*.cu' | sort)
   ifeq ($(HAVE_NCCL),1)
-    CPPFLAGS += -DHAVE_NCCL=1
+    override CPPFLAGS += -DHAVE_NCCL=1
     GPU_LDLIBS := -L$(NCCL_LIBDIR) -Wl,-rpath,$(NCCL_LIBDIR) -lnccl
   else
     GPU_SRCS := $(filter-out lib/comm/nccl/%,$(GPU_SRCS))
   endif
   GPU_OBJS := $(patsubst %.cu,$(BUILD)/obj/%.o,$(GPU_SRCS))
   GPU_LDLIBS += -L$(CUDA_LIBDIR) -Wl,-rpath,$(CUDA_LIBDIR) -lcublas -lcudart -lstdc++
-  LDLIBS += $(GPU_LDLIBS)
+  override LDLIBS += $(GPU_LDLIBS)
 endif
 
 # ---- the library ------------------------------------------------------------
@@ -94,7 +97,7 @@ $(BUILD)/obj/%.o: %.c $(BUILD)/config.mk
 	@mkdir -p $(@D)
 	$(CC) $(CPPFLAGS) $(CFLAGS) $(WARN) -c -o $@ $<
 ifneq ($(MPI_OBJS),)
-$(MPI_OBJS): CPPFLAGS += $(MPI_CFLAGS)
+$(MPI_OBJS): override CPPFLAGS += $(MPI_CFLAGS)
 endif
 # The simulated device's kernel loops (bias, ReLU, BatchNorm, the optimizer's
 # update) run between the matrix products of every step: vectorize them, and
@@ -107,14 +110,14 @@ endif
 # -ffp-contract=off: no multiply and add fused into one rounding, in the
 # baseline or in the AVX2 and AVX-512 clones (device_exec_kernel), whatever
 # the -std (GCC fuses by default in its GNU modes).
-$(BUILD)/obj/sim/device_exec.o: CFLAGS += -ftree-vectorize -fvect-cost-model=dynamic -funswitch-loops -fno-math-errno \
+$(BUILD)/obj/sim/device_exec.o: override CFLAGS += -ftree-vectorize -fvect-cost-model=dynamic -funswitch-loops -fno-math-errno \
     -ffp-contract=off
 # The CPU backends' sum (comm_reduce_sum3) runs on every piece of every
 # all-reduce the simulator and MPI move. Its output may be one of its inputs,
 # so GCC must check the pointers at run time before it takes vectors, which
 # -O2's cost model never does: the loop ran scalar, 4 % of the simulator's
 # CPU at 4 ranks. The same sum in any vector width: one IEEE add an element.
-$(BUILD)/obj/lib/comm/comm_reduce.o: CFLAGS += -ftree-vectorize -fvect-cost-model=dynamic
+$(BUILD)/obj/lib/comm/comm_reduce.o: override CFLAGS += -ftree-vectorize -fvect-cost-model=dynamic
 $(BUILD)/obj/%.o: %.cu $(BUILD)/config.mk
 	@mkdir -p $(@D)
 	$(NVCC) $(CPPFLAGS) $(NVCCFLAGS) $(NVCC_IEEE) -MD -MF $(@:.o=.d) -c -o $@ $<
@@ -165,14 +168,14 @@ $(BUILD)/tools/%: tools/%.c $(LIB)
 # ---- tests: tests/unit/test_*.c -> build/tests/unit/test_* ---------------
 HARNESS_OBJS := $(patsubst %.c,$(BUILD)/obj/%.o,$(wildcard tests/harness/*.c))
 TEST_BINS := $(patsubst tests/%.c,$(BUILD)/tests/%,$(wildcard tests/unit/test_*.c))
-$(BUILD)/obj/tests/%.o: CPPFLAGS += -Itests/harness
+$(BUILD)/obj/tests/%.o: override CPPFLAGS += -Itests/harness
 $(BUILD)/tests/%: tests/%.c $(HARNESS_OBJS) $(LIB)
 	@mkdir -p $(@D)
 	$(CC) $(CPPFLAGS) -Itests/harness $(CFLAGS) $(WARN) -MF $@.d $(LDFLAGS) -o $@ $< $(HARNESS_OBJS) $(LIB) $(LDLIBS)
 
 # test_comm_mpi wraps MPI's own calls (its profiling interface) to see which the backend makes
 ifeq ($(HAVE_MPI),1)
-$(BUILD)/tests/unit/test_comm_mpi: CPPFLAGS += $(MPI_CFLAGS)
+$(BUILD)/tests/unit/test_comm_mpi: override CPPFLAGS += $(MPI_CFLAGS)
 endif
 
 all: $(LIB) $(CHAPTER_BINS) $(TOOL_BINS) ## build the library, every chapter program and the tools

@@ -1,7 +1,10 @@
 # make_vars: the Makefile's goals and variables as a user types them. A
 # chapter that does not exist, or no number at all, is refused naming the
 # chapters; an absolute BUILD runs its chapter programs from there; a BUILD
-# with a space (or none) stops before anything is written, in a scratch tree.
+# with a space (or none) stops before anything is written, in a scratch tree;
+# CFLAGS and CPPFLAGS on the command line add to the flags the build needs
+# (-Ilib, -std=c11, the dependency files, SAN's) instead of replacing them
+# (make -n: the compile is printed, not run).
 . "$(dirname "$0")/../harness/lib.sh"
 
 t_fail no_such_chapter 2 "make chapter-99: there is no chapter 99 (the chapters: 1 " make -s BUILD="$BUILD" chapter-99
@@ -17,3 +20,10 @@ t_fail build_empty 2 "BUILD='': the build folder must be one path" make -s -C "$
 left=$(cd "$tree" && ls -A | grep -vxE 'Makefile|mk' || true)
 if [ -z "$left" ]; then t_pass refused_build_writes_nothing
 else t_failed refused_build_writes_nothing "left in the tree: $(tr '\n' ' ' <<<"$left")"; fi
+
+obj=$BUILD/obj/lib/base/error.o
+t_out command_line_flags_add "-DMAKE_VARS_PROBE" \
+    make -n -W lib/base/error.c BUILD="$BUILD" CFLAGS=-O1 CPPFLAGS=-DMAKE_VARS_PROBE SAN=address "$obj"
+for flag in -Ilib -std=c11 -MMD -fsanitize=address -O1; do
+    t_said "command_line_flags_keep_$flag" " $flag "
+done
