@@ -82,5 +82,5 @@ int main(int argc, char **argv)
     if (rc < 0)
         return cli_error(PROBE_PROG);
     printf("%s: one training step ran (loss %.4f)\n", PROBE_PROG, loss.loss);
-    return cli_stdout_status(0) < 0 ? cli_error(PROBE_PROG) : 0;
+    return cli_exit(PROBE_PROG, CLI_EXIT_OK);
 }

@@ -178,5 +178,5 @@ int main(int argc, char **argv)
     }
     if (gpu_versions_print_cuda() < 0 || gpu_versions_print_cublas() < 0 || gpu_versions_print_nccl() < 0)
         return cli_error(GPU_VERSIONS_PROG);
-    return cli_stdout_status(0) < 0 ? cli_error(GPU_VERSIONS_PROG) : CLI_EXIT_OK; /* the versions a reference file records */
+    return cli_exit(GPU_VERSIONS_PROG, CLI_EXIT_OK); /* the versions a reference file records */
 }

@@ -141,7 +141,5 @@ int main(int argc, char **argv)
                tol > 0 ? " beyond the tolerance" : "", worst, worst_name);
     safetensors_close(fa);
     safetensors_close(fb);
-    if (!differ && cli_stdout_status(0) < 0) /* "the same bits" unsaid is no verdict */
-        return cli_error(TD_PROG);
-    return differ ? CLI_EXIT_FAILED : CLI_EXIT_OK;
+    return cli_exit(TD_PROG, differ ? CLI_EXIT_FAILED : CLI_EXIT_OK); /* "the same bits" unsaid is no verdict */
 }

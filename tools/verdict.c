@@ -114,13 +114,6 @@ static int verdict_read(const char *prog, bool table)
     return rc;
 }
 
-/* The exit status once everything is printed: a line lost to a full disk or a
- * closed pipe "cannot be printed" (1), not a verdict given. */
-static int verdict_exit(int status)
-{
-    return status == 0 && cli_stdout_status(0) < 0 ? cli_error(VERDICT_PROG) : status;
-}
-
 enum { OPT_WHAT = 256, OPT_FIGURE, OPT_UNIT, OPT_PEER, OPT_PEER_FIGURE, OPT_PEER_UNIT, OPT_RATIO, OPT_TARGET,
        OPT_NOT_RUN, OPT_CHECK, OPT_TABLE, OPT_HELP };
 
@@ -175,7 +168,7 @@ int main(int argc, char **argv)
         return cli_fail(VERDICT_PROG);
     }
     if (check || table)
-        return verdict_exit(verdict_read(VERDICT_PROG, table));
+        return cli_exit(VERDICT_PROG, verdict_read(VERDICT_PROG, table));
 
     if (!target || verdict_parse_target(target, &v.op, &v.target) < 0) {
         if (!target)
@@ -189,7 +182,7 @@ int main(int argc, char **argv)
             fprintf(stderr, "%s: %s\n", VERDICT_PROG, err_msg());
             return 1;
         }
-        return verdict_exit(0);
+        return cli_exit(VERDICT_PROG, CLI_EXIT_OK); /* a line lost to a full disk is no verdict */
     }
     if (!have_figure || !have_peer_figure || !ratio) {
         err_set(ERR_ARG, "--figure, --peer-figure and --ratio are required (or --not-run=WHY)");
@@ -209,5 +202,5 @@ int main(int argc, char **argv)
         fprintf(stderr, "%s: %s\n", VERDICT_PROG, err_msg());
         return 1;
     }
-    return verdict_exit(0);
+    return cli_exit(VERDICT_PROG, CLI_EXIT_OK); /* a line lost to a full disk is no verdict */
 }

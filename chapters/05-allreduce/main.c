@@ -543,6 +543,5 @@ int main(int argc, char **argv)
         return cli_fail(CH5_PROG);
     if (rc < 0)
         return cli_error(CH5_PROG);
-    int status = ch5_run(&cli);
-    return status == CLI_EXIT_OK && cli_stdout_status(0) < 0 ? cli_error(CH5_PROG) : status; /* tables into a full disk */
+    return cli_exit(CH5_PROG, ch5_run(&cli)); /* tables into a full disk are no tables */
 }

@@ -657,5 +657,5 @@ int main(int argc, char **argv)
     }
     dataset_close(train);
     dataset_close(test);
-    return status == CLI_EXIT_OK && cli_stdout_status(0) < 0 ? cli_error(CH6_PROG) : status; /* the summary into a full disk */
+    return cli_exit(CH6_PROG, status); /* the summary into a full disk is no summary */
 }

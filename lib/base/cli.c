@@ -270,3 +270,8 @@ int cli_stdout_status(int rc)
         return err_set(ERR_IO, "writing the output failed");
     return rc;
 }
+
+int cli_exit(const char *prog, int status)
+{
+    return status == CLI_EXIT_OK && cli_stdout_status(0) < 0 ? cli_error(prog) : status;
+}

@@ -131,4 +131,9 @@ int cli_error(const char *prog);
  * disk, a closed pipe): a report cut short is not a report. Call it last. */
 int cli_stdout_status(int rc);
 
+/* The same for an exit status: `status`, or cli_error(prog)'s when status is
+ * CLI_EXIT_OK but standard output could not be written. For a main that
+ * returns exit statuses from several places: `return cli_exit(PROG, status);`. */
+int cli_exit(const char *prog, int status);
+
 #endif
