@@ -211,3 +211,38 @@ int costmodel_allreduce_spans(const struct costmodel *m, enum comm_algo algo, in
     }
     return s.n;
 }
+
+void costmodel_host_link_bytes(int world, int node_size, int nvlink, enum comm_algo algo, double bytes, double *in,
+                               double *out)
+{
+    struct costmodel m = {.node_size = node_size};
+    int N = costmodel_nodes(&m, world), G = world / N, W = world;
+    *in = *out = 0;
+    if (W < 2)
+        return;
+    switch (algo) {
+    case COMM_ALGO_TREE:
+        for (int child = 1; child < W; child *= 2) /* rank 0's children, one a level */
+            if (!nvlink || child >= G) {
+                *in += bytes;
+                *out += bytes;
+            }
+        return;
+    case COMM_ALGO_NAIVE:
+        *in = *out = bytes * (nvlink ? W - G : W - 1);
+        return;
+    case COMM_ALGO_HIER:
+        if (N > 1 && G > 1) {
+            double across = 2.0 * (N - 1) / N * (bytes / G), inside = 2.0 * (G - 1) / G * bytes;
+            *in = *out = across + (nvlink ? 0 : inside);
+            return;
+        }
+        /* one node, or a GPU a node: the flat ring */
+        /* fall through */
+    default: {
+        double ring = 2.0 * (W - 1) / W * bytes;
+        *in = !nvlink || N > 1 ? ring : 0;  /* from rank W-1 */
+        *out = !nvlink || G == 1 ? ring : 0; /* to rank 1 */
+    }
+    }
+}

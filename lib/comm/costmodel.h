@@ -123,4 +123,23 @@ struct costmodel_span {
 int costmodel_allreduce_spans(const struct costmodel *m, enum comm_algo algo, int world, double bytes,
                               struct costmodel_span *out, int max);
 
+/* What one all-reduce of `bytes` on `world` ranks moves across rank 0's host
+ * link (its GPU's PCIe x16), each way: *in into the GPU, *out of it. Ranks
+ * fill nodes of `node_size` in order (0, or a size that does not divide the
+ * world: one node). Where a node's GPUs talk over NVLink (`nvlink`), only what
+ * crosses nodes does: the network card sits beside the GPU on PCIe (GPUDirect
+ * RDMA). Where they talk over PCIe, every byte rank 0 sends or receives does.
+ * Rank 0 is the root of tree and naive, so theirs are the busiest rank's:
+ *
+ *   ring   2(W-1)/W n, from rank W-1 (another node when N > 1) and to rank 1
+ *          (another node when G = 1)
+ *   hier   2(G-1)/G n inside the node + 2(N-1)/N n/G across nodes each way:
+ *          the ring's bytes over PCIe (the sums are equal), fewer on the network
+ *   tree   n each way with each child 2^k < W (on another node when 2^k >= G)
+ *   naive  n each way with each other rank (W - G of them on other nodes)
+ *
+ * Pure; 0 both ways for world 1. */
+void costmodel_host_link_bytes(int world, int node_size, int nvlink, enum comm_algo algo, double bytes, double *in,
+                               double *out);
+
 #endif

@@ -238,3 +238,38 @@ TEST(link_timeline_on_one_node_and_of_nothing)
     CHECK(strstr(err_msg(), "tree") != NULL);
     CHECK_EQ(costmodel_allreduce_spans(&m, COMM_ALGO_NAIVE, 4, 1e6, NULL, 0), ERR_ARG);
 }
+
+/* Rank 0's host-link bytes of one all-reduce of n, into and out of its GPU. */
+static void check_host(int world, int gpus, int nvlink, enum comm_algo algo, double want_in, double want_out,
+                       const char *what)
+{
+    double in, out;
+    costmodel_host_link_bytes(world, gpus, nvlink, algo, MIB256, &in, &out);
+    check_time(in, want_in, what);
+    check_time(out, want_out, what);
+}
+
+TEST(host_link_bytes_by_algorithm_and_topology)
+{
+    const double n = MIB256;
+    /* GPUs that talk over PCIe: every byte rank 0 moves crosses its host link */
+    check_host(8, 8, 0, COMM_ALGO_RING, 14 * n / 8, 14 * n / 8, "1x8 pcie ring");
+    check_host(8, 8, 0, COMM_ALGO_HIER, 14 * n / 8, 14 * n / 8, "1x8 pcie hier");
+    check_host(8, 8, 0, COMM_ALGO_TREE, 3 * n, 3 * n, "1x8 pcie tree: children 1, 2, 4");
+    check_host(8, 8, 0, COMM_ALGO_NAIVE, 7 * n, 7 * n, "1x8 pcie naive");
+    /* hier moves the ring's bytes over PCIe: 2(G-1)/G n + 2(N-1)/N n/G = 2(W-1)/W n */
+    check_host(16, 8, 0, COMM_ALGO_HIER, 30 * n / 16, 30 * n / 16, "2x8 pcie hier");
+    check_host(16, 8, 0, COMM_ALGO_RING, 30 * n / 16, 30 * n / 16, "2x8 pcie ring");
+    /* NVLink inside a node: only the network's bytes cross PCIe */
+    check_host(8, 8, 1, COMM_ALGO_RING, 0, 0, "1x8 nvlink ring");
+    check_host(8, 8, 1, COMM_ALGO_HIER, 0, 0, "1x8 nvlink hier");
+    check_host(16, 8, 1, COMM_ALGO_RING, 30 * n / 16, 0, "2x8 nvlink ring: in from rank 15, out to rank 1");
+    check_host(16, 8, 1, COMM_ALGO_HIER, n / 8, n / 8, "2x8 nvlink hier: 2(N-1)/N n/G");
+    check_host(64, 8, 1, COMM_ALGO_HIER, 2.0 * 7 / 8 * n / 8, 2.0 * 7 / 8 * n / 8, "8x8 nvlink hier");
+    check_host(16, 8, 1, COMM_ALGO_TREE, n, n, "2x8 nvlink tree: child 8 only");
+    check_host(16, 8, 1, COMM_ALGO_NAIVE, 8 * n, 8 * n, "2x8 nvlink naive: the 8 ranks of node 1");
+    /* a GPU a node: everything crosses, NVLink or not */
+    check_host(4, 1, 1, COMM_ALGO_RING, 1.5 * n, 1.5 * n, "4x1 ring");
+    check_host(4, 1, 1, COMM_ALGO_HIER, 1.5 * n, 1.5 * n, "4x1 hier");
+    check_host(1, 1, 0, COMM_ALGO_RING, 0, 0, "one rank");
+}
