@@ -1,6 +1,7 @@
 /* chapter4: what the parts of chapter 4's program share. Calls go one way:
  * main.c -> the sections -> common.c (bench.c also runs loop.c's loop and
- * sweep.c's copy trains).
+ * sweep.c's copy trains; loop.c runs allreduce.c's all-reduce, whose names
+ * main.c parses).
  *
  * main.c     parses the flags and dispatches to the sections below
  * common.c   what the sections share: the device, the gate, the plots
@@ -8,6 +9,7 @@
  * pinning.c  what page-locking costs, per batch and with a pool
  * loop.c     a training loop: pageable, PyTorch's pin copy, a pinned ring; one
  *            buffer or two; and the overlap timeline
+ * allreduce.c  --algo: the loop's gradient all-reduce on this GPU's host link
  * race.c     --demo=race: a loader slot handed back too early, caught
  * bench.c    --bench: the benchmarks' verdicts
  */
@@ -15,6 +17,7 @@
 #define DDP_CHAPTER4_H
 
 #include "base/plot.h"
+#include "comm/costmodel.h"
 #include "transfer/device.h"
 #include "transfer/link.h"
 #include "transfer/pinned_pool.h"
@@ -29,6 +32,11 @@ struct ch4_opts {
     struct link_profile loop_link; /* the loop's link (sim) */
     struct link_profile own_loop_link; /* ... were it the GPU's alone (--topology): the default compute */
     int node_gpus, host_links;  /* --topology's GPUs a node and --host-links; 0: not given */
+    int nodes;                  /* --topology's nodes; 0: not given */
+    int allreduce;              /* --algo given: each loop step ends with the gradients' all-reduce */
+    enum comm_algo algo;        /* --algo's */
+    int nvlink;                 /* the node's GPUs talk over NVLink (--hw's profile), not over PCIe */
+    uint64_t grad_bytes;        /* --grad-bytes; 0: as large as a batch */
     uint64_t min_bytes, max_bytes; /* the sweep's sizes, times 4 per row */
     uint64_t pool_bytes;        /* the pinned pool's limit */
     const char *data;           /* the loop's dataset; NULL: dataset_open_default() */
@@ -100,10 +108,40 @@ struct ch4_loop_result {
     double dma_s;       /* modelled (sim) or measured (cuda) copy engine time per batch */
     double host_copy_s; /* host memcpy per batch on the way (the driver's staging or the pin copy) */
     double compute_s;   /* the compute per step */
+    double allreduce_s; /* the all-reduce's copies over the host link alone, modelled (--algo; else 0) */
+    double allreduce_in_s; /* ... of them the ones into the GPU, on the batches' copy engine */
     double copies;      /* passes over each byte of a batch, counted */
     double hidden;      /* the share of the copy the step did not pay for */
     uint64_t batch_bytes;
 };
+/* --algo (allreduce.c): the gradients' all-reduce at the end of each loop
+ * step, as the bytes of it that cross this GPU's host link. */
+struct ch4_allreduce {
+    device_t *dev;                      /* NULL: no --algo */
+    uint64_t bytes;                     /* the gradients */
+    uint64_t in_bytes, out_bytes;       /* a step's traffic into the GPU and out of it */
+    double in_s, out_s;                 /* their modelled seconds, each on its own */
+    void *grads, *reduced;              /* device: what backward writes, what the optimizer reads */
+    void *send, *recv;                  /* pinned host memory the traffic passes through */
+    device_stream_t *to_host, *to_gpu;  /* a stream a direction */
+    device_event_t *computed, *sent, *received;
+};
+/* --algo's names (NULL-terminated) and the algorithm the i-th names. */
+const char *const *ch4_algo_choices(void);
+enum comm_algo ch4_algo_of(int choice);
+/* A step's bytes into and out of this GPU over its host link, for gradients
+ * of grad_bytes: costmodel_host_link_bytes() on the flags' topology. */
+void ch4_allreduce_traffic(const struct ch4_opts *o, uint64_t grad_bytes, uint64_t *in, uint64_t *out);
+/* Opens what the all-reduce needs on dev (nothing without --algo: a->dev
+ * stays NULL), its gradients --grad-bytes or else batch_bytes. 0 or an error. */
+int ch4_allreduce_open(const struct ch4_opts *o, device_t *dev, uint64_t batch_bytes, struct ch4_allreduce *a);
+void ch4_allreduce_close(struct ch4_allreduce *a);
+/* Says what a step's all-reduce moves across this GPU's host link, and why. */
+void ch4_allreduce_describe(const struct ch4_opts *o, uint64_t batch_bytes);
+/* Queues a step's all-reduce behind what `compute` has queued, and makes
+ * `compute` wait for it (the optimizer reads its result). 0 or an error. */
+int ch4_allreduce_step(struct ch4_allreduce *a, device_stream_t *compute, int64_t batch);
+
 enum ch4_ring { CH4_PAGEABLE, CH4_PIN_COPY, CH4_PINNED };
 int ch4_loop_run(const struct ch4_opts *o, enum ch4_ring ring, uint32_t depth, struct ch4_loop_result *out);
 

@@ -105,6 +105,7 @@ struct ch4_span_ms {
 };
 struct ch4_timeline {
     struct ch4_span_ms copy[CH4_TIMELINE_STEPS], compute[CH4_TIMELINE_STEPS];
+    struct ch4_span_ms allreduce[CH4_TIMELINE_STEPS]; /* its copies into the GPU (--algo) */
 };
 
 struct ch4_rig {
@@ -114,6 +115,7 @@ struct ch4_rig {
     loader_t *loader;
     device_stream_t *compute;
     prefetch_t *pf;
+    struct ch4_allreduce ar;
     uint64_t *order, count;
     uint64_t record_bytes, batch_bytes;
 };
@@ -122,6 +124,7 @@ static void ch4_rig_close(struct ch4_rig *r)
 {
     prefetch_close(r->pf);
     loader_close(r->loader);
+    ch4_allreduce_close(&r->ar);
     device_stream_destroy(r->compute);
     pinned_pool_destroy(r->pool);
     dataset_close(r->ds);
@@ -170,6 +173,8 @@ static int ch4_rig_open(const struct ch4_opts *o, enum ch4_ring ring, uint32_t d
         rc = loader_open(r->ds, &lo, &r->loader);
     if (rc == 0)
         rc = device_stream_create(r->dev, "compute", &r->compute);
+    if (rc == 0)
+        rc = ch4_allreduce_open(o, r->dev, r->batch_bytes, &r->ar);
     struct prefetch_options po = {.depth = depth, .max_bytes = r->batch_bytes, .max_batch = (uint32_t)o->batch,
                                   .compute = r->compute, .pin_pool = ring == CH4_PIN_COPY ? r->pool : NULL};
     if (rc == 0)
@@ -257,13 +262,26 @@ static int ch4_run(const struct ch4_opts *o, enum ch4_ring ring, uint32_t depth,
             if (rc == 0)
                 rc = device_event_record(marks[2 * m], r.compute);
         }
-        struct device_span in[2] = {{b->data, b->bytes}, {b->labels, b->count * sizeof(int64_t)}};
+        /* with --algo the step also reads the last all-reduce's result and writes the gradients */
+        struct device_span in[3] = {{b->data, b->bytes}, {b->labels, b->count * sizeof(int64_t)},
+                                    {r.ar.reduced, r.ar.bytes}};
+        struct device_span grads = {r.ar.grads, r.ar.bytes};
         struct device_kernel kern = {.name = "train step", .batch = (int64_t)b->number, .seconds = res->compute_s,
-                                     .reads = in, .nreads = 2};
+                                     .reads = in, .nreads = r.ar.dev ? 3 : 2, .writes = &grads,
+                                     .nwrites = r.ar.dev ? 1 : 0};
         if (rc == 0)
             rc = device_launch(r.compute, &kern);
         if (rc == 0 && mark)
             rc = device_event_record(marks[2 * m + 1], r.compute);
+        if (rc == 0)
+            rc = ch4_allreduce_step(&r.ar, r.compute, (int64_t)b->number);
+        if (rc == 0 && mark && r.ar.dev && r.ar.in_bytes) { /* its copies in end when this event does */
+            double end;
+            rc = device_event_synchronize(r.ar.received);
+            if (rc == 0)
+                rc = device_event_elapsed(t0, r.ar.received, &end);
+            tl->allreduce[m] = (struct ch4_span_ms){(end - r.ar.in_s) * 1e3, end * 1e3};
+        }
         int rr = prefetch_release(r.pf, b);
         rc = rc ? rc : rr;
         if (rc == 0 && k + 1 == warmup) { /* the measured steps start here */
@@ -302,16 +320,20 @@ static int ch4_run(const struct ch4_opts *o, enum ch4_ring ring, uint32_t depth,
         res->wait_s = (p1.data_wait_s - p0.data_wait_s) / n;
         int sim = strcmp(device_backend_name(r.dev), "sim") == 0;
         double all = (double)(warmup + steps); /* copies complete out of step with the window: count them all */
-        res->dma_s = sim ? (d1.engine_busy_s[DEVICE_H2D] - begin.engine_busy_s[DEVICE_H2D]) / all : copy_s;
+        res->allreduce_s = r.ar.in_s > r.ar.out_s ? r.ar.in_s : r.ar.out_s; /* the two directions at once */
+        res->allreduce_in_s = r.ar.in_s;
+        /* the batches' copies: the engine's busy time and bytes less the all-reduce's copies into the GPU */
+        res->dma_s = sim ? (d1.engine_busy_s[DEVICE_H2D] - begin.engine_busy_s[DEVICE_H2D]) / all - r.ar.in_s
+                         : copy_s;
         res->host_copy_s = (d1.staging_s - begin.staging_s + p1.pin_s) / all;
         /* Passes over the data bytes of the whole run (labels are copied beside them, not counted). */
         double data = (double)ls.bytes, labels = (double)(ls.samples * sizeof(int64_t));
         double staged = (double)(d1.staged_bytes - begin.staged_bytes);
         staged -= staged > 0 ? labels : 0;
-        double dma = (double)(d1.bytes[DEVICE_H2D] - begin.bytes[DEVICE_H2D]) - labels;
+        double dma = (double)(d1.bytes[DEVICE_H2D] - begin.bytes[DEVICE_H2D]) - labels - all * (double)r.ar.in_bytes;
         res->copies = data > 0 ? (data + staged + (double)p1.pin_bytes + dma) / data : 0;
         double copy = res->dma_s + res->host_copy_s;
-        res->hidden = copy > 0 ? 1 - (res->step_s - res->compute_s) / copy : 1;
+        res->hidden = copy > 0 ? 1 - (res->step_s - res->compute_s - res->allreduce_s) / copy : 1;
         res->hidden = res->hidden < 0 ? 0 : res->hidden > 1 ? 1 : res->hidden;
     }
     device_event_destroy(t0);
@@ -343,12 +365,18 @@ static int ch4_timeline_plot(const struct ch4_opts *o, const struct ch4_timeline
             fprintf(csv.f, "%d,%d,copy,%.4f,%.4f\n", c + 1, k, tl[c].copy[k].start - t0, tl[c].copy[k].end - t0);
             fprintf(csv.f, "%d,%d,compute,%.4f,%.4f\n", c + 1, k, tl[c].compute[k].start - t0,
                     tl[c].compute[k].end - t0);
+            if (tl[c].allreduce[k].end > 0)
+                fprintf(csv.f, "%d,%d,allreduce,%.4f,%.4f\n", c + 1, k, tl[c].allreduce[k].start - t0,
+                        tl[c].allreduce[k].end - t0);
         }
     }
     if ((rc = plot_csv_close(&csv, 0)) < 0)
         return rc;
     printf("wrote %s\n", csv_path);
-    return ch4_plot("chapters/04-transfer/timeline.gp", csv_path, out_path, NULL);
+    char title[160];
+    snprintf(title, sizeof title, "in red, each step's all-reduce (--algo=%s) coming into the GPU on the same link",
+             comm_algo_name(o->algo));
+    return ch4_plot("chapters/04-transfer/timeline.gp", csv_path, out_path, o->allreduce ? title : NULL);
 }
 
 int ch4_loop(const struct ch4_opts *o)
@@ -370,6 +398,8 @@ int ch4_loop(const struct ch4_opts *o)
            (unsigned long long)o->workers, o->workers == 1 ? "" : "s", (unsigned long long)o->steps,
            (unsigned long long)o->warmup);
     dataset_close(ds);
+    if (o->allreduce)
+        ch4_allreduce_describe(o, o->batch * record);
     const struct ch4_loop_row *rows = ch4_loop_rows;
     struct ch4_loop_result res[CH4_LOOP_ROWS];
     char csv_path[PLOT_PATH_MAX];
@@ -377,8 +407,11 @@ int ch4_loop(const struct ch4_opts *o)
     int csv_open = 0;
     if (plot_paths(o->out_dir, "loop", csv_path, NULL) < 0)
         return err_wrap(ERR_ARG, "--out");
-    printf("\n%-22s %-17s %7s %8s %10s %10s %10s %10s %10s %7s\n", "loader ring", "(PyTorch)", "copies", "buffers",
-           "data-wait", sim ? "dma(mod.)" : "dma", "host copy", "compute", "step", "hidden");
+    printf("\n%-22s %-17s %7s %8s %10s %10s %10s %10s ", "loader ring", "(PyTorch)", "copies", "buffers", "data-wait",
+           sim ? "dma(mod.)" : "dma", "host copy", "compute");
+    if (o->allreduce)
+        printf("%10s ", "all-reduce");
+    printf("%10s %7s\n", "step", "hidden");
     for (size_t i = 0; rc == 0 && i < CH4_LOOP_ROWS; i++) {
         rc = ch4_loop_run(o, rows[i].ring, rows[i].depth, &res[i]);
         if (rc)
@@ -388,27 +421,39 @@ int ch4_loop(const struct ch4_opts *o)
         csv_open = 1;
         if (i == 0)
             fprintf(csv.f, "ring,depth,copies_per_batch,data_wait_ms,dma_ms,host_copy_ms,compute_ms,step_ms,"
-                           "host_step_ms,hidden\n");
+                           "host_step_ms,hidden%s\n", o->allreduce ? ",allreduce_ms" : "");
         const struct ch4_loop_result *x = &res[i];
-        printf("%-22s %-17s %7.1f %8u %7.3f ms %7.3f ms %7.3f ms %7.3f ms %7.3f ms %6.0f%%\n",
-               ch4_ring_names[rows[i].ring], ch4_ring_torch[rows[i].ring], x->copies, rows[i].depth, x->wait_s * 1e3,
-               x->dma_s * 1e3, x->host_copy_s * 1e3, x->compute_s * 1e3, x->step_s * 1e3, 100 * x->hidden);
-        fprintf(csv.f, "%s,%u,%.3f,%.4f,%.4f,%.4f,%.4f,%.4f,%.4f,%.4f\n", ch4_ring_names[rows[i].ring], rows[i].depth,
+        printf("%-22s %-17s %7.1f %8u %7.3f ms %7.3f ms %7.3f ms %7.3f ms ", ch4_ring_names[rows[i].ring],
+               ch4_ring_torch[rows[i].ring], x->copies, rows[i].depth, x->wait_s * 1e3, x->dma_s * 1e3,
+               x->host_copy_s * 1e3, x->compute_s * 1e3);
+        if (o->allreduce)
+            printf("%7.3f ms ", x->allreduce_s * 1e3);
+        printf("%7.3f ms %6.0f%%\n", x->step_s * 1e3, 100 * x->hidden);
+        fprintf(csv.f, "%s,%u,%.3f,%.4f,%.4f,%.4f,%.4f,%.4f,%.4f,%.4f", ch4_ring_names[rows[i].ring], rows[i].depth,
                 x->copies, x->wait_s * 1e3, x->dma_s * 1e3, x->host_copy_s * 1e3, x->compute_s * 1e3,
                 x->step_s * 1e3, x->host_step_s * 1e3, x->hidden);
+        if (o->allreduce)
+            fprintf(csv.f, ",%.4f", x->allreduce_s * 1e3);
+        fprintf(csv.f, "\n");
     }
     if (csv_open)
         rc = plot_csv_close(&csv, rc);
     if (rc)
         return rc;
     const struct ch4_loop_result *serial = &res[2], *ours = &res[3];
-    double bound = ours->dma_s > ours->compute_s ? ours->dma_s : ours->compute_s;
+    /* the link into the GPU carries the batch and the all-reduce's part; the compute stream runs the
+     * compute and waits for the all-reduce */
+    double link = ours->dma_s + ours->allreduce_in_s;
+    double device = ours->compute_s + ours->allreduce_s;
+    double bound = link > device ? link : device;
     printf("copies = passes over every byte of a batch, counted: collate, then the driver's staging or the pin\n"
            "copy, then the DMA. step = device time per step (the compute stream's, between events).\n"
-           "hidden = the share of the copy (dma + host copy) that the step did not pay for.\n");
+           "hidden = the share of the copy (dma + host copy) that the step did not pay for%s.\n",
+           o->allreduce ? " (the all-reduce is paid in full: the step waits for it)" : "");
     printf("double buffering: %.3f ms a step against %.3f ms with one buffer (%.2fx faster); the bound\n"
-           "max(copy, compute) is %.3f ms, so the step is %.2f of it.\n",
+           "%s is %.3f ms, so the step is %.2f of it.\n",
            ours->step_s * 1e3, serial->step_s * 1e3, ours->step_s > 0 ? serial->step_s / ours->step_s : 0,
+           o->allreduce ? "max(copy + the all-reduce's copies in, compute + the all-reduce)" : "max(copy, compute)",
            bound * 1e3, bound > 0 ? ours->step_s / bound : 0);
     printf("wrote %s\n", csv_path);
     struct ch4_loop_result tres;

@@ -54,7 +54,13 @@ static void ch4_usage(FILE *f)
             "  --host-links=K          they reach the host through K links (a PCIe switch's uplinks, default\n"
             "                          one per GPU; K divides GPUS), and each GPU gets K/GPUS of one\n"
             "                          (the loop's default compute stays one batch's copy on a link of its own)\n"
-            "  --algo                  refused: no all-reduce runs here (chapters 5 and 6 take it)\n"
+            "  --algo=ring|tree|naive|hier  the loop, with --topology: each step ends with the gradients'\n"
+            "                          all-reduce over the topology's GPUs, and the part of it that crosses\n"
+            "                          this GPU's host link (all of it where the GPUs talk over PCIe; where\n"
+            "                          --hw gives them NVLink, what goes to other nodes) shares the link with\n"
+            "                          the batches' copies (the reduction and its NVLink and network time:\n"
+            "                          chapters 5 and 6)\n"
+            "  --grad-bytes=SIZE       the gradients it reduces, 1 to 1G (default: as large as a batch)\n"
             "  --pool=SIZE             the pinned pool's limit (default 512M; K, M, G suffixes)\n"
             "size sweep:\n"
             "  --min-bytes=SIZE        the smallest copy, at least 1 (default 64K)\n"
@@ -85,13 +91,14 @@ struct ch4_cli {
     double gbps, latency_us, loop_gbps; /* < 0: the profile's own */
     const char *topology;               /* --topology, NULL: none */
     uint64_t host_links;                /* --host-links, 0: one per GPU */
+    int grad_given;                     /* --grad-bytes */
     int bench, max_given;
     struct cli_given given; /* which flags were given, to refuse those the run would ignore */
 };
 
 enum { O_BACKEND = 256, O_LINK, O_GBPS, O_LATENCY, O_POOL, O_MIN, O_MAX, O_DATA, O_BATCH, O_STEPS, O_WARMUP,
        O_WORKERS, O_COMPUTE, O_LOOP_GBPS, O_DEMO, O_BENCH, O_OUT, O_PLOT, O_ONLY, O_HW, O_TOPOLOGY, O_HOST_LINKS,
-       O_ALGO };
+       O_ALGO, O_GRAD_BYTES };
 
 static const struct option ch4_longopts[] = {
     {"backend", required_argument, 0, O_BACKEND}, {"link", required_argument, 0, O_LINK},
@@ -105,7 +112,7 @@ static const struct option ch4_longopts[] = {
     {"out", required_argument, 0, O_OUT},         {"plot", no_argument, 0, O_PLOT},
     {"only", required_argument, 0, O_ONLY},       {"hw", required_argument, 0, O_HW},
     {"topology", required_argument, 0, O_TOPOLOGY}, {"host-links", required_argument, 0, O_HOST_LINKS},
-    {"algo", required_argument, 0, O_ALGO},
+    {"algo", required_argument, 0, O_ALGO},       {"grad-bytes", required_argument, 0, O_GRAD_BYTES},
     {"help", no_argument, 0, 'h'},
     {0, 0, 0, 0},
 };
@@ -141,8 +148,14 @@ static int ch4_parse(int argc, char **argv, struct ch4_cli *cli)
             rc = cli_parse_range("host-links", optarg, 1, COMM_TOPOLOGY_MAX_RANKS, &cli->host_links);
             break;
         case O_ALGO:
-            rc = err_set(ERR_ARG, "--algo: chapter 4 runs no all-reduce, so there is no algorithm to choose: the "
-                                  "all-reduce on a topology is chapter 5's and 6's (--topology and --algo there)");
+            if ((rc = cli_parse_choice("algo", optarg, ch4_algo_choices(), &choice)) == 0) {
+                o->allreduce = 1;
+                o->algo = ch4_algo_of(choice);
+            }
+            break;
+        case O_GRAD_BYTES:
+            rc = cli_parse_bytes("grad-bytes", optarg, 1, 1u << 30, &o->grad_bytes);
+            cli->grad_given = 1;
             break;
         /* the link's limits are link_profile_set()'s: more than 0 and at most 10000 GB/s, 0 to 1e6 us */
         case O_GBPS: rc = cli_parse_double_range("link-gbps", optarg, 1e-3, 1e4, &cli->gbps); break;
@@ -191,20 +204,30 @@ static int ch4_parse(int argc, char **argv, struct ch4_cli *cli)
 static int ch4_topology(struct ch4_cli *cli)
 {
     struct ch4_opts *o = &cli->opt;
+    if (cli->grad_given && !o->allreduce)
+        return err_set(ERR_ARG, "--grad-bytes: the size of the all-reduce that --algo adds to each step; give "
+                                "--algo=ring|tree|naive|hier");
     if (!cli->topology) {
         if (cli->host_links)
             return err_set(ERR_ARG, "--host-links: the links the GPUs of a node share; give --topology=NODESxGPUS "
                                     "to say how many GPUs there are");
+        if (o->allreduce)
+            return err_set(ERR_ARG, "--algo: an all-reduce needs more than one GPU; give --topology=NODESxGPUS "
+                                    "(for example 1x8 or 2x8)");
         return 0;
     }
     int nodes, gpus;
     if (comm_topology_parse(cli->topology, &nodes, &gpus) < 0)
         return err_wrap(ERR_ARG, "--topology");
+    if (o->allreduce && nodes * gpus == 1)
+        return err_set(ERR_ARG, "--algo: --topology=%s is one GPU, which has no one to all-reduce with", cli->topology);
     if (o->backend && strcmp(o->backend, "sim") != 0)
         return err_set(ERR_ARG, "--topology models GPUs sharing their host links on the simulated device: under "
                                 "--backend=%s each copy takes the link it has", o->backend);
     o->backend = "sim";
     o->node_gpus = gpus;
+    o->nodes = nodes;
+    o->nvlink = cli->hw && cli->hw->nvlink_bidir_bps > 0;
     o->host_links = cli->host_links ? (int)cli->host_links : gpus;
     int rc = link_profile_share(&o->link, gpus, o->host_links);
     if (rc == 0)
@@ -247,13 +270,13 @@ static int ch4_validate(struct ch4_cli *cli)
     int rc;
     if (cli->demo && (rc = cli_refuse_given(&cli->given, ch4_longopts,
                                             (const int[]){O_BACKEND, O_LINK, O_GBPS, O_HW, O_TOPOLOGY, O_HOST_LINKS,
-                                                          O_MIN, O_MAX, O_DATA, O_BATCH, O_STEPS, O_WARMUP, O_WORKERS,
+                                                          O_ALGO, O_GRAD_BYTES, O_MIN, O_MAX, O_DATA, O_BATCH, O_STEPS, O_WARMUP, O_WORKERS,
                                                           O_COMPUTE, O_LOOP_GBPS, O_OUT, O_PLOT, 0},
                                             "does nothing with --demo=race (it runs its own loop of synthetic "
                                             "batches on the simulated device, over a slow link, and writes no file; "
                                             "--pool and --link-latency-us apply)")) < 0)
         return rc;
-    if (cli->bench && (rc = cli_refuse_given(&cli->given, ch4_longopts, (const int[]){O_MIN, O_MAX, O_OUT, O_PLOT, 0},
+    if (cli->bench && (rc = cli_refuse_given(&cli->given, ch4_longopts, (const int[]){O_MIN, O_MAX, O_OUT, O_PLOT, O_ALGO, O_GRAD_BYTES, 0},
                                              "does nothing with --bench (it times its own sizes and the training "
                                              "loop, and writes no file)")) < 0)
         return rc;
@@ -262,7 +285,8 @@ static int ch4_validate(struct ch4_cli *cli)
              "or --bench)", cli->only ? cli->only : "");
     if (cli->only && strcmp(cli->only, "loop") != 0 &&
         (rc = cli_refuse_given(&cli->given, ch4_longopts,
-                               (const int[]){O_DATA, O_BATCH, O_STEPS, O_WARMUP, O_WORKERS, O_COMPUTE, O_LOOP_GBPS, 0},
+                               (const int[]){O_DATA, O_BATCH, O_STEPS, O_WARMUP, O_WORKERS, O_COMPUTE, O_LOOP_GBPS,
+                                             O_ALGO, O_GRAD_BYTES, 0},
                                why)) < 0)
         return rc;
     snprintf(why, sizeof why, "does nothing with --only=%s (only the size sweep reads it: the lesson or --only=sweep)",
@@ -313,7 +337,8 @@ static int ch4_run(const struct ch4_cli *cli)
             printf(", %d on each: a GPU's copies get 1/%d of a link, a fixed share (modelled)", per, per);
         else
             printf(", one each: nothing is shared");
-        printf(". Each node's host feeds its own GPUs, so the number of nodes changes nothing here.)\n\n");
+        printf(". Each node's host feeds its own GPUs, so the number of nodes changes %s.)\n\n",
+               o->allreduce ? "only the all-reduce" : "nothing here");
     }
     if (cli->demo)
         rc = ch4_demo_race(o);

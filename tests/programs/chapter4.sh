@@ -53,8 +53,6 @@ else t_pass bench_no_verdict_before_bad_data; fi
 t_out hw_list "h100-sxm   H100 SXM5 80GB: FP32 67.0 TFLOP/s peak (GEMMs at 75 % of it), HBM3 3350 GB/s" $P --hw=list
 t_fail unknown_hw 2 "chapter-4: --hw: unknown hardware profile 'h200' (known: h100-sxm, h100-pcie, a100, rtx4090)" \
     $P --hw=h200
-t_fail algo_refused 2 "chapter-4: --algo: chapter 4 runs no all-reduce, so there is no algorithm to choose" \
-    $P --algo=hier
 t_fail hw_with_link 2 "--hw=a100 and --link both choose the link (the A100 SXM4 80GB sits on PCIe Gen4 x16" \
     $P --link=pcie3 --hw=a100 --out="$OUT"
 # one size: a figure of one point, without gnuplot's warning of an empty range on stderr
@@ -99,6 +97,49 @@ why=$(awk -F, 'FNR == 1 { next } NR == FNR { alone[$1 "," $2] = $0; compute[$1 "
                      printf "double-buffered step %s ms, not the copy'"'"'s %s ms; ", $8, $5 }
                END { if (rows != 4) printf "expected 4 rows, got %d", rows }' "$T_TMP/alone/loop.csv" "$T_TMP/shared/loop.csv")
 if [ -n "$why" ]; then t_failed topology_shared_links_loop "$why"; else t_pass topology_shared_links_loop; fi
+
+# --algo: each loop step ends with the gradients' all-reduce, and its bytes across this GPU's host link
+t_fail algo_unknown 2 "chapter-4: --algo: unknown value 'mesh' (ring, tree, naive or hier)" $P --algo=mesh --topology=1x8
+t_fail algo_needs_gpus 2 "chapter-4: --algo: an all-reduce needs more than one GPU; give --topology=NODESxGPUS" \
+    $P --algo=ring
+t_fail algo_one_gpu 2 "chapter-4: --algo: --topology=1x1 is one GPU, which has no one to all-reduce with" \
+    $P --algo=ring --topology=1x1
+t_fail grad_bytes_alone 2 "chapter-4: --grad-bytes: the size of the all-reduce that --algo adds to each step" \
+    $P --grad-bytes=1M --topology=1x8
+t_fail grad_bytes_zero 2 "chapter-4: --grad-bytes: " $P --grad-bytes=0 --algo=ring --topology=1x8
+t_fail algo_not_with_sweep 2 "--algo does nothing with --only=sweep (only the training loop reads it" \
+    $P --only=sweep --algo=ring --topology=1x8 --out="$T_TMP/sections"
+t_fail algo_not_with_bench 2 "--algo does nothing with --bench" $P --bench --algo=ring --topology=1x8
+# 1x8 over PCIe, ring: 2(W-1)/W = 1.75 batches each way, at the loop's 1 GB/s in copies of at most a batch
+# (196 KiB: 5 us + 200704 B, then 5 us + 150528 B); the batches' own copies and counts as without --algo
+t_run $P "${small_loop[@]}" --out="$T_TMP/ar_ring" --topology=1x8 --algo=ring --compute-ms=0.1
+why=$(awk -F, 'FNR == 1 { next } NR == FNR { dma[$1 "," $2] = $5; copies[$1 "," $2] = $3; next }
+               { k = $1 "," $2; rows++
+                 if ($11 < 0.36115 || $11 > 0.36125) printf "%s: all-reduce %s ms, want 0.3612; ", k, $11
+                 if ($5 != dma[k] || $3 != copies[k]) printf "%s: dma %s, copies %s, alone %s, %s; ", k, $5, $3, dma[k], copies[k]
+                 if ($8 < $7 + $11) printf "%s: step %s ms is less than compute + all-reduce; ", k, $8 }
+               END { if (rows != 4) printf "expected 4 rows, got %d", rows }' "$T_TMP/alone/loop.csv" "$T_TMP/ar_ring/loop.csv")
+if [ "$T_STATUS" != 0 ]; then t_failed algo_ring_over_pcie "exit $T_STATUS: $(tail -n 3 <<<"$T_OUT")"
+elif [ -n "$why" ]; then t_failed algo_ring_over_pcie "$why"
+else t_pass algo_ring_over_pcie; fi
+t_said algo_says_its_bytes "this GPU's host link carries 343 KiB of it in and 343 KiB out each step: the GPUs talk over"
+# the all-reduce's copies into the GPU share the link with the batches': double buffering hides less of the copy
+why=$(awk -F, '$1 == "pinned ring" && $2 == 2 { if ($10 > 0.9) printf "hidden %s with the all-reduce on the link", $10 }' \
+      "$T_TMP/ar_ring/loop.csv")
+if [ -n "$why" ]; then t_failed algo_shares_the_link "$why"; else t_pass algo_shares_the_link; fi
+if grep -q ',allreduce,' "$T_TMP/ar_ring/timeline.csv" 2>/dev/null; then t_pass algo_on_the_timeline
+else t_failed algo_on_the_timeline "no allreduce span in $T_TMP/ar_ring/timeline.csv"; fi
+# NVLink on one node: nothing crosses the host link, so the loop is the one without --algo, to the byte
+t_run $P "${small_loop[@]}" --out="$T_TMP/ar_nvlink" --topology=1x8 --algo=ring --hw=h100-sxm
+t_run $P "${small_loop[@]}" --out="$T_TMP/nvlink_alone" --topology=1x8 --hw=h100-sxm
+if [ "$(cut -d, -f1-10 "$T_TMP/ar_nvlink/loop.csv")" = "$(cat "$T_TMP/nvlink_alone/loop.csv")" ] &&
+   grep -q ',0.0000$' "$T_TMP/ar_nvlink/loop.csv"; then t_pass algo_nvlink_one_node_crosses_nothing
+else t_failed algo_nvlink_one_node_crosses_nothing "$(diff "$T_TMP/nvlink_alone/loop.csv" "$T_TMP/ar_nvlink/loop.csv")"; fi
+# 2x8 with NVLink: a flat ring pulls 2(W-1)/W = 1.875 batches into rank 0 from the network, hier n/G(2(N-1)/N) = 1/8
+t_out algo_flat_ring_across_nodes "host link carries 367.5 KiB of it in and 0 B out each step: the GPUs of a node talk over" \
+    $P "${small_loop[@]}" --out="$T_TMP/ar_2x8" --topology=2x8 --algo=ring --hw=h100-sxm
+t_out algo_hier_across_nodes "host link carries 24.5 KiB of it in and 24.5 KiB out each step" \
+    $P "${small_loop[@]}" --out="$T_TMP/ar_2x8" --topology=2x8 --algo=hier --hw=h100-sxm
 
 # where the CUDA toolkit was found, the device's CUDA backend is built (it needs CUDA only, not NCCL)
 if [ "${SUITE:-plain}" != plain ]; then
@@ -161,6 +202,9 @@ t_same_under_load sweep_same_bytes_under_load bandwidth.csv $P \
 # two workers, so that which thread claims a batch must not matter
 t_same_under_load loop_same_bytes_under_load "loop.csv timeline.csv" $P \
     --only=loop --steps=8 --warmup=2 --batch=256 --workers=2 --backend=sim --out="$T_TMP/vt"
+# ... and with the all-reduce's copies sharing the link
+t_same_under_load loop_allreduce_same_bytes_under_load "loop.csv timeline.csv" $P \
+    --only=loop --steps=8 --warmup=2 --batch=256 --workers=2 --topology=2x4 --algo=tree --out="$T_TMP/vt"
 
 # the cost of pinning: one row per batch size the pool holds (a 2M pool: 1 MiB only), each pinned once
 t_run $P --only=pinning --pool=2M --out="$OUT"
