@@ -10,7 +10,9 @@
  * part where they have NVLink (the network card sits beside the GPU on PCIe).
  * Those bytes are real copies on the device's copy engines: out of the GPU
  * (device to pinned host memory) and into it (the other way), each engine a
- * direction, as PCIe is full duplex. The ones into the GPU queue on the same
+ * direction, as PCIe is full duplex, in pieces of at most NCCL's buffer
+ * (NCCL_BUFFSIZE, 4 MiB by default: NCCL's environment variables page), each
+ * paying the link's fixed cost. The ones into the GPU queue on the same
  * engine as the next batches' copies, which is the lesson: on a PCIe machine
  * the gradients and the input share the wire.
  *
@@ -29,6 +31,8 @@
 
 static const char *const ch4_algo_names[] = {"ring", "tree", "naive", "hier", NULL};
 static const enum comm_algo ch4_algo_values[] = {COMM_ALGO_RING, COMM_ALGO_TREE, COMM_ALGO_NAIVE, COMM_ALGO_HIER};
+
+#define CH4_NCCL_BUFFSIZE (4u << 20)
 
 const char *const *ch4_algo_choices(void) { return ch4_algo_names; }
 
@@ -59,12 +63,26 @@ void ch4_allreduce_describe(const struct ch4_opts *o, uint64_t batch_bytes)
     printf("   (modelled: the reduction, and the time on NVLink and the network, are chapters 5 and 6)\n");
 }
 
-/* Seconds `total` bytes take on `link` in copies of at most `piece`. */
-static double ch4_pieces_s(const struct link_profile *link, uint64_t total, uint64_t piece)
+/* The piece `done` bytes into `total` starts at: its offset in the gradients
+ * (which the traffic goes round, when it is larger) and its size, at most
+ * NCCL's buffer and never past the gradients' end. */
+static uint64_t ch4_piece(const struct ch4_allreduce *a, uint64_t done, uint64_t total, uint64_t *offset)
+{
+    *offset = done % a->bytes;
+    uint64_t n = total - done;
+    n = n < a->piece ? n : a->piece;
+    return n < a->bytes - *offset ? n : a->bytes - *offset;
+}
+
+/* Seconds `total` bytes take on `link` in a's pieces. */
+static double ch4_pieces_s(const struct ch4_allreduce *a, const struct link_profile *link, uint64_t total)
 {
     double s = 0;
-    for (uint64_t done = 0; done < total; done += piece)
-        s += link_copy_seconds(link, total - done < piece ? total - done : piece);
+    uint64_t offset;
+    for (uint64_t done = 0, n; done < total; done += n) {
+        n = ch4_piece(a, done, total, &offset);
+        s += link_copy_seconds(link, n);
+    }
     return s;
 }
 
@@ -92,15 +110,16 @@ int ch4_allreduce_open(const struct ch4_opts *o, device_t *dev, uint64_t batch_b
     a->dev = dev;
     a->bytes = o->grad_bytes ? o->grad_bytes : batch_bytes;
     ch4_allreduce_traffic(o, a->bytes, &a->in_bytes, &a->out_bytes);
-    a->in_s = ch4_pieces_s(&o->loop_link, a->in_bytes, a->bytes);
-    a->out_s = ch4_pieces_s(&o->loop_link, a->out_bytes, a->bytes);
+    a->piece = a->bytes < CH4_NCCL_BUFFSIZE ? a->bytes : CH4_NCCL_BUFFSIZE;
+    a->in_s = ch4_pieces_s(a, &o->loop_link, a->in_bytes);
+    a->out_s = ch4_pieces_s(a, &o->loop_link, a->out_bytes);
     int rc = device_malloc(dev, a->bytes, "gradients", &a->grads);
     if (rc == 0)
         rc = device_malloc(dev, a->bytes, "reduced gradients", &a->reduced);
     if (rc == 0)
-        rc = device_host_alloc(dev, DEVICE_HOST_PINNED, a->bytes, "all-reduce send buffer", &a->send);
+        rc = device_host_alloc(dev, DEVICE_HOST_PINNED, a->piece, "all-reduce send buffer", &a->send);
     if (rc == 0)
-        rc = device_host_alloc(dev, DEVICE_HOST_PINNED, a->bytes, "all-reduce receive buffer", &a->recv);
+        rc = device_host_alloc(dev, DEVICE_HOST_PINNED, a->piece, "all-reduce receive buffer", &a->recv);
     if (rc == 0)
         rc = device_stream_create(dev, "all-reduce out", &a->to_host);
     if (rc == 0)
@@ -112,22 +131,23 @@ int ch4_allreduce_open(const struct ch4_opts *o, device_t *dev, uint64_t batch_b
     if (rc == 0)
         rc = device_event_create(dev, &a->received);
     if (rc == 0)
-        memset(a->recv, 0, a->bytes);
+        memset(a->recv, 0, a->piece);
     if (rc)
         ch4_allreduce_close(a);
     return rc;
 }
 
-/* `total` bytes between device buffer `dev_buf` and host buffer `host` on
- * stream s, in copies of at most a->bytes. */
-static int ch4_allreduce_copies(struct ch4_allreduce *a, device_stream_t *s, enum device_dir dir, void *dev_buf,
+/* `total` bytes between device buffer `dev_buf` (a->bytes long) and host
+ * buffer `host` (a->piece long) on stream s, in a's pieces. */
+static int ch4_allreduce_copies(struct ch4_allreduce *a, device_stream_t *s, enum device_dir dir, uint8_t *dev_buf,
                                 void *host, uint64_t total, int64_t batch)
 {
     int rc = 0;
-    for (uint64_t done = 0; rc == 0 && done < total; done += a->bytes) {
-        uint64_t n = total - done < a->bytes ? total - done : a->bytes;
-        rc = dir == DEVICE_H2D ? device_copy_async(s, dev_buf, host, n, DEVICE_H2D, batch)
-                               : device_copy_async(s, host, dev_buf, n, DEVICE_D2H, batch);
+    uint64_t offset;
+    for (uint64_t done = 0, n; rc == 0 && done < total; done += n) {
+        n = ch4_piece(a, done, total, &offset);
+        rc = dir == DEVICE_H2D ? device_copy_async(s, dev_buf + offset, host, n, DEVICE_H2D, batch)
+                               : device_copy_async(s, host, dev_buf + offset, n, DEVICE_D2H, batch);
     }
     return rc;
 }

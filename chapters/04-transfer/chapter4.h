@@ -119,6 +119,7 @@ struct ch4_loop_result {
 struct ch4_allreduce {
     device_t *dev;                      /* NULL: no --algo */
     uint64_t bytes;                     /* the gradients */
+    uint64_t piece;                     /* the most one copy moves: NCCL's buffer, or the gradients */
     uint64_t in_bytes, out_bytes;       /* a step's traffic into the GPU and out of it */
     double in_s, out_s;                 /* their modelled seconds, each on its own */
     void *grads, *reduced;              /* device: what backward writes, what the optimizer reads */

@@ -60,7 +60,7 @@ static void ch4_usage(FILE *f)
             "                          --hw gives them NVLink, what goes to other nodes) shares the link with\n"
             "                          the batches' copies (the reduction and its NVLink and network time:\n"
             "                          chapters 5 and 6)\n"
-            "  --grad-bytes=SIZE       the gradients it reduces, 1 to 1G (default: as large as a batch)\n"
+            "  --grad-bytes=SIZE       the gradients it reduces, 1 to 256M (default: as large as a batch)\n"
             "  --pool=SIZE             the pinned pool's limit (default 512M; K, M, G suffixes)\n"
             "size sweep:\n"
             "  --min-bytes=SIZE        the smallest copy, at least 1 (default 64K)\n"
@@ -154,7 +154,7 @@ static int ch4_parse(int argc, char **argv, struct ch4_cli *cli)
             }
             break;
         case O_GRAD_BYTES:
-            rc = cli_parse_bytes("grad-bytes", optarg, 1, 1u << 30, &o->grad_bytes);
+            rc = cli_parse_bytes("grad-bytes", optarg, 1, 256u << 20, &o->grad_bytes);
             cli->grad_given = 1;
             break;
         /* the link's limits are link_profile_set()'s: more than 0 and at most 10000 GB/s, 0 to 1e6 us */

@@ -110,8 +110,9 @@ t_fail grad_bytes_zero 2 "chapter-4: --grad-bytes: " $P --grad-bytes=0 --algo=ri
 t_fail algo_not_with_sweep 2 "--algo does nothing with --only=sweep (only the training loop reads it" \
     $P --only=sweep --algo=ring --topology=1x8 --out="$T_TMP/sections"
 t_fail algo_not_with_bench 2 "--algo does nothing with --bench" $P --bench --algo=ring --topology=1x8
-# 1x8 over PCIe, ring: 2(W-1)/W = 1.75 batches each way, at the loop's 1 GB/s in copies of at most a batch
-# (196 KiB: 5 us + 200704 B, then 5 us + 150528 B); the batches' own copies and counts as without --algo
+# 1x8 over PCIe, ring: 2(W-1)/W = 1.75 batches each way, at the loop's 1 GB/s, in copies that go round the
+# gradients (one batch, 196 KiB: 5 us + 200704 B, then 5 us + 150528 B); the batches' own copies and counts
+# as without --algo
 t_run $P "${small_loop[@]}" --out="$T_TMP/ar_ring" --topology=1x8 --algo=ring --compute-ms=0.1
 why=$(awk -F, 'FNR == 1 { next } NR == FNR { dma[$1 "," $2] = $5; copies[$1 "," $2] = $3; next }
                { k = $1 "," $2; rows++
