@@ -16,6 +16,20 @@
 #include <stdio.h>
 #include <unistd.h>
 
+struct ch5_listening {
+    const char *where; /* " on ADDR (IFNAME) only", or "" */
+    double timeout_s;
+};
+
+/* Rank 0, once its port is open: what it listens on and waits for. */
+static void ch5_say_listening(const struct rendezvous_env *env, void *arg)
+{
+    const struct ch5_listening *l = arg;
+    printf("rank 0 of %d: listening%s on port %d (%s), waiting %g s for %d rank(s)\n", env->world, l->where,
+           env->port, env->port_why, l->timeout_s, env->world - 1);
+    fflush(stdout);
+}
+
 int ch5_launch_check(double timeout_s, const char *ifname)
 {
     struct rendezvous_env env;
@@ -30,9 +44,9 @@ int ch5_launch_check(double timeout_s, const char *ifname)
         env.bind_ifname = ifname;
         snprintf(where, sizeof where, " on %s (%s) only", bind_addr, ifname);
     }
-    if (env.rank == 0 && env.world > 1)
-        printf("rank 0 of %d: listening%s on port %d (%s), waiting %g s for %d rank(s)\n", env.world, where,
-               env.port, env.port_why, timeout_s, env.world - 1);
+    struct ch5_listening said = {where, timeout_s};
+    env.listening = ch5_say_listening;
+    env.listening_arg = &said;
     fflush(stdout);
     unsigned char token[8] = {0}; /* rank 0's, different every run: proof that the bytes came from it */
     if (env.rank == 0) {

@@ -681,6 +681,8 @@ int rendezvous_bcast(const struct rendezvous_env *env, void *blob, size_t bytes,
                         "to a free port for every rank)", env->port, env->port_why);
     if (rc < 0)
         return rc;
+    if (env->listening)
+        env->listening(env, env->listening_arg);
     rc = rendezvous_serve(r, env->world, blob, bytes, timeout_s);
     rendezvous_close(r);
     if (rc == ERR_TIMEOUT && env->bind_addr) { /* the likeliest cause, when rank 0 chose one interface */

@@ -45,6 +45,11 @@ struct rendezvous_env {
      * NCCL's interface), and the interface's name for messages. NULL: every
      * interface. */
     const char *bind_addr, *bind_ifname;
+    /* Set by the caller too: called on rank 0 once it listens, before it
+     * waits for the others (a program says so then, not before a port that
+     * turns out taken). NULL: nothing. */
+    void (*listening)(const struct rendezvous_env *env, void *arg);
+    void *listening_arg;
 };
 
 /* Reads RANK, WORLD_SIZE, LOCAL_RANK (default: RANK), MASTER_ADDR and
@@ -95,7 +100,7 @@ int rendezvous_fetch(const char *addr, int port, int rank, int world, void *blob
 int rendezvous_if_addr(const char *ifname, char *addr, size_t len);
 
 /* Both sides in one call: rank 0 listens on env->bind_addr (NULL: every
- * interface) at env->port and serves blob; the others fetch it from
+ * interface) at env->port, calls env->listening, and serves blob; the others fetch it from
  * env->master_addr:port. Returns what those return; a port rank 0 cannot
  * take is reported with env->port_why and the DDP_RENDEZVOUS_PORT way out,
  * and a rank that never came, with the one address rank 0 listened on. */

@@ -104,6 +104,9 @@ holder=$!
 for _ in $(seq 50); do grep -q listening "$T_TMP/holder.out" && break; sleep 0.1; done
 t_fail port_taken 1 "from MASTER_PORT (if another process holds it, set DDP_RENDEZVOUS_PORT to a free port" \
     env RANK=0 WORLD_SIZE=2 MASTER_ADDR=127.0.0.1 MASTER_PORT="$port" "$prog" --launch-check --timeout=1
+# ... and the rank that could not take it never said it was listening
+if grep -q listening <<<"$T_OUT"; then t_failed port_taken_never_listened "$T_OUT"
+else t_pass port_taken_never_listened; fi
 launch_by_hand 2 MASTER_PORT="$port" DDP_RENDEZVOUS_PORT="$(free_port)"
 check_ranks own_port 2
 wait "$holder" 2>/dev/null || true
