@@ -232,6 +232,13 @@ stress: tests ## the long checks make test leaves out (tests/stress/): fifty mpi
 	@for s in tests/stress/*.sh; do BUILD=$(BUILD) bash $$s || exit 1; done
 # What notebooks-out/ keeps (the report and what it shows, reference/): the same list as .gitignore's.
 NOTEBOOKS_KEPT := README.md reference/* bench/last-run.txt chapter-*/*.svg chapter-*/*.csv chapter-*/provenance.txt
+# `make -j2 clean all`: clean first, then the rest, one at a time (in parallel, all found build/ up to date
+# while clean was removing it)
+ifneq ($(filter clean,$(MAKECMDGOALS)),)
+ifneq ($(filter-out clean,$(MAKECMDGOALS)),)
+.NOTPARALLEL:
+endif
+endif
 clean: ## remove build/ and what notebooks-out/ does not keep (the PNG copies, temporary files)
 	rm -rf build
 	[ ! -d notebooks-out ] || { find notebooks-out -type f $(foreach k,$(NOTEBOOKS_KEPT),! -path 'notebooks-out/$(k)') -delete && \

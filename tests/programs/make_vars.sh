@@ -4,7 +4,8 @@
 # with a space (or none) stops before anything is written, in a scratch tree;
 # CFLAGS and CPPFLAGS on the command line add to the flags the build needs
 # (-Ilib, -std=c11, the dependency files, SAN's) instead of replacing them
-# (make -n: the compile is printed, not run).
+# (make -n: the compile is printed, not run); clean given with other goals
+# runs first, alone.
 . "$(dirname "$0")/../harness/lib.sh"
 
 t_fail no_such_chapter 2 "make chapter-99: there is no chapter 99 (the chapters: 1 " make -s BUILD="$BUILD" chapter-99
@@ -20,6 +21,11 @@ t_fail build_empty 2 "BUILD='': the build folder must be one path" make -s -C "$
 left=$(cd "$tree" && ls -A | grep -vxE 'Makefile|mk' || true)
 if [ -z "$left" ]; then t_pass refused_build_writes_nothing
 else t_failed refused_build_writes_nothing "left in the tree: $(tr '\n' ' ' <<<"$left")"; fi
+# clean with other goals runs first and alone: under -j2, all found build/ up to date while clean removed it
+if make -n -p -C "$tree" clean all 2>/dev/null | grep -q '^\.NOTPARALLEL'; then t_pass clean_with_goals_runs_alone
+else t_failed clean_with_goals_runs_alone "make clean all would run its goals in parallel"; fi
+if make -n -p -C "$tree" all 2>/dev/null | grep -q '^\.NOTPARALLEL'; then t_failed all_alone_stays_parallel "make all was made serial"
+else t_pass all_alone_stays_parallel; fi
 
 obj=$BUILD/obj/lib/base/error.o
 t_out command_line_flags_add "-DMAKE_VARS_PROBE" \
