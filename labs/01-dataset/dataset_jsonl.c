@@ -310,8 +310,7 @@ static int jsonl_sidecar_build(const dataset_t *ds, struct jsonl_sidecar *sc, co
     /* fsutil writes through a link to a regular file: a sidecar name that is a link (to the data, to
      * another dataset) would replace what it names with this index. The name is ours, not the user's:
      * never written through (ERR_IO: jsonl_sidecar_open() then builds in the cache) */
-    struct stat lst;
-    if (lstat(final, &lst) == 0 && S_ISLNK(lst.st_mode))
+    if (fsutil_is_link(final))
         return err_set(ERR_IO, "%s: %s is a symbolic link: refusing to write the index through it", path, final);
     struct fsutil_tmp t;
     int rc = fsutil_tmp_open(&t, final, NULL);

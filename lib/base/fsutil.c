@@ -122,6 +122,12 @@ static int fsutil_check_node(const char *path, const char *what, int want_dir)
                    fsutil_kind(st.st_mode), want_dir ? "directory" : "regular file", want_dir ? "into" : "over");
 }
 
+int fsutil_is_link(const char *path)
+{
+    struct stat st;
+    return lstat(path, &st) == 0 && S_ISLNK(st.st_mode);
+}
+
 int fsutil_check_output(const char *path, const char *what) { return fsutil_check_node(path, what, 0); }
 
 int fsutil_check_output_dir(const char *dir, const char *what) { return fsutil_check_node(dir, what, 1); }
@@ -356,8 +362,7 @@ int fsutil_tmp_open(struct fsutil_tmp *t, const char *final, const char *what)
     /* A link to a regular file (the check refused any other): write the file
      * it names, beside it, and leave the link a link. */
     char real[PATH_MAX];
-    struct stat lst;
-    if (lstat(final, &lst) == 0 && S_ISLNK(lst.st_mode) && realpath(final, real))
+    if (fsutil_is_link(final) && realpath(final, real))
         snprintf(t->final, sizeof t->final, "%s", real);
     return fsutil_tmp_create(t);
 }
@@ -485,7 +490,7 @@ static int fsutil_part_place(const char *part, const char *final, const char *wh
     int rc = fsutil_check_output(final, what);
     if (rc < 0)
         return rc;
-    if (lstat(final, &st) == 0 && S_ISLNK(st.st_mode) && realpath(final, real))
+    if (fsutil_is_link(final) && realpath(final, real))
         final = real; /* a link to a regular file: replace that file, as fsutil_tmp_open() does */
     if (rename(part, final) != 0)
         return err_set(ERR_IO, "%s: cannot rename into place: %s", name, strerror(errno));

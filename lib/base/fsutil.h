@@ -68,6 +68,9 @@
  * there but is not a directory (a file, a FIFO: "x: a FIFO, not a directory"). */
 int fsutil_mkdir_p(const char *dir);
 
+/* 1 when path is a symbolic link (whatever it names, or nothing), else 0. */
+int fsutil_is_link(const char *path);
+
 /* Checks that `path` may be written as an output (see the top of this file):
  * a regular file, a symbolic link to one, or a name that does not exist yet.
  * `what` names where the path came from in messages ("--save"; NULL: the

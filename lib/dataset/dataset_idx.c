@@ -219,8 +219,7 @@ static int idx_cache_path(const char *path, char *out, size_t cap)
         if (snprintf(out, cap, "%s/%s" IDX_CACHE_SUFFIX, slash == real ? "" : dir, base) >= (int)cap)
             return err_set(ERR_ARG, "%s: path too long", path);
         /* a link there (to the source, to another file) would be written through, replacing what it names */
-        struct stat lst;
-        if (fsutil_check_output(out, NULL) == 0 && !(lstat(out, &lst) == 0 && S_ISLNK(lst.st_mode)))
+        if (fsutil_check_output(out, NULL) == 0 && !fsutil_is_link(out))
             return 0;
         err_clear(); /* a FIFO or a device in the cache's place stays as it is: the cache goes to the cache directory */
     }
