@@ -8,6 +8,8 @@
  *   build/chapter-4                     the lesson: the size sweep, the cost of pinning, the
  *                                       training loop with and without double buffering, plots
  *   build/chapter-4 --only=sweep|pinning|loop   one section
+ *   build/chapter-4 --only=loop --topology=1x8 --algo=ring   each step ending with the
+ *                                       gradients' all-reduce, on the link the batches use
  *   build/chapter-4 --demo=race         a loader slot handed back too early, caught by the detector
  *   build/chapter-4 --bench             the benchmarks' verdicts (make bench)
  *
