@@ -99,6 +99,7 @@ numeric_flags=(
     "chapter-3 --world 1 0 4294967296"
     "chapter-4 --batch 1 0 1048577"
     "chapter-4 --compute-ms 1 -1 10000.5"
+    "chapter-4 --grad-bytes 1K 0 257M 17179869184G $B"
     "chapter-4 --host-links 1 0 1025 $B"
     "chapter-4 --link-gbps 5 0 10001"
     "chapter-4 --link-latency-us 5 -1 1000001"
