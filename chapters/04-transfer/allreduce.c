@@ -22,7 +22,6 @@
  */
 #include "chapter4.h"
 
-#include "base/error.h"
 #include "base/units.h"
 
 #include <math.h>
