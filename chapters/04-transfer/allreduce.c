@@ -18,7 +18,7 @@
  *
  * What is not here: the reduction itself (one GPU has nothing to add) and
  * the time the NVLink and network parts take: chapters 5 and 6 run and time
- * the whole collective. Called by loop.c only.
+ * the whole collective. Called by loop.c (main.c reads --algo's names here).
  */
 #include "chapter4.h"
 
