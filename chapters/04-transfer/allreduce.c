@@ -22,6 +22,7 @@
  */
 #include "chapter4.h"
 
+#include "base/error.h"
 #include "base/units.h"
 
 #include <math.h>
@@ -60,6 +61,23 @@ void ch4_allreduce_describe(const struct ch4_opts *o, uint64_t batch_bytes)
                        "crosses it (the network card sits beside the GPU\n   on PCIe)"
                      : "the GPUs talk over\n   PCIe, so every byte this GPU sends or receives crosses it");
     printf("   (modelled: the reduction, and the time on NVLink and the network, are chapters 5 and 6)\n");
+}
+
+int ch4_allreduce_check(const struct ch4_opts *o, uint64_t batch_bytes)
+{
+    if (!o->allreduce)
+        return 0;
+    uint64_t bytes = o->grad_bytes ? o->grad_bytes : batch_bytes, in, out;
+    ch4_allreduce_traffic(o, bytes, &in, &out);
+    uint64_t most = in > out ? in : out;
+    if (most <= CH4_ALLREDUCE_MAX_STEP_BYTES)
+        return 0;
+    char g[32], m[32], cap[32];
+    return err_set(ERR_ARG, "--algo=%s on %dx%d with %s of gradients (--grad-bytes, else a batch): this GPU's host "
+                   "link would carry %s of it each step, and the simulator copies those bytes for real: at most %s "
+                   "a step (fewer gradients, or another --algo)", comm_algo_name(o->algo), o->nodes, o->node_gpus,
+                   units_format_bytes(bytes, g, sizeof g), units_format_bytes(most, m, sizeof m),
+                   units_format_bytes(CH4_ALLREDUCE_MAX_STEP_BYTES, cap, sizeof cap));
 }
 
 /* The piece `done` bytes into `total` starts at: its offset in the gradients

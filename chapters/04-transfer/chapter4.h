@@ -137,6 +137,11 @@ void ch4_allreduce_traffic(const struct ch4_opts *o, uint64_t grad_bytes, uint64
  * stays NULL), its gradients --grad-bytes or else batch_bytes. 0 or an error. */
 int ch4_allreduce_open(const struct ch4_opts *o, device_t *dev, uint64_t batch_bytes, struct ch4_allreduce *a);
 void ch4_allreduce_close(struct ch4_allreduce *a);
+/* The simulator copies the all-reduce's bytes for real: ERR_ARG naming the
+ * flags when a step's would pass CH4_ALLREDUCE_MAX_STEP_BYTES either way
+ * (naive on 64 GPUs moves 63 times the gradients), 0 otherwise. */
+#define CH4_ALLREDUCE_MAX_STEP_BYTES (4ull << 30)
+int ch4_allreduce_check(const struct ch4_opts *o, uint64_t batch_bytes);
 /* Says what a step's all-reduce moves across this GPU's host link, and why. */
 void ch4_allreduce_describe(const struct ch4_opts *o, uint64_t batch_bytes);
 /* Queues a step's all-reduce behind what `compute` has queued, and makes

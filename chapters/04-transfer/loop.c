@@ -200,6 +200,8 @@ int ch4_loop_check(const struct ch4_opts *o, int bench)
 {
     dataset_t *ds = NULL;
     int rc = ch4_open_data(o, &ds, 0);
+    if (rc == 0)
+        rc = ch4_allreduce_check(o, o->batch * dataset_info(ds)->record_bytes);
     dataset_close(ds);
     /* Each row's rig opened and closed: a batch whose buffers the pinned pool
      * cannot hold is refused now, not after the sweep has run. */

@@ -110,6 +110,11 @@ t_fail grad_bytes_zero 2 "chapter-4: --grad-bytes: " $P --grad-bytes=0 --algo=ri
 t_fail algo_not_with_sweep 2 "--algo does nothing with --only=sweep (only the training loop reads it" \
     $P --only=sweep --algo=ring --topology=1x8 --out="$T_TMP/sections"
 t_fail algo_not_with_bench 2 "--algo does nothing with --bench" $P --bench --algo=ring --topology=1x8
+# the bytes are copied for real: naive on 64 GPUs with 256M of gradients (63 x 256 MiB a step) is refused at once
+t_fail algo_traffic_capped 1 "chapter-4: --algo=naive on 64x1 with 256 MiB of gradients (--grad-bytes, else a batch): this GPU's host link would carry 15.8 GiB of it each step" \
+    $P --only=loop --topology=64x1 --algo=naive --grad-bytes=256M --out="$T_TMP/capped"
+if [ -e "$T_TMP/capped" ]; then t_failed algo_traffic_capped_writes_nothing "$(ls "$T_TMP/capped")"
+else t_pass algo_traffic_capped_writes_nothing; fi
 # 1x8 over PCIe, ring: 2(W-1)/W = 1.75 batches each way, at the loop's 1 GB/s, in copies that go round the
 # gradients (one batch, 196 KiB: 5 us + 200704 B, then 5 us + 150528 B); the batches' own copies and counts
 # as without --algo
