@@ -38,19 +38,22 @@ const char *const *ch4_algo_choices(void) { return ch4_algo_names; }
 
 enum comm_algo ch4_algo_of(int choice) { return ch4_algo_values[choice]; }
 
-void ch4_allreduce_traffic(const struct ch4_opts *o, uint64_t grad_bytes, uint64_t *in, uint64_t *out)
+/* The gradients' bytes (--grad-bytes, else a batch's), and a step's bytes
+ * into and out of this GPU over its host link: costmodel_host_link_bytes()
+ * on the flags' topology. */
+static uint64_t ch4_allreduce_traffic(const struct ch4_opts *o, uint64_t batch_bytes, uint64_t *in, uint64_t *out)
 {
+    uint64_t grads = o->grad_bytes ? o->grad_bytes : batch_bytes;
     double din, dout;
-    costmodel_host_link_bytes(o->nodes * o->node_gpus, o->node_gpus, o->nvlink, o->algo, (double)grad_bytes, &din,
-                              &dout);
+    costmodel_host_link_bytes(o->nodes * o->node_gpus, o->node_gpus, o->nvlink, o->algo, (double)grads, &din, &dout);
     *in = (uint64_t)floor(din); /* whole bytes: a ring's 2(W-1)/W n may not be */
     *out = (uint64_t)floor(dout);
+    return grads;
 }
 
 void ch4_allreduce_describe(const struct ch4_opts *o, uint64_t batch_bytes)
 {
-    uint64_t bytes = o->grad_bytes ? o->grad_bytes : batch_bytes, in, out;
-    ch4_allreduce_traffic(o, bytes, &in, &out);
+    uint64_t in, out, bytes = ch4_allreduce_traffic(o, batch_bytes, &in, &out);
     char g[32], i[32], t[32];
     int world = o->nodes * o->node_gpus;
     printf("   each step ends with the all-reduce (--algo=%s) of %s of gradients over %d GPUs (%dx%d);\n"
@@ -67,8 +70,7 @@ int ch4_allreduce_check(const struct ch4_opts *o, uint64_t batch_bytes)
 {
     if (!o->allreduce)
         return 0;
-    uint64_t bytes = o->grad_bytes ? o->grad_bytes : batch_bytes, in, out;
-    ch4_allreduce_traffic(o, bytes, &in, &out);
+    uint64_t in, out, bytes = ch4_allreduce_traffic(o, batch_bytes, &in, &out);
     uint64_t most = in > out ? in : out;
     if (most <= CH4_ALLREDUCE_MAX_STEP_BYTES)
         return 0;
@@ -125,8 +127,7 @@ int ch4_allreduce_open(const struct ch4_opts *o, device_t *dev, uint64_t batch_b
     if (!o->allreduce)
         return 0;
     a->dev = dev;
-    a->bytes = o->grad_bytes ? o->grad_bytes : batch_bytes;
-    ch4_allreduce_traffic(o, a->bytes, &a->in_bytes, &a->out_bytes);
+    a->bytes = ch4_allreduce_traffic(o, batch_bytes, &a->in_bytes, &a->out_bytes);
     a->piece = a->bytes < CH4_NCCL_BUFFSIZE ? a->bytes : CH4_NCCL_BUFFSIZE;
     a->in_s = ch4_pieces_s(a, &o->loop_link, a->in_bytes);
     a->out_s = ch4_pieces_s(a, &o->loop_link, a->out_bytes);

@@ -130,9 +130,6 @@ struct ch4_allreduce {
 /* --algo's names (NULL-terminated) and the algorithm the i-th names. */
 const char *const *ch4_algo_choices(void);
 enum comm_algo ch4_algo_of(int choice);
-/* A step's bytes into and out of this GPU over its host link, for gradients
- * of grad_bytes: costmodel_host_link_bytes() on the flags' topology. */
-void ch4_allreduce_traffic(const struct ch4_opts *o, uint64_t grad_bytes, uint64_t *in, uint64_t *out);
 /* Opens what the all-reduce needs on dev (nothing without --algo: a->dev
  * stays NULL), its gradients --grad-bytes or else batch_bytes. 0 or an error. */
 int ch4_allreduce_open(const struct ch4_opts *o, device_t *dev, uint64_t batch_bytes, struct ch4_allreduce *a);

@@ -273,13 +273,15 @@ static int ch4_validate(struct ch4_cli *cli)
     int rc;
     if (cli->demo && (rc = cli_refuse_given(&cli->given, ch4_longopts,
                                             (const int[]){O_BACKEND, O_LINK, O_GBPS, O_HW, O_TOPOLOGY, O_HOST_LINKS,
-                                                          O_ALGO, O_GRAD_BYTES, O_MIN, O_MAX, O_DATA, O_BATCH, O_STEPS, O_WARMUP, O_WORKERS,
-                                                          O_COMPUTE, O_LOOP_GBPS, O_OUT, O_PLOT, 0},
+                                                          O_ALGO, O_GRAD_BYTES, O_MIN, O_MAX, O_DATA, O_BATCH,
+                                                          O_STEPS, O_WARMUP, O_WORKERS, O_COMPUTE, O_LOOP_GBPS, O_OUT,
+                                                          O_PLOT, 0},
                                             "does nothing with --demo=race (it runs its own loop of synthetic "
                                             "batches on the simulated device, over a slow link, and writes no file; "
                                             "--pool and --link-latency-us apply)")) < 0)
         return rc;
-    if (cli->bench && (rc = cli_refuse_given(&cli->given, ch4_longopts, (const int[]){O_MIN, O_MAX, O_OUT, O_PLOT, O_ALGO, O_GRAD_BYTES, 0},
+    if (cli->bench && (rc = cli_refuse_given(&cli->given, ch4_longopts,
+                                             (const int[]){O_MIN, O_MAX, O_OUT, O_PLOT, O_ALGO, O_GRAD_BYTES, 0},
                                              "does nothing with --bench (it times its own sizes and the training "
                                              "loop, and writes no file)")) < 0)
         return rc;

@@ -44,10 +44,9 @@ int ch5_launch_check(double timeout_s, const char *ifname)
         env.bind_ifname = ifname;
         snprintf(where, sizeof where, " on %s (%s) only", bind_addr, ifname);
     }
-    struct ch5_listening said = {where, timeout_s};
+    struct ch5_listening listening = {where, timeout_s};
     env.listening = ch5_say_listening;
-    env.listening_arg = &said;
-    fflush(stdout);
+    env.listening_arg = &listening;
     unsigned char token[8] = {0}; /* rank 0's, different every run: proof that the bytes came from it */
     if (env.rank == 0) {
         uint64_t t = hash_splitmix64(clock_now_ns() ^ (uint64_t)getpid() << 32);

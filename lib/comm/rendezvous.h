@@ -100,10 +100,11 @@ int rendezvous_fetch(const char *addr, int port, int rank, int world, void *blob
 int rendezvous_if_addr(const char *ifname, char *addr, size_t len);
 
 /* Both sides in one call: rank 0 listens on env->bind_addr (NULL: every
- * interface) at env->port, calls env->listening, and serves blob; the others fetch it from
- * env->master_addr:port. Returns what those return; a port rank 0 cannot
- * take is reported with env->port_why and the DDP_RENDEZVOUS_PORT way out,
- * and a rank that never came, with the one address rank 0 listened on. */
+ * interface) at env->port, calls env->listening, and serves blob; the others
+ * fetch it from env->master_addr:port. Returns what those return; a port
+ * rank 0 cannot take is reported with env->port_why and the
+ * DDP_RENDEZVOUS_PORT way out, and a rank that never came, with the one
+ * address rank 0 listened on. */
 int rendezvous_bcast(const struct rendezvous_env *env, void *blob, size_t bytes, double timeout_s);
 
 #ifdef __cplusplus
